@@ -1,0 +1,97 @@
+//! Internet checksum (RFC 1071) arithmetic.
+//!
+//! Sums are kept unfolded in a `u64` so that parts can be added in any order; fold once at the end.
+//! A part that starts at an odd byte offset inside the checksummed region is byte-swapped
+//! (RFC 1071 §2(B), byte-order independence), which [`sum_at`] does.
+
+/// Ones'-complement partial sum of `bytes` read as big-endian 16-bit words starting at an even
+/// offset. An odd trailing byte is padded with zero on the right.
+#[inline]
+pub fn sum_be(bytes: &[u8]) -> u64 {
+    let mut sum = 0u64;
+    let mut chunks = bytes.chunks_exact(8);
+    for c in &mut chunks {
+        let w = u64::from_be_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
+        sum += (w >> 48) + ((w >> 32) & 0xffff) + ((w >> 16) & 0xffff) + (w & 0xffff);
+    }
+    let rest = chunks.remainder();
+    let mut pairs = rest.chunks_exact(2);
+    for p in &mut pairs {
+        sum += u64::from(u16::from_be_bytes([p[0], p[1]]));
+    }
+    if let [b] = pairs.remainder() {
+        sum += u64::from(*b) << 8;
+    }
+    sum
+}
+
+/// Partial sum of `bytes` that start at an even (`odd == false`) or odd offset of the region.
+#[inline]
+pub fn sum_at(bytes: &[u8], odd: bool) -> u64 {
+    let s = sum_be(bytes);
+    if odd {
+        u64::from(fold(s).swap_bytes())
+    } else {
+        s
+    }
+}
+
+/// Folds a partial sum to 16 bits (not complemented).
+#[inline]
+pub fn fold(mut sum: u64) -> u16 {
+    while sum >> 16 != 0 {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    sum as u16
+}
+
+/// The checksum field value for a partial sum: the complement of the folded sum.
+#[inline]
+pub fn finish(sum: u64) -> u16 {
+    !fold(sum)
+}
+
+/// Prefix sums of a byte string: `prefix[k]` is the partial sum of `bytes[..k]`, for k in 0..=len.
+/// This makes the checksum of any truncation of the payload an O(1) look-up.
+pub fn prefix_sums(bytes: &[u8]) -> Vec<u64> {
+    let mut out = Vec::with_capacity(bytes.len() + 1);
+    let mut sum = 0u64;
+    out.push(0);
+    for (i, b) in bytes.iter().enumerate() {
+        sum += if i % 2 == 0 { u64::from(*b) << 8 } else { u64::from(*b) };
+        out.push(sum);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rfc1071_example() {
+        // RFC 1071 §3 example: 00 01 f2 03 f4 f5 f6 f7 sums to ddf2.
+        let b = [0x00, 0x01, 0xf2, 0x03, 0xf4, 0xf5, 0xf6, 0xf7];
+        assert_eq!(fold(sum_be(&b)), 0xddf2);
+        assert_eq!(finish(sum_be(&b)), !0xddf2);
+    }
+
+    #[test]
+    fn split_at_odd_offset_matches_whole() {
+        let data: Vec<u8> = (0u8..=200).map(|x| x.wrapping_mul(37)).collect();
+        let whole = fold(sum_be(&data));
+        for cut in 0..data.len() {
+            let parts = sum_at(&data[..cut], false) + sum_at(&data[cut..], cut % 2 == 1);
+            assert_eq!(fold(parts), whole, "cut at {cut}");
+        }
+    }
+
+    #[test]
+    fn prefix_sums_match_direct() {
+        let data: Vec<u8> = (0u8..=99).map(|x| x ^ 0x5a).collect();
+        let p = prefix_sums(&data);
+        for k in 0..=data.len() {
+            assert_eq!(fold(p[k]), fold(sum_be(&data[..k])), "k={k}");
+        }
+    }
+}

@@ -1,0 +1,612 @@
+//! Validation: [`ProfileSpec`] -> [`Profile`], a compiled configuration that cannot fail at
+//! run time. Every error names the field path and the fix.
+
+use rand::{Rng, RngExt};
+
+use crate::dist::{FileLoader, ScaledDist, UnitDist};
+use crate::error::ProfileError;
+use crate::fields::{self, FieldOp};
+use crate::schedule::{Pattern, Rate, L1_OVERHEAD_BYTES};
+use crate::spec::{
+    DistKind, DistSpec, ImixSpec, NumOrDist, OnLate, PatternKind, ProfileSpec, SizeSpec, SizeTable, StreamSpec,
+};
+use crate::template::{Template, FCS_LEN};
+
+/// Largest frame (with FCS) a template may have.
+pub const MAX_FRAME: u32 = 16_384;
+/// Smallest frame (with FCS).
+pub const MIN_FRAME: u32 = 64;
+
+/// What the compiler needs from outside the profile.
+pub struct CompileCtx<'a> {
+    /// The link speed of the output, if known (the profile's `link_speed_bps` wins).
+    pub link_speed_bps: Option<f64>,
+    /// Reads files the profile names.
+    pub files: &'a dyn FileLoader,
+}
+
+/// Frame sizes of a stream (bytes with FCS).
+#[derive(Debug, Clone)]
+pub enum SizeGen {
+    Fixed(u32),
+    Dist(ScaledDist),
+    /// Weighted random pick: sizes and cumulative weights.
+    Imix {
+        sizes: Vec<u32>,
+        cum: Vec<u64>,
+    },
+    /// A fixed interleaved cycle.
+    Cycle(Vec<u32>),
+}
+
+impl SizeGen {
+    /// The size of the stream's `k`-th frame.
+    #[inline]
+    pub fn next<R: Rng + ?Sized>(&self, k: u64, rng: &mut R) -> u32 {
+        match self {
+            SizeGen::Fixed(s) => *s,
+            SizeGen::Dist(d) => d.sample(rng).round() as u32,
+            SizeGen::Imix { sizes, cum } => {
+                let total = *cum.last().expect("non-empty");
+                let x = rng.random_range(0..total);
+                sizes[cum.partition_point(|&c| c <= x)]
+            }
+            SizeGen::Cycle(c) => c[(k % c.len() as u64) as usize],
+        }
+    }
+
+    pub fn min(&self) -> u32 {
+        match self {
+            SizeGen::Fixed(s) => *s,
+            SizeGen::Dist(d) => d.min().round() as u32,
+            SizeGen::Imix { sizes, .. } | SizeGen::Cycle(sizes) => *sizes.iter().min().expect("non-empty"),
+        }
+    }
+
+    pub fn max(&self) -> u32 {
+        match self {
+            SizeGen::Fixed(s) => *s,
+            SizeGen::Dist(d) => d.max().round() as u32,
+            SizeGen::Imix { sizes, .. } | SizeGen::Cycle(sizes) => *sizes.iter().max().expect("non-empty"),
+        }
+    }
+
+    pub fn mean(&self) -> f64 {
+        match self {
+            SizeGen::Fixed(s) => f64::from(*s),
+            SizeGen::Dist(d) => d.mean(),
+            SizeGen::Imix { sizes, cum } => {
+                let mut prev = 0;
+                let mut acc = 0.0;
+                for (s, c) in sizes.iter().zip(cum) {
+                    acc += f64::from(*s) * (c - prev) as f64;
+                    prev = *c;
+                }
+                acc / prev as f64
+            }
+            SizeGen::Cycle(c) => c.iter().map(|s| f64::from(*s)).sum::<f64>() / c.len() as f64,
+        }
+    }
+}
+
+/// One compiled stream.
+#[derive(Debug, Clone)]
+pub struct StreamConfig {
+    pub index: usize,
+    pub name: String,
+    pub id: u16,
+    pub template: Template,
+    pub ops: Vec<FieldOp>,
+    pub sizes: SizeGen,
+    pub pattern: Pattern,
+    pub rate: Rate,
+    pub burst: u32,
+    pub count: Option<u64>,
+    pub duration_ns: Option<u64>,
+    pub start_offset_ns: u64,
+    pub seed: u64,
+    /// Target frames per second.
+    pub target_pps: f64,
+    /// Target bits per second at L1 (frame + 20 B).
+    pub target_bps_l1: f64,
+    pub mean_size: f64,
+}
+
+impl StreamConfig {
+    /// Mean time between departures (ns): the lateness unit of the `on_late` policy.
+    pub fn mean_gap_ns(&self) -> f64 {
+        let frames = match &self.pattern {
+            Pattern::OnOff {
+                size,
+                peak_gap_ns: None,
+                ..
+            } => size.mean(),
+            Pattern::OnOff { .. } => 1.0,
+            _ => f64::from(self.burst),
+        };
+        frames * 1e9 / self.target_pps
+    }
+}
+
+/// A compiled profile.
+#[derive(Debug, Clone)]
+pub struct Profile {
+    pub seed: u64,
+    pub on_late: OnLate,
+    pub link_speed_bps: Option<f64>,
+    pub streams: Vec<StreamConfig>,
+    /// The spec it came from (for the result file).
+    pub spec: ProfileSpec,
+}
+
+impl Profile {
+    /// Largest frame of any stream (with FCS).
+    pub fn max_frame(&self) -> u32 {
+        self.streams.iter().map(|s| s.sizes.max()).max().unwrap_or(0)
+    }
+    /// Whether every stream ends by count or duration.
+    pub fn is_bounded(&self) -> bool {
+        self.streams
+            .iter()
+            .all(|s| s.count.is_some() || s.duration_ns.is_some())
+    }
+}
+
+/// splitmix64 of (seed, a, b): independent seeds for each stream and purpose.
+pub fn derive_seed(seed: u64, a: u64, b: u64) -> u64 {
+    let mut z = seed ^ a.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ b.wrapping_mul(0xd1b5_4a32_d192_ed03);
+    z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+fn positive(v: f64, path: &str, fix: &str) -> Result<f64, ProfileError> {
+    if v.is_finite() && v > 0.0 {
+        Ok(v)
+    } else {
+        Err(ProfileError::invalid(
+            path,
+            format!("{v} is not a positive number"),
+            fix,
+        ))
+    }
+}
+
+fn imix_preset(name: &str, path: &str) -> Result<Vec<(u32, u32)>, ProfileError> {
+    Ok(match name {
+        "simple" => vec![(64, 7), (570, 4), (1518, 1)],
+        "ipv6" => vec![(78, 7), (570, 4), (1518, 1)],
+        "tolly" => vec![(64, 55), (78, 5), (576, 17), (1518, 23)],
+        other => return Err(ProfileError::invalid(
+            format!("{path}.imix"),
+            format!("unknown IMIX preset {other:?}"),
+            "use \"simple\" (64/570/1518 at 7:4:1), \"ipv6\" or \"tolly\", or weights [[64, 7], [570, 4], [1518, 1]]",
+        )),
+    })
+}
+
+/// Smooth weighted round robin: an interleaved cycle with the given weights.
+fn smooth_cycle(w: &[(u32, u32)]) -> Vec<u32> {
+    let total: i64 = w.iter().map(|(_, x)| i64::from(*x)).sum();
+    let mut cur = vec![0i64; w.len()];
+    let mut out = Vec::with_capacity(total as usize);
+    for _ in 0..total {
+        for (c, (_, x)) in cur.iter_mut().zip(w) {
+            *c += i64::from(*x);
+        }
+        let (i, _) = cur
+            .iter()
+            .enumerate()
+            .max_by_key(|(i, c)| (**c, -(*i as i64)))
+            .expect("non-empty");
+        cur[i] -= total;
+        out.push(w[i].0);
+    }
+    out
+}
+
+fn compile_sizes(spec: Option<&SizeSpec>, path: &str, files: &dyn FileLoader) -> Result<SizeGen, ProfileError> {
+    let path = format!("{path}.size");
+    let check = |s: u32| -> Result<u32, ProfileError> {
+        if (MIN_FRAME..=MAX_FRAME).contains(&s) {
+            Ok(s)
+        } else {
+            Err(ProfileError::invalid(
+                &path,
+                format!("frame size {s} B is outside {MIN_FRAME}..={MAX_FRAME}"),
+                format!("use sizes from {MIN_FRAME} (the Ethernet minimum, FCS included) to {MAX_FRAME}"),
+            ))
+        }
+    };
+    let t: &SizeTable = match spec {
+        None => return Ok(SizeGen::Fixed(64)),
+        Some(SizeSpec::Fixed(s)) => return Ok(SizeGen::Fixed(check(*s)?)),
+        Some(SizeSpec::Table(t)) => t,
+    };
+    match (&t.imix, t.kind) {
+        (Some(_), Some(_)) => Err(ProfileError::invalid(
+            &path,
+            "both `imix` and `kind` are set",
+            "keep one of them",
+        )),
+        (Some(imix), None) => {
+            let w = match imix {
+                ImixSpec::Preset(name) => imix_preset(name, &path)?,
+                ImixSpec::Weights(w) => w.clone(),
+            };
+            if w.is_empty() || w.iter().any(|(_, x)| *x == 0) {
+                return Err(ProfileError::invalid(
+                    format!("{path}.imix"),
+                    "an IMIX needs at least one size and positive weights",
+                    "write [[64, 7], [570, 4], [1518, 1]]",
+                ));
+            }
+            for (s, _) in &w {
+                check(*s)?;
+            }
+            match t.order.as_deref().unwrap_or("random") {
+                "random" => {
+                    let mut acc = 0u64;
+                    let cum = w.iter().map(|(_, x)| {
+                        acc += u64::from(*x);
+                        acc
+                    });
+                    let cum: Vec<u64> = cum.collect();
+                    Ok(SizeGen::Imix {
+                        sizes: w.iter().map(|(s, _)| *s).collect(),
+                        cum,
+                    })
+                }
+                "sequence" => Ok(SizeGen::Cycle(smooth_cycle(&w))),
+                other => Err(ProfileError::invalid(
+                    format!("{path}.order"),
+                    format!("unknown order {other:?}"),
+                    "use \"random\" or \"sequence\"",
+                )),
+            }
+        }
+        (None, Some(kind)) => {
+            let d = DistSpec {
+                kind,
+                shape: t.shape,
+                sigma: t.sigma,
+                cv: t.cv,
+                scale: t.scale,
+                spread: t.spread,
+                file: t.file.clone(),
+                mean: t.mean,
+                min: t.min.map(f64::from),
+                max: t.max.map(f64::from),
+            };
+            if let Some(m) = t.min {
+                check(m)?;
+            }
+            if let Some(m) = t.max {
+                check(m)?;
+            }
+            let hi = t.max.map_or(1518.0, f64::from);
+            Ok(SizeGen::Dist(ScaledDist::from_spec(
+                &d,
+                &path,
+                f64::from(MIN_FRAME),
+                hi.max(f64::from(MIN_FRAME)),
+                files,
+            )?))
+        }
+        (None, None) => Err(ProfileError::invalid(
+            &path,
+            "the size table has neither `imix` nor `kind`",
+            "write size = 64, size = { imix = \"simple\" } or size = { kind = \"uniform\", min = 64, max = 1518 }",
+        )),
+    }
+}
+
+fn compile_stream(
+    i: usize,
+    s: &StreamSpec,
+    p: &ProfileSpec,
+    link: Option<f64>,
+    files: &dyn FileLoader,
+) -> Result<StreamConfig, ProfileError> {
+    let path = format!("stream[{i}]");
+    let tpath = format!("{path}.timing");
+    let seed = derive_seed(p.seed.unwrap_or(1), i as u64, 0);
+    let sizes = compile_sizes(s.size.as_ref(), &path, files)?;
+
+    // Payload regions must be known before the template is built.
+    let mut regions = Vec::new();
+    for f in &s.fields {
+        if f.field == "payload" {
+            if let Some(o) = f.offset {
+                regions.push((o, f.width.unwrap_or(1)));
+            }
+        }
+    }
+    let mut template = Template::build(
+        &s.template,
+        sizes.max() as usize - FCS_LEN,
+        s.signature,
+        regions,
+        seed,
+        &format!("{path}.template"),
+    )?;
+    if (sizes.min() as usize) < template.min_len() + FCS_LEN {
+        return Err(ProfileError::invalid(
+            format!("{path}.size"),
+            format!("the smallest frame is {} B but this template needs {} B (headers, payload fields and the 16 B signature)", sizes.min(), template.min_len() + FCS_LEN),
+            format!("use frame sizes of at least {} B, or set signature = false", template.min_len() + FCS_LEN),
+        ));
+    }
+    let mut ops = Vec::new();
+    for (j, f) in s.fields.iter().enumerate() {
+        let (op, high) = fields::compile(f, &template.layout, s.template.l4, &format!("{path}.field[{j}]"))?;
+        if let Some(h) = high {
+            let at = op.target.offset - 8;
+            template.bytes[at..at + 8].copy_from_slice(&h.to_be_bytes());
+            let mut b = template.bytes.clone();
+            template.finish(&mut b);
+            template.bytes = b;
+        }
+        ops.push(op);
+    }
+
+    let t = &s.timing;
+    let link = p.link_speed_bps.or(link);
+    let given: Vec<&str> = [
+        ("rate_pps", t.rate_pps),
+        ("rate_bps_l1", t.rate_bps_l1),
+        ("rate_bps_l2", t.rate_bps_l2),
+        ("rate_pct", t.rate_pct),
+    ]
+    .iter()
+    .filter(|(_, v)| v.is_some())
+    .map(|(k, _)| *k)
+    .collect();
+    let is_empirical_abs = t.pattern == PatternKind::Distribution
+        && t.dist.as_ref().is_some_and(|d| d.kind == DistKind::Empirical)
+        && given.is_empty();
+    if given.len() > 1 {
+        return Err(ProfileError::invalid(
+            &tpath,
+            format!("several rates are given ({})", given.join(", ")),
+            "give exactly one of rate_pps, rate_bps_l1, rate_bps_l2, rate_pct",
+        ));
+    }
+    let fix_rate = "give a rate above 0, e.g. rate_pps = 100000";
+    let rate = if let Some(v) = t.rate_pps {
+        Rate::Pps(positive(v, &format!("{tpath}.rate_pps"), fix_rate)?)
+    } else if let Some(v) = t.rate_bps_l1 {
+        Rate::Bps {
+            bps: positive(v, &format!("{tpath}.rate_bps_l1"), fix_rate)?,
+            overhead_bytes: L1_OVERHEAD_BYTES,
+        }
+    } else if let Some(v) = t.rate_bps_l2 {
+        Rate::Bps {
+            bps: positive(v, &format!("{tpath}.rate_bps_l2"), fix_rate)?,
+            overhead_bytes: 0,
+        }
+    } else if let Some(v) = t.rate_pct {
+        let v = positive(v, &format!("{tpath}.rate_pct"), "give a percentage in (0, 100]")?;
+        let l = link.ok_or_else(|| {
+            ProfileError::invalid(
+                format!("{tpath}.rate_pct"),
+                "a percentage of the link speed, but the link speed is unknown",
+                "set link_speed_bps at the top of the profile, or send to an interface that reports its speed",
+            )
+        })?;
+        Rate::Bps {
+            bps: l * v / 100.0,
+            overhead_bytes: L1_OVERHEAD_BYTES,
+        }
+    } else if is_empirical_abs {
+        Rate::Pps(1.0) // replaced below from the table's own mean
+    } else {
+        return Err(ProfileError::invalid(
+            &tpath,
+            "no rate is given",
+            "add one of rate_pps, rate_bps_l1, rate_bps_l2 or rate_pct",
+        ));
+    };
+
+    let burst = t.burst.unwrap_or(1);
+    if burst == 0 {
+        return Err(ProfileError::invalid(
+            format!("{tpath}.burst"),
+            "burst is 0",
+            "use burst >= 1 (1 = one frame per departure)",
+        ));
+    }
+    let mut rate = rate;
+    let pattern = match t.pattern {
+        PatternKind::Cbr => Pattern::Cbr,
+        PatternKind::Poisson => Pattern::Random(UnitDist::Exponential(rand_distr::Exp::new(1.0).expect("valid"))),
+        PatternKind::Distribution => {
+            let d = t.dist.as_ref().ok_or_else(|| {
+                ProfileError::invalid(
+                    format!("{tpath}.dist"),
+                    "pattern \"distribution\" needs `dist`",
+                    "add dist = { kind = \"pareto\", shape = 1.5 }",
+                )
+            })?;
+            let u = UnitDist::from_spec(d, &format!("{tpath}.dist"), files)?;
+            if is_empirical_abs {
+                rate = Rate::Pps(1e9 / u.raw_mean() * f64::from(burst));
+            }
+            Pattern::Random(u)
+        }
+        PatternKind::Bursty => {
+            if t.burst.is_some() {
+                return Err(ProfileError::invalid(
+                    format!("{tpath}.burst"),
+                    "`burst` does not apply to pattern \"bursty\"",
+                    "set the burst length with burst_size",
+                ));
+            }
+            let bs = t.burst_size.as_ref().ok_or_else(|| {
+                ProfileError::invalid(
+                    format!("{tpath}.burst_size"),
+                    "pattern \"bursty\" needs `burst_size`",
+                    "add burst_size = 16, or a table such as { kind = \"uniform\", min = 1, max = 64 }",
+                )
+            })?;
+            let size = match bs {
+                NumOrDist::Num(n) if *n >= 1.0 && n.fract() == 0.0 => ScaledDist::constant(*n),
+                NumOrDist::Num(n) => {
+                    return Err(ProfileError::invalid(
+                        format!("{tpath}.burst_size"),
+                        format!("{n} is not a whole number >= 1"),
+                        "use a whole number of frames",
+                    ))
+                }
+                NumOrDist::Dist(d) => ScaledDist::from_spec(d, &format!("{tpath}.burst_size"), 1.0, 1e6, files)?,
+            };
+            let off = match &t.off {
+                None => UnitDist::Constant,
+                Some(d) => UnitDist::from_spec(d, &format!("{tpath}.off"), files)?,
+            };
+            let peak_gap_ns = match t.peak_pps {
+                None => None,
+                Some(pk) => {
+                    let pk = positive(pk, &format!("{tpath}.peak_pps"), "give the frame rate inside a burst")?;
+                    let mean_pps = rate.pps_for(sizes.mean());
+                    if pk <= mean_pps {
+                        return Err(ProfileError::invalid(
+                            format!("{tpath}.peak_pps"),
+                            format!("peak_pps {pk} is not above the mean rate {mean_pps:.1} pps"),
+                            "raise peak_pps above the mean rate, or lower the rate",
+                        ));
+                    }
+                    Some(1e9 / pk)
+                }
+            };
+            Pattern::OnOff { size, off, peak_gap_ns }
+        }
+    };
+    if t.pattern != PatternKind::Distribution && t.dist.is_some() {
+        return Err(ProfileError::invalid(
+            format!("{tpath}.dist"),
+            "`dist` is set but the pattern is not \"distribution\"",
+            "set pattern = \"distribution\" or remove dist",
+        ));
+    }
+    if t.pattern != PatternKind::Bursty && (t.burst_size.is_some() || t.off.is_some() || t.peak_pps.is_some()) {
+        return Err(ProfileError::invalid(
+            &tpath,
+            "burst_size/off/peak_pps are set but the pattern is not \"bursty\"",
+            "set pattern = \"bursty\" or remove them",
+        ));
+    }
+
+    if t.count == Some(0) {
+        return Err(ProfileError::invalid(
+            format!("{tpath}.count"),
+            "count is 0",
+            "send at least 1 frame, or remove count",
+        ));
+    }
+    let dur = |v: f64, key: &str| -> Result<u64, ProfileError> {
+        Ok((positive(v, key, "give a duration in seconds above 0")? * 1e9) as u64)
+    };
+    let mut duration_ns = match t.duration_s {
+        Some(d) => Some(dur(d, &format!("{tpath}.duration_s"))?),
+        None => None,
+    };
+    if let Some(d) = p.duration_s {
+        let d = dur(d, "duration_s")?;
+        duration_ns = Some(duration_ns.map_or(d, |x| x.min(d)));
+    }
+    let mean_size = sizes.mean();
+    let target_pps = rate.pps_for(mean_size);
+    let target_bps_l1 = target_pps * (mean_size + L1_OVERHEAD_BYTES as f64) * 8.0;
+    if let Some(l) = link {
+        if target_bps_l1 > l * 1.000_001 {
+            return Err(ProfileError::invalid(
+                &tpath,
+                format!(
+                    "the rate is {:.4} Gbit/s at L1, above the link speed of {:.4} Gbit/s",
+                    target_bps_l1 / 1e9,
+                    l / 1e9
+                ),
+                "lower the rate, or raise link_speed_bps if the link is faster",
+            ));
+        }
+    }
+    let id = s.id.unwrap_or(i as u16);
+    Ok(StreamConfig {
+        index: i,
+        name: s.name.clone().unwrap_or_else(|| format!("stream{i}")),
+        id,
+        template,
+        ops,
+        sizes,
+        pattern,
+        rate,
+        burst,
+        count: t.count,
+        duration_ns,
+        start_offset_ns: t.start_offset_ns,
+        seed,
+        target_pps,
+        target_bps_l1,
+        mean_size,
+    })
+}
+
+impl ProfileSpec {
+    /// Validates and compiles the profile.
+    pub fn compile(&self, ctx: &CompileCtx) -> Result<Profile, ProfileError> {
+        if self.streams.is_empty() {
+            return Err(ProfileError::invalid(
+                "stream",
+                "the profile has no streams",
+                "add at least one [[stream]] table with a [stream.timing] rate",
+            ));
+        }
+        if self.streams.len() > usize::from(u16::MAX) {
+            return Err(ProfileError::invalid(
+                "stream",
+                "more than 65535 streams",
+                "split the profile",
+            ));
+        }
+        if let Some(l) = self.link_speed_bps {
+            positive(l, "link_speed_bps", "give the link speed in bit/s, e.g. 10e9")?;
+        }
+        let mut streams = Vec::with_capacity(self.streams.len());
+        for (i, s) in self.streams.iter().enumerate() {
+            streams.push(compile_stream(i, s, self, ctx.link_speed_bps, ctx.files)?);
+        }
+        let mut ids: Vec<u16> = streams.iter().map(|s| s.id).collect();
+        ids.sort_unstable();
+        if let Some(w) = ids.windows(2).find(|w| w[0] == w[1]) {
+            return Err(ProfileError::invalid(
+                "stream",
+                format!("two streams have id {}", w[0]),
+                "give each stream its own id (or leave ids out: the index is used)",
+            ));
+        }
+        let link = self.link_speed_bps.or(ctx.link_speed_bps);
+        if let Some(l) = link {
+            let total: f64 = streams.iter().map(|s| s.target_bps_l1).sum();
+            if total > l * 1.000_001 {
+                return Err(ProfileError::invalid(
+                    "stream",
+                    format!(
+                        "the streams together ask for {:.4} Gbit/s at L1, above the link speed of {:.4} Gbit/s",
+                        total / 1e9,
+                        l / 1e9
+                    ),
+                    "lower the streams' rates so that they sum to at most the link speed",
+                ));
+            }
+        }
+        Ok(Profile {
+            seed: self.seed.unwrap_or(1),
+            on_late: self.on_late,
+            link_speed_bps: link,
+            streams,
+            spec: self.clone(),
+        })
+    }
+}

@@ -1,0 +1,452 @@
+//! The field engine: header fields and payload bytes that vary per packet.
+//!
+//! Each op writes a value into a big-endian window of the frame through a mask, so a 12-bit
+//! VLAN id, a 6-bit DSCP and a 48-bit MAC are the same operation. Checksums and lengths are
+//! fixed afterwards by [`crate::template::Template::finish`].
+
+use rand::{Rng, RngExt};
+use std::net::IpAddr;
+
+use crate::error::ProfileError;
+use crate::spec::{FieldSpec, FieldValue, L4Kind};
+use crate::template::{parse_mac, Layout};
+
+/// Where a field lives in the frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FieldTarget {
+    pub offset: usize,
+    /// Bytes read and written (1..=8).
+    pub nbytes: usize,
+    /// Bits of the window the field owns.
+    pub mask: u64,
+    /// Left shift of the value inside the window.
+    pub shift: u32,
+}
+
+impl FieldTarget {
+    fn whole(offset: usize, nbytes: usize) -> FieldTarget {
+        let mask = if nbytes == 8 {
+            u64::MAX
+        } else {
+            (1u64 << (8 * nbytes)) - 1
+        };
+        FieldTarget {
+            offset,
+            nbytes,
+            mask,
+            shift: 0,
+        }
+    }
+
+    /// Largest value the field holds.
+    pub fn max_value(&self) -> u64 {
+        self.mask >> self.shift
+    }
+
+    #[inline]
+    pub fn write(&self, frame: &mut [u8], value: u64) {
+        let w = &mut frame[self.offset..self.offset + self.nbytes];
+        let mut x = 0u64;
+        for b in w.iter() {
+            x = (x << 8) | u64::from(*b);
+        }
+        x = (x & !self.mask) | ((value << self.shift) & self.mask);
+        for (i, b) in w.iter_mut().enumerate() {
+            *b = (x >> (8 * (self.nbytes - 1 - i))) as u8;
+        }
+    }
+
+    #[inline]
+    pub fn read(&self, frame: &[u8]) -> u64 {
+        let mut x = 0u64;
+        for b in &frame[self.offset..self.offset + self.nbytes] {
+            x = (x << 8) | u64::from(*b);
+        }
+        (x & self.mask) >> self.shift
+    }
+}
+
+/// How the value changes from packet to packet.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Gen {
+    /// Cycles through the values.
+    List(Vec<u64>),
+    /// from, from+step, ... wrapping inside [from, to].
+    Inc { from: u64, to: u64, step: u64 },
+    /// to, to-step, ... wrapping inside [from, to].
+    Dec { from: u64, to: u64, step: u64 },
+    /// Uniform in [from, to].
+    Random { from: u64, to: u64 },
+}
+
+/// One compiled op.
+#[derive(Debug, Clone)]
+pub struct FieldOp {
+    pub name: String,
+    pub target: FieldTarget,
+    pub gen: Gen,
+    /// For a payload op: (offset in the payload, width).
+    pub payload_region: Option<(usize, usize)>,
+}
+
+impl FieldOp {
+    /// The value for the stream's `k`-th packet (k from 0). Random ops draw from `rng`.
+    #[inline]
+    pub fn value<R: Rng + ?Sized>(&self, k: u64, rng: &mut R) -> u64 {
+        match &self.gen {
+            Gen::List(v) => v[(k % v.len() as u64) as usize],
+            Gen::Inc { from, to, step } => {
+                let n = u128::from(to - from) + 1;
+                from + ((u128::from(k) * u128::from(*step)) % n) as u64
+            }
+            Gen::Dec { from, to, step } => {
+                let n = u128::from(to - from) + 1;
+                to - ((u128::from(k) * u128::from(*step)) % n) as u64
+            }
+            Gen::Random { from, to } => rng.random_range(*from..=*to),
+        }
+    }
+
+    #[inline]
+    pub fn apply<R: Rng + ?Sized>(&self, frame: &mut [u8], k: u64, rng: &mut R) {
+        let v = self.value(k, rng);
+        self.target.write(frame, v);
+    }
+}
+
+enum Kind {
+    Mac,
+    Ip { v6: bool },
+    Num,
+}
+
+fn parse_value(v: &FieldValue, kind: &Kind, path: &str) -> Result<u64, ProfileError> {
+    let s = match v {
+        FieldValue::Int(i) => return Ok(*i),
+        FieldValue::Str(s) => s.trim(),
+    };
+    let fail = |what: &str, fix: &str| ProfileError::invalid(path, format!("{s:?} is not {what}"), fix);
+    match kind {
+        Kind::Mac => parse_mac(s)
+            .map(|m| m.iter().fold(0u64, |a, b| (a << 8) | u64::from(*b)))
+            .ok_or_else(|| fail("a MAC address", "write six hex pairs, e.g. \"02:00:00:00:00:01\"")),
+        Kind::Ip { v6 } => match s.parse::<IpAddr>() {
+            Ok(IpAddr::V4(a)) if !v6 => Ok(u64::from(u32::from(a))),
+            // The engine varies the low 64 bits of an IPv6 address (the interface id).
+            Ok(IpAddr::V6(a)) if *v6 => Ok(u128::from(a) as u64),
+            _ => Err(fail(
+                if *v6 { "an IPv6 address" } else { "an IPv4 address" },
+                "use the template's IP version",
+            )),
+        },
+        Kind::Num => {
+            let r = if let Some(h) = s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+                u64::from_str_radix(h, 16)
+            } else {
+                s.parse::<u64>()
+            };
+            r.map_err(|_| fail("a number", "write a decimal or 0x-hex number"))
+        }
+    }
+}
+
+/// Compiles one `[[stream.field]]`. `payload_room` is the smallest payload before the
+/// signature, which payload ops must fit into. Returns the op and, for IPv6 address ops, the
+/// high 64 bits to set in the template.
+pub fn compile(
+    spec: &FieldSpec,
+    layout: &Layout,
+    l4: L4Kind,
+    path: &str,
+) -> Result<(FieldOp, Option<u64>), ProfileError> {
+    let v6 = layout.ipv6;
+    let vlan_tci = |spec: &FieldSpec| -> Result<usize, ProfileError> {
+        let i = spec.vlan.unwrap_or(0);
+        layout.vlan_tci.get(i).copied().ok_or_else(|| {
+            ProfileError::invalid(
+                format!("{path}.vlan"),
+                format!("the template has no VLAN tag {i}"),
+                "add a [[stream.template.vlan]] tag, or pick an existing one (0 = outer)",
+            )
+        })
+    };
+    let (target, kind, region) = match spec.field.as_str() {
+        "mac_dst" => (FieldTarget::whole(0, 6), Kind::Mac, None),
+        "mac_src" => (FieldTarget::whole(6, 6), Kind::Mac, None),
+        "vlan_id" => (
+            FieldTarget {
+                offset: vlan_tci(spec)?,
+                nbytes: 2,
+                mask: 0x0fff,
+                shift: 0,
+            },
+            Kind::Num,
+            None,
+        ),
+        "vlan_pcp" => (
+            FieldTarget {
+                offset: vlan_tci(spec)?,
+                nbytes: 2,
+                mask: 0xe000,
+                shift: 13,
+            },
+            Kind::Num,
+            None,
+        ),
+        "ip_src" if v6 => (FieldTarget::whole(layout.l3 + 16, 8), Kind::Ip { v6 }, None),
+        "ip_dst" if v6 => (FieldTarget::whole(layout.l3 + 32, 8), Kind::Ip { v6 }, None),
+        "ip_src" => (FieldTarget::whole(layout.l3 + 12, 4), Kind::Ip { v6 }, None),
+        "ip_dst" => (FieldTarget::whole(layout.l3 + 16, 4), Kind::Ip { v6 }, None),
+        "tos" if v6 => (
+            FieldTarget {
+                offset: layout.l3,
+                nbytes: 4,
+                mask: 0x0ff0_0000,
+                shift: 20,
+            },
+            Kind::Num,
+            None,
+        ),
+        "dscp" if v6 => (
+            FieldTarget {
+                offset: layout.l3,
+                nbytes: 4,
+                mask: 0x0fc0_0000,
+                shift: 22,
+            },
+            Kind::Num,
+            None,
+        ),
+        "tos" => (FieldTarget::whole(layout.l3 + 1, 1), Kind::Num, None),
+        "dscp" => (
+            FieldTarget {
+                offset: layout.l3 + 1,
+                nbytes: 1,
+                mask: 0xfc,
+                shift: 2,
+            },
+            Kind::Num,
+            None,
+        ),
+        "ttl" if v6 => (FieldTarget::whole(layout.l3 + 7, 1), Kind::Num, None),
+        "ttl" => (FieldTarget::whole(layout.l3 + 8, 1), Kind::Num, None),
+        "src_port" | "dst_port" if l4 == L4Kind::Icmp => {
+            return Err(ProfileError::invalid(
+                format!("{path}.field"),
+                format!("{} on an ICMP template", spec.field),
+                "use a udp or tcp template for ports",
+            ));
+        }
+        "src_port" => (FieldTarget::whole(layout.l4, 2), Kind::Num, None),
+        "dst_port" => (FieldTarget::whole(layout.l4 + 2, 2), Kind::Num, None),
+        "payload" => {
+            let off = spec.offset.ok_or_else(|| {
+                ProfileError::invalid(
+                    format!("{path}.offset"),
+                    "a payload field needs `offset`",
+                    "add offset = N (bytes into the L4 payload)",
+                )
+            })?;
+            let w = spec.width.unwrap_or(1);
+            if ![1, 2, 4, 8].contains(&w) {
+                return Err(ProfileError::invalid(
+                    format!("{path}.width"),
+                    format!("width {w} is not 1, 2, 4 or 8"),
+                    "use width = 1, 2, 4 or 8",
+                ));
+            }
+            (FieldTarget::whole(layout.payload + off, w), Kind::Num, Some((off, w)))
+        }
+        other => return Err(ProfileError::invalid(
+            format!("{path}.field"),
+            format!("unknown field {other:?}"),
+            "use mac_src, mac_dst, vlan_id, vlan_pcp, ip_src, ip_dst, tos, dscp, ttl, src_port, dst_port or payload",
+        )),
+    };
+    if spec.field != "payload" && (spec.offset.is_some() || spec.width.is_some()) {
+        return Err(ProfileError::invalid(
+            format!("{path}.offset"),
+            "offset/width apply to payload fields only",
+            "remove offset and width",
+        ));
+    }
+    let maxv = target.max_value();
+    let val = |v: &FieldValue, key: &str| -> Result<u64, ProfileError> {
+        let x = parse_value(v, &kind, &format!("{path}.{key}"))?;
+        if x > maxv {
+            return Err(ProfileError::invalid(
+                format!("{path}.{key}"),
+                format!("{x} does not fit the {} field (max {maxv})", spec.field),
+                format!("use a value <= {maxv}"),
+            ));
+        }
+        Ok(x)
+    };
+    let range = || -> Result<(u64, u64), ProfileError> {
+        let from = spec.from.as_ref().ok_or_else(|| {
+            ProfileError::invalid(
+                format!("{path}.from"),
+                format!("op {:?} needs `from`", spec.op),
+                "add from = ... and to = ...",
+            )
+        })?;
+        let to = spec.to.as_ref().ok_or_else(|| {
+            ProfileError::invalid(
+                format!("{path}.to"),
+                format!("op {:?} needs `to`", spec.op),
+                "add from = ... and to = ...",
+            )
+        })?;
+        let (a, b) = (val(from, "from")?, val(to, "to")?);
+        if a > b {
+            return Err(ProfileError::invalid(
+                format!("{path}.to"),
+                format!("`to` ({b}) is below `from` ({a})"),
+                "give from <= to (dec counts down from `to`)",
+            ));
+        }
+        Ok((a, b))
+    };
+    let step = spec.step.unwrap_or(1);
+    let gen = match spec.op.as_str() {
+        "list" => {
+            let vals = spec.values.as_ref().filter(|v| !v.is_empty()).ok_or_else(|| {
+                ProfileError::invalid(
+                    format!("{path}.values"),
+                    "a list op needs a non-empty `values`",
+                    "add values = [...]",
+                )
+            })?;
+            Gen::List(vals.iter().map(|v| val(v, "values")).collect::<Result<_, _>>()?)
+        }
+        "inc" | "dec" => {
+            let (from, to) = range()?;
+            if step == 0 {
+                return Err(ProfileError::invalid(
+                    format!("{path}.step"),
+                    "step is 0",
+                    "use step >= 1",
+                ));
+            }
+            if spec.op == "inc" {
+                Gen::Inc { from, to, step }
+            } else {
+                Gen::Dec { from, to, step }
+            }
+        }
+        "random" => {
+            let (from, to) = range()?;
+            Gen::Random { from, to }
+        }
+        other => {
+            return Err(ProfileError::invalid(
+                format!("{path}.op"),
+                format!("unknown op {other:?}"),
+                "use list, inc, dec or random",
+            ))
+        }
+    };
+    // IPv6 ops vary the low 64 bits; the high 64 come from the first value.
+    let high = if v6 && spec.field.starts_with("ip_") {
+        let first = spec.values.as_ref().and_then(|v| v.first()).or(spec.from.as_ref());
+        match first {
+            Some(FieldValue::Str(s)) => s
+                .parse::<std::net::Ipv6Addr>()
+                .ok()
+                .map(|a| (u128::from(a) >> 64) as u64),
+            _ => None,
+        }
+    } else {
+        None
+    };
+    Ok((
+        FieldOp {
+            name: spec.field.clone(),
+            target,
+            gen,
+            payload_region: region,
+        },
+        high,
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::SeedableRng;
+    use rand_xoshiro::Xoshiro256PlusPlus;
+
+    #[test]
+    fn masked_write_keeps_neighbour_bits() {
+        let mut f = [0xffu8, 0xff];
+        let t = FieldTarget {
+            offset: 0,
+            nbytes: 2,
+            mask: 0x0fff,
+            shift: 0,
+        };
+        t.write(&mut f, 0x123);
+        assert_eq!(f, [0xf1, 0x23]);
+        assert_eq!(t.read(&f), 0x123);
+        let p = FieldTarget {
+            offset: 0,
+            nbytes: 2,
+            mask: 0xe000,
+            shift: 13,
+        };
+        p.write(&mut f, 5);
+        assert_eq!(f, [0xb1, 0x23]);
+    }
+
+    #[test]
+    fn inc_dec_list_sequences() {
+        let mut r = Xoshiro256PlusPlus::seed_from_u64(1);
+        let op = |gen| FieldOp {
+            name: "x".into(),
+            target: FieldTarget::whole(0, 2),
+            gen,
+            payload_region: None,
+        };
+        let inc = op(Gen::Inc {
+            from: 10,
+            to: 14,
+            step: 2,
+        });
+        let v: Vec<u64> = (0..6).map(|k| inc.value(k, &mut r)).collect();
+        assert_eq!(v, [10, 12, 14, 11, 13, 10]);
+        let dec = op(Gen::Dec {
+            from: 1,
+            to: 3,
+            step: 1,
+        });
+        let v: Vec<u64> = (0..5).map(|k| dec.value(k, &mut r)).collect();
+        assert_eq!(v, [3, 2, 1, 3, 2]);
+        let list = op(Gen::List(vec![7, 9]));
+        let v: Vec<u64> = (0..3).map(|k| list.value(k, &mut r)).collect();
+        assert_eq!(v, [7, 9, 7]);
+        let full = op(Gen::Inc {
+            from: 0,
+            to: u64::MAX,
+            step: 1,
+        });
+        assert_eq!(full.value(u64::MAX, &mut r), u64::MAX);
+    }
+
+    #[test]
+    fn random_stays_in_range_and_covers_it() {
+        let mut r = Xoshiro256PlusPlus::seed_from_u64(7);
+        let op = FieldOp {
+            name: "x".into(),
+            target: FieldTarget::whole(0, 2),
+            gen: Gen::Random { from: 100, to: 107 },
+            payload_region: None,
+        };
+        let mut seen = [false; 8];
+        for k in 0..10_000 {
+            let v = op.value(k, &mut r);
+            assert!((100..=107).contains(&v), "{v}");
+            seen[(v - 100) as usize] = true;
+        }
+        assert!(seen.iter().all(|s| *s));
+    }
+}

@@ -1,0 +1,144 @@
+//! The result model: what one run writes (JSON). Plain data; the engine fills it.
+
+use hdrhistogram::serialization::{Serializer, V2DeflateSerializer};
+use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
+
+/// Summary of a departure-error (lateness) histogram in ns.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct LatenessSummary {
+    /// Frames recorded.
+    pub count: u64,
+    pub mean_ns: f64,
+    pub p50_ns: u64,
+    pub p90_ns: u64,
+    pub p99_ns: u64,
+    pub p99_9_ns: u64,
+    pub max_ns: u64,
+    /// Frames that left more than one mean gap after their scheduled time: the schedule
+    /// fell behind and bursts formed.
+    pub late_over_one_gap: u64,
+    /// The full histogram, HdrHistogram V2 + deflate, base64.
+    pub histogram_v2_deflate_b64: String,
+}
+
+impl LatenessSummary {
+    pub fn from_histogram(h: &Histogram<u64>, late_over_one_gap: u64) -> LatenessSummary {
+        let mut buf = Vec::new();
+        let _ = V2DeflateSerializer::new().serialize(h, &mut buf);
+        LatenessSummary {
+            count: h.len(),
+            mean_ns: if h.is_empty() { 0.0 } else { h.mean() },
+            p50_ns: h.value_at_quantile(0.5),
+            p90_ns: h.value_at_quantile(0.9),
+            p99_ns: h.value_at_quantile(0.99),
+            p99_9_ns: h.value_at_quantile(0.999),
+            max_ns: h.max(),
+            late_over_one_gap,
+            histogram_v2_deflate_b64: b64(&buf),
+        }
+    }
+}
+
+fn b64(data: &[u8]) -> String {
+    const T: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(data.len().div_ceil(3) * 4);
+    for c in data.chunks(3) {
+        let n =
+            (u32::from(c[0]) << 16) | (u32::from(*c.get(1).unwrap_or(&0)) << 8) | u32::from(*c.get(2).unwrap_or(&0));
+        out.push(T[(n >> 18) as usize & 63] as char);
+        out.push(T[(n >> 12) as usize & 63] as char);
+        out.push(if c.len() > 1 {
+            T[(n >> 6) as usize & 63] as char
+        } else {
+            '='
+        });
+        out.push(if c.len() > 2 { T[n as usize & 63] as char } else { '=' });
+    }
+    out
+}
+
+/// What the late policy did.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct LateActions {
+    /// The policy that ran: catch-up, skip or shift.
+    pub policy: String,
+    /// Departures found more than one gap late (each one the policy acted on).
+    pub events: u64,
+    /// Frames not sent (skip).
+    pub skipped_frames: u64,
+    /// Total time the schedule was moved later (shift).
+    pub shifted_ns: u64,
+}
+
+/// Per-stream TX counters.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct StreamTx {
+    pub name: String,
+    pub id: u16,
+    pub sent_frames: u64,
+    /// Bytes at L2 with FCS.
+    pub sent_bytes_l2: u64,
+    pub target_pps: f64,
+    pub target_bps_l1: f64,
+    /// Frames per second between the first and the last frame's actual send times.
+    pub achieved_pps: f64,
+    pub achieved_bps_l1: f64,
+    /// (achieved - target) / target.
+    pub rate_error_rel: f64,
+    pub lateness: LatenessSummary,
+    pub late: LateActions,
+}
+
+/// Where and how the run happened.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct Environment {
+    pub hostname: String,
+    pub kernel: String,
+    pub cpu_model: String,
+    /// The clock the pacer reads, e.g. "tsc via quanta".
+    pub clock: String,
+    pub tsc_hz: Option<f64>,
+    pub tx_core: Option<usize>,
+    pub iface: Option<String>,
+    pub driver: Option<String>,
+    pub mtu: Option<u32>,
+    pub link_speed_bps: Option<f64>,
+    pub netns: Option<String>,
+}
+
+/// One run's result file.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct RunResult {
+    pub tool: String,
+    pub version: String,
+    /// Wall-clock start, ns since the Unix epoch.
+    pub started_unix_ns: u64,
+    pub profile_path: String,
+    /// The profile as parsed.
+    pub profile: serde_json::Value,
+    pub seed: u64,
+    pub environment: Environment,
+    /// afpacket, pcap or null.
+    pub backend: String,
+    /// Backend detail, e.g. "sendmmsg, PACKET_QDISC_BYPASS".
+    pub backend_detail: String,
+    /// The rate-control method: "software-pacing" (busy-wait on the TSC) or "unpaced".
+    pub rate_control: String,
+    /// Where the signature's TX timestamp comes from.
+    pub tx_timestamp_source: String,
+    /// True when the run was stopped early (Ctrl-C / SIGTERM).
+    pub interrupted: bool,
+    pub stop_reason: String,
+    /// From the first scheduled departure to the last send.
+    pub duration_ns: u64,
+    pub sent_frames: u64,
+    pub sent_bytes_l2: u64,
+    /// Frames the backend refused or failed to send (counted, never fatal).
+    pub send_errors: u64,
+    pub achieved_pps: f64,
+    pub achieved_bps_l1: f64,
+    pub lateness: LatenessSummary,
+    pub late: LateActions,
+    pub streams: Vec<StreamTx>,
+}

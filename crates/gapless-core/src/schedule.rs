@@ -1,0 +1,288 @@
+//! Departure-time generators.
+//!
+//! A schedule yields absolute departure times (ns since the run's start) and how many frames
+//! leave at each. Time is accumulated with compensated (Kahan) summation from the stream's
+//! start, never as "now + gap", so errors do not build up and the mean rate is exact.
+//!
+//! Every pattern draws each gap as `cost x X`, where `cost` is the time the departure's frames
+//! take at the target rate (frames / pps, or bits / bps for the actual frame sizes) and `X` is a
+//! unit-mean random variable (1 for CBR). The target mean rate therefore holds for any size
+//! mix and any gap distribution.
+
+use rand::SeedableRng;
+use rand_xoshiro::Xoshiro256PlusPlus;
+
+use crate::dist::{ScaledDist, UnitDist};
+
+/// L1 overhead per frame: preamble + SFD (8 B) and inter-frame gap (12 B).
+pub const L1_OVERHEAD_BYTES: u64 = 20;
+
+/// The target rate.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Rate {
+    Pps(f64),
+    /// Bits per second, counting `overhead_bytes` extra per frame (20 at L1, 0 at L2).
+    Bps {
+        bps: f64,
+        overhead_bytes: u64,
+    },
+}
+
+impl Rate {
+    /// Time in ns that `frames` frames of `bytes` bytes in total (with FCS) take at this rate.
+    #[inline]
+    pub fn cost_ns(&self, frames: u32, bytes: u64) -> f64 {
+        match *self {
+            Rate::Pps(pps) => f64::from(frames) * 1e9 / pps,
+            Rate::Bps { bps, overhead_bytes } => ((bytes + overhead_bytes * u64::from(frames)) * 8) as f64 * 1e9 / bps,
+        }
+    }
+
+    /// Frames per second for frames of `mean_size` bytes (with FCS).
+    pub fn pps_for(&self, mean_size: f64) -> f64 {
+        match *self {
+            Rate::Pps(p) => p,
+            Rate::Bps { bps, overhead_bytes } => bps / ((mean_size + overhead_bytes as f64) * 8.0),
+        }
+    }
+}
+
+/// The departure pattern, compiled.
+#[derive(Debug, Clone)]
+pub enum Pattern {
+    /// Constant gaps.
+    Cbr,
+    /// i.i.d. gaps with this unit-mean shape (exponential = Poisson).
+    Random(UnitDist),
+    /// On/off: bursts of `size` frames, each followed by an idle time of shape `off` whose
+    /// mean keeps the rate. Inside a burst frames leave `peak_gap_ns` apart, or all at once.
+    OnOff {
+        size: ScaledDist,
+        off: UnitDist,
+        peak_gap_ns: Option<f64>,
+    },
+}
+
+/// One departure: an absolute time and the frames that leave at it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Departure {
+    pub at_ns: u64,
+    pub frames: u32,
+}
+
+/// A running schedule.
+#[derive(Debug, Clone)]
+pub struct Schedule {
+    pattern: Pattern,
+    rate: Rate,
+    burst: u32,
+    /// Time of the current departure relative to `origin_ns`, and its Kahan compensation.
+    t: f64,
+    comp: f64,
+    origin_ns: u64,
+    rng: Xoshiro256PlusPlus,
+    cur: Departure,
+    // On/off state.
+    burst_left: u32,
+    burst_start: f64,
+    burst_frames: u32,
+    burst_bytes: u64,
+}
+
+impl Schedule {
+    /// A schedule that starts at `start_ns`. `burst` is the frames per departure (CBR and
+    /// random patterns). The seed fixes every random draw.
+    pub fn new(pattern: Pattern, rate: Rate, burst: u32, start_ns: u64, seed: u64) -> Schedule {
+        let mut s = Schedule {
+            pattern,
+            rate,
+            burst: burst.max(1),
+            t: 0.0,
+            comp: 0.0,
+            origin_ns: start_ns,
+            rng: Xoshiro256PlusPlus::seed_from_u64(seed),
+            cur: Departure {
+                at_ns: start_ns,
+                frames: burst.max(1),
+            },
+            burst_left: 0,
+            burst_start: 0.0,
+            burst_frames: 0,
+            burst_bytes: 0,
+        };
+        s.start_burst_if_onoff();
+        s
+    }
+
+    fn start_burst_if_onoff(&mut self) {
+        if let Pattern::OnOff { size, peak_gap_ns, .. } = &self.pattern {
+            let b = size.sample(&mut self.rng).round().max(1.0) as u32;
+            self.burst_start = self.t;
+            self.burst_frames = b;
+            self.burst_bytes = 0;
+            if peak_gap_ns.is_some() {
+                self.burst_left = b;
+                self.cur.frames = 1;
+            } else {
+                self.burst_left = 1;
+                self.cur.frames = b;
+            }
+        }
+    }
+
+    /// The next departure.
+    #[inline]
+    pub fn current(&self) -> Departure {
+        self.cur
+    }
+
+    #[inline]
+    fn add(&mut self, gap: f64) {
+        let y = gap - self.comp;
+        let t = self.t + y;
+        self.comp = (t - self.t) - y;
+        self.t = t;
+    }
+
+    #[inline]
+    fn set_at(&mut self) {
+        self.cur.at_ns = self.origin_ns + self.t as u64;
+    }
+
+    /// Moves past the current departure, whose frames had `bytes` bytes in total (with FCS).
+    #[inline]
+    pub fn advance(&mut self, bytes: u64) {
+        let frames = self.cur.frames;
+        match &self.pattern {
+            Pattern::Cbr => {
+                let g = self.rate.cost_ns(frames, bytes);
+                self.add(g);
+            }
+            Pattern::Random(d) => {
+                let x = d.sample(&mut self.rng);
+                let g = self.rate.cost_ns(frames, bytes) * x;
+                self.add(g);
+            }
+            Pattern::OnOff { off, peak_gap_ns, .. } => {
+                self.burst_bytes += bytes;
+                self.burst_left -= 1;
+                if self.burst_left > 0 {
+                    let g = peak_gap_ns.expect("multi-departure bursts have a peak gap");
+                    self.add(g);
+                } else {
+                    let cycle = self.rate.cost_ns(self.burst_frames, self.burst_bytes) * off.sample(&mut self.rng);
+                    let on = peak_gap_ns.map_or(0.0, |g| g * f64::from(self.burst_frames));
+                    let next = self.burst_start + cycle.max(on);
+                    let elapsed = self.t - self.burst_start;
+                    self.add(next - self.burst_start - elapsed);
+                    self.start_burst_if_onoff();
+                }
+            }
+        }
+        if !matches!(self.pattern, Pattern::OnOff { .. }) {
+            self.cur.frames = self.burst;
+        }
+        self.set_at();
+    }
+
+    /// Moves the rest of the schedule later by `ns` (the `shift` late policy).
+    pub fn shift(&mut self, ns: u64) {
+        self.origin_ns += ns;
+        self.set_at();
+    }
+
+    /// Caps the frames of the current departure (the last one of a counted stream).
+    pub fn cap_frames(&mut self, max: u32) {
+        self.cur.frames = self.cur.frames.min(max);
+    }
+
+    /// The target rate.
+    pub fn rate(&self) -> Rate {
+        self.rate
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cbr_times_are_exact_multiples() {
+        let mut s = Schedule::new(Pattern::Cbr, Rate::Pps(3.0), 1, 5, 1);
+        let mut at = Vec::new();
+        for _ in 0..4 {
+            at.push(s.current().at_ns);
+            s.advance(64);
+        }
+        assert_eq!(at, [5, 5 + 333_333_333, 5 + 666_666_666, 5 + 1_000_000_000]);
+    }
+
+    #[test]
+    fn bps_gap_follows_frame_size() {
+        // 1 Gbit/s at L1: a 64 B frame is 84 B on the wire = 672 ns.
+        let mut s = Schedule::new(
+            Pattern::Cbr,
+            Rate::Bps {
+                bps: 1e9,
+                overhead_bytes: 20,
+            },
+            1,
+            0,
+            1,
+        );
+        s.advance(64);
+        assert_eq!(s.current().at_ns, 672);
+        s.advance(1518);
+        assert_eq!(s.current().at_ns, 672 + 12_304);
+    }
+
+    #[test]
+    fn burst_spaces_departures_by_burst_cost() {
+        let mut s = Schedule::new(Pattern::Cbr, Rate::Pps(1000.0), 4, 0, 1);
+        assert_eq!(s.current().frames, 4);
+        s.advance(256);
+        assert_eq!(
+            s.current(),
+            Departure {
+                at_ns: 4_000_000,
+                frames: 4
+            }
+        );
+    }
+
+    #[test]
+    fn onoff_back_to_back_constant() {
+        let p = Pattern::OnOff {
+            size: ScaledDist::constant(8.0),
+            off: UnitDist::Constant,
+            peak_gap_ns: None,
+        };
+        let mut s = Schedule::new(p, Rate::Pps(1000.0), 1, 0, 1);
+        assert_eq!(s.current(), Departure { at_ns: 0, frames: 8 });
+        s.advance(8 * 64);
+        assert_eq!(
+            s.current(),
+            Departure {
+                at_ns: 8_000_000,
+                frames: 8
+            }
+        );
+    }
+
+    #[test]
+    fn onoff_with_peak_rate() {
+        let p = Pattern::OnOff {
+            size: ScaledDist::constant(3.0),
+            off: UnitDist::Constant,
+            peak_gap_ns: Some(100.0),
+        };
+        let mut s = Schedule::new(p, Rate::Pps(1000.0), 1, 0, 1);
+        let mut at = Vec::new();
+        for _ in 0..6 {
+            at.push(s.current().at_ns);
+            assert_eq!(s.current().frames, 1);
+            s.advance(64);
+        }
+        assert_eq!(at, [0, 100, 200, 3_000_000, 3_000_100, 3_000_200]);
+    }
+}

@@ -1,0 +1,423 @@
+//! The profile as the user writes it (TOML), before validation.
+//!
+//! Every table denies unknown keys, so a typo is an error that names the key, never a silent
+//! default. [`crate::config`] turns a [`ProfileSpec`] into a validated, compiled configuration.
+
+use serde::de::{self, MapAccess, Visitor};
+use serde::{Deserialize, Deserializer, Serialize};
+use std::fmt;
+
+use crate::error::ProfileError;
+
+/// A whole profile.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProfileSpec {
+    /// Seed of every random choice (fields, sizes, schedules). Default 1.
+    #[serde(default)]
+    pub seed: Option<u64>,
+    /// What the pacer does when a departure is already more than one gap late.
+    #[serde(default)]
+    pub on_late: OnLate,
+    /// Link speed in bit/s, used for `rate_pct` and the over-link-speed check. Default: read
+    /// from the interface (sysfs), none for pcap/null.
+    #[serde(default)]
+    pub link_speed_bps: Option<f64>,
+    /// Caps every stream's duration, seconds.
+    #[serde(default)]
+    pub duration_s: Option<f64>,
+    /// Where the run goes, when the command line does not say.
+    #[serde(default)]
+    pub output: Option<OutputSpec>,
+    /// The streams, one `[[stream]]` table each.
+    #[serde(rename = "stream", default)]
+    pub streams: Vec<StreamSpec>,
+}
+
+/// The `[output]` table.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct OutputSpec {
+    pub iface: Option<String>,
+    pub pcap: Option<String>,
+    #[serde(default)]
+    pub null: bool,
+    /// Network namespace (name under /var/run/netns) to enter before opening the interface.
+    pub netns: Option<String>,
+}
+
+/// Policy when the schedule has fallen behind (stall or overload).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum OnLate {
+    /// Send the late packets at once: the mean rate holds, a burst forms.
+    #[default]
+    CatchUp,
+    /// Drop the missed departures: gaps hold, the rate falls.
+    Skip,
+    /// Move the stream's schedule later by the lag: gaps hold, the run lasts longer.
+    Shift,
+}
+
+impl OnLate {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OnLate::CatchUp => "catch-up",
+            OnLate::Skip => "skip",
+            OnLate::Shift => "shift",
+        }
+    }
+}
+
+/// One `[[stream]]`.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct StreamSpec {
+    pub name: Option<String>,
+    /// Signature id of the stream; default: its index.
+    pub id: Option<u16>,
+    #[serde(default)]
+    pub template: TemplateSpec,
+    /// Frame size in bytes including the 4-byte FCS: a number, or a table (distribution / IMIX).
+    #[serde(default)]
+    pub size: Option<SizeSpec>,
+    #[serde(rename = "field", default)]
+    pub fields: Vec<FieldSpec>,
+    pub timing: TimingSpec,
+    /// Append the signature trailer (default true).
+    #[serde(default = "yes")]
+    pub signature: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// `[stream.template]`: the packet every frame of the stream starts from. Missing keys take
+/// the defaults of [`TemplateSpec::default`] (the testbed's addresses).
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TemplateSpec {
+    pub eth_src: String,
+    pub eth_dst: String,
+    /// Zero, one (802.1Q) or two (QinQ, outer first) tags.
+    pub vlan: Vec<VlanSpec>,
+    pub ip_src: String,
+    pub ip_dst: String,
+    /// Whole TOS / traffic-class byte. Exclusive with `dscp`/`ecn`.
+    pub tos: Option<u8>,
+    pub dscp: Option<u8>,
+    pub ecn: Option<u8>,
+    pub ttl: u8,
+    pub ip_id: u16,
+    pub dont_fragment: bool,
+    pub flow_label: u32,
+    /// `udp`, `tcp` or `icmp` (echo request; ICMPv6 on IPv6).
+    pub l4: L4Kind,
+    pub src_port: u16,
+    pub dst_port: u16,
+    /// TCP flags as letters: F S R P A U E C, e.g. "S" or "PA".
+    pub tcp_flags: String,
+    pub tcp_seq: u32,
+    pub tcp_ack: u32,
+    pub tcp_window: u16,
+    pub icmp_id: u16,
+    pub icmp_seq: u16,
+    pub payload: PayloadSpec,
+}
+
+impl Default for TemplateSpec {
+    fn default() -> Self {
+        TemplateSpec {
+            eth_src: "02:67:6c:00:00:01".into(),
+            eth_dst: "02:67:6c:00:00:02".into(),
+            vlan: Vec::new(),
+            ip_src: "198.18.0.1".into(),
+            ip_dst: "198.18.0.2".into(),
+            tos: None,
+            dscp: None,
+            ecn: None,
+            ttl: 64,
+            ip_id: 0,
+            dont_fragment: true,
+            flow_label: 0,
+            l4: L4Kind::Udp,
+            src_port: 1024,
+            dst_port: 1024,
+            tcp_flags: "S".into(),
+            tcp_seq: 0,
+            tcp_ack: 0,
+            tcp_window: 65535,
+            icmp_id: 1,
+            icmp_seq: 1,
+            payload: PayloadSpec::default(),
+        }
+    }
+}
+
+/// Transport of the template.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum L4Kind {
+    Udp,
+    Tcp,
+    Icmp,
+}
+
+/// One VLAN tag.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct VlanSpec {
+    pub id: u16,
+    #[serde(default)]
+    pub pcp: u8,
+    #[serde(default)]
+    pub dei: bool,
+    /// Tag protocol id; default 0x8100, or 0x88a8 for the outer tag of a QinQ pair.
+    pub tpid: Option<u16>,
+}
+
+/// Payload filler before the signature.
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct PayloadSpec {
+    /// `zeros` (default), `incrementing` (0,1,2,..) or `random` (seeded).
+    #[serde(default)]
+    pub pattern: Option<String>,
+    /// Bytes as hex, repeated to fill the payload, e.g. "deadbeef". Exclusive with `pattern`.
+    #[serde(default)]
+    pub hex: Option<String>,
+}
+
+/// Frame-size specification.
+#[derive(Debug, Clone, Serialize)]
+#[serde(untagged)]
+pub enum SizeSpec {
+    Fixed(u32),
+    Table(SizeTable),
+}
+
+/// `size = { ... }`: a distribution or an IMIX.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct SizeTable {
+    /// A distribution kind, as in [`DistSpec::kind`].
+    pub kind: Option<DistKind>,
+    pub mean: Option<f64>,
+    pub min: Option<u32>,
+    pub max: Option<u32>,
+    pub shape: Option<f64>,
+    pub sigma: Option<f64>,
+    pub cv: Option<f64>,
+    pub scale: Option<f64>,
+    pub spread: Option<f64>,
+    pub file: Option<String>,
+    /// A preset name (`simple`: 64/570/1518 at 7:4:1; `ipv6`: 78/570/1518 at 7:4:1;
+    /// `tolly`: 64/78/576/1518 at 55:5:17:23) or explicit `[[size, weight], ...]`.
+    pub imix: Option<ImixSpec>,
+    /// `random` (default: each frame drawn) or `sequence` (a fixed interleaved cycle).
+    pub order: Option<String>,
+}
+
+/// IMIX by preset name or by weights.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(untagged)]
+pub enum ImixSpec {
+    Preset(String),
+    Weights(Vec<(u32, u32)>),
+}
+
+/// A distribution. For gaps the mean comes from the rate and the remaining parameters are
+/// relative (shape-only); for sizes and burst lengths `mean`, `min`, `max` are absolute.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct DistSpec {
+    pub kind: DistKind,
+    /// pareto alpha (> 1), weibull k, gamma k.
+    pub shape: Option<f64>,
+    /// lognormal sigma.
+    pub sigma: Option<f64>,
+    /// normal: standard deviation / mean.
+    pub cv: Option<f64>,
+    /// cauchy: half-width at half-maximum / median.
+    pub scale: Option<f64>,
+    /// uniform: half-width / mean, in (0, 1]; default 1 (0 .. 2 x mean).
+    pub spread: Option<f64>,
+    /// empirical: a file with one value a line (ns for gaps), sampled by inversion.
+    pub file: Option<String>,
+    pub mean: Option<f64>,
+    pub min: Option<f64>,
+    pub max: Option<f64>,
+}
+
+/// Distribution families.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DistKind {
+    Constant,
+    Uniform,
+    Exponential,
+    Pareto,
+    Weibull,
+    Gamma,
+    Normal,
+    Lognormal,
+    Cauchy,
+    Empirical,
+}
+
+/// `[stream.timing]`.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct TimingSpec {
+    /// Frames per second. Exactly one of the `rate_*` keys.
+    pub rate_pps: Option<f64>,
+    /// Bits per second at L1 (frame + 20 B preamble and inter-frame gap).
+    pub rate_bps_l1: Option<f64>,
+    /// Bits per second at L2 (frame with FCS).
+    pub rate_bps_l2: Option<f64>,
+    /// Percent of the link speed, at L1.
+    pub rate_pct: Option<f64>,
+    #[serde(default)]
+    pub pattern: PatternKind,
+    /// For `pattern = "distribution"`: the inter-departure distribution.
+    pub dist: Option<DistSpec>,
+    /// Frames sent back to back at each departure (default 1).
+    pub burst: Option<u32>,
+    /// For `bursty`: frames per burst, a number or a distribution table.
+    pub burst_size: Option<NumOrDist>,
+    /// For `bursty`: the shape of the idle time between bursts (its mean keeps the rate).
+    pub off: Option<DistSpec>,
+    /// For `bursty`: frame rate inside a burst; default: the burst leaves back to back.
+    pub peak_pps: Option<f64>,
+    /// Frames to send.
+    pub count: Option<u64>,
+    /// Seconds to send, from the stream's start.
+    pub duration_s: Option<f64>,
+    /// Delay of the stream's first departure after the run's start.
+    #[serde(default)]
+    pub start_offset_ns: u64,
+}
+
+/// Departure-time pattern.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PatternKind {
+    #[default]
+    Cbr,
+    Poisson,
+    Bursty,
+    Distribution,
+}
+
+/// A number, or a distribution table.
+#[derive(Debug, Clone, Serialize)]
+#[serde(untagged)]
+pub enum NumOrDist {
+    Num(f64),
+    Dist(DistSpec),
+}
+
+/// One `[[stream.field]]`: a field that varies per packet.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct FieldSpec {
+    /// `mac_src`, `mac_dst`, `vlan_id`, `vlan_pcp`, `ip_src`, `ip_dst`, `tos`, `dscp`, `ttl`,
+    /// `src_port`, `dst_port`, `payload`.
+    pub field: String,
+    /// `list`, `inc`, `dec` or `random`.
+    pub op: String,
+    pub values: Option<Vec<FieldValue>>,
+    pub from: Option<FieldValue>,
+    pub to: Option<FieldValue>,
+    /// Increment per packet for inc/dec (default 1).
+    pub step: Option<u64>,
+    /// Which VLAN tag for vlan_* (0 = outer, default).
+    pub vlan: Option<usize>,
+    /// Byte offset into the L4 payload, for `payload`.
+    pub offset: Option<usize>,
+    /// Width in bytes (1, 2, 4 or 8), for `payload`.
+    pub width: Option<usize>,
+}
+
+/// A field value: a number, or a string (MAC, IP address, hex "0x..").
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(untagged)]
+pub enum FieldValue {
+    Int(u64),
+    Str(String),
+}
+
+// --- number-or-table deserializers, so that errors inside a table keep serde's message ---
+
+struct NumOrTableVisitor<T>(std::marker::PhantomData<T>);
+
+trait FromNumOrTable: Sized {
+    const EXPECT: &'static str;
+    fn from_num(n: f64) -> Result<Self, String>;
+    fn from_map<'de, A: MapAccess<'de>>(map: A) -> Result<Self, A::Error>;
+}
+
+impl<'de, T: FromNumOrTable> Visitor<'de> for NumOrTableVisitor<T> {
+    type Value = T;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str(T::EXPECT)
+    }
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<T, E> {
+        T::from_num(v as f64).map_err(E::custom)
+    }
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<T, E> {
+        T::from_num(v as f64).map_err(E::custom)
+    }
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<T, E> {
+        T::from_num(v).map_err(E::custom)
+    }
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<T, A::Error> {
+        T::from_map(map)
+    }
+}
+
+impl FromNumOrTable for SizeSpec {
+    const EXPECT: &'static str = "a frame size in bytes (e.g. 64) or a table (e.g. { imix = \"simple\" })";
+    fn from_num(n: f64) -> Result<Self, String> {
+        if n.fract() != 0.0 || !(0.0..=u32::MAX as f64).contains(&n) {
+            return Err(format!("frame size {n} is not a whole number of bytes"));
+        }
+        Ok(SizeSpec::Fixed(n as u32))
+    }
+    fn from_map<'de, A: MapAccess<'de>>(map: A) -> Result<Self, A::Error> {
+        SizeTable::deserialize(de::value::MapAccessDeserializer::new(map)).map(SizeSpec::Table)
+    }
+}
+
+impl FromNumOrTable for NumOrDist {
+    const EXPECT: &'static str = "a number or a distribution table (e.g. { kind = \"uniform\", min = 1, max = 64 })";
+    fn from_num(n: f64) -> Result<Self, String> {
+        Ok(NumOrDist::Num(n))
+    }
+    fn from_map<'de, A: MapAccess<'de>>(map: A) -> Result<Self, A::Error> {
+        DistSpec::deserialize(de::value::MapAccessDeserializer::new(map)).map(NumOrDist::Dist)
+    }
+}
+
+impl<'de> Deserialize<'de> for SizeSpec {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(NumOrTableVisitor(std::marker::PhantomData))
+    }
+}
+
+impl<'de> Deserialize<'de> for NumOrDist {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(NumOrTableVisitor(std::marker::PhantomData))
+    }
+}
+
+impl ProfileSpec {
+    /// Parses a profile from TOML text. `origin` names it in errors (usually the file path).
+    pub fn from_toml(text: &str, origin: &str) -> Result<ProfileSpec, ProfileError> {
+        toml::from_str(text).map_err(|e| ProfileError::Parse {
+            origin: origin.to_string(),
+            message: e.to_string().trim_end().to_string(),
+        })
+    }
+}

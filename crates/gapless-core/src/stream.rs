@@ -1,0 +1,124 @@
+//! A stream at run time: its schedule, its field engine and its frame builder.
+
+use rand::SeedableRng;
+use rand_xoshiro::Xoshiro256PlusPlus;
+
+use crate::config::{derive_seed, StreamConfig};
+use crate::schedule::{Departure, Schedule};
+use crate::signature::{Signature, SIG_LEN};
+use crate::template::FCS_LEN;
+
+/// The run-time state of one stream. Pure: the caller supplies buffers and timestamps.
+#[derive(Debug, Clone)]
+pub struct StreamGen {
+    pub cfg: StreamConfig,
+    sched: Schedule,
+    field_rng: Xoshiro256PlusPlus,
+    size_rng: Xoshiro256PlusPlus,
+    /// Frames built so far (the field engine's index and the signature's sequence).
+    built: u64,
+    /// Frames still allowed by `count`.
+    remaining: Option<u64>,
+    /// Departures at or after this time (ns since the run's start) are not made.
+    end_ns: Option<u64>,
+}
+
+impl StreamGen {
+    pub fn new(cfg: StreamConfig) -> StreamGen {
+        let sched = Schedule::new(
+            cfg.pattern.clone(),
+            cfg.rate,
+            cfg.burst,
+            cfg.start_offset_ns,
+            derive_seed(cfg.seed, 3, 0),
+        );
+        let end_ns = cfg.duration_ns.map(|d| cfg.start_offset_ns + d);
+        let mut g = StreamGen {
+            field_rng: Xoshiro256PlusPlus::seed_from_u64(derive_seed(cfg.seed, 1, 0)),
+            size_rng: Xoshiro256PlusPlus::seed_from_u64(derive_seed(cfg.seed, 2, 0)),
+            remaining: cfg.count,
+            end_ns,
+            cfg,
+            sched,
+            built: 0,
+        };
+        g.cap();
+        g
+    }
+
+    fn cap(&mut self) {
+        if let Some(r) = self.remaining {
+            self.sched.cap_frames(r.min(u64::from(u32::MAX)) as u32);
+        }
+    }
+
+    /// The next departure, or `None` when the stream has ended.
+    #[inline]
+    pub fn next_departure(&self) -> Option<Departure> {
+        let d = self.sched.current();
+        if self.remaining == Some(0) || self.end_ns.is_some_and(|e| d.at_ns >= e) {
+            return None;
+        }
+        Some(d)
+    }
+
+    /// Builds the stream's next frame into `buf` with TX timestamp `tx_ns` and returns its
+    /// length (without FCS). `buf` must hold the stream's largest frame.
+    #[inline]
+    pub fn build(&mut self, buf: &mut [u8], tx_ns: u64) -> usize {
+        let k = self.built;
+        let len = self.cfg.sizes.next(k, &mut self.size_rng) as usize - FCS_LEN;
+        let t = &self.cfg.template;
+        let frame = &mut buf[..len];
+        frame.copy_from_slice(&t.bytes[..len]);
+        for op in &self.cfg.ops {
+            op.apply(frame, k, &mut self.field_rng);
+        }
+        if t.sig {
+            Signature {
+                stream: self.cfg.id,
+                seq: k as u32,
+                tx_ns,
+            }
+            .write(&mut frame[len - SIG_LEN..]);
+        }
+        t.finish(frame);
+        self.built += 1;
+        if let Some(r) = &mut self.remaining {
+            *r -= 1;
+        }
+        len
+    }
+
+    /// Ends the current departure, whose frames had `bytes` bytes (with FCS) in total.
+    #[inline]
+    pub fn advance(&mut self, bytes: u64) {
+        self.sched.advance(bytes);
+        self.cap();
+    }
+
+    /// Drops the current departure without building it (the `skip` policy). Sizes are drawn
+    /// so that a bit-rate schedule keeps its pace.
+    pub fn skip(&mut self) -> u32 {
+        let d = self.sched.current();
+        let mut bytes = 0;
+        for _ in 0..d.frames {
+            bytes += u64::from(self.cfg.sizes.next(self.built, &mut self.size_rng));
+        }
+        self.sched.advance(bytes);
+        d.frames
+    }
+
+    /// Moves the rest of the schedule later (the `shift` policy).
+    pub fn shift(&mut self, ns: u64) {
+        self.sched.shift(ns);
+        if let Some(e) = &mut self.end_ns {
+            *e += ns;
+        }
+    }
+
+    /// Frames built so far.
+    pub fn built(&self) -> u64 {
+        self.built
+    }
+}

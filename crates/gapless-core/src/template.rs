@@ -1,0 +1,458 @@
+//! Packet templates: built once per stream with etherparse, then finished per packet.
+//!
+//! A template is built at the stream's largest frame. Each packet copies a prefix of it,
+//! lets the field engine patch bytes, writes the signature, and calls [`Template::finish`],
+//! which sets the length fields and both checksums in O(header) time: the payload's
+//! checksum contribution comes from a precomputed prefix-sum table, so a 1518-byte frame
+//! costs the same as a 64-byte one.
+
+use etherparse::{PacketBuilder, TcpHeader, VlanId};
+use std::net::IpAddr;
+
+use crate::checksum::{finish, prefix_sums, sum_at, sum_be};
+use crate::error::ProfileError;
+use crate::signature::SIG_LEN;
+use crate::spec::{L4Kind, TemplateSpec};
+
+/// Frame length on the wire that the FCS adds.
+pub const FCS_LEN: usize = 4;
+/// Smallest Ethernet frame without FCS.
+pub const MIN_FRAME_NO_FCS: usize = 60;
+
+/// Offsets of the headers inside the frame.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Layout {
+    /// Offset of each VLAN tag's TCI (outer first).
+    pub vlan_tci: Vec<usize>,
+    /// Start of the IP header.
+    pub l3: usize,
+    pub ipv6: bool,
+    /// Start of the L4 header.
+    pub l4: usize,
+    pub l4_kind: L4Kind,
+    /// Start of the L4 payload.
+    pub payload: usize,
+}
+
+impl Layout {
+    /// Offset of the L4 checksum field.
+    pub fn l4_csum(&self) -> usize {
+        match self.l4_kind {
+            L4Kind::Udp => self.l4 + 6,
+            L4Kind::Tcp => self.l4 + 16,
+            L4Kind::Icmp => self.l4 + 2,
+        }
+    }
+}
+
+/// A compiled template.
+#[derive(Debug, Clone)]
+pub struct Template {
+    /// The frame at its largest length (no FCS).
+    pub bytes: Vec<u8>,
+    pub layout: Layout,
+    /// Whether a signature trailer ends the payload.
+    pub sig: bool,
+    /// Prefix sums of the payload with the field-engine regions zeroed.
+    prefix: Vec<u64>,
+    /// Payload regions (offset, width) that the field engine writes.
+    regions: Vec<(usize, usize)>,
+}
+
+pub fn parse_mac(s: &str) -> Option<[u8; 6]> {
+    let parts: Vec<&str> = s.split([':', '-']).collect();
+    if parts.len() != 6 {
+        return None;
+    }
+    let mut m = [0u8; 6];
+    for (i, p) in parts.iter().enumerate() {
+        if p.is_empty() || p.len() > 2 {
+            return None;
+        }
+        m[i] = u8::from_str_radix(p, 16).ok()?;
+    }
+    Some(m)
+}
+
+fn tcp_flags(hdr: &mut TcpHeader, flags: &str, path: &str) -> Result<(), ProfileError> {
+    for c in flags.chars() {
+        match c.to_ascii_uppercase() {
+            'F' => hdr.fin = true,
+            'S' => hdr.syn = true,
+            'R' => hdr.rst = true,
+            'P' => hdr.psh = true,
+            'A' => hdr.ack = true,
+            'U' => hdr.urg = true,
+            'E' => hdr.ece = true,
+            'C' => hdr.cwr = true,
+            other => {
+                return Err(ProfileError::invalid(
+                    format!("{path}.tcp_flags"),
+                    format!("unknown TCP flag letter {other:?}"),
+                    "use the letters F S R P A U E C, e.g. \"S\" or \"PA\"",
+                ))
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The payload filler bytes for a payload of `len` bytes.
+fn payload_bytes(spec: &TemplateSpec, len: usize, seed: u64, path: &str) -> Result<Vec<u8>, ProfileError> {
+    let p = &spec.payload;
+    if let Some(hex) = &p.hex {
+        if p.pattern.is_some() {
+            return Err(ProfileError::invalid(
+                format!("{path}.payload"),
+                "both `hex` and `pattern` are set",
+                "keep one of them",
+            ));
+        }
+        let h: String = hex.chars().filter(|c| !c.is_whitespace()).collect();
+        let h = h.strip_prefix("0x").unwrap_or(&h);
+        if h.is_empty() || !h.len().is_multiple_of(2) {
+            return Err(ProfileError::invalid(
+                format!("{path}.payload.hex"),
+                "needs a non-empty, even number of hex digits",
+                "write bytes as hex pairs, e.g. \"deadbeef\"",
+            ));
+        }
+        let mut bytes = Vec::new();
+        for i in (0..h.len()).step_by(2) {
+            bytes.push(u8::from_str_radix(&h[i..i + 2], 16).map_err(|_| {
+                ProfileError::invalid(
+                    format!("{path}.payload.hex"),
+                    format!("{:?} is not a hex byte", &h[i..i + 2]),
+                    "use only 0-9 a-f",
+                )
+            })?);
+        }
+        return Ok(bytes.iter().copied().cycle().take(len).collect());
+    }
+    match p.pattern.as_deref().unwrap_or("zeros") {
+        "zeros" => Ok(vec![0; len]),
+        "incrementing" => Ok((0..len).map(|i| i as u8).collect()),
+        "random" => {
+            // splitmix64: a fixed, seedable filler (not a statistics source).
+            let mut x = seed ^ 0x9e37_79b9_7f4a_7c15;
+            Ok((0..len)
+                .map(|_| {
+                    x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+                    let mut z = x;
+                    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+                    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+                    (z ^ (z >> 31)) as u8
+                })
+                .collect())
+        }
+        other => Err(ProfileError::invalid(
+            format!("{path}.payload.pattern"),
+            format!("unknown payload pattern {other:?}"),
+            "use \"zeros\", \"incrementing\" or \"random\", or give `hex`",
+        )),
+    }
+}
+
+impl Template {
+    /// Builds the template for frames up to `max_len` bytes (without FCS).
+    /// `regions` are the payload byte ranges the field engine will write.
+    pub fn build(
+        spec: &TemplateSpec,
+        max_len: usize,
+        sig: bool,
+        regions: Vec<(usize, usize)>,
+        seed: u64,
+        path: &str,
+    ) -> Result<Template, ProfileError> {
+        let mac = |s: &str, key: &str| {
+            parse_mac(s).ok_or_else(|| {
+                ProfileError::invalid(
+                    format!("{path}.{key}"),
+                    format!("{s:?} is not a MAC address"),
+                    "write six hex pairs, e.g. \"02:00:00:00:00:01\"",
+                )
+            })
+        };
+        let ip = |s: &str, key: &str| {
+            s.parse::<IpAddr>().map_err(|_| {
+                ProfileError::invalid(
+                    format!("{path}.{key}"),
+                    format!("{s:?} is not an IP address"),
+                    "write an IPv4 (198.18.0.1) or IPv6 (2001:2::1) address",
+                )
+            })
+        };
+        let src = mac(&spec.eth_src, "eth_src")?;
+        let dst = mac(&spec.eth_dst, "eth_dst")?;
+        let ip_src = ip(&spec.ip_src, "ip_src")?;
+        let ip_dst = ip(&spec.ip_dst, "ip_dst")?;
+        if ip_src.is_ipv4() != ip_dst.is_ipv4() {
+            return Err(ProfileError::invalid(
+                format!("{path}.ip_dst"),
+                "ip_src and ip_dst are of different IP versions",
+                "use two IPv4 or two IPv6 addresses",
+            ));
+        }
+        let ipv6 = ip_src.is_ipv6();
+        let tos = match (spec.tos, spec.dscp, spec.ecn) {
+            (Some(_), Some(_), _) | (Some(_), _, Some(_)) => {
+                return Err(ProfileError::invalid(
+                    format!("{path}.tos"),
+                    "tos is set together with dscp/ecn",
+                    "set either tos (whole byte) or dscp and ecn",
+                ));
+            }
+            (Some(t), None, None) => t,
+            (None, d, e) => {
+                let d = d.unwrap_or(0);
+                let e = e.unwrap_or(0);
+                if d > 63 {
+                    return Err(ProfileError::invalid(
+                        format!("{path}.dscp"),
+                        format!("dscp {d} is above 63"),
+                        "use 0..=63",
+                    ));
+                }
+                if e > 3 {
+                    return Err(ProfileError::invalid(
+                        format!("{path}.ecn"),
+                        format!("ecn {e} is above 3"),
+                        "use 0..=3",
+                    ));
+                }
+                (d << 2) | e
+            }
+        };
+        if spec.vlan.len() > 2 {
+            return Err(ProfileError::invalid(
+                format!("{path}.vlan"),
+                format!("{} VLAN tags given", spec.vlan.len()),
+                "give at most two tags (QinQ)",
+            ));
+        }
+        for (i, v) in spec.vlan.iter().enumerate() {
+            if v.id > 4095 {
+                return Err(ProfileError::invalid(
+                    format!("{path}.vlan[{i}].id"),
+                    format!("VLAN id {} is above 4095", v.id),
+                    "use 0..=4095",
+                ));
+            }
+            if v.pcp > 7 {
+                return Err(ProfileError::invalid(
+                    format!("{path}.vlan[{i}].pcp"),
+                    format!("pcp {} is above 7", v.pcp),
+                    "use 0..=7",
+                ));
+            }
+        }
+        if spec.flow_label > 0xf_ffff {
+            return Err(ProfileError::invalid(
+                format!("{path}.flow_label"),
+                "flow_label is above 20 bits",
+                "use 0..=1048575",
+            ));
+        }
+
+        let l3 = 14 + 4 * spec.vlan.len();
+        let l4 = l3 + if ipv6 { 40 } else { 20 };
+        let payload = l4
+            + match spec.l4 {
+                L4Kind::Udp | L4Kind::Icmp => 8,
+                L4Kind::Tcp => 20,
+            };
+        let sig_len = if sig { SIG_LEN } else { 0 };
+        let min_payload = regions.iter().map(|(o, w)| o + w).max().unwrap_or(0) + sig_len;
+        let need = (payload + min_payload).max(MIN_FRAME_NO_FCS);
+        if max_len < need {
+            return Err(ProfileError::invalid(
+                path.to_string(),
+                format!("the largest frame is {} B but the headers, the field-engine payload bytes and the signature need {} B", max_len + FCS_LEN, need + FCS_LEN),
+                format!("raise the frame size to at least {} B, or set signature = false", need + FCS_LEN),
+            ));
+        }
+        let payload_len = max_len - payload;
+        let filler = payload_bytes(spec, payload_len, seed, path)?;
+
+        // Structure from etherparse.
+        let b = PacketBuilder::ethernet2(src, dst);
+        let vid = |i: usize| VlanId::try_new(spec.vlan[i].id).expect("checked above");
+        let b = match spec.vlan.len() {
+            0 => None,
+            1 => Some(b.single_vlan(vid(0))),
+            _ => Some(b.double_vlan(vid(0), vid(1))),
+        };
+        macro_rules! l3 {
+            ($b:expr) => {
+                match (ip_src, ip_dst) {
+                    (IpAddr::V4(s), IpAddr::V4(d)) => $b.ipv4(s.octets(), d.octets(), spec.ttl),
+                    (IpAddr::V6(s), IpAddr::V6(d)) => $b.ipv6(s.octets(), d.octets(), spec.ttl),
+                    _ => unreachable!("versions checked above"),
+                }
+            };
+        }
+        let ipb = match b {
+            None => l3!(PacketBuilder::ethernet2(src, dst)),
+            Some(v) => l3!(v),
+        };
+        let mut bytes = Vec::with_capacity(max_len);
+        let write_err = |e: String| {
+            ProfileError::invalid(
+                path.to_string(),
+                format!("cannot build the template: {e}"),
+                "check the template's values",
+            )
+        };
+        match spec.l4 {
+            L4Kind::Udp => ipb
+                .udp(spec.src_port, spec.dst_port)
+                .write(&mut bytes, &filler)
+                .map_err(|e| write_err(e.to_string()))?,
+            L4Kind::Tcp => {
+                let mut h = TcpHeader::new(spec.src_port, spec.dst_port, spec.tcp_seq, spec.tcp_window);
+                tcp_flags(&mut h, &spec.tcp_flags, path)?;
+                h.acknowledgment_number = spec.tcp_ack;
+                ipb.tcp_header(h)
+                    .write(&mut bytes, &filler)
+                    .map_err(|e| write_err(e.to_string()))?
+            }
+            L4Kind::Icmp if ipv6 => ipb
+                .icmpv6_echo_request(spec.icmp_id, spec.icmp_seq)
+                .write(&mut bytes, &filler)
+                .map_err(|e| write_err(e.to_string()))?,
+            L4Kind::Icmp => ipb
+                .icmpv4_echo_request(spec.icmp_id, spec.icmp_seq)
+                .write(&mut bytes, &filler)
+                .map_err(|e| write_err(e.to_string()))?,
+        }
+        debug_assert_eq!(bytes.len(), max_len);
+
+        // What the builder does not set: PCP/DEI/TPID, TOS/TC, flow label, ident, DF.
+        let mut vlan_tci = Vec::new();
+        for (i, v) in spec.vlan.iter().enumerate() {
+            let tpid_at = 12 + 4 * i;
+            let default_tpid = if spec.vlan.len() == 2 && i == 0 { 0x88a8 } else { 0x8100 };
+            bytes[tpid_at..tpid_at + 2].copy_from_slice(&v.tpid.unwrap_or(default_tpid).to_be_bytes());
+            let tci = (u16::from(v.pcp) << 13) | (u16::from(v.dei) << 12) | v.id;
+            bytes[tpid_at + 2..tpid_at + 4].copy_from_slice(&tci.to_be_bytes());
+            vlan_tci.push(tpid_at + 2);
+        }
+        if ipv6 {
+            let w = (6u32 << 28) | (u32::from(tos) << 20) | spec.flow_label;
+            bytes[l3..l3 + 4].copy_from_slice(&w.to_be_bytes());
+        } else {
+            bytes[l3 + 1] = tos;
+            bytes[l3 + 4..l3 + 6].copy_from_slice(&spec.ip_id.to_be_bytes());
+            let flags: u16 = if spec.dont_fragment { 0x4000 } else { 0 };
+            bytes[l3 + 6..l3 + 8].copy_from_slice(&flags.to_be_bytes());
+        }
+
+        let mut zeroed = bytes[payload..].to_vec();
+        for &(o, w) in &regions {
+            zeroed[o..o + w].fill(0);
+        }
+        let prefix = prefix_sums(&zeroed);
+        let layout = Layout {
+            vlan_tci,
+            l3,
+            ipv6,
+            l4,
+            l4_kind: spec.l4,
+            payload,
+        };
+        let mut t = Template {
+            bytes,
+            layout,
+            sig,
+            prefix,
+            regions,
+        };
+        let mut tmp = t.bytes.clone();
+        t.finish(&mut tmp);
+        t.bytes = tmp;
+        Ok(t)
+    }
+
+    /// Smallest frame (without FCS) the template can be cut to.
+    pub fn min_len(&self) -> usize {
+        let sig_len = if self.sig { SIG_LEN } else { 0 };
+        let fields = self.regions.iter().map(|(o, w)| o + w).max().unwrap_or(0);
+        (self.layout.payload + fields + sig_len).max(MIN_FRAME_NO_FCS)
+    }
+
+    /// Sets the IP/L4 length fields for `frame.len()` and computes the IPv4 header and L4
+    /// checksums. The frame must be a prefix of the template whose payload differs from the
+    /// template only in the field-engine regions and the signature trailer.
+    #[inline]
+    pub fn finish(&self, frame: &mut [u8]) {
+        let len = frame.len();
+        let ly = &self.layout;
+        let l4_len = len - ly.l4;
+        if ly.ipv6 {
+            frame[ly.l3 + 4..ly.l3 + 6].copy_from_slice(&((len - ly.l3 - 40) as u16).to_be_bytes());
+        } else {
+            frame[ly.l3 + 2..ly.l3 + 4].copy_from_slice(&((len - ly.l3) as u16).to_be_bytes());
+            frame[ly.l3 + 10..ly.l3 + 12].copy_from_slice(&[0, 0]);
+            let c = finish(sum_be(&frame[ly.l3..ly.l3 + 20]));
+            frame[ly.l3 + 10..ly.l3 + 12].copy_from_slice(&c.to_be_bytes());
+        }
+        if ly.l4_kind == L4Kind::Udp {
+            frame[ly.l4 + 4..ly.l4 + 6].copy_from_slice(&(l4_len as u16).to_be_bytes());
+        }
+        let cs = ly.l4_csum();
+        frame[cs..cs + 2].copy_from_slice(&[0, 0]);
+
+        let mut sum = 0u64;
+        // Pseudo header (not for ICMPv4).
+        if ly.ipv6 {
+            sum += sum_be(&frame[ly.l3 + 8..ly.l3 + 40]);
+            sum += (l4_len as u64 >> 16) + (l4_len as u64 & 0xffff);
+            sum += u64::from(frame[ly.l3 + 6]);
+        } else if ly.l4_kind != L4Kind::Icmp {
+            sum += sum_be(&frame[ly.l3 + 12..ly.l3 + 20]);
+            sum += l4_len as u64;
+            sum += u64::from(frame[ly.l3 + 9]);
+        }
+        sum += sum_be(&frame[ly.l4..ly.payload]);
+        let pl = &frame[ly.payload..];
+        let sig_len = if self.sig { SIG_LEN } else { 0 };
+        let body = pl.len() - sig_len;
+        sum += self.prefix[body];
+        if self.sig {
+            sum += sum_at(&pl[body..], body % 2 == 1);
+        }
+        for &(o, w) in &self.regions {
+            sum += sum_at(&pl[o..o + w], o % 2 == 1);
+        }
+        let mut c = finish(sum);
+        if c == 0 && ly.l4_kind == L4Kind::Udp {
+            c = 0xffff;
+        }
+        frame[cs..cs + 2].copy_from_slice(&c.to_be_bytes());
+    }
+}
+
+impl Template {
+    /// Rewrites the signature's TX timestamp of a finished frame and fixes the L4 checksum
+    /// incrementally (RFC 1624, eqn. 3), so the engine can stamp a frame just before it
+    /// leaves. No-op without a signature.
+    #[inline]
+    pub fn patch_tx_ns(&self, frame: &mut [u8], tx_ns: u64) {
+        if !self.sig {
+            return;
+        }
+        let ly = &self.layout;
+        let at = frame.len() - 8;
+        let odd = (at - ly.payload) % 2 == 1;
+        let old = crate::checksum::fold(sum_at(&frame[at..], odd));
+        frame[at..].copy_from_slice(&tx_ns.to_be_bytes());
+        let new = sum_at(&frame[at..], odd);
+        let cs = ly.l4_csum();
+        let hc = u16::from_be_bytes([frame[cs], frame[cs + 1]]);
+        let mut c = finish(u64::from(!hc) + u64::from(!old) + new);
+        if c == 0 && ly.l4_kind == L4Kind::Udp {
+            c = 0xffff;
+        }
+        frame[cs..cs + 2].copy_from_slice(&c.to_be_bytes());
+    }
+}
