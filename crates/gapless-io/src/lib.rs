@@ -1,1 +1,44 @@
+//! # gapless-io
+//!
+//! Thin Linux IO under one TX trait ([`TxBackend`]): AF_PACKET, a pcap file, and null. Also the
+//! interface queries the engine needs (MTU, link speed, driver, by ioctl so that they answer
+//! for the current network namespace), network-namespace entry, and the veth testbed.
 
+pub mod afpacket;
+pub mod error;
+pub mod nic;
+pub mod null;
+pub mod pcap;
+pub mod testbed;
+
+pub use error::IoError;
+
+/// A packet sink. The engine fills buffers in place and sends them in batches.
+///
+/// Contract: `buf(i)` for `i < max_batch()` is at least `max_frame()` bytes long; `send`
+/// transmits buffers `0..lens.len()` with those lengths (no FCS). `Err` means the backend can
+/// no longer send (fatal); per-frame failures are counted in [`TxBackend::errors`].
+pub trait TxBackend: Send {
+    /// Short name for results: "afpacket", "pcap", "null".
+    fn name(&self) -> &'static str;
+    /// Details for results, e.g. the send method and socket options.
+    fn describe(&self) -> String;
+    /// Most frames one `send` takes.
+    fn max_batch(&self) -> usize;
+    /// Buffer for frame `i` of the next batch.
+    fn buf(&mut self, i: usize) -> &mut [u8];
+    /// Sends the batch. `at_ns` are the frames' scheduled times (the pcap backend writes them).
+    /// Returns how many frames left.
+    fn send(&mut self, lens: &[usize], at_ns: &[u64]) -> Result<usize, IoError>;
+    /// Completes pending output (the pcap file is renamed into place here).
+    fn finish(&mut self) -> Result<(), IoError>;
+    /// Frames that failed to send.
+    fn errors(&self) -> u64;
+    /// Whether the frames go out in real time (pace them, stamp them with the real clock).
+    fn is_live(&self) -> bool;
+    /// Whether the output's time axis is the schedule itself (a pcap file), rather than the
+    /// wall clock.
+    fn on_schedule_time(&self) -> bool {
+        false
+    }
+}

@@ -1,0 +1,86 @@
+//! The pacer's clock: the TSC through quanta, calibrated against CLOCK_MONOTONIC, read as ns
+//! since the run's start, plus its offset to CLOCK_REALTIME for signature timestamps.
+
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+pub struct RunClock {
+    clock: quanta::Clock,
+    t0_raw: u64,
+    /// CLOCK_REALTIME at the run's start, ns since the Unix epoch.
+    pub realtime0_ns: u64,
+}
+
+impl RunClock {
+    pub fn new() -> RunClock {
+        let clock = quanta::Clock::new();
+        let t0_raw = clock.raw();
+        let realtime0_ns = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(0);
+        RunClock {
+            clock,
+            t0_raw,
+            realtime0_ns,
+        }
+    }
+
+    /// ns since the clock was made.
+    #[inline(always)]
+    pub fn now_ns(&self) -> u64 {
+        self.clock.delta_as_nanos(self.t0_raw, self.clock.raw())
+    }
+
+    /// CLOCK_REALTIME estimate of a `now_ns` reading.
+    #[inline(always)]
+    pub fn realtime_ns(&self, now_ns: u64) -> u64 {
+        self.realtime0_ns + now_ns
+    }
+
+    /// Restarts the run's zero at the current instant.
+    pub fn restart(&mut self) {
+        self.t0_raw = self.clock.raw();
+        self.realtime0_ns = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(0);
+    }
+
+    /// Counts raw ticks against CLOCK_MONOTONIC for `ms` milliseconds. Returns ticks per
+    /// second: about the TSC frequency when quanta runs on the TSC, 1e9 when it fell back
+    /// to the OS clock.
+    pub fn raw_hz(&self, ms: u64) -> f64 {
+        let (r0, i0) = (self.clock.raw(), Instant::now());
+        std::thread::sleep(std::time::Duration::from_millis(ms));
+        let (r1, i1) = (self.clock.raw(), Instant::now());
+        (r1 - r0) as f64 / (i1 - i0).as_secs_f64()
+    }
+
+    /// Busy-waits until `at_ns`, sleeping first when the wait is long. Returns early if `stop`
+    /// is raised during a sleep.
+    #[inline]
+    pub fn wait_until(&self, at_ns: u64, stop: &std::sync::atomic::AtomicBool) -> u64 {
+        const SPIN_NS: u64 = 200_000;
+        loop {
+            let now = self.now_ns();
+            if now >= at_ns {
+                return now;
+            }
+            let left = at_ns - now;
+            if left > 2 * SPIN_NS {
+                std::thread::sleep(std::time::Duration::from_nanos((left - SPIN_NS).min(50_000_000)));
+                if stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    return self.now_ns();
+                }
+            } else {
+                std::hint::spin_loop();
+            }
+        }
+    }
+}
+
+impl Default for RunClock {
+    fn default() -> Self {
+        Self::new()
+    }
+}

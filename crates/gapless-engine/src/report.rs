@@ -1,0 +1,246 @@
+//! Result assembly, the environment probe, the atomic result writer and the text summary.
+
+use std::io::Write;
+use std::path::Path;
+
+use gapless_core::config::Profile;
+use gapless_core::result::{Environment, LateActions, LatenessSummary, RunResult, StreamTx};
+use gapless_core::schedule::L1_OVERHEAD_BYTES;
+use hdrhistogram::Histogram;
+
+use crate::run::RunStats;
+
+/// Facts about the run that the engine does not know by itself.
+pub struct RunMeta {
+    pub profile_path: String,
+    pub backend: String,
+    pub backend_detail: String,
+    pub pace: bool,
+    pub live_backend: bool,
+    pub iface: Option<String>,
+    pub driver: Option<String>,
+    pub mtu: Option<u32>,
+    pub netns: Option<String>,
+}
+
+fn read_trim(path: &str) -> String {
+    std::fs::read_to_string(path)
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default()
+}
+
+fn cpu_model() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split(':').nth(1))
+                .map(|m| m.trim().to_string())
+        })
+        .unwrap_or_default()
+}
+
+fn achieved(sent: u64, last_frames: u64, first: Option<u64>, last: u64) -> f64 {
+    match first {
+        Some(f) if last > f && sent > last_frames => (sent - last_frames) as f64 * 1e9 / (last - f) as f64,
+        _ => 0.0,
+    }
+}
+
+fn l1_bps(pps: f64, sent: u64, bytes: u64) -> f64 {
+    if sent == 0 {
+        return 0.0;
+    }
+    pps * (bytes as f64 / sent as f64 + L1_OVERHEAD_BYTES as f64) * 8.0
+}
+
+/// Builds the result file from the run's counters.
+pub fn build_result(profile: &Profile, stats: &RunStats, meta: &RunMeta) -> RunResult {
+    let mut total_h: Histogram<u64> = Histogram::new_with_bounds(1, 1_000_000_000_000, 3).expect("valid bounds");
+    let mut late_total = LateActions {
+        policy: profile.on_late.as_str().into(),
+        ..Default::default()
+    };
+    let mut streams = Vec::new();
+    let mut over_gap = 0;
+    for (cfg, st) in profile.streams.iter().zip(&stats.streams) {
+        let _ = total_h.add(&st.lateness);
+        over_gap += st.late_over_gap;
+        late_total.events += st.late_events;
+        late_total.skipped_frames += st.skipped;
+        late_total.shifted_ns += st.shifted_ns;
+        let pps = achieved(st.sent, st.last_frames, st.first_ns, st.last_ns);
+        streams.push(StreamTx {
+            name: cfg.name.clone(),
+            id: cfg.id,
+            sent_frames: st.sent,
+            sent_bytes_l2: st.bytes,
+            target_pps: cfg.target_pps,
+            target_bps_l1: cfg.target_bps_l1,
+            achieved_pps: pps,
+            achieved_bps_l1: l1_bps(pps, st.sent, st.bytes),
+            rate_error_rel: if pps > 0.0 { pps / cfg.target_pps - 1.0 } else { 0.0 },
+            lateness: LatenessSummary::from_histogram(&st.lateness, st.late_over_gap),
+            late: LateActions {
+                policy: profile.on_late.as_str().into(),
+                events: st.late_events,
+                skipped_frames: st.skipped,
+                shifted_ns: st.shifted_ns,
+            },
+        });
+    }
+    let sent: u64 = streams.iter().map(|s| s.sent_frames).sum();
+    let bytes: u64 = streams.iter().map(|s| s.sent_bytes_l2).sum();
+    let pps = if stats.duration_ns > 0 {
+        sent as f64 * 1e9 / stats.duration_ns as f64
+    } else {
+        0.0
+    };
+    let is_tsc = (stats.raw_hz - 1e9).abs() / 1e9 > 0.01;
+    RunResult {
+        tool: "gapless".into(),
+        version: env!("CARGO_PKG_VERSION").into(),
+        started_unix_ns: stats.realtime0_ns,
+        profile_path: meta.profile_path.clone(),
+        profile: serde_json::to_value(&profile.spec).unwrap_or(serde_json::Value::Null),
+        seed: profile.seed,
+        environment: Environment {
+            hostname: read_trim("/proc/sys/kernel/hostname"),
+            kernel: read_trim("/proc/sys/kernel/osrelease"),
+            cpu_model: cpu_model(),
+            clock: if is_tsc {
+                "TSC via quanta, calibrated against CLOCK_MONOTONIC".into()
+            } else {
+                "CLOCK_MONOTONIC via quanta (no usable TSC)".into()
+            },
+            tsc_hz: is_tsc.then_some(stats.raw_hz),
+            tx_core: stats.tx_core,
+            iface: meta.iface.clone(),
+            driver: meta.driver.clone(),
+            mtu: meta.mtu,
+            link_speed_bps: profile.link_speed_bps,
+            netns: meta.netns.clone(),
+        },
+        backend: meta.backend.clone(),
+        backend_detail: meta.backend_detail.clone(),
+        rate_control: if meta.pace {
+            "software-pacing (busy-wait on the TSC, absolute schedule)".into()
+        } else {
+            "unpaced".into()
+        },
+        tx_timestamp_source: if meta.live_backend {
+            "engine: CLOCK_REALTIME estimate (TSC) just before the send system call".into()
+        } else {
+            "scheduled departure time (ns since the run's start)".into()
+        },
+        interrupted: stats.interrupted,
+        stop_reason: if let Some(e) = &stats.backend_error {
+            format!("backend failed: {e}")
+        } else if stats.interrupted {
+            "interrupted (signal)".into()
+        } else {
+            "completed".into()
+        },
+        duration_ns: stats.duration_ns,
+        sent_frames: sent,
+        sent_bytes_l2: bytes,
+        send_errors: stats.send_errors,
+        achieved_pps: pps,
+        achieved_bps_l1: l1_bps(pps, sent, bytes),
+        lateness: LatenessSummary::from_histogram(&total_h, over_gap),
+        late: late_total,
+        streams,
+    }
+}
+
+/// Writes `result` as JSON to `path` atomically: a temporary file in the same directory,
+/// fsync, then rename.
+pub fn write_json_atomic<T: serde::Serialize>(path: &Path, value: &T) -> std::io::Result<()> {
+    let name = path
+        .file_name()
+        .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a file name"))?;
+    let tmp = path.with_file_name(format!(".{}.tmp{}", name.to_string_lossy(), std::process::id()));
+    let res = (|| {
+        let mut f = std::fs::File::create(&tmp)?;
+        serde_json::to_writer_pretty(&mut f, value).map_err(std::io::Error::other)?;
+        f.write_all(b"\n")?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, path)
+    })();
+    if res.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    res
+}
+
+fn si(v: f64, unit: &str) -> String {
+    let (d, p) = if v >= 1e9 {
+        (1e9, "G")
+    } else if v >= 1e6 {
+        (1e6, "M")
+    } else if v >= 1e3 {
+        (1e3, "k")
+    } else {
+        (1.0, "")
+    };
+    format!("{:.3} {p}{unit}", v / d)
+}
+
+fn ns(v: u64) -> String {
+    if v >= 1_000_000 {
+        format!("{:.2} ms", v as f64 / 1e6)
+    } else if v >= 1_000 {
+        format!("{:.2} µs", v as f64 / 1e3)
+    } else {
+        format!("{v} ns")
+    }
+}
+
+/// The end-of-run summary for a terminal.
+pub fn summary_text(r: &RunResult) -> String {
+    let mut s = String::new();
+    s.push_str(&format!(
+        "gapless {} — {} ({}), {}\n",
+        r.version, r.backend, r.backend_detail, r.rate_control
+    ));
+    s.push_str(&format!(
+        "{}: {} frames, {} in {:.3} s, {} / {} at L1, {} send errors\n",
+        r.stop_reason,
+        r.sent_frames,
+        si(r.sent_bytes_l2 as f64, "B"),
+        r.duration_ns as f64 / 1e9,
+        si(r.achieved_pps, "pps"),
+        si(r.achieved_bps_l1, "bit/s"),
+        r.send_errors
+    ));
+    s.push_str(&format!(
+        "{:<16} {:>10} {:>14} {:>14} {:>9} {:>10} {:>10} {:>10} {:>10} {:>9}\n",
+        "stream", "sent", "target", "achieved", "rate err", "late p50", "late p99", "late p99.9", "late max", ">1 gap"
+    ));
+    for st in &r.streams {
+        s.push_str(&format!(
+            "{:<16} {:>10} {:>14} {:>14} {:>8.4}% {:>10} {:>10} {:>10} {:>10} {:>9}\n",
+            st.name,
+            st.sent_frames,
+            si(st.target_pps, "pps"),
+            si(st.achieved_pps, "pps"),
+            st.rate_error_rel * 100.0,
+            ns(st.lateness.p50_ns),
+            ns(st.lateness.p99_ns),
+            ns(st.lateness.p99_9_ns),
+            ns(st.lateness.max_ns),
+            st.lateness.late_over_one_gap
+        ));
+    }
+    if r.late.events > 0 {
+        s.push_str(&format!(
+            "on_late = {}: acted {} times (skipped {} frames, shifted {})\n",
+            r.late.policy,
+            r.late.events,
+            r.late.skipped_frames,
+            ns(r.late.shifted_ns)
+        ));
+    }
+    s
+}

@@ -1,0 +1,230 @@
+//! The send loop: streams merged by next departure time, one absolute schedule each, a busy
+//! wait on the TSC, one backend send per departure (batch 1 unless the profile asks for
+//! bursts), and the lateness of every frame recorded against its scheduled time.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use gapless_core::config::Profile;
+use gapless_core::spec::OnLate;
+use gapless_core::StreamGen;
+use gapless_io::{IoError, TxBackend};
+use hdrhistogram::Histogram;
+
+use crate::clock::RunClock;
+use crate::live::Live;
+
+/// How to run.
+pub struct RunOptions {
+    /// Wait for each departure time (software pacing). Off: as fast as the backend takes.
+    pub pace: bool,
+    /// Core to pin the send loop to.
+    pub core: Option<usize>,
+    /// Raised by Ctrl-C / SIGTERM: the loop stops after the current departure.
+    pub stop: Arc<AtomicBool>,
+    /// Counters for the live line.
+    pub live: Arc<Live>,
+}
+
+/// What one stream did.
+pub struct StreamStats {
+    pub sent: u64,
+    pub bytes: u64,
+    pub lateness: Histogram<u64>,
+    pub late_over_gap: u64,
+    pub late_events: u64,
+    pub skipped: u64,
+    pub shifted_ns: u64,
+    /// First and last departure's send time (ns since start; the scheduled time when the
+    /// run is not paced on a live backend) and the frames of the last departure.
+    pub first_ns: Option<u64>,
+    pub last_ns: u64,
+    pub last_frames: u64,
+}
+
+/// What the run did.
+pub struct RunStats {
+    pub streams: Vec<StreamStats>,
+    pub interrupted: bool,
+    pub duration_ns: u64,
+    pub send_errors: u64,
+    pub backend_error: Option<String>,
+    pub tx_core: Option<usize>,
+    pub realtime0_ns: u64,
+    pub raw_hz: f64,
+}
+
+fn pin(core: Option<usize>) -> Option<usize> {
+    let ids = core_affinity::get_core_ids()?;
+    let id = match core {
+        Some(c) => ids.into_iter().find(|i| i.id == c)?,
+        None => ids.into_iter().last()?,
+    };
+    core_affinity::set_for_current(id).then_some(id.id)
+}
+
+/// Runs the profile to its end (or until `stop`). Per-frame send failures are counted;
+/// a backend that fails for good ends the run, and what was sent until then is reported.
+pub fn run(profile: &Profile, backend: &mut dyn TxBackend, opts: &RunOptions) -> RunStats {
+    let tx_core = pin(opts.core);
+    let mut clock = RunClock::new();
+    let raw_hz = clock.raw_hz(20);
+    // A pcap file is written on schedule time: waiting for it would only slow the writing.
+    let pace = opts.pace && !backend.on_schedule_time();
+    let stamp_real = backend.is_live();
+    let sched_time = backend.on_schedule_time();
+
+    let mut gens: Vec<StreamGen> = profile.streams.iter().cloned().map(StreamGen::new).collect();
+    let gaps: Vec<u64> = profile
+        .streams
+        .iter()
+        .map(|s| s.mean_gap_ns().max(1.0) as u64)
+        .collect();
+    let mut stats: Vec<StreamStats> = gens
+        .iter()
+        .map(|_| StreamStats {
+            sent: 0,
+            bytes: 0,
+            lateness: Histogram::new_with_bounds(1, 1_000_000_000_000, 3).expect("valid bounds"),
+            late_over_gap: 0,
+            late_events: 0,
+            skipped: 0,
+            shifted_ns: 0,
+            first_ns: None,
+            last_ns: 0,
+            last_frames: 0,
+        })
+        .collect();
+    let mut heap: BinaryHeap<Reverse<(u64, usize)>> = BinaryHeap::new();
+    for (i, g) in gens.iter().enumerate() {
+        if let Some(d) = g.next_departure() {
+            heap.push(Reverse((d.at_ns, i)));
+        }
+    }
+    let max_batch = backend.max_batch().max(1);
+    let mut lens: Vec<usize> = Vec::with_capacity(max_batch);
+    let mut ats: Vec<u64> = Vec::with_capacity(max_batch);
+    let stop = &*opts.stop;
+    let mut interrupted = false;
+    let mut backend_error = None;
+    let mut end_ns = 0;
+
+    clock.restart();
+    'outer: while let Some(Reverse((mut at, si))) = heap.pop() {
+        if stop.load(Ordering::Relaxed) {
+            interrupted = true;
+            break;
+        }
+        let g = &mut gens[si];
+        let st = &mut stats[si];
+        if pace {
+            let now = clock.now_ns();
+            if now > at + gaps[si] {
+                st.late_events += 1;
+                match profile.on_late {
+                    OnLate::CatchUp => {}
+                    OnLate::Skip => {
+                        // Drop every departure already in the past; resume with the next.
+                        loop {
+                            st.skipped += u64::from(g.skip());
+                            match g.next_departure() {
+                                Some(d) if d.at_ns + gaps[si] < now => continue,
+                                Some(d) => {
+                                    heap.push(Reverse((d.at_ns, si)));
+                                    continue 'outer;
+                                }
+                                None => continue 'outer,
+                            }
+                        }
+                    }
+                    OnLate::Shift => {
+                        let lag = now - at;
+                        g.shift(lag);
+                        st.shifted_ns += lag;
+                        at += lag;
+                    }
+                }
+            }
+        }
+        let dep = g.next_departure().expect("streams in the heap have a departure");
+        let mut left = dep.frames as usize;
+        let mut bytes_dep = 0u64;
+        let mut first_chunk = true;
+        while left > 0 {
+            let n = left.min(max_batch);
+            lens.clear();
+            ats.clear();
+            for j in 0..n {
+                let len = g.build(backend.buf(j), at);
+                lens.push(len);
+                ats.push(at);
+                bytes_dep += len as u64 + 4;
+            }
+            let t_send = if pace && first_chunk {
+                clock.wait_until(at, stop)
+            } else {
+                clock.now_ns()
+            };
+            if stamp_real {
+                let ts = clock.realtime_ns(t_send);
+                for (j, &len) in lens.iter().enumerate() {
+                    g.cfg.template.patch_tx_ns(&mut backend.buf(j)[..len], ts);
+                }
+            }
+            if let Err(e) = backend.send(&lens, &ats) {
+                backend_error = Some(e.to_string());
+                break 'outer;
+            }
+            let when = if sched_time { at } else { t_send };
+            if pace {
+                let late = t_send.saturating_sub(at);
+                st.lateness.saturating_record_n(late, n as u64);
+                if late > gaps[si] {
+                    st.late_over_gap += n as u64;
+                }
+                opts.live.streams[si].lag_ns.store(late, Ordering::Relaxed);
+            }
+            st.first_ns.get_or_insert(when);
+            st.last_ns = when;
+            st.last_frames = n as u64;
+            st.sent += n as u64;
+            end_ns = end_ns.max(when);
+            left -= n;
+            first_chunk = false;
+        }
+        st.bytes += bytes_dep;
+        g.advance(bytes_dep);
+        let live = &opts.live.streams[si];
+        live.sent.store(st.sent, Ordering::Relaxed);
+        live.bytes.store(st.bytes, Ordering::Relaxed);
+        if let Some(d) = g.next_departure() {
+            heap.push(Reverse((d.at_ns, si)));
+        }
+        if heap.is_empty() {
+            break;
+        }
+    }
+    if !interrupted && stop.load(Ordering::Relaxed) && !heap.is_empty() {
+        interrupted = true;
+    }
+    let send_errors = backend.errors();
+    opts.live.errors.store(send_errors, Ordering::Relaxed);
+    let duration_ns = if sched_time { end_ns } else { clock.now_ns() };
+    RunStats {
+        streams: stats,
+        interrupted,
+        duration_ns,
+        send_errors,
+        backend_error,
+        tx_core,
+        realtime0_ns: clock.realtime0_ns,
+        raw_hz,
+    }
+}
+
+/// Finishes the backend (e.g. renames the pcap into place); errors are reported, not lost.
+pub fn finish(backend: &mut dyn TxBackend) -> Result<(), IoError> {
+    backend.finish()
+}

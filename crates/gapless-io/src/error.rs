@@ -1,0 +1,53 @@
+//! IO errors. Each message says what is wrong and how to fix it.
+
+use thiserror::Error;
+
+#[derive(Debug, Error)]
+#[non_exhaustive]
+pub enum IoError {
+    /// No interface of that name in the current network namespace.
+    #[error("interface {0:?} does not exist in this network namespace. Fix: check the name with `ip link`; for the testbed run `gapless testbed up` and add `--netns gl-tx --iface gl-tx0`")]
+    NoSuchInterface(String),
+    /// The interface is administratively down or has no carrier.
+    #[error("interface {0} is down. Fix: `ip link set {0} up` (and check that its peer or cable is up)")]
+    InterfaceDown(String),
+    /// The process may not open raw sockets.
+    #[error("opening an AF_PACKET socket needs CAP_NET_RAW. Fix: run as root (sudo), or `setcap cap_net_raw,cap_net_admin+ep` on the gapless binary")]
+    NoPermission,
+    /// A frame exceeds what the interface's MTU allows.
+    #[error("stream {stream:?} has frames of up to {frame} B (with FCS) but {iface}'s MTU of {mtu} B allows at most {max} B. Fix: lower the frame size to {max} B, or raise the MTU: `ip link set {iface} mtu {need}`")]
+    FrameTooLarge {
+        stream: String,
+        iface: String,
+        frame: usize,
+        mtu: u32,
+        max: usize,
+        need: usize,
+    },
+    /// The named network namespace does not exist.
+    #[error("network namespace {0:?} not found (no /var/run/netns/{0}). Fix: `gapless testbed up`, or `ip netns add {0}`; list them with `ip netns list`")]
+    NoSuchNetns(String),
+    /// Needs root.
+    #[error("{0} needs root (CAP_SYS_ADMIN and CAP_NET_ADMIN). Fix: run it with sudo")]
+    NotRoot(&'static str),
+    /// A system call failed.
+    #[error("{context}: {source}")]
+    Os { context: String, source: std::io::Error },
+    /// A command the testbed runs failed.
+    #[error("`{cmd}` failed: {stderr}. Fix: check that iproute2 is installed (`apt-get install iproute2`) and that you are root")]
+    Command { cmd: String, stderr: String },
+    /// The pcap file could not be written.
+    #[error(
+        "pcap {path}: {message}. Fix: check that the directory exists and is writable, and that the disk has space"
+    )]
+    Pcap { path: String, message: String },
+}
+
+impl IoError {
+    pub(crate) fn last_os(context: impl Into<String>) -> IoError {
+        IoError::Os {
+            context: context.into(),
+            source: std::io::Error::last_os_error(),
+        }
+    }
+}

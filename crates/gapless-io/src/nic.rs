@@ -1,0 +1,151 @@
+//! Interface facts by ioctl (SIOCGIFINDEX/FLAGS/MTU, ETHTOOL_GSET/GDRVINFO). Unlike sysfs,
+//! these answer for the caller's current network namespace.
+
+use std::ffi::CString;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+
+use crate::error::IoError;
+
+#[repr(C)]
+struct IfReq {
+    name: [u8; 16],
+    data: [u8; 24],
+}
+
+impl IfReq {
+    fn new(iface: &str) -> Result<IfReq, IoError> {
+        let b = iface.as_bytes();
+        if b.is_empty() || b.len() > 15 || b.contains(&0) {
+            return Err(IoError::NoSuchInterface(iface.to_string()));
+        }
+        let mut r = IfReq {
+            name: [0; 16],
+            data: [0; 24],
+        };
+        r.name[..b.len()].copy_from_slice(b);
+        Ok(r)
+    }
+}
+
+/// What the engine needs to know about an interface.
+#[derive(Debug, Clone, PartialEq)]
+pub struct IfaceInfo {
+    pub name: String,
+    pub index: u32,
+    pub up: bool,
+    pub running: bool,
+    pub mtu: u32,
+    pub speed_bps: Option<f64>,
+    pub driver: Option<String>,
+}
+
+fn dgram() -> Result<OwnedFd, IoError> {
+    // SAFETY: plain socket(2); the fd is owned from here on.
+    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return Err(IoError::last_os("socket(AF_INET, SOCK_DGRAM)"));
+    }
+    // SAFETY: fd is a fresh, valid descriptor.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+fn ioctl(fd: &OwnedFd, req: libc::c_ulong, r: &mut IfReq) -> std::io::Result<()> {
+    // SAFETY: r is a properly sized ifreq that outlives the call.
+    let rc = unsafe { libc::ioctl(fd.as_raw_fd(), req as _, r as *mut IfReq) };
+    if rc < 0 {
+        Err(std::io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
+/// Looks an interface up in the current network namespace.
+pub fn iface_info(iface: &str) -> Result<IfaceInfo, IoError> {
+    let cname = CString::new(iface).map_err(|_| IoError::NoSuchInterface(iface.to_string()))?;
+    // SAFETY: cname is a valid C string.
+    let index = unsafe { libc::if_nametoindex(cname.as_ptr()) };
+    if index == 0 {
+        return Err(IoError::NoSuchInterface(iface.to_string()));
+    }
+    let fd = dgram()?;
+    let mut r = IfReq::new(iface)?;
+    ioctl(&fd, libc::SIOCGIFFLAGS, &mut r).map_err(|e| IoError::Os {
+        context: format!("SIOCGIFFLAGS {iface}"),
+        source: e,
+    })?;
+    let flags = i16::from_ne_bytes([r.data[0], r.data[1]]) as i32;
+    let mut r = IfReq::new(iface)?;
+    ioctl(&fd, libc::SIOCGIFMTU, &mut r).map_err(|e| IoError::Os {
+        context: format!("SIOCGIFMTU {iface}"),
+        source: e,
+    })?;
+    let mtu = i32::from_ne_bytes(r.data[0..4].try_into().expect("4 bytes")) as u32;
+
+    // ethtool_cmd (ETHTOOL_GSET): speed at bytes 12..14, speed_hi at 28..30.
+    let mut cmd = [0u8; 44];
+    cmd[0..4].copy_from_slice(&1u32.to_ne_bytes());
+    let speed_bps = ethtool(&fd, iface, &mut cmd).ok().and_then(|_| {
+        let lo = u32::from(u16::from_ne_bytes([cmd[12], cmd[13]]));
+        let hi = u32::from(u16::from_ne_bytes([cmd[28], cmd[29]]));
+        let mbps = (hi << 16) | lo;
+        (mbps != 0 && mbps != u32::MAX && mbps != 0xffff).then(|| f64::from(mbps) * 1e6)
+    });
+    // ethtool_drvinfo (ETHTOOL_GDRVINFO): driver name at bytes 4..36.
+    let mut drv = [0u8; 196];
+    drv[0..4].copy_from_slice(&3u32.to_ne_bytes());
+    let driver = ethtool(&fd, iface, &mut drv).ok().map(|_| {
+        let s = &drv[4..36];
+        String::from_utf8_lossy(&s[..s.iter().position(|b| *b == 0).unwrap_or(32)]).into_owned()
+    });
+    Ok(IfaceInfo {
+        name: iface.to_string(),
+        index,
+        up: flags & libc::IFF_UP != 0,
+        running: flags & libc::IFF_RUNNING != 0,
+        mtu,
+        speed_bps,
+        driver,
+    })
+}
+
+fn ethtool(fd: &OwnedFd, iface: &str, buf: &mut [u8]) -> std::io::Result<()> {
+    let mut r = IfReq::new(iface).map_err(|_| std::io::Error::from_raw_os_error(libc::ENODEV))?;
+    r.data[..8].copy_from_slice(&(buf.as_mut_ptr() as usize as u64).to_ne_bytes());
+    ioctl(fd, libc::SIOCETHTOOL, &mut r)
+}
+
+/// Moves the calling thread into the network namespace `name` (as `ip netns exec` does).
+/// Threads spawned afterwards inherit it. Sockets opened before keep their namespace.
+pub fn enter_netns(name: &str) -> Result<(), IoError> {
+    if name.is_empty() || name.contains('/') {
+        return Err(IoError::NoSuchNetns(name.to_string()));
+    }
+    let path = format!("/var/run/netns/{name}");
+    let file = std::fs::File::open(&path).map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => IoError::NoSuchNetns(name.to_string()),
+        std::io::ErrorKind::PermissionDenied => IoError::NotRoot("entering a network namespace"),
+        _ => IoError::Os {
+            context: format!("open {path}"),
+            source: e,
+        },
+    })?;
+    // SAFETY: setns on a valid fd of a network namespace file.
+    let rc = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
+    if rc < 0 {
+        let e = std::io::Error::last_os_error();
+        if e.raw_os_error() == Some(libc::EPERM) {
+            return Err(IoError::NotRoot("entering a network namespace"));
+        }
+        return Err(IoError::Os {
+            context: format!("setns({path})"),
+            source: e,
+        });
+    }
+    Ok(())
+}
+
+/// The effective user is root.
+pub fn is_root() -> bool {
+    // SAFETY: geteuid cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
