@@ -136,6 +136,8 @@ pub struct RunResult {
     pub sent_bytes_l2: u64,
     /// Frames the backend refused or failed to send (counted, never fatal).
     pub send_errors: u64,
+    /// The last per-frame send failure, e.g. "No buffer space available (os error 105)".
+    pub last_send_error: Option<String>,
     pub achieved_pps: f64,
     pub achieved_bps_l1: f64,
     pub lateness: LatenessSummary,

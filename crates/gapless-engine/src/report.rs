@@ -146,6 +146,7 @@ pub fn build_result(profile: &Profile, stats: &RunStats, meta: &RunMeta) -> RunR
         sent_frames: sent,
         sent_bytes_l2: bytes,
         send_errors: stats.send_errors,
+        last_send_error: stats.last_send_error.clone(),
         achieved_pps: pps,
         achieved_bps_l1: l1_bps(pps, sent, bytes),
         lateness: LatenessSummary::from_histogram(&total_h, over_gap),
@@ -231,6 +232,15 @@ pub fn summary_text(r: &RunResult) -> String {
             ns(st.lateness.p99_9_ns),
             ns(st.lateness.max_ns),
             st.lateness.late_over_one_gap
+        ));
+    }
+    if r.send_errors > 0 {
+        s.push_str(&format!(
+            "WARNING: {} of {} frames failed to send (last error: {}). Check the link: `ip link show {}`\n",
+            r.send_errors,
+            r.sent_frames,
+            r.last_send_error.as_deref().unwrap_or("unknown"),
+            r.environment.iface.as_deref().unwrap_or("IFACE")
         ));
     }
     if r.late.events > 0 {

@@ -20,6 +20,7 @@ pub struct AfPacketTx {
     iovs: Vec<libc::iovec>,
     msgs: Vec<libc::mmsghdr>,
     errors: u64,
+    last_errno: i32,
     qdisc_bypass: bool,
     sndbuf: i32,
 }
@@ -119,6 +120,7 @@ impl AfPacketTx {
             iovs,
             msgs,
             errors: 0,
+            last_errno: 0,
             qdisc_bypass,
             sndbuf,
         })
@@ -174,6 +176,7 @@ impl TxBackend for AfPacketTx {
             }
             // The frame at `done` failed: count it and go on with the rest.
             self.errors += 1;
+            self.last_errno = e;
             done += 1;
         }
         Ok(n)
@@ -183,6 +186,9 @@ impl TxBackend for AfPacketTx {
     }
     fn errors(&self) -> u64 {
         self.errors
+    }
+    fn last_error(&self) -> Option<String> {
+        (self.last_errno != 0).then(|| std::io::Error::from_raw_os_error(self.last_errno).to_string())
     }
     fn is_live(&self) -> bool {
         true

@@ -34,6 +34,10 @@ pub trait TxBackend: Send {
     fn finish(&mut self) -> Result<(), IoError>;
     /// Frames that failed to send.
     fn errors(&self) -> u64;
+    /// The last per-frame failure, for the result.
+    fn last_error(&self) -> Option<String> {
+        None
+    }
     /// Whether the frames go out in real time (pace them, stamp them with the real clock).
     fn is_live(&self) -> bool;
     /// Whether the output's time axis is the schedule itself (a pcap file), rather than the
