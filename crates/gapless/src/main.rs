@@ -93,7 +93,7 @@ struct RunArgs {
     #[arg(long)]
     json: Option<PathBuf>,
     /// Stop every stream after this many seconds.
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     duration: Option<f64>,
     /// Override the profile's seed.
     #[arg(long)]

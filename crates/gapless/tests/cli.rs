@@ -1,0 +1,230 @@
+//! The command line without a network: pcap and null backends, bad input, Ctrl-C, late
+//! policies.
+
+mod common;
+use common::*;
+
+use std::time::Duration;
+
+const MIXED: &str = r#"
+seed = 11
+[[stream]]
+name = "poisson-imix"
+size = { imix = "simple" }
+[[stream.field]]
+field = "ip_src"
+op = "random"
+from = "198.18.0.1"
+to = "198.18.0.254"
+[stream.timing]
+pattern = "poisson"
+rate_pps = 50000
+count = 20000
+
+[[stream]]
+name = "pareto"
+size = { kind = "uniform", min = 78, max = 1518 }
+[stream.template]
+l4 = "tcp"
+vlan = [{ id = 7 }]
+[stream.timing]
+pattern = "distribution"
+dist = { kind = "pareto", shape = 1.8 }
+rate_bps_l1 = 1e9
+count = 20000
+
+[[stream]]
+name = "onoff"
+[stream.timing]
+pattern = "bursty"
+burst_size = { kind = "uniform", min = 1, max = 32, mean = 16 }
+off = { kind = "exponential" }
+rate_pps = 20000
+count = 20000
+"#;
+
+#[test]
+fn same_profile_and_seed_give_the_same_pcap_byte_for_byte() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = write(dir.path(), "p.toml", MIXED);
+    let run = |out: &str, extra: &[&str]| {
+        let path = dir.path().join(out);
+        let mut args = vec!["run", p.to_str().unwrap(), "--out", path.to_str().unwrap(), "-q"];
+        args.extend_from_slice(extra);
+        let o = gapless(&args);
+        assert!(o.status.success(), "{}", text(&o));
+        std::fs::read(path).unwrap()
+    };
+    let a = run("a.pcap", &[]);
+    let b = run("b.pcap", &[]);
+    let c = run("c.pcap", &["--seed", "12"]);
+    assert!(a.len() > 60_000 * 60);
+    assert_eq!(a, b, "same seed, different pcap");
+    assert_ne!(a, c, "another seed gave the same pcap");
+
+    // The file's own timing is the schedule: merged streams in time order, 60000 frames.
+    let frames = read_pcap(&dir.path().join("a.pcap"));
+    assert_eq!(frames.len(), 60_000);
+    assert!(frames.windows(2).all(|w| w[0].0 <= w[1].0), "pcap not in time order");
+    // No temporary file is left behind.
+    let left: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .filter(|n| n.to_string_lossy().starts_with('.'))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+}
+
+#[test]
+fn bad_input_gets_a_clear_message_and_exit_code_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases: &[(&str, &str, &[&str])] = &[
+        (
+            "malformed.toml",
+            "[[stream]\nrate_pps = ",
+            &["TOML parse error", "line 1"],
+        ),
+        (
+            "unknown.toml",
+            "[[stream]]\n[stream.timing]\nrate_pps = 1\nburts = 4\n",
+            &["unknown field `burts`", "expected one of"],
+        ),
+        (
+            "zero.toml",
+            "[[stream]]\n[stream.timing]\nrate_pps = 0\ncount = 1\n",
+            &["stream[0].timing.rate_pps: 0 is not a positive number", "Fix:"],
+        ),
+        (
+            "negative.toml",
+            "[[stream]]\n[stream.timing]\nrate_bps_l2 = -1\ncount = 1\n",
+            &["stream[0].timing.rate_bps_l2: -1 is not a positive number"],
+        ),
+        (
+            "link.toml",
+            "link_speed_bps = 1e9\n[[stream]]\n[stream.timing]\nrate_pps = 2e6\ncount = 1\n",
+            &["above the link speed of 1.0000 Gbit/s", "Fix: lower the rate"],
+        ),
+        (
+            "unbounded.toml",
+            "[[stream]]\n[stream.timing]\nrate_pps = 10\n",
+            &["a pcap output needs every stream to end", "Fix:"],
+        ),
+    ];
+    for (name, body, wants) in cases {
+        let p = write(dir.path(), name, body);
+        let out = dir.path().join("o.pcap");
+        let o = gapless(&["run", p.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+        assert_eq!(o.status.code(), Some(2), "{name}: {}", text(&o));
+        let t = text(&o);
+        assert!(t.starts_with("error: "), "{name}: {t}");
+        for w in *wants {
+            assert!(t.contains(w), "{name}: expected {w:?} in {t}");
+        }
+        assert!(!out.exists(), "{name}: an output file was written");
+    }
+    let o = gapless(&["run", "/nonexistent/p.toml", "--null"]);
+    assert!(
+        text(&o).contains("cannot read profile /nonexistent/p.toml") && text(&o).contains("Fix:"),
+        "{}",
+        text(&o)
+    );
+    let p = write(
+        dir.path(),
+        "ok.toml",
+        "[[stream]]\n[stream.timing]\nrate_pps = 10\ncount = 1\n",
+    );
+    let o = gapless(&["run", p.to_str().unwrap()]);
+    assert!(text(&o).contains("no output: give --iface IF"), "{}", text(&o));
+    let o = gapless(&["run", p.to_str().unwrap(), "--null", "--duration", "-1"]);
+    assert!(
+        text(&o).contains("--duration -1: give a positive number"),
+        "{}",
+        text(&o)
+    );
+}
+
+#[test]
+fn ctrl_c_still_writes_the_result() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = write(dir.path(), "p.toml", "[[stream]]\n[stream.timing]\nrate_pps = 100000\n");
+    let json = dir.path().join("r.json");
+    let child = std::process::Command::new(bin())
+        .args([
+            "run",
+            p.to_str().unwrap(),
+            "--null",
+            "--pace",
+            "on",
+            "--json",
+            json.to_str().unwrap(),
+            "-q",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1200));
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(130), "{}", text(&o));
+    let r: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert_eq!(r["interrupted"], true);
+    assert_eq!(r["stop_reason"], "interrupted (signal)");
+    let sent = r["sent_frames"].as_u64().unwrap();
+    // About 1 s at 100 kpps (the process also needs a moment to start).
+    assert!((50_000..=130_000).contains(&sent), "sent {sent}");
+    assert!(r["lateness"]["count"].as_u64().unwrap() == sent);
+    assert!(String::from_utf8_lossy(&o.stdout).contains("interrupted (signal)"));
+}
+
+/// 50 Mpps for 0.05 s on the paced null backend: far beyond what the loop can do, so every
+/// departure is late and each policy shows its nature.
+#[test]
+fn late_policies_catch_up_skip_and_shift() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |policy: &str| -> serde_json::Value {
+        let p = write(
+            dir.path(),
+            &format!("{policy}.toml"),
+            &format!("on_late = \"{policy}\"\n[[stream]]\n[stream.timing]\nrate_pps = 5e7\nduration_s = 0.05\n"),
+        );
+        let json = dir.path().join(format!("{policy}.json"));
+        let o = gapless(&[
+            "run",
+            p.to_str().unwrap(),
+            "--null",
+            "--pace",
+            "on",
+            "--json",
+            json.to_str().unwrap(),
+            "-q",
+        ]);
+        assert!(o.status.success(), "{}", text(&o));
+        serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap()
+    };
+    let scheduled = 2_500_000u64;
+    let c = run("catch-up");
+    assert_eq!(c["late"]["policy"], "catch-up");
+    assert_eq!(
+        c["sent_frames"].as_u64().unwrap(),
+        scheduled,
+        "catch-up sends every departure"
+    );
+    assert!(c["late"]["events"].as_u64().unwrap() > 0);
+    assert!(c["lateness"]["late_over_one_gap"].as_u64().unwrap() > 0);
+
+    let s = run("skip");
+    let sent = s["sent_frames"].as_u64().unwrap();
+    let skipped = s["late"]["skipped_frames"].as_u64().unwrap();
+    assert!(skipped > 0 && sent < scheduled, "sent {sent} skipped {skipped}");
+    assert_eq!(sent + skipped, scheduled, "every departure is either sent or skipped");
+
+    let h = run("shift");
+    assert_eq!(
+        h["sent_frames"].as_u64().unwrap(),
+        scheduled,
+        "shift sends every departure, later"
+    );
+    assert!(h["late"]["shifted_ns"].as_u64().unwrap() > 0);
+    assert!(h["duration_ns"].as_u64().unwrap() > 50_000_000);
+}
