@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Installs what gapless needs on a fresh Debian/Ubuntu machine and builds it (release).
+#   scripts/setup.sh          runtime + test tools: iproute2, tcpdump, tshark, util-linux, python3
+#   scripts/setup.sh --bench  also the peer tools the benchmarks compare against
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+pkgs=(iproute2 tcpdump tshark util-linux python3 ca-certificates)
+if [[ "${1:-}" == "--bench" ]]; then
+  pkgs+=(netsniff-ng tcpreplay iperf3 d-itg)
+fi
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  if [[ $(id -u) -ne 0 ]]; then
+    echo "setup: need root to install: ${missing[*]} (run with sudo)" >&2
+    exit 1
+  fi
+  echo "setup: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  echo "wireshark-common wireshark-common/install-setuid boolean false" | debconf-set-selections
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+if ! command -v cargo >/dev/null 2>&1; then
+  for c in "$HOME/.cargo/bin/cargo" /root/.cargo/bin/cargo; do
+    [[ -x "$c" ]] && export PATH="$(dirname "$c"):$PATH" && break
+  done
+fi
+if ! command -v cargo >/dev/null 2>&1; then
+  echo "setup: Rust is missing. Install Rust 1.85 or newer with rustup (https://rustup.rs), then run this again" >&2
+  exit 1
+fi
+cargo build --release --locked --quiet
+echo "setup: built target/release/gapless"
