@@ -228,3 +228,89 @@ fn late_policies_catch_up_skip_and_shift() {
     assert!(h["late"]["shifted_ns"].as_u64().unwrap() > 0);
     assert!(h["duration_ns"].as_u64().unwrap() > 50_000_000);
 }
+
+/// Every profile in examples/ runs (0.2 s of it, to a pcap), every frame parses with valid
+/// checksums, and each stream's mean rate in the file is near its target.
+#[test]
+fn every_example_runs_and_its_frames_are_valid() {
+    let examples = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");
+    let dir = tempfile::tempdir().unwrap();
+    let mut n = 0;
+    for e in std::fs::read_dir(&examples).unwrap() {
+        let path = e.unwrap().path();
+        if path.extension().and_then(|x| x.to_str()) != Some("toml") {
+            continue;
+        }
+        n += 1;
+        let out = dir.path().join("x.pcap");
+        let json = dir.path().join("x.json");
+        let o = gapless(&[
+            "run",
+            path.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+            "--json",
+            json.to_str().unwrap(),
+            "--duration",
+            "0.2",
+            "-q",
+        ]);
+        assert!(o.status.success(), "{}: {}", path.display(), text(&o));
+        let frames = read_pcap(&out);
+        assert!(!frames.is_empty(), "{}", path.display());
+        for (_, f) in &frames {
+            let h = etherparse::PacketHeaders::from_ethernet_slice(f)
+                .unwrap_or_else(|e| panic!("{}: {e:?}", path.display()));
+            let payload = h.payload.slice();
+            match (&h.net, &h.transport) {
+                (Some(etherparse::NetHeaders::Ipv4(ip, _)), Some(etherparse::TransportHeader::Udp(u))) => {
+                    assert_eq!(ip.header_checksum, ip.calc_header_checksum());
+                    assert_eq!(
+                        u.checksum,
+                        u.calc_checksum_ipv4(ip, payload).unwrap(),
+                        "{}",
+                        path.display()
+                    );
+                }
+                (Some(etherparse::NetHeaders::Ipv6(ip, _)), Some(etherparse::TransportHeader::Udp(u))) => {
+                    assert_eq!(
+                        u.checksum,
+                        u.calc_checksum_ipv6(ip, payload).unwrap(),
+                        "{}",
+                        path.display()
+                    );
+                }
+                (Some(etherparse::NetHeaders::Ipv4(ip, _)), Some(etherparse::TransportHeader::Tcp(t))) => {
+                    assert_eq!(
+                        t.checksum,
+                        t.calc_checksum_ipv4(ip, payload).unwrap(),
+                        "{}",
+                        path.display()
+                    );
+                }
+                (_, Some(_)) => {}
+                other => panic!("{}: no transport header: {other:?}", path.display()),
+            }
+        }
+        let r: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+        for s in r["streams"].as_array().unwrap() {
+            let (t, a, sent) = (
+                s["target_pps"].as_f64().unwrap(),
+                s["achieved_pps"].as_f64().unwrap(),
+                s["sent_frames"].as_u64().unwrap(),
+            );
+            // 0.2 s of a random pattern: allow 6 standard errors of a Poisson count, and more
+            // for heavy tails and bursts.
+            let tol = 6.0 / (sent.max(1) as f64).sqrt() + 0.01;
+            if sent > 200 && !s["name"].as_str().unwrap().starts_with("onoff") && s["name"] != "pareto" {
+                assert!(
+                    (a / t - 1.0).abs() < tol.max(0.05),
+                    "{} {}: achieved {a} vs target {t}",
+                    path.display(),
+                    s["name"]
+                );
+            }
+        }
+    }
+    assert!(n >= 9, "only {n} examples found");
+}
