@@ -8,14 +8,11 @@
 /// offset. An odd trailing byte is padded with zero on the right.
 #[inline]
 pub fn sum_be(bytes: &[u8]) -> u64 {
+    // 16-bit loads on purpose: the engine sums bytes it has just written with small stores,
+    // and a wider load that spans several of them stalls on store forwarding (measured:
+    // 8-byte loads made frame building ~25 % slower).
     let mut sum = 0u64;
-    let mut chunks = bytes.chunks_exact(8);
-    for c in &mut chunks {
-        let w = u64::from_be_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
-        sum += (w >> 48) + ((w >> 32) & 0xffff) + ((w >> 16) & 0xffff) + (w & 0xffff);
-    }
-    let rest = chunks.remainder();
-    let mut pairs = rest.chunks_exact(2);
+    let mut pairs = bytes.chunks_exact(2);
     for p in &mut pairs {
         sum += u64::from(u16::from_be_bytes([p[0], p[1]]));
     }

@@ -45,24 +45,32 @@ impl FieldTarget {
 
     #[inline]
     pub fn write(&self, frame: &mut [u8], value: u64) {
-        let w = &mut frame[self.offset..self.offset + self.nbytes];
-        let mut x = 0u64;
-        for b in w.iter() {
-            x = (x << 8) | u64::from(*b);
-        }
-        x = (x & !self.mask) | ((value << self.shift) & self.mask);
-        for (i, b) in w.iter_mut().enumerate() {
-            *b = (x >> (8 * (self.nbytes - 1 - i))) as u8;
+        let v = (value << self.shift) & self.mask;
+        let at = self.offset;
+        match self.nbytes {
+            // Whole-width fields: no read needed.
+            1 if self.mask == 0xff => frame[at] = v as u8,
+            2 if self.mask == 0xffff => frame[at..at + 2].copy_from_slice(&(v as u16).to_be_bytes()),
+            4 if self.mask == 0xffff_ffff => frame[at..at + 4].copy_from_slice(&(v as u32).to_be_bytes()),
+            8 if self.mask == u64::MAX => frame[at..at + 8].copy_from_slice(&v.to_be_bytes()),
+            n => {
+                let x = (self.read_window(frame) & !self.mask) | v;
+                let b = x.to_be_bytes();
+                frame[at..at + n].copy_from_slice(&b[8 - n..]);
+            }
         }
     }
 
     #[inline]
+    fn read_window(&self, frame: &[u8]) -> u64 {
+        let mut b = [0u8; 8];
+        b[8 - self.nbytes..].copy_from_slice(&frame[self.offset..self.offset + self.nbytes]);
+        u64::from_be_bytes(b)
+    }
+
+    #[inline]
     pub fn read(&self, frame: &[u8]) -> u64 {
-        let mut x = 0u64;
-        for b in &frame[self.offset..self.offset + self.nbytes] {
-            x = (x << 8) | u64::from(*b);
-        }
-        (x & self.mask) >> self.shift
+        (self.read_window(frame) & self.mask) >> self.shift
     }
 }
 
@@ -91,6 +99,7 @@ pub struct FieldOp {
 
 impl FieldOp {
     /// The value for the stream's `k`-th packet (k from 0). Random ops draw from `rng`.
+    /// Stateless (a division per call); the send loop uses [`FieldOp::next`] instead.
     #[inline]
     pub fn value<R: Rng + ?Sized>(&self, k: u64, rng: &mut R) -> u64 {
         match &self.gen {
@@ -107,9 +116,46 @@ impl FieldOp {
         }
     }
 
+    /// The value for the next packet, given `state` (start it at 0): the same sequence as
+    /// [`FieldOp::value`] for k = 0, 1, 2, ..., without a division per packet.
     #[inline]
-    pub fn apply<R: Rng + ?Sized>(&self, frame: &mut [u8], k: u64, rng: &mut R) {
-        let v = self.value(k, rng);
+    pub fn next<R: Rng + ?Sized>(&self, state: &mut u64, rng: &mut R) -> u64 {
+        match &self.gen {
+            Gen::List(v) => {
+                let x = v[*state as usize];
+                *state += 1;
+                if *state as usize == v.len() {
+                    *state = 0;
+                }
+                x
+            }
+            Gen::Inc { from, to, step } | Gen::Dec { from, to, step } => {
+                // `state` is the offset into the range [from, to], which holds n = to - from + 1.
+                let off = *state;
+                let span = to - from; // n - 1
+                let s = if span == u64::MAX { *step } else { step % (span + 1) };
+                // off + s wraps modulo n: both are < n, so one subtraction suffices.
+                let (sum, carry) = off.overflowing_add(s);
+                *state = if span == u64::MAX {
+                    sum
+                } else if carry || sum > span {
+                    sum.wrapping_sub(span + 1)
+                } else {
+                    sum
+                };
+                if matches!(self.gen, Gen::Inc { .. }) {
+                    from + off
+                } else {
+                    to - off
+                }
+            }
+            Gen::Random { from, to } => rng.random_range(*from..=*to),
+        }
+    }
+
+    #[inline]
+    pub fn apply<R: Rng + ?Sized>(&self, frame: &mut [u8], state: &mut u64, rng: &mut R) {
+        let v = self.next(state, rng);
         self.target.write(frame, v);
     }
 }
@@ -430,6 +476,61 @@ mod tests {
             step: 1,
         });
         assert_eq!(full.value(u64::MAX, &mut r), u64::MAX);
+    }
+
+    #[test]
+    fn stateful_next_matches_stateless_value() {
+        let gens = [
+            Gen::Inc {
+                from: 10,
+                to: 14,
+                step: 2,
+            },
+            Gen::Inc {
+                from: 0,
+                to: 6,
+                step: 13,
+            },
+            Gen::Dec {
+                from: 3,
+                to: 9,
+                step: 4,
+            },
+            Gen::Inc {
+                from: u64::MAX - 3,
+                to: u64::MAX,
+                step: 3,
+            },
+            Gen::Dec {
+                from: 0,
+                to: u64::MAX,
+                step: u64::MAX,
+            },
+            Gen::Inc {
+                from: 0,
+                to: u64::MAX,
+                step: 5,
+            },
+            Gen::Inc {
+                from: 1,
+                to: u64::MAX,
+                step: u64::MAX - 1,
+            },
+            Gen::List(vec![4, 5, 6]),
+        ];
+        let mut r = Xoshiro256PlusPlus::seed_from_u64(1);
+        for gen in gens {
+            let op = FieldOp {
+                name: "x".into(),
+                target: FieldTarget::whole(0, 8),
+                gen: gen.clone(),
+                payload_region: None,
+            };
+            let mut st = 0;
+            for k in 0..50 {
+                assert_eq!(op.next(&mut st, &mut r), op.value(k, &mut r), "{gen:?} k={k}");
+            }
+        }
     }
 
     #[test]

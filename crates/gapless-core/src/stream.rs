@@ -17,6 +17,8 @@ pub struct StreamGen {
     size_rng: Xoshiro256PlusPlus,
     /// Frames built so far (the field engine's index and the signature's sequence).
     built: u64,
+    /// Each field op's position in its sequence.
+    op_state: Vec<u64>,
     /// Frames still allowed by `count`.
     remaining: Option<u64>,
     /// Departures at or after this time (ns since the run's start) are not made.
@@ -38,6 +40,7 @@ impl StreamGen {
             size_rng: Xoshiro256PlusPlus::seed_from_u64(derive_seed(cfg.seed, 2, 0)),
             remaining: cfg.count,
             end_ns,
+            op_state: vec![0; cfg.ops.len()],
             cfg,
             sched,
             built: 0,
@@ -71,8 +74,8 @@ impl StreamGen {
         let t = &self.cfg.template;
         let frame = &mut buf[..len];
         frame.copy_from_slice(&t.bytes[..len]);
-        for op in &self.cfg.ops {
-            op.apply(frame, k, &mut self.field_rng);
+        for (op, st) in self.cfg.ops.iter().zip(&mut self.op_state) {
+            op.apply(frame, st, &mut self.field_rng);
         }
         if t.sig {
             Signature {

@@ -113,7 +113,17 @@ pub fn run(profile: &Profile, backend: &mut dyn TxBackend, opts: &RunOptions) ->
     let mut end_ns = 0;
 
     clock.restart();
-    'outer: while let Some(Reverse((mut at, si))) = heap.pop() {
+    // The stream being served stays at the top of the heap; `reschedule` moves it to its next
+    // departure with one sift (or removes it when it has ended).
+    fn reschedule(heap: &mut BinaryHeap<Reverse<(u64, usize)>>, si: usize, next: Option<u64>) {
+        match next {
+            Some(at) => *heap.peek_mut().expect("the served stream is at the top") = Reverse((at, si)),
+            None => {
+                heap.pop();
+            }
+        }
+    }
+    'outer: while let Some(&Reverse((mut at, si))) = heap.peek() {
         if stop.load(Ordering::Relaxed) {
             interrupted = true;
             break;
@@ -132,11 +142,10 @@ pub fn run(profile: &Profile, backend: &mut dyn TxBackend, opts: &RunOptions) ->
                             st.skipped += u64::from(g.skip());
                             match g.next_departure() {
                                 Some(d) if d.at_ns + gaps[si] < now => continue,
-                                Some(d) => {
-                                    heap.push(Reverse((d.at_ns, si)));
+                                next => {
+                                    reschedule(&mut heap, si, next.map(|d| d.at_ns));
                                     continue 'outer;
                                 }
-                                None => continue 'outer,
                             }
                         }
                     }
@@ -188,7 +197,9 @@ pub fn run(profile: &Profile, backend: &mut dyn TxBackend, opts: &RunOptions) ->
                 opts.live.streams[si].lag_ns.store(late, Ordering::Relaxed);
             }
             st.first_ns.get_or_insert(when);
-            st.last_ns = when;
+            if when != 0 || sched_time {
+                st.last_ns = when;
+            }
             st.last_frames = n as u64;
             st.sent += n as u64;
             end_ns = end_ns.max(when);
@@ -200,15 +211,16 @@ pub fn run(profile: &Profile, backend: &mut dyn TxBackend, opts: &RunOptions) ->
         let live = &opts.live.streams[si];
         live.sent.store(st.sent, Ordering::Relaxed);
         live.bytes.store(st.bytes, Ordering::Relaxed);
-        if let Some(d) = g.next_departure() {
-            heap.push(Reverse((d.at_ns, si)));
-        }
-        if heap.is_empty() {
-            break;
-        }
+        reschedule(&mut heap, si, g.next_departure().map(|d| d.at_ns));
     }
     if !interrupted && stop.load(Ordering::Relaxed) && !heap.is_empty() {
         interrupted = true;
+    }
+    if !(pace || stamp_real || sched_time) {
+        let end = clock.now_ns();
+        for st in stats.iter_mut().filter(|s| s.first_ns.is_some()) {
+            st.last_ns = end;
+        }
     }
     let send_errors = backend.errors();
     opts.live.errors.store(send_errors, Ordering::Relaxed);
