@@ -344,11 +344,13 @@ fn compile_stream(
         if let Some(h) = high {
             let at = op.target.offset - 8;
             template.bytes[at..at + 8].copy_from_slice(&h.to_be_bytes());
-            let mut b = template.bytes.clone();
-            template.finish(&mut b);
-            template.bytes = b;
         }
         ops.push(op);
+    }
+    template.prepare();
+    for j in 0..ops.len() {
+        let (earlier, rest) = ops.split_at_mut(j);
+        rest[0].bind(&template, earlier);
     }
 
     let t = &s.timing;

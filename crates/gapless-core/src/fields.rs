@@ -61,8 +61,21 @@ impl FieldTarget {
         }
     }
 
+    /// Stores the whole window (no read).
     #[inline]
-    fn read_window(&self, frame: &[u8]) -> u64 {
+    pub fn write_window(&self, frame: &mut [u8], x: u64) {
+        let at = self.offset;
+        match self.nbytes {
+            1 => frame[at] = x as u8,
+            2 => frame[at..at + 2].copy_from_slice(&(x as u16).to_be_bytes()),
+            4 => frame[at..at + 4].copy_from_slice(&(x as u32).to_be_bytes()),
+            8 => frame[at..at + 8].copy_from_slice(&x.to_be_bytes()),
+            n => frame[at..at + n].copy_from_slice(&x.to_be_bytes()[8 - n..]),
+        }
+    }
+
+    #[inline]
+    pub fn read_window(&self, frame: &[u8]) -> u64 {
         let mut b = [0u8; 8];
         b[8 - self.nbytes..].copy_from_slice(&frame[self.offset..self.offset + self.nbytes]);
         u64::from_be_bytes(b)
@@ -95,9 +108,56 @@ pub struct FieldOp {
     pub gen: Gen,
     /// For a payload op: (offset in the payload, width).
     pub payload_region: Option<(usize, usize)>,
+    /// Set by [`FieldOp::bind`]: the template's bytes in the op's window, and the complement
+    /// of their checksum contribution.
+    pub tmpl_window: u64,
+    pub neg_old: u64,
+    /// Which checksums the op's window is part of.
+    pub in_ip: bool,
+    pub in_l4: bool,
+    /// Another op writes the same bytes earlier: read the frame instead of the template.
+    pub rmw: bool,
+}
+
+/// Checksum contribution of a window's `n` bytes (big endian in `x`) that start at an even
+/// (`odd == false`) or odd offset of the checksummed region. Registers only.
+#[inline]
+pub fn window_sum(x: u64, n: usize, odd: bool) -> u64 {
+    // Words of the n-byte big-endian value at an even offset (an odd n is padded on the right).
+    let even = match n {
+        1 => x << 8,
+        2 => x & 0xffff,
+        4 => (x >> 16 & 0xffff) + (x & 0xffff),
+        8 => (x >> 48) + (x >> 32 & 0xffff) + (x >> 16 & 0xffff) + (x & 0xffff),
+        _ => {
+            let y = x << (8 * (8 - n)); // left-aligned: the first byte is the top byte
+            (y >> 48) + (y >> 32 & 0xffff) + (y >> 16 & 0xffff) + (y & 0xffff)
+        }
+    };
+    if odd {
+        // RFC 1071 byte-order independence: at an odd offset the bytes swap roles.
+        u64::from(crate::checksum::fold(even).swap_bytes())
+    } else {
+        even
+    }
 }
 
 impl FieldOp {
+    /// An op not yet bound to a template (see [`FieldOp::bind`]).
+    pub fn new(name: &str, target: FieldTarget, gen: Gen, payload_region: Option<(usize, usize)>) -> FieldOp {
+        FieldOp {
+            name: name.to_string(),
+            target,
+            gen,
+            payload_region,
+            tmpl_window: 0,
+            neg_old: 0,
+            in_ip: false,
+            in_l4: false,
+            rmw: false,
+        }
+    }
+
     /// The value for the stream's `k`-th packet (k from 0). Random ops draw from `rng`.
     /// Stateless (a division per call); the send loop uses [`FieldOp::next`] instead.
     #[inline]
@@ -153,10 +213,44 @@ impl FieldOp {
         }
     }
 
+    /// Binds the op to its template: records the template's bytes in the window, which
+    /// checksums cover it, and whether an earlier op writes the same bytes (`earlier`).
+    pub fn bind(&mut self, t: &crate::template::Template, earlier: &[FieldOp]) {
+        let tg = self.target;
+        self.tmpl_window = tg.read_window(&t.bytes);
+        let odd = tg.offset % 2 == 1;
+        self.neg_old = u64::from(!crate::checksum::fold(window_sum(self.tmpl_window, tg.nbytes, odd)));
+        let ly = &t.layout;
+        let end = tg.offset + tg.nbytes;
+        self.in_ip = !ly.ipv6 && tg.offset >= ly.l3 && end <= ly.l3 + 20;
+        let (p0, p1) = if ly.ipv6 {
+            (ly.l3 + 8, ly.l3 + 40)
+        } else {
+            (ly.l3 + 12, ly.l3 + 20)
+        };
+        let in_pseudo = t.has_pseudo() && tg.offset >= p0 && end <= p1;
+        self.in_l4 = in_pseudo || tg.offset >= ly.l4;
+        self.rmw = earlier
+            .iter()
+            .any(|o| o.target.offset < end && tg.offset < o.target.offset + o.target.nbytes);
+    }
+
+    /// Writes the next value into `frame` and returns its checksum delta (add it to the
+    /// checksums that `in_ip` / `in_l4` say the window is part of).
     #[inline]
-    pub fn apply<R: Rng + ?Sized>(&self, frame: &mut [u8], state: &mut u64, rng: &mut R) {
+    pub fn apply<R: Rng + ?Sized>(&self, frame: &mut [u8], state: &mut u64, rng: &mut R) -> u64 {
         let v = self.next(state, rng);
-        self.target.write(frame, v);
+        let tg = &self.target;
+        let odd = tg.offset % 2 == 1;
+        if self.rmw {
+            let old = tg.read_window(frame);
+            let x = (old & !tg.mask) | ((v << tg.shift) & tg.mask);
+            tg.write_window(frame, x);
+            return window_sum(x, tg.nbytes, odd) + u64::from(!crate::checksum::fold(window_sum(old, tg.nbytes, odd)));
+        }
+        let x = (self.tmpl_window & !tg.mask) | ((v << tg.shift) & tg.mask);
+        tg.write_window(frame, x);
+        window_sum(x, tg.nbytes, odd) + self.neg_old
     }
 }
 
@@ -405,15 +499,7 @@ pub fn compile(
     } else {
         None
     };
-    Ok((
-        FieldOp {
-            name: spec.field.clone(),
-            target,
-            gen,
-            payload_region: region,
-        },
-        high,
-    ))
+    Ok((FieldOp::new(&spec.field, target, gen, region), high))
 }
 
 #[cfg(test)]
@@ -447,12 +533,7 @@ mod tests {
     #[test]
     fn inc_dec_list_sequences() {
         let mut r = Xoshiro256PlusPlus::seed_from_u64(1);
-        let op = |gen| FieldOp {
-            name: "x".into(),
-            target: FieldTarget::whole(0, 2),
-            gen,
-            payload_region: None,
-        };
+        let op = |gen| FieldOp::new("x", FieldTarget::whole(0, 2), gen, None);
         let inc = op(Gen::Inc {
             from: 10,
             to: 14,
@@ -476,6 +557,19 @@ mod tests {
             step: 1,
         });
         assert_eq!(full.value(u64::MAX, &mut r), u64::MAX);
+    }
+
+    #[test]
+    fn window_sum_matches_the_byte_sum() {
+        use crate::checksum::{fold, sum_at};
+        let x = 0x0123_4567_89ab_cdefu64;
+        for n in 1..=8usize {
+            let v = if n == 8 { x } else { x & ((1u64 << (8 * n)) - 1) };
+            let bytes = &v.to_be_bytes()[8 - n..];
+            for odd in [false, true] {
+                assert_eq!(fold(window_sum(v, n, odd)), fold(sum_at(bytes, odd)), "n={n} odd={odd}");
+            }
+        }
     }
 
     #[test]
@@ -520,12 +614,7 @@ mod tests {
         ];
         let mut r = Xoshiro256PlusPlus::seed_from_u64(1);
         for gen in gens {
-            let op = FieldOp {
-                name: "x".into(),
-                target: FieldTarget::whole(0, 8),
-                gen: gen.clone(),
-                payload_region: None,
-            };
+            let op = FieldOp::new("x", FieldTarget::whole(0, 8), gen.clone(), None);
             let mut st = 0;
             for k in 0..50 {
                 assert_eq!(op.next(&mut st, &mut r), op.value(k, &mut r), "{gen:?} k={k}");
@@ -536,12 +625,7 @@ mod tests {
     #[test]
     fn random_stays_in_range_and_covers_it() {
         let mut r = Xoshiro256PlusPlus::seed_from_u64(7);
-        let op = FieldOp {
-            name: "x".into(),
-            target: FieldTarget::whole(0, 2),
-            gen: Gen::Random { from: 100, to: 107 },
-            payload_region: None,
-        };
+        let op = FieldOp::new("x", FieldTarget::whole(0, 2), Gen::Random { from: 100, to: 107 }, None);
         let mut seen = [false; 8];
         for k in 0..10_000 {
             let v = op.value(k, &mut r);

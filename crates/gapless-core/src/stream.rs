@@ -74,18 +74,25 @@ impl StreamGen {
         let t = &self.cfg.template;
         let frame = &mut buf[..len];
         frame.copy_from_slice(&t.bytes[..len]);
+        let (mut d_ip, mut d_l4) = (0u64, 0u64);
         for (op, st) in self.cfg.ops.iter().zip(&mut self.op_state) {
-            op.apply(frame, st, &mut self.field_rng);
-        }
-        if t.sig {
-            Signature {
-                stream: self.cfg.id,
-                seq: k as u32,
-                tx_ns,
+            let d = op.apply(frame, st, &mut self.field_rng);
+            if op.in_ip {
+                d_ip += d;
             }
-            .write(&mut frame[len - SIG_LEN..]);
+            if op.in_l4 {
+                d_l4 += d;
+            }
         }
-        t.finish(frame);
+        let sig = Signature {
+            stream: self.cfg.id,
+            seq: k as u32,
+            tx_ns,
+        };
+        if t.sig {
+            sig.write(&mut frame[len - SIG_LEN..]);
+        }
+        t.finish_with(frame, d_ip, d_l4, t.sig.then_some(&sig));
         self.built += 1;
         if let Some(r) = &mut self.remaining {
             *r -= 1;

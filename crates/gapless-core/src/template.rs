@@ -53,10 +53,15 @@ pub struct Template {
     pub layout: Layout,
     /// Whether a signature trailer ends the payload.
     pub sig: bool,
-    /// Prefix sums of the payload with the field-engine regions zeroed.
+    /// Prefix sums of the template's payload.
     prefix: Vec<u64>,
     /// Payload regions (offset, width) that the field engine writes.
     regions: Vec<(usize, usize)>,
+    /// IPv4 header sum without the total length and checksum words (0 on IPv6).
+    ip_base: u64,
+    /// L4 checksum sum of the pseudo header (without length) and the L4 header (without the
+    /// UDP length and the checksum).
+    l4_base: u64,
 }
 
 pub fn parse_mac(s: &str) -> Option<[u8; 6]> {
@@ -347,11 +352,6 @@ impl Template {
             bytes[l3 + 6..l3 + 8].copy_from_slice(&flags.to_be_bytes());
         }
 
-        let mut zeroed = bytes[payload..].to_vec();
-        for &(o, w) in &regions {
-            zeroed[o..o + w].fill(0);
-        }
-        let prefix = prefix_sums(&zeroed);
         let layout = Layout {
             vlan_tci,
             l3,
@@ -364,13 +364,108 @@ impl Template {
             bytes,
             layout,
             sig,
-            prefix,
+            prefix: Vec::new(),
             regions,
+            ip_base: 0,
+            l4_base: 0,
         };
-        let mut tmp = t.bytes.clone();
-        t.finish(&mut tmp);
-        t.bytes = tmp;
+        t.prepare();
         Ok(t)
+    }
+
+    /// Finishes the template's own bytes and precomputes the sums that
+    /// [`Template::finish_with`] starts from. Call again after changing `bytes`.
+    pub fn prepare(&mut self) {
+        let mut b = std::mem::take(&mut self.bytes);
+        let ly = self.layout.clone();
+        self.finish_reference(&mut b);
+        self.prefix = prefix_sums(&b[ly.payload..]);
+        self.ip_base = if ly.ipv6 {
+            0
+        } else {
+            let mut h = [0u8; 20];
+            h.copy_from_slice(&b[ly.l3..ly.l3 + 20]);
+            h[2..4].fill(0);
+            h[10..12].fill(0);
+            sum_be(&h)
+        };
+        let mut l4h = b[ly.l4..ly.payload].to_vec();
+        let cs = ly.l4_csum() - ly.l4;
+        l4h[cs..cs + 2].fill(0);
+        if ly.l4_kind == L4Kind::Udp {
+            l4h[4..6].fill(0);
+        }
+        let pseudo = if ly.ipv6 {
+            sum_be(&b[ly.l3 + 8..ly.l3 + 40]) + u64::from(b[ly.l3 + 6])
+        } else if ly.l4_kind != L4Kind::Icmp {
+            sum_be(&b[ly.l3 + 12..ly.l3 + 20]) + u64::from(b[ly.l3 + 9])
+        } else {
+            0
+        };
+        self.l4_base = pseudo + sum_be(&l4h);
+        self.bytes = b;
+    }
+
+    /// Whether the L4 checksum covers a pseudo header (all but ICMPv4).
+    pub fn has_pseudo(&self) -> bool {
+        self.layout.ipv6 || self.layout.l4_kind != L4Kind::Icmp
+    }
+
+    /// Sets the length fields and both checksums of a frame cut from this template, without
+    /// reading the frame back: from the precomputed sums, the field engine's checksum deltas
+    /// (`d_ip` for the IPv4 header, `d_l4` for the L4 checksum; see
+    /// [`crate::fields::FieldOp::apply`]) and the signature's values. Reading back bytes that
+    /// were just written with small stores stalls on store forwarding; this path has no loads
+    /// from the frame at all.
+    #[inline]
+    pub fn finish_with(&self, frame: &mut [u8], d_ip: u64, d_l4: u64, sig: Option<&crate::signature::Signature>) {
+        let len = frame.len();
+        let ly = &self.layout;
+        let l4_len = (len - ly.l4) as u64;
+        if ly.ipv6 {
+            frame[ly.l3 + 4..ly.l3 + 6].copy_from_slice(&((len - ly.l3 - 40) as u16).to_be_bytes());
+        } else {
+            let tl = (len - ly.l3) as u16;
+            frame[ly.l3 + 2..ly.l3 + 4].copy_from_slice(&tl.to_be_bytes());
+            let c = finish(self.ip_base + u64::from(tl) + d_ip);
+            frame[ly.l3 + 10..ly.l3 + 12].copy_from_slice(&c.to_be_bytes());
+        }
+        let mut sum = self.l4_base + d_l4;
+        if self.has_pseudo() {
+            sum += (l4_len >> 16) + (l4_len & 0xffff);
+        }
+        if ly.l4_kind == L4Kind::Udp {
+            frame[ly.l4 + 4..ly.l4 + 6].copy_from_slice(&(l4_len as u16).to_be_bytes());
+            sum += l4_len;
+        }
+        let pl_len = len - ly.payload;
+        match sig {
+            Some(sg) => {
+                let body = pl_len - SIG_LEN;
+                sum += self.prefix[body];
+                let t = sg.tx_ns;
+                let s = 0x674c
+                    + u64::from(sg.stream)
+                    + u64::from(sg.seq >> 16)
+                    + u64::from(sg.seq & 0xffff)
+                    + (t >> 48)
+                    + ((t >> 32) & 0xffff)
+                    + ((t >> 16) & 0xffff)
+                    + (t & 0xffff);
+                sum += if body % 2 == 1 {
+                    u64::from(crate::checksum::fold(s).swap_bytes())
+                } else {
+                    s
+                };
+            }
+            None => sum += self.prefix[pl_len],
+        }
+        let mut c = finish(sum);
+        if c == 0 && ly.l4_kind == L4Kind::Udp {
+            c = 0xffff;
+        }
+        let cs = ly.l4_csum();
+        frame[cs..cs + 2].copy_from_slice(&c.to_be_bytes());
     }
 
     /// Smallest frame (without FCS) the template can be cut to.
@@ -381,10 +476,10 @@ impl Template {
     }
 
     /// Sets the IP/L4 length fields for `frame.len()` and computes the IPv4 header and L4
-    /// checksums. The frame must be a prefix of the template whose payload differs from the
-    /// template only in the field-engine regions and the signature trailer.
-    #[inline]
-    pub fn finish(&self, frame: &mut [u8]) {
+    /// checksums by reading the frame: the slow reference for [`Template::finish_with`], used
+    /// on the template itself. The frame's payload must match the template's up to the
+    /// signature, except in the field-engine regions.
+    pub fn finish_reference(&self, frame: &mut [u8]) {
         let len = frame.len();
         let ly = &self.layout;
         let l4_len = len - ly.l4;
@@ -414,16 +509,7 @@ impl Template {
             sum += u64::from(frame[ly.l3 + 9]);
         }
         sum += sum_be(&frame[ly.l4..ly.payload]);
-        let pl = &frame[ly.payload..];
-        let sig_len = if self.sig { SIG_LEN } else { 0 };
-        let body = pl.len() - sig_len;
-        sum += self.prefix[body];
-        if self.sig {
-            sum += sum_at(&pl[body..], body % 2 == 1);
-        }
-        for &(o, w) in &self.regions {
-            sum += sum_at(&pl[o..o + w], o % 2 == 1);
-        }
+        sum += sum_be(&frame[ly.payload..]);
         let mut c = finish(sum);
         if c == 0 && ly.l4_kind == L4Kind::Udp {
             c = 0xffff;

@@ -376,3 +376,48 @@ fn same_seed_same_frames_other_seed_other_frames() {
     assert_eq!(run(1), run(1));
     assert_ne!(run(1), run(2));
 }
+
+#[test]
+fn ops_on_the_same_bytes_compose_and_keep_the_checksum() {
+    // dscp and tos both write the IPv4 TOS byte; vlan_id and vlan_pcp share one TCI.
+    let p = compile(
+        r#"
+        [[stream]]
+        size = 80
+        [stream.template]
+        vlan = [{ id = 5 }]
+        ecn = 2
+        [[stream.field]]
+        field = "tos"
+        op = "inc"
+        from = 1
+        to = 3
+        [[stream.field]]
+        field = "dscp"
+        op = "list"
+        values = [46, 10]
+        [[stream.field]]
+        field = "vlan_id"
+        op = "inc"
+        from = 100
+        to = 101
+        [[stream.field]]
+        field = "vlan_pcp"
+        op = "list"
+        values = [7, 2]
+        [stream.timing]
+        rate_pps = 1
+        "#,
+    );
+    assert!(!p.streams[0].ops[0].rmw && p.streams[0].ops[1].rmw && p.streams[0].ops[3].rmw);
+    let mut g = StreamGen::new(p.streams[0].clone());
+    let mut buf = vec![0u8; 100];
+    for k in 0..6usize {
+        let len = g.build(&mut buf, 0);
+        let c = check(&buf[..len]);
+        let tos = [1u8, 2, 3][k % 3];
+        let dscp = [46u8, 10][k % 2];
+        assert_eq!(c.tos, (dscp << 2) | (tos & 3), "k={k}");
+        assert_eq!(c.vlans, vec![([100u16, 101][k % 2], [7u8, 2][k % 2])]);
+    }
+}
