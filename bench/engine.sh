@@ -58,5 +58,17 @@ for name, label in (("one", "1 stream, no field ops"), ("four", "1 stream, 4 fie
     v = [float(r[4]) for r in rows if r[0] == name]
     print(f"{label}: median {statistics.median(v):.1f} ns/frame ({1e3 / statistics.median(v):.1f} Mpps), runs {v}")
 PY
+# Instructions per frame (callgrind): repeatable whatever else the machine does. The
+# marginal count between 1 M and 2 M frames cancels start-up and calibration.
+if command -v valgrind >/dev/null; then
+  for p in one four; do
+    ir=()
+    for n in 1000000 2000000; do
+      sed "s/count = .*/count = $n/" "$tmp/$p.toml" > "$tmp/cg.toml"
+      ir+=("$(valgrind --tool=callgrind --callgrind-out-file="$tmp/cg.out" "$G" run "$tmp/cg.toml" --null -q 2>&1 | sed -n 's/.*Collected : //p')")
+    done
+    echo "callgrind $p instructions/frame $(( (ir[1] - ir[0]) / 1000000 ))" | tee -a "$out"
+  done
+fi
 echo "raw: $out"
 rm -rf "$tmp"

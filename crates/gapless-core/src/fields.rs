@@ -193,7 +193,12 @@ impl FieldOp {
                 // `state` is the offset into the range [from, to], which holds n = to - from + 1.
                 let off = *state;
                 let span = to - from; // n - 1
-                let s = if span == u64::MAX { *step } else { step % (span + 1) };
+                                      // A step inside the range needs no division (the usual case).
+                let s = if span == u64::MAX || *step <= span {
+                    *step
+                } else {
+                    step % (span + 1)
+                };
                 // off + s wraps modulo n: both are < n, so one subtraction suffices.
                 let (sum, carry) = off.overflowing_add(s);
                 *state = if span == u64::MAX {

@@ -76,6 +76,8 @@ pub fn run(profile: &Profile, backend: &mut dyn TxBackend, opts: &RunOptions) ->
     let pace = opts.pace && !backend.on_schedule_time();
     let stamp_real = backend.is_live();
     let sched_time = backend.on_schedule_time();
+    // Whether every departure reads the wall clock (paced, or stamped for the wire).
+    let timed = pace || stamp_real;
 
     let mut gens: Vec<StreamGen> = profile.streams.iter().cloned().map(StreamGen::new).collect();
     let gaps: Vec<u64> = profile
@@ -172,10 +174,14 @@ pub fn run(profile: &Profile, backend: &mut dyn TxBackend, opts: &RunOptions) ->
                 ats.push(at);
                 bytes_dep += len as u64 + 4;
             }
+            // Unpaced runs off the wire (null) need no clock per departure: their rate comes
+            // from the first departure's time and the end of the run.
             let t_send = if pace && first_chunk {
                 clock.wait_until(at, stop)
-            } else {
+            } else if timed || st.first_ns.is_none() {
                 clock.now_ns()
+            } else {
+                0
             };
             if stamp_real {
                 let ts = clock.realtime_ns(t_send);
@@ -197,7 +203,7 @@ pub fn run(profile: &Profile, backend: &mut dyn TxBackend, opts: &RunOptions) ->
                 opts.live.streams[si].lag_ns.store(late, Ordering::Relaxed);
             }
             st.first_ns.get_or_insert(when);
-            if when != 0 || sched_time {
+            if timed || sched_time {
                 st.last_ns = when;
             }
             st.last_frames = n as u64;
@@ -216,7 +222,7 @@ pub fn run(profile: &Profile, backend: &mut dyn TxBackend, opts: &RunOptions) ->
     if !interrupted && stop.load(Ordering::Relaxed) && !heap.is_empty() {
         interrupted = true;
     }
-    if !(pace || stamp_real || sched_time) {
+    if !(timed || sched_time) {
         let end = clock.now_ns();
         for st in stats.iter_mut().filter(|s| s.first_ns.is_some()) {
             st.last_ns = end;
