@@ -35,9 +35,15 @@ pub fn require_root() {
 
 static N: AtomicU32 = AtomicU32::new(0);
 
-/// A testbed made for one test and removed when dropped.
-pub struct Bed {
-    pub name: String,
+/// A testbed made for one test and removed when dropped. Its names (`tx_ns()`, `tx_if()`, ...)
+/// come from `gapless_io::testbed::Testbed`.
+pub struct Bed(pub gapless_io::testbed::Testbed);
+
+impl std::ops::Deref for Bed {
+    type Target = gapless_io::testbed::Testbed;
+    fn deref(&self) -> &Self::Target {
+        &self.0
+    }
 }
 
 impl Bed {
@@ -46,26 +52,75 @@ impl Bed {
         let name = format!("t{}x{}", std::process::id() % 100_000, N.fetch_add(1, Ordering::SeqCst));
         let o = gapless(&["testbed", "up", "--name", &name]);
         assert!(o.status.success(), "testbed up: {}", text(&o));
-        Bed { name }
+        Bed(gapless_io::testbed::Testbed::new(&name).expect("a valid name"))
     }
-    pub fn tx_ns(&self) -> String {
-        format!("{}-tx", self.name)
-    }
-    pub fn rx_ns(&self) -> String {
-        format!("{}-rx", self.name)
-    }
-    pub fn tx_if(&self) -> String {
-        format!("{}-tx0", self.name)
-    }
-    pub fn rx_if(&self) -> String {
-        format!("{}-rx0", self.name)
+
+    /// `gapless run PROFILE --netns <tx> --iface <tx0>` plus `extra`.
+    pub fn run(&self, profile: &Path, extra: &[&str]) -> Output {
+        let (ns, ifc) = (self.tx_ns(), self.tx_if());
+        let mut args = vec!["run", profile.to_str().unwrap(), "--netns", &ns, "--iface", &ifc];
+        args.extend_from_slice(extra);
+        gapless(&args)
     }
 }
 
 impl Drop for Bed {
     fn drop(&mut self) {
-        let _ = gapless(&["testbed", "down", "--name", &self.name]);
+        let _ = gapless(&["testbed", "down", "--name", &self.0.name]);
     }
+}
+
+/// Asserts that a command failed with exit code 2 and that its output holds every `want`.
+pub fn expect_error(o: &Output, wants: &[&str]) {
+    let t = text(o);
+    assert_eq!(o.status.code(), Some(2), "{t}");
+    for w in wants {
+        assert!(t.contains(w), "expected {w:?} in: {t}");
+    }
+}
+
+/// Parses a frame with etherparse and asserts its IPv4 header and UDP/TCP checksums, computed
+/// by etherparse's own code. Returns the L3/L4 headers and the L4 payload.
+pub fn check_frame(f: &[u8]) -> etherparse::PacketHeaders<'_> {
+    use etherparse::{NetHeaders, TransportHeader};
+    let h = etherparse::PacketHeaders::from_ethernet_slice(f)
+        .unwrap_or_else(|e| panic!("etherparse rejects a frame: {e:?}"));
+    let payload = h.payload.slice();
+    if let Some(NetHeaders::Ipv4(ip, _)) = &h.net {
+        assert_eq!(ip.header_checksum, ip.calc_header_checksum(), "IPv4 header checksum");
+    }
+    match (&h.net, &h.transport) {
+        (Some(NetHeaders::Ipv4(ip, _)), Some(TransportHeader::Udp(u))) => {
+            assert_eq!(
+                u.checksum,
+                u.calc_checksum_ipv4(ip, payload).unwrap(),
+                "UDP/IPv4 checksum"
+            )
+        }
+        (Some(NetHeaders::Ipv6(ip, _)), Some(TransportHeader::Udp(u))) => {
+            assert_eq!(
+                u.checksum,
+                u.calc_checksum_ipv6(ip, payload).unwrap(),
+                "UDP/IPv6 checksum"
+            )
+        }
+        (Some(NetHeaders::Ipv4(ip, _)), Some(TransportHeader::Tcp(t))) => {
+            assert_eq!(
+                t.checksum,
+                t.calc_checksum_ipv4(ip, payload).unwrap(),
+                "TCP/IPv4 checksum"
+            )
+        }
+        (Some(NetHeaders::Ipv6(ip, _)), Some(TransportHeader::Tcp(t))) => {
+            assert_eq!(
+                t.checksum,
+                t.calc_checksum_ipv6(ip, payload).unwrap(),
+                "TCP/IPv6 checksum"
+            )
+        }
+        _ => {}
+    }
+    h
 }
 
 /// tcpdump on the receiving end, nanosecond timestamps, until stopped.
