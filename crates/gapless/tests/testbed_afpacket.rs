@@ -29,8 +29,10 @@ fn afpacket_100kpps_cbr_every_frame_arrives_in_sequence_with_valid_checksums() {
     assert_eq!(r["interrupted"], false);
     assert_eq!(r["environment"]["driver"], "veth");
     assert!(r["rate_control"].as_str().unwrap().starts_with("software-pacing"));
+    // From the first and last send times only, so a host stall on the last frame (up to
+    // 10 ms here) can move it: a sanity bound. The sink check below is the strict one.
     let err = r["streams"][0]["rate_error_rel"].as_f64().unwrap();
-    assert!(err.abs() < 0.001, "TX rate error {err}");
+    assert!(err.abs() < 0.01, "TX rate error {err}");
 
     // Independent check 1: our signatures and etherparse's checksum code.
     let frames = read_pcap(&rx);
@@ -66,9 +68,20 @@ fn afpacket_100kpps_cbr_every_frame_arrives_in_sequence_with_valid_checksums() {
         "signatures out of sequence"
     );
 
-    // Sink timing: mean rate within 0.1 % of the target (measured by tcpdump's clock).
-    let span = (times[times.len() - 1] - times[0]) as f64;
-    let pps = (times.len() - 1) as f64 * 1e9 / span;
+    // Sink timing: the mean rate, as the least-squares slope of arrival time on sequence
+    // number (tcpdump's clock), within 0.1 % of the target.
+    let n = times.len() as f64;
+    let (km, tm) = (
+        (n - 1.0) / 2.0,
+        times.iter().map(|t| (t - times[0]) as f64).sum::<f64>() / n,
+    );
+    let (mut sxy, mut sxx) = (0.0, 0.0);
+    for (k, t) in times.iter().enumerate() {
+        let (dx, dy) = (k as f64 - km, (t - times[0]) as f64 - tm);
+        sxy += dx * dy;
+        sxx += dx * dx;
+    }
+    let pps = 1e9 / (sxy / sxx);
     assert!((pps / 100_000.0 - 1.0).abs() < 0.001, "sink rate {pps}");
 
     // Independent check 2: tshark validates the IPv4 and UDP checksums of every signed frame.
