@@ -130,7 +130,7 @@ pub fn build_result(profile: &Profile, stats: &RunStats, meta: &RunMeta) -> RunR
             "unpaced".into()
         },
         tx_timestamp_source: if meta.live_backend {
-            "engine: CLOCK_REALTIME estimate (TSC) just before the send system call".into()
+            "engine: CLOCK_REALTIME read just before the send system call".into()
         } else {
             "scheduled departure time (ns since the run's start)".into()
         },

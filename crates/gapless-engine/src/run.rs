@@ -184,7 +184,7 @@ pub fn run(profile: &Profile, backend: &mut dyn TxBackend, opts: &RunOptions) ->
                 0
             };
             if stamp_real {
-                let ts = clock.realtime_ns(t_send);
+                let ts = RunClock::realtime_now_ns();
                 for (j, &len) in lens.iter().enumerate() {
                     g.cfg.template.patch_tx_ns(&mut backend.buf(j)[..len], ts);
                 }

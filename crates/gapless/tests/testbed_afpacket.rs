@@ -38,6 +38,7 @@ fn afpacket_100kpps_cbr_every_frame_arrives_in_sequence_with_valid_checksums() {
     let frames = read_pcap(&rx);
     let mut seqs = Vec::new();
     let mut times = Vec::new();
+    let mut lat = Vec::new();
     for (ts, f) in &frames {
         let h = check_frame(f);
         let payload = h.payload.slice();
@@ -52,6 +53,7 @@ fn afpacket_100kpps_cbr_every_frame_arrives_in_sequence_with_valid_checksums() {
         assert_eq!(f.len(), 60);
         seqs.push(sig.seq);
         times.push(*ts);
+        lat.push(*ts as i64 - sig.tx_ns as i64);
     }
     if seqs.len() != 200_000 {
         let missing: Vec<u32> = (0..200_000u32).filter(|s| seqs.binary_search(s).is_err()).collect();
@@ -67,6 +69,13 @@ fn afpacket_100kpps_cbr_every_frame_arrives_in_sequence_with_valid_checksums() {
         seqs.iter().enumerate().all(|(i, s)| *s == i as u32),
         "signatures out of sequence"
     );
+
+    // The signature's TX time and tcpdump's RX time are both CLOCK_REALTIME, and the TX time
+    // is read before the send: every frame arrives after it left, a few µs later.
+    lat.sort_unstable();
+    assert!(lat[0] > 0, "a frame arrived {} ns before its TX timestamp", -lat[0]);
+    let median = lat[lat.len() / 2];
+    assert!(median < 100_000, "median TX -> capture time {median} ns");
 
     // Sink timing: the mean rate, as the least-squares slope of arrival time on sequence
     // number (tcpdump's clock), within 0.1 % of the target.
