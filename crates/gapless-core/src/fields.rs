@@ -43,22 +43,10 @@ impl FieldTarget {
         self.mask >> self.shift
     }
 
+    /// The window `window` with the field set to `value` and the other bits kept.
     #[inline]
-    pub fn write(&self, frame: &mut [u8], value: u64) {
-        let v = (value << self.shift) & self.mask;
-        let at = self.offset;
-        match self.nbytes {
-            // Whole-width fields: no read needed.
-            1 if self.mask == 0xff => frame[at] = v as u8,
-            2 if self.mask == 0xffff => frame[at..at + 2].copy_from_slice(&(v as u16).to_be_bytes()),
-            4 if self.mask == 0xffff_ffff => frame[at..at + 4].copy_from_slice(&(v as u32).to_be_bytes()),
-            8 if self.mask == u64::MAX => frame[at..at + 8].copy_from_slice(&v.to_be_bytes()),
-            n => {
-                let x = (self.read_window(frame) & !self.mask) | v;
-                let b = x.to_be_bytes();
-                frame[at..at + n].copy_from_slice(&b[8 - n..]);
-            }
-        }
+    pub fn merge(&self, window: u64, value: u64) -> u64 {
+        (window & !self.mask) | ((value << self.shift) & self.mask)
     }
 
     /// Stores the whole window (no read).
@@ -79,11 +67,6 @@ impl FieldTarget {
         let mut b = [0u8; 8];
         b[8 - self.nbytes..].copy_from_slice(&frame[self.offset..self.offset + self.nbytes]);
         u64::from_be_bytes(b)
-    }
-
-    #[inline]
-    pub fn read(&self, frame: &[u8]) -> u64 {
-        (self.read_window(frame) & self.mask) >> self.shift
     }
 }
 
@@ -249,11 +232,11 @@ impl FieldOp {
         let odd = tg.offset % 2 == 1;
         if self.rmw {
             let old = tg.read_window(frame);
-            let x = (old & !tg.mask) | ((v << tg.shift) & tg.mask);
+            let x = tg.merge(old, v);
             tg.write_window(frame, x);
             return window_sum(x, tg.nbytes, odd) + u64::from(!crate::checksum::fold(window_sum(old, tg.nbytes, odd)));
         }
-        let x = (self.tmpl_window & !tg.mask) | ((v << tg.shift) & tg.mask);
+        let x = tg.merge(self.tmpl_window, v);
         tg.write_window(frame, x);
         window_sum(x, tg.nbytes, odd) + self.neg_old
     }
@@ -522,17 +505,23 @@ mod tests {
             mask: 0x0fff,
             shift: 0,
         };
-        t.write(&mut f, 0x123);
+        let w = t.merge(t.read_window(&f), 0x123);
+        t.write_window(&mut f, w);
         assert_eq!(f, [0xf1, 0x23]);
-        assert_eq!(t.read(&f), 0x123);
         let p = FieldTarget {
             offset: 0,
             nbytes: 2,
             mask: 0xe000,
             shift: 13,
         };
-        p.write(&mut f, 5);
+        let w = p.merge(p.read_window(&f), 5);
+        p.write_window(&mut f, w);
         assert_eq!(f, [0xb1, 0x23]);
+        let mac = FieldTarget::whole(1, 6);
+        let mut m = [0u8; 8];
+        mac.write_window(&mut m, mac.merge(0, 0x0211_2233_4455));
+        assert_eq!(m, [0, 0x02, 0x11, 0x22, 0x33, 0x44, 0x55, 0]);
+        assert_eq!(mac.read_window(&m), 0x0211_2233_4455);
     }
 
     #[test]

@@ -195,11 +195,6 @@ impl Schedule {
     pub fn cap_frames(&mut self, max: u32) {
         self.cur.frames = self.cur.frames.min(max);
     }
-
-    /// The target rate.
-    pub fn rate(&self) -> Rate {
-        self.rate
-    }
 }
 
 #[cfg(test)]

@@ -126,9 +126,4 @@ impl StreamGen {
             *e += ns;
         }
     }
-
-    /// Frames built so far.
-    pub fn built(&self) -> u64 {
-        self.built
-    }
 }

@@ -1,7 +1,7 @@
 //! Counters the send loop publishes for the live line: one writer (the loop), read by
 //! another thread once a second. Relaxed atomics, no locks on the hot path.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 #[derive(Default)]
 pub struct StreamLive {
@@ -14,8 +14,6 @@ pub struct StreamLive {
 pub struct Live {
     pub streams: Vec<StreamLive>,
     pub names: Vec<String>,
-    pub errors: AtomicU64,
-    pub done: AtomicBool,
 }
 
 impl Live {
@@ -23,8 +21,6 @@ impl Live {
         Live {
             streams: names.iter().map(|_| StreamLive::default()).collect(),
             names,
-            errors: AtomicU64::new(0),
-            done: AtomicBool::new(false),
         }
     }
 

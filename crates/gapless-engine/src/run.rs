@@ -10,7 +10,7 @@ use std::sync::Arc;
 use gapless_core::config::Profile;
 use gapless_core::spec::OnLate;
 use gapless_core::StreamGen;
-use gapless_io::{IoError, TxBackend};
+use gapless_io::TxBackend;
 use hdrhistogram::Histogram;
 
 use crate::clock::RunClock;
@@ -229,7 +229,6 @@ pub fn run(profile: &Profile, backend: &mut dyn TxBackend, opts: &RunOptions) ->
         }
     }
     let send_errors = backend.errors();
-    opts.live.errors.store(send_errors, Ordering::Relaxed);
     let duration_ns = if sched_time { end_ns } else { clock.now_ns() };
     RunStats {
         streams: stats,
@@ -242,9 +241,4 @@ pub fn run(profile: &Profile, backend: &mut dyn TxBackend, opts: &RunOptions) ->
         realtime0_ns: clock.realtime0_ns,
         raw_hz,
     }
-}
-
-/// Finishes the backend (e.g. renames the pcap into place); errors are reported, not lost.
-pub fn finish(backend: &mut dyn TxBackend) -> Result<(), IoError> {
-    backend.finish()
 }

@@ -2,7 +2,7 @@
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -294,7 +294,6 @@ fn cmd_run(a: RunArgs) -> Result<i32> {
         h.join()
     })
     .map_err(|_| anyhow!("the send loop panicked"))?;
-    live.done.store(true, Ordering::Relaxed);
 
     let finish_err = backend.finish().err();
     let meta = RunMeta {
