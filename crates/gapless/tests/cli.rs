@@ -284,3 +284,28 @@ fn every_example_runs_and_its_frames_are_valid() {
     }
     assert!(n >= 9, "only {n} examples found");
 }
+
+/// `[output]` in the profile chooses the output when the command line does not; the command
+/// line wins when it does.
+#[test]
+fn profile_output_table_and_command_line_precedence() {
+    let dir = tempfile::tempdir().unwrap();
+    let from_profile = dir.path().join("from-profile.pcap");
+    let p = write(
+        dir.path(),
+        "p.toml",
+        &format!(
+            "[output]\npcap = \"{}\"\n[[stream]]\n[stream.timing]\nrate_pps = 1000\ncount = 5\n",
+            from_profile.display()
+        ),
+    );
+    let o = gapless(&["run", p.to_str().unwrap(), "-q"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(read_pcap(&from_profile).len(), 5);
+
+    std::fs::remove_file(&from_profile).unwrap();
+    let o = gapless(&["run", p.to_str().unwrap(), "--null", "-q"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains("null"), "{}", text(&o));
+    assert!(!from_profile.exists(), "--null should win over the profile's pcap");
+}
