@@ -309,3 +309,68 @@ fn profile_output_table_and_command_line_precedence() {
     assert!(text(&o).contains("null"), "{}", text(&o));
     assert!(!from_profile.exists(), "--null should win over the profile's pcap");
 }
+
+/// tshark, a parser that shares no code with gapless, validates the IPv4, UDP, TCP, ICMP and
+/// ICMPv6 checksums of every header stack (no VLAN, 802.1Q, QinQ) x (IPv4, IPv6) x
+/// (UDP, TCP, ICMP echo), with random sizes and a field op on the pseudo header's source.
+#[test]
+fn tshark_validates_every_protocol_combination() {
+    let mut profile = String::from("seed = 5\n");
+    for v in [
+        "",
+        "vlan = [{ id = 100, pcp = 5 }]",
+        "vlan = [{ id = 10 }, { id = 20, pcp = 3 }]",
+    ] {
+        for (s, d, hi) in [
+            ("198.18.0.1", "198.18.0.2", "198.18.0.9"),
+            ("2001:2::1", "2001:2::2", "2001:2::9"),
+        ] {
+            for l4 in ["udp", "tcp", "icmp"] {
+                profile += &format!(
+                    "[[stream]]\nsize = {{ kind = \"uniform\", min = 110, max = 301 }}\n\
+                     [[stream.field]]\nfield = \"ip_src\"\nop = \"random\"\nfrom = \"{s}\"\nto = \"{hi}\"\n\
+                     [stream.template]\n{v}\nip_src = \"{s}\"\nip_dst = \"{d}\"\nl4 = \"{l4}\"\ndscp = 10\n\
+                     payload = {{ pattern = \"random\" }}\n[stream.timing]\nrate_pps = 1000\ncount = 50\n"
+                );
+            }
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let p = write(dir.path(), "combos.toml", &profile);
+    let pcap = dir.path().join("combos.pcap");
+    let o = gapless(&["run", p.to_str().unwrap(), "--out", pcap.to_str().unwrap(), "-q"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let t = std::process::Command::new("tshark")
+        .args([
+            "-r",
+            pcap.to_str().unwrap(),
+            "-o",
+            "ip.check_checksum:TRUE",
+            "-o",
+            "udp.check_checksum:TRUE",
+        ])
+        .args(["-o", "tcp.check_checksum:TRUE", "-T", "fields", "-e", "frame.protocols"])
+        .args([
+            "-e",
+            "ip.checksum.status",
+            "-e",
+            "udp.checksum.status",
+            "-e",
+            "tcp.checksum.status",
+        ])
+        .args(["-e", "icmp.checksum.status", "-e", "icmpv6.checksum.status"])
+        .output()
+        .expect("tshark (apt-get install tshark)");
+    let out = String::from_utf8_lossy(&t.stdout);
+    let mut stacks = std::collections::BTreeMap::new();
+    for line in out.lines() {
+        let mut cols = line.split('\t');
+        let protos = cols.next().unwrap().trim_end_matches(":data").to_string();
+        let statuses: Vec<&str> = cols.filter(|c| !c.is_empty()).collect();
+        // One status for IPv6 (no header checksum), two for IPv4; "1" is Good.
+        assert!(!statuses.is_empty() && statuses.iter().all(|s| *s == "1"), "{line}");
+        *stacks.entry(protos).or_insert(0) += 1;
+    }
+    assert_eq!(stacks.len(), 18, "{stacks:?}");
+    assert!(stacks.values().all(|n| *n == 50), "{stacks:?}");
+}
