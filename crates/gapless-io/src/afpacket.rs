@@ -14,15 +14,12 @@ use crate::TxBackend;
 const PACKET_QDISC_BYPASS: libc::c_int = 20;
 
 pub struct AfPacketTx {
-    fd: OwnedFd,
-    pub info: IfaceInfo,
+    sock: TxSocket,
     bufs: Vec<Vec<u8>>,
     iovs: Vec<libc::iovec>,
     msgs: Vec<libc::mmsghdr>,
     errors: u64,
     last_errno: i32,
-    qdisc_bypass: bool,
-    sndbuf: i32,
 }
 
 // SAFETY: the raw pointers in `iovs`/`msgs` point into `bufs`/`iovs`, which the struct owns
@@ -47,9 +44,16 @@ fn setsockopt_int(fd: &OwnedFd, level: libc::c_int, name: libc::c_int, v: libc::
     }
 }
 
-impl AfPacketTx {
-    /// Opens a TX socket on `iface` with room for `max_batch` frames of `max_frame` bytes.
-    pub fn open(iface: &str, max_frame: usize, max_batch: usize) -> Result<AfPacketTx, IoError> {
+/// A bound AF_PACKET TX socket with PACKET_QDISC_BYPASS and a raised send buffer.
+struct TxSocket {
+    fd: OwnedFd,
+    info: IfaceInfo,
+    qdisc_bypass: bool,
+    sndbuf: i32,
+}
+
+impl TxSocket {
+    fn open(iface: &str) -> Result<TxSocket, IoError> {
         let info = iface_info(iface)?;
         if !info.up || !info.running {
             return Err(IoError::InterfaceDown(iface.to_string()));
@@ -93,7 +97,29 @@ impl AfPacketTx {
         } else {
             0
         };
+        Ok(TxSocket {
+            fd,
+            info,
+            qdisc_bypass,
+            sndbuf,
+        })
+    }
 
+    fn describe(&self, method: &str) -> String {
+        format!(
+            "AF_PACKET on {} (ifindex {}), {method}, PACKET_QDISC_BYPASS {}, SO_SNDBUF {} B",
+            self.info.name,
+            self.info.index,
+            if self.qdisc_bypass { "on" } else { "refused" },
+            self.sndbuf
+        )
+    }
+}
+
+impl AfPacketTx {
+    /// Opens a TX socket on `iface` with room for `max_batch` frames of `max_frame` bytes.
+    pub fn open(iface: &str, max_frame: usize, max_batch: usize) -> Result<AfPacketTx, IoError> {
+        let sock = TxSocket::open(iface)?;
         let n = max_batch.max(1);
         let mut bufs: Vec<Vec<u8>> = (0..n).map(|_| vec![0u8; max_frame]).collect();
         let mut iovs: Vec<libc::iovec> = bufs
@@ -114,15 +140,12 @@ impl AfPacketTx {
             })
             .collect();
         Ok(AfPacketTx {
-            fd,
-            info,
+            sock,
             bufs,
             iovs,
             msgs,
             errors: 0,
             last_errno: 0,
-            qdisc_bypass,
-            sndbuf,
         })
     }
 }
@@ -132,13 +155,7 @@ impl TxBackend for AfPacketTx {
         "afpacket"
     }
     fn describe(&self) -> String {
-        format!(
-            "AF_PACKET on {} (ifindex {}), sendmmsg, PACKET_QDISC_BYPASS {}, SO_SNDBUF {} B",
-            self.info.name,
-            self.info.index,
-            if self.qdisc_bypass { "on" } else { "refused" },
-            self.sndbuf
-        )
+        self.sock.describe("sendmmsg")
     }
     fn max_batch(&self) -> usize {
         self.bufs.len()
@@ -158,7 +175,7 @@ impl TxBackend for AfPacketTx {
             // SAFETY: msgs[done..n] are valid mmsghdrs pointing at live iovecs and buffers.
             let rc = unsafe {
                 libc::sendmmsg(
-                    self.fd.as_raw_fd(),
+                    self.sock.fd.as_raw_fd(),
                     self.msgs.as_mut_ptr().add(done),
                     (n - done) as u32,
                     0,
@@ -192,5 +209,188 @@ impl TxBackend for AfPacketTx {
     }
     fn is_live(&self) -> bool {
         true
+    }
+}
+
+// ---------------------------------------------------------------- PACKET_TX_RING
+
+const PACKET_VERSION: libc::c_int = 10;
+const PACKET_TX_RING: libc::c_int = 13;
+const TPACKET_V2: libc::c_int = 1;
+const TP_STATUS_AVAILABLE: u32 = 0;
+const TP_STATUS_SEND_REQUEST: u32 = 1;
+const TP_STATUS_WRONG_FORMAT: u32 = 1 << 2;
+/// TX data starts at TPACKET2_HDRLEN - sizeof(sockaddr_ll) = 32 (linux/if_packet.h).
+const TX_DATA_OFF: usize = 32;
+
+#[repr(C)]
+struct TpacketReq {
+    block_size: u32,
+    block_nr: u32,
+    frame_size: u32,
+    frame_nr: u32,
+}
+
+/// AF_PACKET TX through a TPACKET_V2 PACKET_TX_RING: frames are built in place in the
+/// shared ring, marked SEND_REQUEST, and one blocking `send` per departure kicks them out
+/// (the kernel returns once they have left, so the slots are free again).
+pub struct AfPacketRingTx {
+    sock: TxSocket,
+    ring: *mut u8,
+    ring_len: usize,
+    frame_size: usize,
+    frame_nr: usize,
+    head: usize,
+    batch: usize,
+    errors: u64,
+    last_errno: i32,
+}
+
+// SAFETY: the mapping belongs to this struct (unmapped in Drop) and is only touched through
+// &mut self.
+unsafe impl Send for AfPacketRingTx {}
+
+impl AfPacketRingTx {
+    /// Opens a TX ring on `iface` for departures of up to `max_batch` frames of up to
+    /// `max_frame` bytes.
+    pub fn open(iface: &str, max_frame: usize, max_batch: usize) -> Result<AfPacketRingTx, IoError> {
+        let sock = TxSocket::open(iface)?;
+        let fd = sock.fd.as_raw_fd();
+        setsockopt_int(&sock.fd, libc::SOL_PACKET, PACKET_VERSION, TPACKET_V2).map_err(|e| IoError::Os {
+            context: "setsockopt(PACKET_VERSION, TPACKET_V2)".into(),
+            source: e,
+        })?;
+        let frame_size = (max_frame + TX_DATA_OFF).next_power_of_two().max(2048);
+        let block_size = frame_size.max(4096);
+        let per_block = block_size / frame_size;
+        let want = max_batch.max(1).max(256);
+        let block_nr = want.div_ceil(per_block);
+        let req = TpacketReq {
+            block_size: block_size as u32,
+            block_nr: block_nr as u32,
+            frame_size: frame_size as u32,
+            frame_nr: (block_nr * per_block) as u32,
+        };
+        // SAFETY: req is a valid tpacket_req of the size passed.
+        let rc = unsafe {
+            libc::setsockopt(
+                fd,
+                libc::SOL_PACKET,
+                PACKET_TX_RING,
+                &req as *const _ as *const libc::c_void,
+                std::mem::size_of::<TpacketReq>() as u32,
+            )
+        };
+        if rc < 0 {
+            return Err(IoError::last_os("setsockopt(PACKET_TX_RING)"));
+        }
+        let ring_len = block_size * block_nr;
+        // SAFETY: mapping the ring the kernel just allocated for this socket.
+        let ring = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                ring_len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                fd,
+                0,
+            )
+        };
+        if ring == libc::MAP_FAILED {
+            return Err(IoError::last_os("mmap(PACKET_TX_RING)"));
+        }
+        Ok(AfPacketRingTx {
+            sock,
+            ring: ring as *mut u8,
+            ring_len,
+            frame_size,
+            frame_nr: block_nr * per_block,
+            head: 0,
+            batch: max_batch.max(1),
+            errors: 0,
+            last_errno: 0,
+        })
+    }
+
+    fn status(&self, slot: usize) -> &std::sync::atomic::AtomicU32 {
+        // SAFETY: slot < frame_nr, so the header lies inside the mapping; tp_status is the
+        // first, 4-byte aligned u32 of each 16-byte aligned frame.
+        unsafe { &*(self.ring.add(slot * self.frame_size) as *const std::sync::atomic::AtomicU32) }
+    }
+}
+
+impl TxBackend for AfPacketRingTx {
+    fn name(&self) -> &'static str {
+        "afpacket"
+    }
+    fn describe(&self) -> String {
+        self.sock.describe(&format!(
+            "PACKET_TX_RING (TPACKET_V2, {} frames of {} B)",
+            self.frame_nr, self.frame_size
+        ))
+    }
+    fn max_batch(&self) -> usize {
+        self.batch
+    }
+    fn buf(&mut self, i: usize) -> &mut [u8] {
+        use std::sync::atomic::Ordering;
+        let slot = (self.head + i) % self.frame_nr;
+        // A blocking send returns once its frames left, so the slot is normally free already.
+        let mut spins = 0u32;
+        while self.status(slot).load(Ordering::Acquire) != TP_STATUS_AVAILABLE && spins < 1_000_000 {
+            std::hint::spin_loop();
+            spins += 1;
+        }
+        // SAFETY: the data area of a free slot inside the mapping; the kernel does not touch
+        // it until we set SEND_REQUEST.
+        unsafe {
+            std::slice::from_raw_parts_mut(
+                self.ring.add(slot * self.frame_size + TX_DATA_OFF),
+                self.frame_size - TX_DATA_OFF,
+            )
+        }
+    }
+    fn send(&mut self, lens: &[usize], _at_ns: &[u64]) -> Result<usize, IoError> {
+        use std::sync::atomic::Ordering;
+        for (i, &len) in lens.iter().enumerate() {
+            let slot = (self.head + i) % self.frame_nr;
+            // SAFETY: tp_len is the u32 at offset 4 of the slot's header.
+            unsafe { (self.ring.add(slot * self.frame_size + 4) as *mut u32).write_volatile(len as u32) };
+            self.status(slot).store(TP_STATUS_SEND_REQUEST, Ordering::Release);
+        }
+        // SAFETY: a zero-length send on our socket kicks the ring.
+        let rc = unsafe { libc::send(self.sock.fd.as_raw_fd(), std::ptr::null(), 0, 0) };
+        if rc < 0 {
+            self.last_errno = std::io::Error::last_os_error().raw_os_error().unwrap_or(0);
+        }
+        for i in 0..lens.len() {
+            let slot = (self.head + i) % self.frame_nr;
+            let st = self.status(slot).load(Ordering::Acquire);
+            if st & TP_STATUS_WRONG_FORMAT != 0 || (rc < 0 && st != TP_STATUS_AVAILABLE) {
+                self.errors += 1;
+                self.status(slot).store(TP_STATUS_AVAILABLE, Ordering::Release);
+            }
+        }
+        self.head = (self.head + lens.len()) % self.frame_nr;
+        Ok(lens.len())
+    }
+    fn finish(&mut self) -> Result<(), IoError> {
+        Ok(())
+    }
+    fn errors(&self) -> u64 {
+        self.errors
+    }
+    fn last_error(&self) -> Option<String> {
+        (self.last_errno != 0).then(|| std::io::Error::from_raw_os_error(self.last_errno).to_string())
+    }
+    fn is_live(&self) -> bool {
+        true
+    }
+}
+
+impl Drop for AfPacketRingTx {
+    fn drop(&mut self) {
+        // SAFETY: unmapping our own mapping once.
+        unsafe { libc::munmap(self.ring as *mut libc::c_void, self.ring_len) };
     }
 }

@@ -15,7 +15,7 @@ use gapless_core::{CompileCtx, ProfileSpec};
 use gapless_engine::live::Live;
 use gapless_engine::report::{build_result, summary_text, write_json_atomic, RunMeta};
 use gapless_engine::RunOptions;
-use gapless_io::afpacket::AfPacketTx;
+use gapless_io::afpacket::{AfPacketRingTx, AfPacketTx};
 use gapless_io::nic::{enter_netns, iface_info, IfaceInfo};
 use gapless_io::null::NullTx;
 use gapless_io::pcap::PcapTx;
@@ -66,6 +66,14 @@ enum TestbedCmd {
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum TxMethod {
+    /// One sendmmsg system call per departure (its frames in one call).
+    Sendmmsg,
+    /// PACKET_TX_RING (TPACKET_V2): frames built in the shared ring, one kick per departure.
+    Ring,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum Pace {
     /// On for interfaces, off for pcap and null.
     Auto,
@@ -101,6 +109,9 @@ struct RunArgs {
     /// Software pacing.
     #[arg(long, value_enum, default_value_t = Pace::Auto)]
     pace: Pace,
+    /// How AF_PACKET hands frames to the kernel.
+    #[arg(long, value_enum, default_value_t = TxMethod::Sendmmsg)]
+    tx_method: TxMethod,
     /// CPU core for the send loop (default: the last one allowed).
     #[arg(long)]
     core: Option<usize>,
@@ -250,7 +261,10 @@ fn cmd_run(a: RunArgs) -> Result<i32> {
     let max_frame = profile.max_frame() as usize;
     let mut backend: Box<dyn TxBackend> = if let Some(i) = &iface {
         check_mtu(&profile, info.as_ref().expect("looked up above"))?;
-        Box::new(AfPacketTx::open(i, max_frame, batch)?)
+        match a.tx_method {
+            TxMethod::Sendmmsg => Box::new(AfPacketTx::open(i, max_frame, batch)?),
+            TxMethod::Ring => Box::new(AfPacketRingTx::open(i, max_frame, batch)?),
+        }
     } else if let Some(p) = &pcap {
         Box::new(PcapTx::create(p, max_frame, batch)?)
     } else {

@@ -9,22 +9,43 @@ use etherparse::{NetHeaders, TransportHeader};
 
 #[test]
 fn afpacket_100kpps_cbr_every_frame_arrives_in_sequence_with_valid_checksums() {
+    cbr_run_arrives_whole("sendmmsg", 100_000, 2);
+}
+
+#[test]
+fn afpacket_tx_ring_delivers_the_same() {
+    cbr_run_arrives_whole("ring", 50_000, 1);
+}
+
+/// Sends `pps` CBR for `secs` s with the given --tx-method and checks what tcpdump saw.
+fn cbr_run_arrives_whole(method: &str, pps: u32, secs: u32) {
+    let _one_at_a_time = exclusive();
+    let n = pps * secs;
     let bed = Bed::up();
     let dir = tempfile::tempdir().unwrap();
     let profile = write(
         dir.path(),
         "p.toml",
-        "seed = 3\n[[stream]]\nname = \"s\"\nsize = 64\n[[stream.field]]\nfield = \"src_port\"\nop = \"inc\"\nfrom = 1000\nto = 1999\n[stream.timing]\nrate_pps = 100000\nduration_s = 2\n",
+        &format!("seed = 3\n[[stream]]\nname = \"s\"\nsize = 64\n[[stream.field]]\nfield = \"src_port\"\nop = \"inc\"\nfrom = 1000\nto = 1999\n[stream.timing]\nrate_pps = {pps}\nduration_s = {secs}\n"),
     );
     let cap = Capture::start(&bed, &dir.path().join("rx.pcap"));
     let json = dir.path().join("r.json");
-    let o = bed.run(&profile, &["--json", json.to_str().unwrap(), "-q"]);
+    let o = bed.run(
+        &profile,
+        &["--json", json.to_str().unwrap(), "-q", "--tx-method", method],
+    );
     let rx = cap.stop();
     assert!(o.status.success(), "{}", text(&o));
 
     let r: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
     assert_eq!(r["backend"], "afpacket");
-    assert_eq!(r["sent_frames"], 200_000);
+    assert_eq!(r["sent_frames"], n);
+    let want = if method == "ring" { "PACKET_TX_RING" } else { "sendmmsg" };
+    assert!(
+        r["backend_detail"].as_str().unwrap().contains(want),
+        "{}",
+        r["backend_detail"]
+    );
     assert_eq!(r["send_errors"], 0);
     assert_eq!(r["interrupted"], false);
     assert_eq!(r["environment"]["driver"], "veth");
@@ -55,8 +76,8 @@ fn afpacket_100kpps_cbr_every_frame_arrives_in_sequence_with_valid_checksums() {
         times.push(*ts);
         lat.push(*ts as i64 - sig.tx_ns as i64);
     }
-    if seqs.len() != 200_000 {
-        let missing: Vec<u32> = (0..200_000u32).filter(|s| seqs.binary_search(s).is_err()).collect();
+    if seqs.len() != n as usize {
+        let missing: Vec<u32> = (0..n).filter(|s| seqs.binary_search(s).is_err()).collect();
         panic!(
             "{} frames arrived; missing {} seqs, first {:?}, last {:?}",
             seqs.len(),
@@ -90,8 +111,8 @@ fn afpacket_100kpps_cbr_every_frame_arrives_in_sequence_with_valid_checksums() {
         sxy += dx * dy;
         sxx += dx * dx;
     }
-    let pps = 1e9 / (sxy / sxx);
-    assert!((pps / 100_000.0 - 1.0).abs() < 0.001, "sink rate {pps}");
+    let rate = 1e9 / (sxy / sxx);
+    assert!((rate / f64::from(pps) - 1.0).abs() < 0.001, "sink rate {rate}");
 
     // Independent check 2: tshark validates the IPv4 and UDP checksums of every signed frame.
     let t = std::process::Command::new("tshark")
@@ -117,7 +138,7 @@ fn afpacket_100kpps_cbr_every_frame_arrives_in_sequence_with_valid_checksums() {
     let lines: Vec<&str> = out.lines().collect();
     assert_eq!(
         lines.len(),
-        200_000,
+        n as usize,
         "tshark saw {} frames: {}",
         lines.len(),
         String::from_utf8_lossy(&t.stderr)

@@ -194,3 +194,11 @@ pub fn write(dir: &Path, name: &str, body: &str) -> PathBuf {
     std::fs::write(&p, body).unwrap();
     p
 }
+
+static EXCLUSIVE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Serialises the tests that measure timing: each send loop pins itself to the last core,
+/// and two at once would stall each other.
+pub fn exclusive() -> std::sync::MutexGuard<'static, ()> {
+    EXCLUSIVE.lock().unwrap_or_else(|e| e.into_inner())
+}
