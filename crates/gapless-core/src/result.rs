@@ -81,8 +81,7 @@ pub struct StreamTx {
     pub sent_bytes_l2: u64,
     pub target_pps: f64,
     pub target_bps_l1: f64,
-    /// Frames per second: the least-squares slope of send time on frame index over the whole
-    /// run (robust to a late first or last frame); first-to-last on the unpaced null backend.
+    /// Frames per second between the first and the last frame's actual send times.
     pub achieved_pps: f64,
     pub achieved_bps_l1: f64,
     /// (achieved - target) / target.

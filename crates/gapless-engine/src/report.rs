@@ -70,10 +70,7 @@ pub fn build_result(profile: &Profile, stats: &RunStats, meta: &RunMeta) -> RunR
         late_total.events += st.late_events;
         late_total.skipped_frames += st.skipped;
         late_total.shifted_ns += st.shifted_ns;
-        let pps = st
-            .fit
-            .pps()
-            .unwrap_or_else(|| achieved(st.sent, st.last_frames, st.first_ns, st.last_ns));
+        let pps = achieved(st.sent, st.last_frames, st.first_ns, st.last_ns);
         streams.push(StreamTx {
             name: cfg.name.clone(),
             id: cfg.id,

@@ -28,40 +28,6 @@ pub struct RunOptions {
     pub live: Arc<Live>,
 }
 
-/// Online least-squares fit of send time on frame index (weighted Welford): the mean rate
-/// of a stream, which one late frame at either end cannot move the way a first-to-last
-/// estimate moves. A departure of `n` frames at time `t` counts as `n` points at `t`.
-#[derive(Debug, Clone, Default)]
-pub struct RateFit {
-    w: f64,
-    mean_k: f64,
-    mean_t: f64,
-    c_kt: f64,
-    m2_k: f64,
-}
-
-impl RateFit {
-    /// Frames `k0 .. k0 + n` left at `t_ns`.
-    #[inline]
-    pub fn add(&mut self, k0: u64, n: u64, t_ns: u64) {
-        let (n, t) = (n as f64, t_ns as f64);
-        let k = k0 as f64 + (n - 1.0) / 2.0;
-        self.w += n;
-        let dk = k - self.mean_k;
-        self.mean_k += dk * n / self.w;
-        let dt = t - self.mean_t;
-        self.mean_t += dt * n / self.w;
-        self.c_kt += n * dk * (t - self.mean_t);
-        // The spread of k inside the departure adds to the k variance, not to the covariance.
-        self.m2_k += n * dk * (k - self.mean_k) + n * (n * n - 1.0) / 12.0;
-    }
-
-    /// Frames per second, if the fit has a slope.
-    pub fn pps(&self) -> Option<f64> {
-        (self.m2_k > 0.0 && self.c_kt > 0.0).then(|| 1e9 * self.m2_k / self.c_kt)
-    }
-}
-
 /// What one stream did.
 pub struct StreamStats {
     pub sent: u64,
@@ -76,8 +42,6 @@ pub struct StreamStats {
     pub first_ns: Option<u64>,
     pub last_ns: u64,
     pub last_frames: u64,
-    /// Least-squares rate over every departure (timed runs and pcap; not unpaced null).
-    pub fit: RateFit,
 }
 
 /// What the run did.
@@ -134,7 +98,6 @@ pub fn run(profile: &Profile, backend: &mut dyn TxBackend, opts: &RunOptions) ->
             first_ns: None,
             last_ns: 0,
             last_frames: 0,
-            fit: RateFit::default(),
         })
         .collect();
     let mut heap: BinaryHeap<Reverse<(u64, usize)>> = BinaryHeap::new();
@@ -242,7 +205,6 @@ pub fn run(profile: &Profile, backend: &mut dyn TxBackend, opts: &RunOptions) ->
             st.first_ns.get_or_insert(when);
             if timed || sched_time {
                 st.last_ns = when;
-                st.fit.add(st.sent, n as u64, when);
             }
             st.last_frames = n as u64;
             st.sent += n as u64;
@@ -278,32 +240,5 @@ pub fn run(profile: &Profile, backend: &mut dyn TxBackend, opts: &RunOptions) ->
         tx_core,
         realtime0_ns: clock.realtime0_ns,
         raw_hz,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::RateFit;
-
-    #[test]
-    fn fit_recovers_the_rate_and_ignores_a_late_last_frame() {
-        let mut f = RateFit::default();
-        for k in 0..100_000u64 {
-            f.add(k, 1, 1_000 + k * 10_000);
-        }
-        assert!((f.pps().unwrap() - 100_000.0).abs() < 1e-6);
-        f.add(100_000, 1, 1_000 + 100_000 * 10_000 + 5_000_000); // a 5 ms stall on the last frame
-        let err = f.pps().unwrap() / 100_000.0 - 1.0;
-        // first-to-last would say -0.5 %; the fit moves by under 0.001 %.
-        assert!(err.abs() < 1e-5, "{err}");
-    }
-
-    #[test]
-    fn fit_counts_bursts_as_frames() {
-        let mut f = RateFit::default();
-        for d in 0..10_000u64 {
-            f.add(d * 4, 4, d * 40_000); // 4 frames every 40 us = 100 kpps
-        }
-        assert!((f.pps().unwrap() / 100_000.0 - 1.0).abs() < 1e-3, "{:?}", f.pps());
     }
 }
