@@ -18,8 +18,6 @@ pub struct AfPacketTx {
     bufs: Vec<Vec<u8>>,
     iovs: Vec<libc::iovec>,
     msgs: Vec<libc::mmsghdr>,
-    errors: u64,
-    last_errno: i32,
 }
 
 // SAFETY: the raw pointers in `iovs`/`msgs` point into `bufs`/`iovs`, which the struct owns
@@ -50,6 +48,9 @@ struct TxSocket {
     info: IfaceInfo,
     qdisc_bypass: bool,
     sndbuf: i32,
+    /// Frames that failed to send, and the last errno.
+    errors: u64,
+    last_errno: i32,
 }
 
 impl TxSocket {
@@ -102,7 +103,18 @@ impl TxSocket {
             info,
             qdisc_bypass,
             sndbuf,
+            errors: 0,
+            last_errno: 0,
         })
+    }
+
+    fn fail(&mut self, frames: u64, errno: i32) {
+        self.errors += frames;
+        self.last_errno = errno;
+    }
+
+    fn last_error(&self) -> Option<String> {
+        (self.last_errno != 0).then(|| std::io::Error::from_raw_os_error(self.last_errno).to_string())
     }
 
     fn describe(&self, method: &str) -> String {
@@ -139,14 +151,7 @@ impl AfPacketTx {
                 libc::mmsghdr { msg_hdr: h, msg_len: 0 }
             })
             .collect();
-        Ok(AfPacketTx {
-            sock,
-            bufs,
-            iovs,
-            msgs,
-            errors: 0,
-            last_errno: 0,
-        })
+        Ok(AfPacketTx { sock, bufs, iovs, msgs })
     }
 }
 
@@ -192,8 +197,7 @@ impl TxBackend for AfPacketTx {
                 continue;
             }
             // The frame at `done` failed: count it and go on with the rest.
-            self.errors += 1;
-            self.last_errno = e;
+            self.sock.fail(1, e);
             done += 1;
         }
         Ok(n)
@@ -202,10 +206,10 @@ impl TxBackend for AfPacketTx {
         Ok(())
     }
     fn errors(&self) -> u64 {
-        self.errors
+        self.sock.errors
     }
     fn last_error(&self) -> Option<String> {
-        (self.last_errno != 0).then(|| std::io::Error::from_raw_os_error(self.last_errno).to_string())
+        self.sock.last_error()
     }
     fn is_live(&self) -> bool {
         true
@@ -242,8 +246,6 @@ pub struct AfPacketRingTx {
     frame_nr: usize,
     head: usize,
     batch: usize,
-    errors: u64,
-    last_errno: i32,
 }
 
 // SAFETY: the mapping belongs to this struct (unmapped in Drop) and is only touched through
@@ -307,8 +309,6 @@ impl AfPacketRingTx {
             frame_nr: block_nr * per_block,
             head: 0,
             batch: max_batch.max(1),
-            errors: 0,
-            last_errno: 0,
         })
     }
 
@@ -360,14 +360,16 @@ impl TxBackend for AfPacketRingTx {
         }
         // SAFETY: a zero-length send on our socket kicks the ring.
         let rc = unsafe { libc::send(self.sock.fd.as_raw_fd(), std::ptr::null(), 0, 0) };
-        if rc < 0 {
-            self.last_errno = std::io::Error::last_os_error().raw_os_error().unwrap_or(0);
-        }
+        let errno = if rc < 0 {
+            std::io::Error::last_os_error().raw_os_error().unwrap_or(0)
+        } else {
+            0
+        };
         for i in 0..lens.len() {
             let slot = (self.head + i) % self.frame_nr;
             let st = self.status(slot).load(Ordering::Acquire);
             if st & TP_STATUS_WRONG_FORMAT != 0 || (rc < 0 && st != TP_STATUS_AVAILABLE) {
-                self.errors += 1;
+                self.sock.fail(1, if errno != 0 { errno } else { libc::EINVAL });
                 self.status(slot).store(TP_STATUS_AVAILABLE, Ordering::Release);
             }
         }
@@ -378,10 +380,10 @@ impl TxBackend for AfPacketRingTx {
         Ok(())
     }
     fn errors(&self) -> u64 {
-        self.errors
+        self.sock.errors
     }
     fn last_error(&self) -> Option<String> {
-        (self.last_errno != 0).then(|| std::io::Error::from_raw_os_error(self.last_errno).to_string())
+        self.sock.last_error()
     }
     fn is_live(&self) -> bool {
         true

@@ -272,14 +272,7 @@ fn testbed_up_and_down_are_idempotent() {
         "{}",
         text(&o)
     );
-    let ns = String::from_utf8(
-        std::process::Command::new("ip")
-            .args(["netns", "list"])
-            .output()
-            .unwrap()
-            .stdout,
-    )
-    .unwrap();
+    let ns = netns_list();
     assert!(
         ns.contains(&format!("{name}-tx")) && ns.contains(&format!("{name}-rx")),
         "{ns}"
@@ -297,13 +290,17 @@ fn testbed_up_and_down_are_idempotent() {
     assert!(o.status.success() && text(&o).contains("removed"), "{}", text(&o));
     let o = down();
     assert!(o.status.success() && text(&o).contains("was not up"), "{}", text(&o));
-    let ns = String::from_utf8(
+    let ns = netns_list();
+    assert!(!ns.contains(&format!("{name}-tx")), "{ns}");
+}
+
+fn netns_list() -> String {
+    String::from_utf8(
         std::process::Command::new("ip")
             .args(["netns", "list"])
             .output()
             .unwrap()
             .stdout,
     )
-    .unwrap();
-    assert!(!ns.contains(&format!("{name}-tx")), "{ns}");
+    .unwrap()
 }
