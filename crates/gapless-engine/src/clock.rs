@@ -1,7 +1,8 @@
 //! The pacer's clock: the TSC through quanta, calibrated against CLOCK_MONOTONIC, read as ns
-//! since the run's start, plus its offset to CLOCK_REALTIME for signature timestamps.
+//! since the run's start, and CLOCK_REALTIME read directly for the run's start time and the
+//! signature timestamps.
 
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::Instant;
 
 pub struct RunClock {
     clock: quanta::Clock,
@@ -14,10 +15,7 @@ impl RunClock {
     pub fn new() -> RunClock {
         let clock = quanta::Clock::new();
         let t0_raw = clock.raw();
-        let realtime0_ns = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_nanos() as u64)
-            .unwrap_or(0);
+        let realtime0_ns = Self::realtime_now_ns();
         RunClock {
             clock,
             t0_raw,
@@ -45,10 +43,7 @@ impl RunClock {
     /// Restarts the run's zero at the current instant.
     pub fn restart(&mut self) {
         self.t0_raw = self.clock.raw();
-        self.realtime0_ns = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_nanos() as u64)
-            .unwrap_or(0);
+        self.realtime0_ns = Self::realtime_now_ns();
     }
 
     /// Counts raw ticks against CLOCK_MONOTONIC for `ms` milliseconds. Returns ticks per
