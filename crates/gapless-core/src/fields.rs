@@ -89,8 +89,6 @@ pub struct FieldOp {
     pub name: String,
     pub target: FieldTarget,
     pub gen: Gen,
-    /// For a payload op: (offset in the payload, width).
-    pub payload_region: Option<(usize, usize)>,
     /// Set by [`FieldOp::bind`]: the template's bytes in the op's window, and the complement
     /// of their checksum contribution.
     pub tmpl_window: u64,
@@ -127,12 +125,11 @@ pub fn window_sum(x: u64, n: usize, odd: bool) -> u64 {
 
 impl FieldOp {
     /// An op not yet bound to a template (see [`FieldOp::bind`]).
-    pub fn new(name: &str, target: FieldTarget, gen: Gen, payload_region: Option<(usize, usize)>) -> FieldOp {
+    pub fn new(name: &str, target: FieldTarget, gen: Gen) -> FieldOp {
         FieldOp {
             name: name.to_string(),
             target,
             gen,
-            payload_region,
             tmpl_window: 0,
             neg_old: 0,
             in_ip: false,
@@ -298,9 +295,9 @@ pub fn compile(
             )
         })
     };
-    let (target, kind, region) = match spec.field.as_str() {
-        "mac_dst" => (FieldTarget::whole(0, 6), Kind::Mac, None),
-        "mac_src" => (FieldTarget::whole(6, 6), Kind::Mac, None),
+    let (target, kind) = match spec.field.as_str() {
+        "mac_dst" => (FieldTarget::whole(0, 6), Kind::Mac),
+        "mac_src" => (FieldTarget::whole(6, 6), Kind::Mac),
         "vlan_id" => (
             FieldTarget {
                 offset: vlan_tci(spec)?,
@@ -309,7 +306,6 @@ pub fn compile(
                 shift: 0,
             },
             Kind::Num,
-            None,
         ),
         "vlan_pcp" => (
             FieldTarget {
@@ -319,12 +315,11 @@ pub fn compile(
                 shift: 13,
             },
             Kind::Num,
-            None,
         ),
-        "ip_src" if v6 => (FieldTarget::whole(layout.l3 + 16, 8), Kind::Ip { v6 }, None),
-        "ip_dst" if v6 => (FieldTarget::whole(layout.l3 + 32, 8), Kind::Ip { v6 }, None),
-        "ip_src" => (FieldTarget::whole(layout.l3 + 12, 4), Kind::Ip { v6 }, None),
-        "ip_dst" => (FieldTarget::whole(layout.l3 + 16, 4), Kind::Ip { v6 }, None),
+        "ip_src" if v6 => (FieldTarget::whole(layout.l3 + 16, 8), Kind::Ip { v6 }),
+        "ip_dst" if v6 => (FieldTarget::whole(layout.l3 + 32, 8), Kind::Ip { v6 }),
+        "ip_src" => (FieldTarget::whole(layout.l3 + 12, 4), Kind::Ip { v6 }),
+        "ip_dst" => (FieldTarget::whole(layout.l3 + 16, 4), Kind::Ip { v6 }),
         "tos" if v6 => (
             FieldTarget {
                 offset: layout.l3,
@@ -333,7 +328,6 @@ pub fn compile(
                 shift: 20,
             },
             Kind::Num,
-            None,
         ),
         "dscp" if v6 => (
             FieldTarget {
@@ -343,9 +337,8 @@ pub fn compile(
                 shift: 22,
             },
             Kind::Num,
-            None,
         ),
-        "tos" => (FieldTarget::whole(layout.l3 + 1, 1), Kind::Num, None),
+        "tos" => (FieldTarget::whole(layout.l3 + 1, 1), Kind::Num),
         "dscp" => (
             FieldTarget {
                 offset: layout.l3 + 1,
@@ -354,10 +347,9 @@ pub fn compile(
                 shift: 2,
             },
             Kind::Num,
-            None,
         ),
-        "ttl" if v6 => (FieldTarget::whole(layout.l3 + 7, 1), Kind::Num, None),
-        "ttl" => (FieldTarget::whole(layout.l3 + 8, 1), Kind::Num, None),
+        "ttl" if v6 => (FieldTarget::whole(layout.l3 + 7, 1), Kind::Num),
+        "ttl" => (FieldTarget::whole(layout.l3 + 8, 1), Kind::Num),
         "src_port" | "dst_port" if l4 == L4Kind::Icmp => {
             return Err(ProfileError::invalid(
                 format!("{path}.field"),
@@ -365,8 +357,8 @@ pub fn compile(
                 "use a udp or tcp template for ports",
             ));
         }
-        "src_port" => (FieldTarget::whole(layout.l4, 2), Kind::Num, None),
-        "dst_port" => (FieldTarget::whole(layout.l4 + 2, 2), Kind::Num, None),
+        "src_port" => (FieldTarget::whole(layout.l4, 2), Kind::Num),
+        "dst_port" => (FieldTarget::whole(layout.l4 + 2, 2), Kind::Num),
         "payload" => {
             let off = spec.offset.ok_or_else(|| {
                 ProfileError::invalid(
@@ -383,7 +375,7 @@ pub fn compile(
                     "use width = 1, 2, 4 or 8",
                 ));
             }
-            (FieldTarget::whole(layout.payload + off, w), Kind::Num, Some((off, w)))
+            (FieldTarget::whole(layout.payload + off, w), Kind::Num)
         }
         other => return Err(ProfileError::invalid(
             format!("{path}.field"),
@@ -487,7 +479,7 @@ pub fn compile(
     } else {
         None
     };
-    Ok((FieldOp::new(&spec.field, target, gen, region), high))
+    Ok((FieldOp::new(&spec.field, target, gen), high))
 }
 
 #[cfg(test)]
@@ -527,7 +519,7 @@ mod tests {
     #[test]
     fn inc_dec_list_sequences() {
         let mut r = Xoshiro256PlusPlus::seed_from_u64(1);
-        let op = |gen| FieldOp::new("x", FieldTarget::whole(0, 2), gen, None);
+        let op = |gen| FieldOp::new("x", FieldTarget::whole(0, 2), gen);
         let inc = op(Gen::Inc {
             from: 10,
             to: 14,
@@ -608,7 +600,7 @@ mod tests {
         ];
         let mut r = Xoshiro256PlusPlus::seed_from_u64(1);
         for gen in gens {
-            let op = FieldOp::new("x", FieldTarget::whole(0, 8), gen.clone(), None);
+            let op = FieldOp::new("x", FieldTarget::whole(0, 8), gen.clone());
             let mut st = 0;
             for k in 0..50 {
                 assert_eq!(op.next(&mut st, &mut r), op.value(k, &mut r), "{gen:?} k={k}");
@@ -619,7 +611,7 @@ mod tests {
     #[test]
     fn random_stays_in_range_and_covers_it() {
         let mut r = Xoshiro256PlusPlus::seed_from_u64(7);
-        let op = FieldOp::new("x", FieldTarget::whole(0, 2), Gen::Random { from: 100, to: 107 }, None);
+        let op = FieldOp::new("x", FieldTarget::whole(0, 2), Gen::Random { from: 100, to: 107 });
         let mut seen = [false; 8];
         for k in 0..10_000 {
             let v = op.value(k, &mut r);
