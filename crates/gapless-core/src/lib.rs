@@ -13,6 +13,7 @@ pub mod config;
 pub mod dist;
 pub mod error;
 pub mod fields;
+pub mod meter;
 pub mod result;
 pub mod schedule;
 pub mod signature;

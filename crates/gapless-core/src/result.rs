@@ -1,8 +1,10 @@
 //! The result model: what one run writes (JSON). Plain data; the engine fills it.
 
-use hdrhistogram::serialization::{Serializer, V2DeflateSerializer};
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
+
+use crate::meter::report::hist_b64;
+use crate::meter::MeterReport;
 
 /// Summary of a departure-error (lateness) histogram in ns.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
@@ -24,8 +26,6 @@ pub struct LatenessSummary {
 
 impl LatenessSummary {
     pub fn from_histogram(h: &Histogram<u64>, late_over_one_gap: u64) -> LatenessSummary {
-        let mut buf = Vec::new();
-        let _ = V2DeflateSerializer::new().serialize(h, &mut buf);
         LatenessSummary {
             count: h.len(),
             mean_ns: if h.is_empty() { 0.0 } else { h.mean() },
@@ -35,27 +35,9 @@ impl LatenessSummary {
             p99_9_ns: h.value_at_quantile(0.999),
             max_ns: h.max(),
             late_over_one_gap,
-            histogram_v2_deflate_b64: b64(&buf),
+            histogram_v2_deflate_b64: hist_b64(h),
         }
     }
-}
-
-fn b64(data: &[u8]) -> String {
-    const T: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::with_capacity(data.len().div_ceil(3) * 4);
-    for c in data.chunks(3) {
-        let n =
-            (u32::from(c[0]) << 16) | (u32::from(*c.get(1).unwrap_or(&0)) << 8) | u32::from(*c.get(2).unwrap_or(&0));
-        out.push(T[(n >> 18) as usize & 63] as char);
-        out.push(T[(n >> 12) as usize & 63] as char);
-        out.push(if c.len() > 1 {
-            T[(n >> 6) as usize & 63] as char
-        } else {
-            '='
-        });
-        out.push(if c.len() > 2 { T[n as usize & 63] as char } else { '=' });
-    }
-    out
 }
 
 /// What the late policy did.
@@ -143,4 +125,7 @@ pub struct RunResult {
     pub lateness: LatenessSummary,
     pub late: LateActions,
     pub streams: Vec<StreamTx>,
+    /// What the meter received (`run --rx`), joined per stream with what was sent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rx: Option<MeterReport>,
 }

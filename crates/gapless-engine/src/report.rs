@@ -152,6 +152,7 @@ pub fn build_result(profile: &Profile, stats: &RunStats, meta: &RunMeta) -> RunR
         lateness: LatenessSummary::from_histogram(&total_h, over_gap),
         late: late_total,
         streams,
+        rx: None,
     }
 }
 

@@ -30,6 +30,9 @@ pub enum IoError {
     /// Needs root.
     #[error("{0} needs root (CAP_SYS_ADMIN and CAP_NET_ADMIN). Fix: run it with sudo")]
     NotRoot(&'static str),
+    /// Hardware timestamps asked of an interface without them.
+    #[error("{iface} cannot timestamp received frames in hardware ({caps}). Fix: use software timestamps (`--timestamps software`, the default); `ethtool -T {iface}` lists what the driver can do")]
+    NoHwTimestamps { iface: String, caps: String },
     /// A system call failed.
     #[error("{context}: {source}")]
     Os { context: String, source: std::io::Error },

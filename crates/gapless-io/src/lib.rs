@@ -9,6 +9,7 @@ pub mod error;
 pub mod nic;
 pub mod null;
 pub mod pcap;
+pub mod rx;
 pub mod testbed;
 
 pub use error::IoError;

@@ -149,3 +149,110 @@ pub fn is_root() -> bool {
     // SAFETY: geteuid cannot fail.
     unsafe { libc::geteuid() == 0 }
 }
+
+/// What an interface can timestamp (ETHTOOL_GET_TS_INFO, as `ethtool -T` shows).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TsInfo {
+    /// SOF_TIMESTAMPING_* capability bits.
+    pub so_timestamping: u32,
+    /// The PTP hardware clock, if any.
+    pub phc_index: Option<u32>,
+    /// Bit i set: HWTSTAMP_TX type i supported.
+    pub tx_types: u32,
+    /// Bit i set: HWTSTAMP_FILTER i supported.
+    pub rx_filters: u32,
+}
+
+impl TsInfo {
+    /// The NIC stamps received frames in hardware and reports the raw stamp.
+    pub fn hw_rx(&self) -> bool {
+        let need = libc::SOF_TIMESTAMPING_RX_HARDWARE | libc::SOF_TIMESTAMPING_RAW_HARDWARE;
+        self.so_timestamping & need == need && self.rx_filters & (1 << libc::HWTSTAMP_FILTER_ALL) != 0
+    }
+
+    /// The capabilities in `ethtool -T` words.
+    pub fn describe(&self) -> String {
+        const NAMES: [(u32, &str); 7] = [
+            (libc::SOF_TIMESTAMPING_TX_HARDWARE, "hardware-transmit"),
+            (libc::SOF_TIMESTAMPING_TX_SOFTWARE, "software-transmit"),
+            (libc::SOF_TIMESTAMPING_RX_HARDWARE, "hardware-receive"),
+            (libc::SOF_TIMESTAMPING_RX_SOFTWARE, "software-receive"),
+            (libc::SOF_TIMESTAMPING_SOFTWARE, "software-system-clock"),
+            (libc::SOF_TIMESTAMPING_RAW_HARDWARE, "hardware-raw-clock"),
+            (libc::SOF_TIMESTAMPING_SYS_HARDWARE, "hardware-system-clock"),
+        ];
+        let v: Vec<&str> = NAMES
+            .iter()
+            .filter(|(b, _)| self.so_timestamping & b != 0)
+            .map(|(_, n)| *n)
+            .collect();
+        if v.is_empty() {
+            "none".into()
+        } else {
+            v.join(", ")
+        }
+    }
+}
+
+/// Asks the driver what it can timestamp (ETHTOOL_GET_TS_INFO).
+pub fn ts_info(iface: &str) -> Result<TsInfo, IoError> {
+    iface_info(iface)?;
+    let fd = dgram()?;
+    // struct ethtool_ts_info: cmd, so_timestamping, phc_index, tx_types, tx_reserved[3],
+    // rx_filters, rx_reserved[3]: eleven 32-bit words.
+    let mut b = [0u32; 11];
+    b[0] = 0x41; // ETHTOOL_GET_TS_INFO
+                 // SAFETY: the words are plain data; the view has the same length in bytes.
+    let bytes = unsafe { std::slice::from_raw_parts_mut(b.as_mut_ptr() as *mut u8, 44) };
+    ethtool(&fd, iface, bytes).map_err(|e| IoError::Os {
+        context: format!("ETHTOOL_GET_TS_INFO on {iface}"),
+        source: e,
+    })?;
+    Ok(TsInfo {
+        so_timestamping: b[1],
+        phc_index: (b[2] as i32 >= 0).then_some(b[2]),
+        tx_types: b[3],
+        rx_filters: b[7],
+    })
+}
+
+/// Turns on hardware timestamping of every received frame (SIOCSHWTSTAMP, rx_filter ALL;
+/// TX stamping on when `tx`). Needs CAP_NET_ADMIN; affects every user of the interface.
+pub fn enable_hw_timestamps(iface: &str, tx: bool) -> Result<(), IoError> {
+    let fd = dgram()?;
+    let mut cfg = libc::hwtstamp_config {
+        flags: 0,
+        tx_type: i32::from(tx), // HWTSTAMP_TX_OFF / HWTSTAMP_TX_ON
+        rx_filter: libc::HWTSTAMP_FILTER_ALL as i32,
+    };
+    let mut r = IfReq::new(iface)?;
+    r.data[..8].copy_from_slice(&(&mut cfg as *mut libc::hwtstamp_config as usize as u64).to_ne_bytes());
+    ioctl(&fd, libc::SIOCSHWTSTAMP, &mut r).map_err(|e| match e.raw_os_error() {
+        Some(libc::EPERM) => IoError::NotRoot("enabling hardware timestamps (SIOCSHWTSTAMP)"),
+        Some(libc::EOPNOTSUPP) | Some(libc::ERANGE) | Some(libc::EINVAL) => IoError::NoHwTimestamps {
+            iface: iface.to_string(),
+            caps: format!("the driver refused SIOCSHWTSTAMP rx_filter=ALL: {e}"),
+        },
+        _ => IoError::Os {
+            context: format!("SIOCSHWTSTAMP on {iface}"),
+            source: e,
+        },
+    })
+}
+
+/// The calling thread's current network namespace, to come back to after [`enter_netns`].
+pub fn current_netns() -> Result<std::fs::File, IoError> {
+    std::fs::File::open("/proc/thread-self/ns/net").map_err(|e| IoError::Os {
+        context: "open /proc/thread-self/ns/net".into(),
+        source: e,
+    })
+}
+
+/// Moves the calling thread back into a namespace from [`current_netns`].
+pub fn return_to_netns(ns: &std::fs::File) -> Result<(), IoError> {
+    // SAFETY: setns on a valid namespace fd.
+    if unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) } < 0 {
+        return Err(IoError::last_os("setns back to the original network namespace"));
+    }
+    Ok(())
+}

@@ -1,0 +1,122 @@
+//! Which stream a received frame belongs to: by the gapless signature, or by its 5-tuple.
+
+use std::net::IpAddr;
+
+use etherparse::{NetSlice, SlicedPacket, TransportSlice};
+use serde::{Deserialize, Serialize};
+
+use crate::signature::Signature;
+
+/// An unsigned flow's key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct FlowKey {
+    pub src: IpAddr,
+    pub dst: IpAddr,
+    pub proto: u8,
+    pub sport: u16,
+    pub dport: u16,
+}
+
+impl std::fmt::Display for FlowKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let p = match self.proto {
+            6 => "tcp",
+            17 => "udp",
+            _ => "ip",
+        };
+        match (self.src, self.dst) {
+            (IpAddr::V6(_), _) => write!(f, "{p} [{}]:{} > [{}]:{}", self.src, self.sport, self.dst, self.dport),
+            _ => write!(f, "{p} {}:{} > {}:{}", self.src, self.sport, self.dst, self.dport),
+        }
+    }
+}
+
+/// Why a frame was not taken as part of a stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Foreign {
+    /// Not IPv4/IPv6 (ARP, LLDP, ...).
+    NotIp,
+    /// An ICMP error: it quotes someone's frame (maybe ours, signature included), so it is
+    /// never taken as ours.
+    IcmpError,
+    /// IP without TCP/UDP ports and without a signature (fragments, other protocols).
+    NoPorts,
+    /// Too short for the headers it announces.
+    Malformed,
+}
+
+/// Counts of frames that were not ours.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct ForeignCounts {
+    pub total: u64,
+    pub not_ip: u64,
+    pub icmp_error: u64,
+    pub no_ports: u64,
+    pub malformed: u64,
+    /// Unsigned TCP/UDP frames, when streams are found only by signature.
+    pub unsigned: u64,
+}
+
+impl ForeignCounts {
+    pub fn add(&mut self, f: Foreign) {
+        self.total += 1;
+        match f {
+            Foreign::NotIp => self.not_ip += 1,
+            Foreign::IcmpError => self.icmp_error += 1,
+            Foreign::NoPorts => self.no_ports += 1,
+            Foreign::Malformed => self.malformed += 1,
+        }
+    }
+}
+
+/// What a frame is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Class {
+    Signed(Signature),
+    Flow(FlowKey),
+    Foreign(Foreign),
+}
+
+/// Classifies an Ethernet frame (with or without VLAN tags).
+pub fn classify(frame: &[u8]) -> Class {
+    let Ok(p) = SlicedPacket::from_ethernet(frame) else {
+        return Class::Foreign(Foreign::Malformed);
+    };
+    let (src, dst) = match &p.net {
+        Some(NetSlice::Ipv4(ip)) => {
+            let h = ip.header();
+            (IpAddr::from(h.source()), IpAddr::from(h.destination()))
+        }
+        Some(NetSlice::Ipv6(ip)) => {
+            let h = ip.header();
+            (IpAddr::from(h.source()), IpAddr::from(h.destination()))
+        }
+        _ => return Class::Foreign(Foreign::NotIp),
+    };
+    let (payload, ports) = match &p.transport {
+        Some(TransportSlice::Udp(u)) => (u.payload(), Some((17, u.source_port(), u.destination_port()))),
+        Some(TransportSlice::Tcp(t)) => (t.payload(), Some((6, t.source_port(), t.destination_port()))),
+        Some(TransportSlice::Icmpv4(i)) => match i.type_u8() {
+            0 | 8 => (i.payload(), None),
+            _ => return Class::Foreign(Foreign::IcmpError),
+        },
+        Some(TransportSlice::Icmpv6(i)) => match i.type_u8() {
+            128 | 129 => (i.payload(), None),
+            _ => return Class::Foreign(Foreign::IcmpError),
+        },
+        _ => (&[][..], None),
+    };
+    if let Some(sig) = Signature::from_payload_end(payload) {
+        return Class::Signed(sig);
+    }
+    match ports {
+        Some((proto, sport, dport)) => Class::Flow(FlowKey {
+            src,
+            dst,
+            proto,
+            sport,
+            dport,
+        }),
+        None => Class::Foreign(Foreign::NoPorts),
+    }
+}

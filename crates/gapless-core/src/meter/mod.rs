@@ -1,0 +1,201 @@
+//! The traffic meter, sans IO: frames and their RX timestamps in, per-stream metrics out.
+//! The live RX ring, pcap/pcapng files and CSV timestamp tables all feed the same [`Meter`].
+
+pub mod classify;
+pub mod report;
+pub mod seq;
+pub mod stream;
+
+use std::collections::HashMap;
+
+use crate::signature::Signature;
+
+pub use classify::{classify, Class, FlowKey, Foreign, ForeignCounts};
+pub use report::{CalibrationRef, CaptureStats, MeterReport, StreamRx};
+pub use stream::StreamMeter;
+
+/// What the sender promised for one signed stream.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StreamTarget {
+    pub name: String,
+    pub target_pps: Option<f64>,
+}
+
+/// How to meter.
+#[derive(Debug, Clone)]
+pub struct MeterConfig {
+    /// Latency histogram resolution in ns (10 by default).
+    pub latency_unit_ns: u64,
+    /// Signed streams by id: names and targets (from the profile or a TX result).
+    pub targets: HashMap<u16, StreamTarget>,
+    /// A target rate for every stream not in `targets` (`--target-pps`).
+    pub default_target_pps: Option<f64>,
+    /// Whether the signature's TX time and the RX time are on the same clock.
+    pub latency: bool,
+    /// Subtracted from every latency (from a calibration).
+    pub latency_offset_ns: i64,
+    /// Meter unsigned TCP/UDP frames as flows by 5-tuple (else they count as foreign).
+    pub unsigned_flows: bool,
+    /// At most this many unsigned flows; more count as foreign.
+    pub max_flows: usize,
+}
+
+impl Default for MeterConfig {
+    fn default() -> Self {
+        MeterConfig {
+            latency_unit_ns: 10,
+            targets: HashMap::new(),
+            default_target_pps: None,
+            latency: true,
+            latency_offset_ns: 0,
+            unsigned_flows: true,
+            max_flows: 256,
+        }
+    }
+}
+
+/// The meter: classifies each frame and feeds its stream's [`StreamMeter`].
+pub struct Meter {
+    cfg: MeterConfig,
+    /// Stream id -> index + 1 in `signed` (0: not seen yet).
+    index: Vec<u32>,
+    signed: Vec<StreamMeter>,
+    flows: HashMap<FlowKey, usize>,
+    unsigned: Vec<StreamMeter>,
+    foreign: ForeignCounts,
+    frames: u64,
+    t0: Option<u64>,
+    t_last: u64,
+}
+
+impl Meter {
+    pub fn new(cfg: MeterConfig) -> Meter {
+        Meter {
+            cfg,
+            index: vec![0; 1 << 16],
+            signed: Vec::new(),
+            flows: HashMap::new(),
+            unsigned: Vec::new(),
+            foreign: ForeignCounts::default(),
+            frames: 0,
+            t0: None,
+            t_last: 0,
+        }
+    }
+
+    pub fn config(&self) -> &MeterConfig {
+        &self.cfg
+    }
+
+    /// Frames taken so far.
+    pub fn frames(&self) -> u64 {
+        self.frames
+    }
+
+    /// Takes one frame with its RX time in ns and its length on the wire (without FCS).
+    #[inline]
+    pub fn on_frame(&mut self, ts_ns: u64, frame: &[u8], wire_len: u32) {
+        match classify(frame) {
+            Class::Signed(sig) => self.on_signed(ts_ns, wire_len, sig),
+            Class::Flow(key) => self.on_flow(ts_ns, wire_len, Some(key)),
+            Class::Foreign(f) => {
+                self.tick(ts_ns);
+                self.foreign.add(f);
+            }
+        }
+    }
+
+    #[inline]
+    fn tick(&mut self, ts_ns: u64) -> u64 {
+        self.frames += 1;
+        self.t_last = self.t_last.max(ts_ns);
+        *self.t0.get_or_insert(ts_ns)
+    }
+
+    /// Takes a signed arrival whose signature was read elsewhere (a CSV of timestamps).
+    #[inline]
+    pub fn on_signed(&mut self, ts_ns: u64, wire_len: u32, sig: Signature) {
+        let t0 = self.tick(ts_ns);
+        let slot = self.index[sig.stream as usize];
+        let m = if slot == 0 {
+            let (name, target) = match self.cfg.targets.get(&sig.stream) {
+                Some(t) => (t.name.clone(), t.target_pps.or(self.cfg.default_target_pps)),
+                None => (format!("stream {}", sig.stream), self.cfg.default_target_pps),
+            };
+            self.signed
+                .push(StreamMeter::new(name, Some(sig.stream), None, target, &self.cfg, t0));
+            self.index[sig.stream as usize] = self.signed.len() as u32;
+            self.signed.last_mut().expect("just pushed")
+        } else {
+            &mut self.signed[slot as usize - 1]
+        };
+        m.on_frame(ts_ns, wire_len, Some((sig.seq, sig.tx_ns)));
+    }
+
+    /// Takes an unsigned arrival: a TCP/UDP flow by its 5-tuple, or (`None`) one anonymous
+    /// series of timestamps (a CSV without stream columns).
+    pub fn on_flow(&mut self, ts_ns: u64, wire_len: u32, key: Option<FlowKey>) {
+        let t0 = self.tick(ts_ns);
+        if !self.cfg.unsigned_flows && key.is_some() {
+            self.foreign.total += 1;
+            self.foreign.unsigned += 1;
+            return;
+        }
+        let k = key.unwrap_or(FlowKey {
+            src: std::net::Ipv4Addr::UNSPECIFIED.into(),
+            dst: std::net::Ipv4Addr::UNSPECIFIED.into(),
+            proto: 0,
+            sport: 0,
+            dport: 0,
+        });
+        let i = match self.flows.get(&k) {
+            Some(&i) => i,
+            None if self.unsigned.len() < self.cfg.max_flows => {
+                let name = if key.is_some() {
+                    format!("flow {}", self.unsigned.len())
+                } else {
+                    "timestamps".to_string()
+                };
+                self.unsigned.push(StreamMeter::new(
+                    name,
+                    None,
+                    key.map(|k| k.to_string()),
+                    self.cfg.default_target_pps,
+                    &self.cfg,
+                    t0,
+                ));
+                self.flows.insert(k, self.unsigned.len() - 1);
+                self.unsigned.len() - 1
+            }
+            None => {
+                self.foreign.total += 1;
+                self.foreign.unsigned += 1;
+                return;
+            }
+        };
+        self.unsigned[i].on_frame(ts_ns, wire_len, None);
+    }
+
+    /// The report so far: signed streams by id, then unsigned flows in order of appearance.
+    /// Source and timestamp fields are left for the caller.
+    pub fn report(&self) -> MeterReport {
+        let mut streams: Vec<StreamRx> = self.signed.iter().map(StreamMeter::report).collect();
+        streams.sort_by_key(|s| s.id);
+        streams.extend(self.unsigned.iter().map(StreamMeter::report));
+        MeterReport {
+            latency_enabled: self.cfg.latency,
+            duration_ns: self.t0.map_or(0, |t| self.t_last - t),
+            capture: CaptureStats {
+                frames: self.frames,
+                kernel_drops: None,
+                freeze_count: None,
+            },
+            foreign: self.foreign.clone(),
+            streams,
+            ..Default::default()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

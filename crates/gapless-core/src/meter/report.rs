@@ -1,0 +1,248 @@
+//! What the meter reports (JSON). Names follow the papers: accuracy (mean rate against the
+//! target), precision (MSE of inter-arrival times against the target gap, ns²), rate jitter
+//! (max/min/avg rate over windows of packets), IPDV (RFC 3393).
+
+use base64::Engine;
+use hdrhistogram::serialization::{Deserializer, Serializer, V2DeflateSerializer};
+use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
+
+use super::classify::ForeignCounts;
+use super::seq::SeqSummary;
+
+/// The quantiles every latency report gives.
+pub const QUANTILES: [(f64, &str); 7] = [
+    (0.5, "50"),
+    (0.9, "90"),
+    (0.99, "99"),
+    (0.999, "99.9"),
+    (0.9999, "99.99"),
+    (0.99999, "99.999"),
+    (0.999999, "99.9999"),
+];
+
+/// Serializes a histogram: HdrHistogram V2 + deflate, base64.
+pub fn hist_b64(h: &Histogram<u64>) -> String {
+    let mut buf = Vec::new();
+    let _ = V2DeflateSerializer::new().serialize(h, &mut buf);
+    base64::engine::general_purpose::STANDARD.encode(buf)
+}
+
+/// Reads a histogram written by [`hist_b64`].
+pub fn hist_from_b64(s: &str) -> Result<Histogram<u64>, String> {
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(s.trim())
+        .map_err(|e| format!("histogram: not base64: {e}"))?;
+    Deserializer::new()
+        .deserialize(&mut &bytes[..])
+        .map_err(|e| format!("histogram: not an HdrHistogram V2 encoding: {e:?}"))
+}
+
+/// Percentiles 50 … 99.9999, in ns.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct Percentiles {
+    pub p50: u64,
+    pub p90: u64,
+    pub p99: u64,
+    pub p99_9: u64,
+    pub p99_99: u64,
+    pub p99_999: u64,
+    pub p99_9999: u64,
+}
+
+impl Percentiles {
+    /// From a histogram whose values are in `unit` ns. Each is the highest value equivalent to
+    /// the recorded ones at that rank (HdrHistogram's rule), so it never understates.
+    pub fn of(h: &Histogram<u64>, unit: u64) -> Percentiles {
+        let q = |p: f64| h.highest_equivalent(h.value_at_quantile(p)) * unit;
+        Percentiles {
+            p50: q(0.5),
+            p90: q(0.9),
+            p99: q(0.99),
+            p99_9: q(0.999),
+            p99_99: q(0.9999),
+            p99_999: q(0.99999),
+            p99_9999: q(0.999999),
+        }
+    }
+
+    pub fn as_list(&self) -> [(&'static str, u64); 7] {
+        [
+            ("50", self.p50),
+            ("90", self.p90),
+            ("99", self.p99),
+            ("99.9", self.p99_9),
+            ("99.99", self.p99_99),
+            ("99.999", self.p99_999),
+            ("99.9999", self.p99_9999),
+        ]
+    }
+}
+
+/// One-way latency: RX timestamp - the signature's TX timestamp - the calibrated offset.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct LatencySummary {
+    pub count: u64,
+    /// The histogram's resolution: values are recorded in units of this many ns.
+    pub unit_ns: u64,
+    /// The calibration offset subtracted from every latency (0 without calibration).
+    pub offset_subtracted_ns: i64,
+    /// Exact, not from the histogram.
+    pub min_ns: i64,
+    pub mean_ns: f64,
+    pub max_ns: i64,
+    pub percentiles_ns: Percentiles,
+    /// Latencies below zero (clocks out of step, or an offset too large); recorded as 0.
+    pub negative: u64,
+    pub histogram_v2_deflate_b64: String,
+}
+
+/// Inter-arrival times and the precision figures against the target gap.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct InterArrivalSummary {
+    pub gaps: u64,
+    pub min_ns: u64,
+    pub mean_ns: f64,
+    pub max_ns: u64,
+    pub p1_ns: u64,
+    pub p50_ns: u64,
+    pub p99_ns: u64,
+    pub p99_9_ns: u64,
+    pub stddev_ns: f64,
+    /// (frames - 1) / (last - first arrival).
+    pub rate_pps: f64,
+    pub target_pps: Option<f64>,
+    pub target_gap_ns: Option<f64>,
+    /// Accuracy: rate_pps / target - 1.
+    pub rate_error_rel: Option<f64>,
+    /// Precision: mean of (gap - target gap)², ns².
+    pub mse_ns2: Option<f64>,
+    /// Gaps under half the target gap.
+    pub burst_fraction: Option<f64>,
+    /// |gap - target gap| percentiles.
+    pub abs_err_p50_ns: Option<u64>,
+    pub abs_err_p99_ns: Option<u64>,
+    pub abs_err_p99_9_ns: Option<u64>,
+    /// Arrivals stamped earlier than the one before (taken as gap 0).
+    pub timestamps_backwards: u64,
+    pub histogram_unit_ns: u64,
+    pub histogram_v2_deflate_b64: String,
+}
+
+/// Rate over sliding windows of `packets` consecutive arrivals ((packets - 1) gaps each).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct WindowRate {
+    pub packets: u64,
+    pub windows: u64,
+    pub min_pps: f64,
+    pub avg_pps: f64,
+    pub max_pps: f64,
+    /// In % of the reference rate (the target, or the mean rate without one).
+    pub min_pct: f64,
+    pub avg_pct: f64,
+    pub max_pct: f64,
+}
+
+/// Inter-packet delay variation between consecutive sequence numbers (RFC 3393 / RFC 5481).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct IpdvSummary {
+    pub pairs: u64,
+    pub min_ns: i64,
+    pub max_ns: i64,
+    pub max_abs_ns: u64,
+    /// Percentiles of |IPDV|.
+    pub abs_percentiles_ns: Percentiles,
+    pub histogram_v2_deflate_b64: String,
+}
+
+/// One second of a stream.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct SecondPoint {
+    /// Seconds since the meter's first frame.
+    pub t_s: u64,
+    pub rx_frames: u64,
+    pub rx_bytes: u64,
+    /// Sequence numbers that the highest one passed in this second and that did not arrive.
+    pub lost: Option<u64>,
+    pub latency_p50_ns: Option<u64>,
+    pub latency_p99_ns: Option<u64>,
+    pub latency_max_ns: Option<u64>,
+}
+
+/// What the meter saw of one stream (or unsigned flow).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct StreamRx {
+    pub name: String,
+    /// The signature's stream id; none for an unsigned flow.
+    pub id: Option<u16>,
+    /// The 5-tuple of an unsigned flow.
+    pub flow: Option<String>,
+    pub rx_frames: u64,
+    /// Bytes at L2 without FCS, as captured.
+    pub rx_bytes_l2: u64,
+    /// First and last arrival, ns on the RX clock.
+    pub first_rx_ns: u64,
+    pub last_rx_ns: u64,
+    pub seq: Option<SeqSummary>,
+    /// Frames the sender sent (joined runs only).
+    pub tx_sent: Option<u64>,
+    /// Sent - distinct received (joined runs only): includes loss after the last arrival.
+    pub lost_vs_tx: Option<i64>,
+    pub latency: Option<LatencySummary>,
+    pub interarrival: Option<InterArrivalSummary>,
+    /// "target" or "mean": what the rate-jitter percentages are relative to.
+    pub rate_jitter_reference: String,
+    pub rate_jitter: Vec<WindowRate>,
+    pub ipdv: Option<IpdvSummary>,
+    pub series: Vec<SecondPoint>,
+}
+
+/// The capture's own counters.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct CaptureStats {
+    /// Frames the meter read.
+    pub frames: u64,
+    /// Frames the kernel dropped because the meter's ring was full (PACKET_STATISTICS);
+    /// none for files.
+    pub kernel_drops: Option<u64>,
+    /// Times the ring was frozen by a full queue.
+    pub freeze_count: Option<u64>,
+}
+
+/// The calibration a result used.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct CalibrationRef {
+    pub path: String,
+    pub created_unix_ns: u64,
+    pub latency_offset_ns: i64,
+    /// The precision floor measured over the direct link: what this setup cannot resolve.
+    pub floor_abs_err_p50_ns: u64,
+    pub floor_abs_err_p99_ns: u64,
+    pub floor_mse_ns2: f64,
+    pub floor_latency_p99_minus_p50_ns: u64,
+}
+
+/// One meter's report.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct MeterReport {
+    pub tool: String,
+    pub version: String,
+    /// Wall-clock start of the meter, ns since the Unix epoch.
+    pub started_unix_ns: u64,
+    /// "iface gl-rx0 (netns gl-rx)", "pcap FILE", "csv FILE".
+    pub source: String,
+    /// E.g. "kernel software (SO_TIMESTAMPING RX_SOFTWARE, CLOCK_REALTIME)".
+    pub rx_timestamp_source: String,
+    /// Where the latency's other end comes from.
+    pub tx_timestamp_source: String,
+    pub latency_enabled: bool,
+    pub calibration: Option<CalibrationRef>,
+    pub interrupted: bool,
+    /// From the first to the last frame, ns.
+    pub duration_ns: u64,
+    pub capture: CaptureStats,
+    pub foreign: ForeignCounts,
+    pub streams: Vec<StreamRx>,
+    /// Things the reader should know (a truncated capture, capture drops, ...).
+    pub warnings: Vec<String>,
+}

@@ -1,0 +1,265 @@
+//! Loss, reordering and duplicates from 32-bit sequence numbers (RFC 4737 terms).
+//!
+//! Sequence numbers are unwrapped against the highest one seen (a signed 32-bit
+//! difference), so a stream may wrap past 2^32 any number of times. A bitmap of the last
+//! [`WINDOW`] numbers below the highest tells a late arrival (reordered: it fills a hole)
+//! from a copy (duplicated: its bit is already set), however late the copy comes within
+//! the window. Older arrivals than the window are counted apart (`beyond_window`).
+
+use serde::{Deserialize, Serialize};
+
+/// Sequence numbers tracked below the highest one seen.
+pub const WINDOW: u64 = 1 << 16;
+
+/// What one sequence number turned out to be.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SeqEvent {
+    /// The next expected number, or a jump ahead of it (`gap` numbers skipped, lost so far).
+    InOrder { gap: u64 },
+    /// Below the highest seen and not seen before: a late arrival that fills a hole.
+    Reordered { extent: u64 },
+    /// Seen before.
+    Duplicate,
+    /// So far below the highest seen that the window no longer says whether it is a copy.
+    BeyondWindow,
+}
+
+/// The counters of one stream.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct SeqSummary {
+    /// First and highest sequence number received (as on the wire).
+    pub first_seq: u32,
+    pub highest_seq: u32,
+    /// Distinct numbers between the lowest and the highest received, both included.
+    pub expected: u64,
+    /// Distinct numbers received.
+    pub unique: u64,
+    /// expected - unique: missing numbers between the lowest and highest received. Loss after
+    /// the last received frame is not visible here; a joined run (`run --rx`) adds it from
+    /// the sender's count.
+    pub lost: u64,
+    /// Frames that arrived after a higher number (RFC 4737 Type-P-Reordered).
+    pub reordered: u64,
+    /// The largest (highest - late number) of a reordered frame.
+    pub reorder_extent_max: u64,
+    /// Copies of a number already received.
+    pub duplicated: u64,
+    /// Arrivals more than the window (65536 numbers) behind the highest; counted as received.
+    pub beyond_window: u64,
+}
+
+#[derive(Debug, Clone)]
+pub struct SeqTracker {
+    started: bool,
+    first_raw: u32,
+    max_raw: u32,
+    /// Unwrapped numbers: the first one received is 2^40, so earlier ones stay positive.
+    max: u64,
+    min: u64,
+    bits: Vec<u64>,
+    unique: u64,
+    reordered: u64,
+    extent_max: u64,
+    dup: u64,
+    beyond: u64,
+}
+
+impl Default for SeqTracker {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+const ORIGIN: u64 = 1 << 40;
+
+impl SeqTracker {
+    pub fn new() -> SeqTracker {
+        SeqTracker {
+            started: false,
+            first_raw: 0,
+            max_raw: 0,
+            max: ORIGIN,
+            min: ORIGIN,
+            bits: vec![0; (WINDOW / 64) as usize],
+            unique: 0,
+            reordered: 0,
+            extent_max: 0,
+            dup: 0,
+            beyond: 0,
+        }
+    }
+
+    #[inline]
+    fn bit(&self, u: u64) -> bool {
+        let i = (u % WINDOW) as usize;
+        self.bits[i / 64] >> (i % 64) & 1 == 1
+    }
+
+    #[inline]
+    fn set(&mut self, u: u64) {
+        let i = (u % WINDOW) as usize;
+        self.bits[i / 64] |= 1 << (i % 64);
+    }
+
+    #[inline]
+    fn clear(&mut self, u: u64) {
+        let i = (u % WINDOW) as usize;
+        self.bits[i / 64] &= !(1 << (i % 64));
+    }
+
+    /// Takes one received sequence number.
+    #[inline]
+    pub fn observe(&mut self, seq: u32) -> SeqEvent {
+        if !self.started {
+            self.started = true;
+            self.first_raw = seq;
+            self.max_raw = seq;
+            self.unique = 1;
+            self.set(ORIGIN);
+            return SeqEvent::InOrder { gap: 0 };
+        }
+        let d = seq.wrapping_sub(self.max_raw) as i32 as i64;
+        let u = (self.max as i64 + d) as u64;
+        if d > 0 {
+            let gap = d as u64 - 1;
+            // Forget the numbers the window slides past.
+            if gap + 1 >= WINDOW {
+                self.bits.fill(0);
+            } else {
+                for v in self.max + 1..u {
+                    self.clear(v);
+                }
+                self.clear(u);
+            }
+            self.set(u);
+            self.max = u;
+            self.max_raw = seq;
+            self.unique += 1;
+            return SeqEvent::InOrder { gap };
+        }
+        if d == 0 {
+            self.dup += 1;
+            return SeqEvent::Duplicate;
+        }
+        let extent = (-d) as u64;
+        if extent >= WINDOW {
+            self.beyond += 1;
+            self.unique += 1;
+            self.min = self.min.min(u);
+            return SeqEvent::BeyondWindow;
+        }
+        if self.bit(u) {
+            self.dup += 1;
+            return SeqEvent::Duplicate;
+        }
+        self.set(u);
+        self.unique += 1;
+        self.reordered += 1;
+        self.extent_max = self.extent_max.max(extent);
+        self.min = self.min.min(u);
+        SeqEvent::Reordered { extent }
+    }
+
+    /// Highest unwrapped number so far (for loss series), 0 before the first.
+    pub fn highest(&self) -> u64 {
+        if self.started {
+            self.max - self.min
+        } else {
+            0
+        }
+    }
+
+    /// Distinct numbers received so far.
+    pub fn unique(&self) -> u64 {
+        self.unique
+    }
+
+    pub fn summary(&self) -> Option<SeqSummary> {
+        if !self.started {
+            return None;
+        }
+        let expected = self.max - self.min + 1;
+        Some(SeqSummary {
+            first_seq: self.first_raw,
+            highest_seq: self.max_raw,
+            expected,
+            unique: self.unique,
+            lost: expected.saturating_sub(self.unique),
+            reordered: self.reordered,
+            reorder_extent_max: self.extent_max,
+            duplicated: self.dup,
+            beyond_window: self.beyond,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(seqs: &[u32]) -> SeqSummary {
+        let mut t = SeqTracker::new();
+        for &s in seqs {
+            t.observe(s);
+        }
+        t.summary().unwrap()
+    }
+
+    #[test]
+    fn in_order_has_nothing_to_report() {
+        let s = run(&[0, 1, 2, 3, 4]);
+        assert_eq!(
+            (s.expected, s.unique, s.lost, s.reordered, s.duplicated),
+            (5, 5, 0, 0, 0)
+        );
+    }
+
+    #[test]
+    fn loss_reorder_and_duplicates_by_hand() {
+        // 0 1 3 2 (reordered, extent 1) 5 (4 lost) 5 (dup) 6 1 (late dup) 9 (7, 8 lost) 7 (reordered, extent 2)
+        let s = run(&[0, 1, 3, 2, 5, 5, 6, 1, 9, 7]);
+        assert_eq!(s.expected, 10);
+        assert_eq!(s.unique, 8);
+        assert_eq!(s.lost, 2); // 4 and 8
+        assert_eq!(s.reordered, 2);
+        assert_eq!(s.reorder_extent_max, 2);
+        assert_eq!(s.duplicated, 2);
+        assert_eq!(s.highest_seq, 9);
+    }
+
+    #[test]
+    fn wraps_past_u32_max() {
+        let s = run(&[u32::MAX - 2, u32::MAX - 1, 0, u32::MAX, 1, 2, 2]);
+        assert_eq!(s.expected, 6);
+        assert_eq!(s.unique, 6);
+        assert_eq!(s.lost, 0);
+        assert_eq!(s.reordered, 1);
+        assert_eq!(s.duplicated, 1);
+        assert_eq!((s.first_seq, s.highest_seq), (u32::MAX - 2, 2));
+    }
+
+    #[test]
+    fn a_late_duplicate_far_back_in_the_window_is_still_a_duplicate() {
+        let mut seqs: Vec<u32> = (0..50_000).collect();
+        seqs.push(17);
+        let s = run(&seqs);
+        assert_eq!((s.duplicated, s.reordered, s.lost), (1, 0, 0));
+    }
+
+    #[test]
+    fn a_big_jump_clears_the_window_and_counts_the_hole() {
+        let s = run(&[0, 1, 200_000, 200_001, 199_999]);
+        assert_eq!(s.lost, 200_000 - 2 - 1);
+        assert_eq!(s.reordered, 1);
+        assert_eq!(s.duplicated, 0);
+        let s = run(&[100_000, 1]);
+        assert_eq!(s.beyond_window, 1);
+        assert_eq!(s.unique, 2);
+    }
+
+    #[test]
+    fn a_reordered_first_frame_extends_the_range_down() {
+        let s = run(&[5, 6, 4, 7]);
+        assert_eq!((s.expected, s.unique, s.lost, s.reordered), (4, 4, 0, 1));
+    }
+}

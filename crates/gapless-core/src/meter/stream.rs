@@ -1,0 +1,408 @@
+//! One stream's meter: counts, sequence, latency, inter-arrival, rate jitter, IPDV and a
+//! per-second series. Fed one frame at a time in arrival order; no allocation per frame.
+
+use hdrhistogram::Histogram;
+
+use super::report::{
+    hist_b64, InterArrivalSummary, IpdvSummary, LatencySummary, Percentiles, SecondPoint, StreamRx, WindowRate,
+};
+use super::seq::{SeqEvent, SeqTracker};
+use super::MeterConfig;
+
+/// Window sizes for rate jitter, in packets (Kundel et al., NOMS 2020).
+pub const RATE_WINDOWS: [usize; 7] = [100, 200, 500, 1000, 2000, 4000, 8000];
+const RING: usize = 8192;
+
+/// Histogram bounds: values up to 1000 s in ns (or latency units), 3 significant digits.
+const HIST_MAX: u64 = 1_000_000_000_000;
+
+fn hist() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, HIST_MAX, 3).expect("valid bounds")
+}
+
+#[derive(Clone)]
+struct Windows {
+    ring: Box<[u64; RING]>,
+    n: u64,
+    min_span: [u64; 7],
+    max_span: [u64; 7],
+    inv_sum: [f64; 7],
+    count: [u64; 7],
+}
+
+impl Windows {
+    fn new() -> Windows {
+        Windows {
+            ring: Box::new([0; RING]),
+            n: 0,
+            min_span: [u64::MAX; 7],
+            max_span: [0; 7],
+            inv_sum: [0.0; 7],
+            count: [0; 7],
+        }
+    }
+
+    /// A window of W packets spans W - 1 gaps: from the arrival W - 1 packets ago to now.
+    #[inline]
+    fn push(&mut self, t: u64) {
+        self.ring[(self.n as usize) % RING] = t;
+        self.n += 1;
+        for (k, &w) in RATE_WINDOWS.iter().enumerate() {
+            if self.n < w as u64 {
+                break;
+            }
+            let t0 = self.ring[((self.n - w as u64) as usize) % RING];
+            let span = t.saturating_sub(t0).max(1);
+            self.min_span[k] = self.min_span[k].min(span);
+            self.max_span[k] = self.max_span[k].max(span);
+            self.inv_sum[k] += 1.0 / span as f64;
+            self.count[k] += 1;
+        }
+    }
+
+    fn summary(&self, reference_pps: f64) -> Vec<WindowRate> {
+        RATE_WINDOWS
+            .iter()
+            .enumerate()
+            .filter(|(k, _)| self.count[*k] > 0)
+            .map(|(k, &w)| {
+                let g = (w - 1) as f64 * 1e9;
+                let max_pps = g / self.min_span[k] as f64;
+                let min_pps = g / self.max_span[k] as f64;
+                let avg_pps = g * self.inv_sum[k] / self.count[k] as f64;
+                let pct = |v: f64| {
+                    if reference_pps > 0.0 {
+                        100.0 * v / reference_pps
+                    } else {
+                        0.0
+                    }
+                };
+                WindowRate {
+                    packets: w as u64,
+                    windows: self.count[k],
+                    min_pps,
+                    avg_pps,
+                    max_pps,
+                    min_pct: pct(min_pps),
+                    avg_pct: pct(avg_pps),
+                    max_pct: pct(max_pps),
+                }
+            })
+            .collect()
+    }
+}
+
+#[derive(Clone)]
+struct Second {
+    idx: u64,
+    rx: u64,
+    bytes: u64,
+    seq_hi: u64,
+    unique_before: u64,
+    lat: Histogram<u64>,
+}
+
+/// The meter of one stream (signed) or one 5-tuple flow (unsigned).
+#[derive(Clone)]
+pub struct StreamMeter {
+    pub name: String,
+    pub id: Option<u16>,
+    pub flow: Option<String>,
+    target_gap_ns: Option<f64>,
+    target_pps: Option<f64>,
+    unit: u64,
+    offset_ns: i64,
+    latency_on: bool,
+    rx: u64,
+    bytes: u64,
+    first_ns: u64,
+    last_ns: u64,
+    seq: Option<SeqTracker>,
+    // latency
+    lat: Option<Histogram<u64>>,
+    lat_min: i64,
+    lat_max: i64,
+    lat_sum: f64,
+    lat_neg: u64,
+    prev_seq_lat: Option<(u32, i64)>,
+    // inter-arrival
+    gaps: Histogram<u64>,
+    gap_min: u64,
+    gap_max: u64,
+    backwards: u64,
+    err: Option<Histogram<u64>>,
+    sq_sum: f64,
+    bursts: u64,
+    windows: Windows,
+    // IPDV
+    ipdv: Option<Histogram<u64>>,
+    ipdv_min: i64,
+    ipdv_max: i64,
+    // per second
+    t0: u64,
+    sec: Option<Second>,
+    series: Vec<SecondPoint>,
+}
+
+impl StreamMeter {
+    pub(crate) fn new(
+        name: String,
+        id: Option<u16>,
+        flow: Option<String>,
+        target_pps: Option<f64>,
+        cfg: &MeterConfig,
+        t0: u64,
+    ) -> StreamMeter {
+        let signed = id.is_some();
+        let latency_on = signed && cfg.latency;
+        let target_pps = target_pps.filter(|p| *p > 0.0);
+        StreamMeter {
+            name,
+            id,
+            flow,
+            target_gap_ns: target_pps.map(|p| 1e9 / p),
+            target_pps,
+            unit: cfg.latency_unit_ns.max(1),
+            offset_ns: cfg.latency_offset_ns,
+            latency_on,
+            rx: 0,
+            bytes: 0,
+            first_ns: 0,
+            last_ns: 0,
+            seq: signed.then(SeqTracker::new),
+            lat: latency_on.then(hist),
+            lat_min: i64::MAX,
+            lat_max: i64::MIN,
+            lat_sum: 0.0,
+            lat_neg: 0,
+            prev_seq_lat: None,
+            gaps: hist(),
+            gap_min: u64::MAX,
+            gap_max: 0,
+            backwards: 0,
+            err: target_pps.map(|_| hist()),
+            sq_sum: 0.0,
+            bursts: 0,
+            windows: Windows::new(),
+            ipdv: latency_on.then(hist),
+            ipdv_min: i64::MAX,
+            ipdv_max: i64::MIN,
+            t0,
+            sec: None,
+            series: Vec::new(),
+        }
+    }
+
+    /// Takes one frame: its RX time (ns), its length at L2 without FCS, and its sequence
+    /// number and TX time when it carries a signature.
+    #[inline]
+    pub fn on_frame(&mut self, ts: u64, len: u32, sig: Option<(u32, u64)>) {
+        let idx = ts.saturating_sub(self.t0) / 1_000_000_000;
+        if self.sec.as_ref().is_none_or(|s| s.idx != idx) {
+            self.roll_second(idx);
+        }
+        // Inter-arrival, in arrival order.
+        if self.rx > 0 {
+            let gap = if ts >= self.last_ns {
+                ts - self.last_ns
+            } else {
+                self.backwards += 1;
+                0
+            };
+            self.gaps.saturating_record(gap);
+            self.gap_min = self.gap_min.min(gap);
+            self.gap_max = self.gap_max.max(gap);
+            if let (Some(tg), Some(err)) = (self.target_gap_ns, self.err.as_mut()) {
+                let e = gap as f64 - tg;
+                self.sq_sum += e * e;
+                err.saturating_record(e.abs().round() as u64);
+                if (gap as f64) < tg / 2.0 {
+                    self.bursts += 1;
+                }
+            }
+        } else {
+            self.first_ns = ts;
+        }
+        self.windows.push(ts.max(self.last_ns));
+        self.rx += 1;
+        self.bytes += u64::from(len);
+        self.last_ns = self.last_ns.max(ts);
+        let sec = self.sec.as_mut().expect("rolled above");
+        sec.rx += 1;
+        sec.bytes += u64::from(len);
+
+        let Some((seq, tx_ns)) = sig else { return };
+        let ev = self.seq.as_mut().map(|t| t.observe(seq));
+        if !self.latency_on {
+            return;
+        }
+        let lat = ts as i64 - tx_ns as i64 - self.offset_ns;
+        self.lat_min = self.lat_min.min(lat);
+        self.lat_max = self.lat_max.max(lat);
+        self.lat_sum += lat as f64;
+        let v = if lat < 0 {
+            self.lat_neg += 1;
+            0
+        } else {
+            lat as u64 / self.unit
+        };
+        if let Some(h) = self.lat.as_mut() {
+            h.saturating_record(v);
+        }
+        sec.lat.saturating_record(v);
+        // IPDV (RFC 3393) between consecutive sequence numbers.
+        if !matches!(ev, Some(SeqEvent::Duplicate)) {
+            if let Some((ps, pl)) = self.prev_seq_lat {
+                if seq == ps.wrapping_add(1) {
+                    let d = lat - pl;
+                    self.ipdv_min = self.ipdv_min.min(d);
+                    self.ipdv_max = self.ipdv_max.max(d);
+                    if let Some(h) = self.ipdv.as_mut() {
+                        h.saturating_record(d.unsigned_abs());
+                    }
+                }
+            }
+            self.prev_seq_lat = Some((seq, lat));
+        }
+    }
+
+    fn roll_second(&mut self, idx: u64) {
+        let (hi, uniq) = self.seq_state();
+        if let Some(old) = self.sec.take() {
+            self.close_second(&old, hi, uniq);
+            // Empty seconds in between.
+            for i in old.idx + 1..idx {
+                self.series.push(SecondPoint {
+                    t_s: i,
+                    lost: self.seq.is_some().then_some(0),
+                    ..Default::default()
+                });
+            }
+            let mut lat = old.lat;
+            lat.reset();
+            self.sec = Some(Second {
+                idx,
+                rx: 0,
+                bytes: 0,
+                seq_hi: hi,
+                unique_before: uniq,
+                lat,
+            });
+        } else {
+            self.sec = Some(Second {
+                idx,
+                rx: 0,
+                bytes: 0,
+                seq_hi: hi,
+                unique_before: uniq,
+                lat: Histogram::new_with_bounds(1, HIST_MAX, 2).expect("valid bounds"),
+            });
+        }
+    }
+
+    fn seq_state(&self) -> (u64, u64) {
+        self.seq.as_ref().map(|t| (t.highest(), t.unique())).unwrap_or_default()
+    }
+
+    fn close_second(&mut self, s: &Second, hi: u64, uniq: u64) {
+        // Loss in a second: how far the highest number advanced, less the new numbers that
+        // arrived. Reordering across a second boundary moves loss between neighbours.
+        let advanced = if s.unique_before == 0 && uniq > 0 {
+            hi + 1
+        } else {
+            hi - s.seq_hi
+        };
+        let lost = advanced.saturating_sub(uniq - s.unique_before);
+        let has_lat = self.latency_on && !s.lat.is_empty();
+        let q = |p: f64| has_lat.then(|| s.lat.value_at_quantile(p) * self.unit);
+        self.series.push(SecondPoint {
+            t_s: s.idx,
+            rx_frames: s.rx,
+            rx_bytes: s.bytes,
+            lost: self.seq.is_some().then_some(lost),
+            latency_p50_ns: q(0.5),
+            latency_p99_ns: q(0.99),
+            latency_max_ns: has_lat.then(|| s.lat.max() * self.unit),
+        });
+    }
+
+    /// The stream's report so far (the current second included).
+    pub fn report(&self) -> StreamRx {
+        let mut me = self.clone();
+        if let Some(s) = me.sec.take() {
+            let (hi, uniq) = me.seq_state();
+            me.close_second(&s, hi, uniq);
+        }
+        let gaps = self.rx.saturating_sub(1);
+        let span = self.last_ns - self.first_ns;
+        let rate_pps = if span > 0 { gaps as f64 * 1e9 / span as f64 } else { 0.0 };
+        let inter = (gaps > 0).then(|| {
+            let h = &self.gaps;
+            let err = self.err.as_ref();
+            InterArrivalSummary {
+                gaps,
+                min_ns: self.gap_min,
+                mean_ns: h.mean(),
+                max_ns: self.gap_max,
+                p1_ns: h.value_at_quantile(0.01),
+                p50_ns: h.value_at_quantile(0.5),
+                p99_ns: h.value_at_quantile(0.99),
+                p99_9_ns: h.value_at_quantile(0.999),
+                stddev_ns: h.stdev(),
+                rate_pps,
+                target_pps: self.target_pps,
+                target_gap_ns: self.target_gap_ns,
+                rate_error_rel: self.target_pps.map(|t| rate_pps / t - 1.0),
+                mse_ns2: self.target_gap_ns.map(|_| self.sq_sum / gaps as f64),
+                burst_fraction: self.target_gap_ns.map(|_| self.bursts as f64 / gaps as f64),
+                abs_err_p50_ns: err.map(|e| e.value_at_quantile(0.5)),
+                abs_err_p99_ns: err.map(|e| e.value_at_quantile(0.99)),
+                abs_err_p99_9_ns: err.map(|e| e.value_at_quantile(0.999)),
+                timestamps_backwards: self.backwards,
+                histogram_unit_ns: 1,
+                histogram_v2_deflate_b64: hist_b64(h),
+            }
+        });
+        let latency = self.lat.as_ref().filter(|h| !h.is_empty()).map(|h| {
+            let u = self.unit;
+            LatencySummary {
+                count: h.len(),
+                unit_ns: u,
+                offset_subtracted_ns: self.offset_ns,
+                min_ns: self.lat_min,
+                mean_ns: self.lat_sum / h.len() as f64,
+                max_ns: self.lat_max,
+                percentiles_ns: Percentiles::of(h, u),
+                negative: self.lat_neg,
+                histogram_v2_deflate_b64: hist_b64(h),
+            }
+        });
+        let ipdv = self.ipdv.as_ref().filter(|h| !h.is_empty()).map(|h| IpdvSummary {
+            pairs: h.len(),
+            min_ns: self.ipdv_min,
+            max_ns: self.ipdv_max,
+            max_abs_ns: self.ipdv_min.unsigned_abs().max(self.ipdv_max.unsigned_abs()),
+            abs_percentiles_ns: Percentiles::of(h, 1),
+            histogram_v2_deflate_b64: hist_b64(h),
+        });
+        let reference = self.target_pps.unwrap_or(rate_pps);
+        StreamRx {
+            name: self.name.clone(),
+            id: self.id,
+            flow: self.flow.clone(),
+            rx_frames: self.rx,
+            rx_bytes_l2: self.bytes,
+            first_rx_ns: self.first_ns,
+            last_rx_ns: self.last_ns,
+            seq: self.seq.as_ref().and_then(|t| t.summary()),
+            tx_sent: None,
+            lost_vs_tx: None,
+            latency,
+            interarrival: inter,
+            rate_jitter_reference: if self.target_pps.is_some() { "target" } else { "mean" }.into(),
+            rate_jitter: self.windows.summary(reference),
+            ipdv,
+            series: me.series,
+        }
+    }
+}

@@ -1,0 +1,221 @@
+//! The meter's math against hand-computed vectors.
+
+use super::*;
+use crate::signature::Signature;
+use etherparse::PacketBuilder;
+
+fn frame(stream: u16, seq: u32, tx_ns: u64) -> Vec<u8> {
+    let mut payload = vec![0u8; 18];
+    Signature { stream, seq, tx_ns }.write(&mut payload[2..]);
+    let b = PacketBuilder::ethernet2([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2])
+        .ipv4([198, 18, 0, 1], [198, 18, 0, 2], 64)
+        .udp(1000, 2000);
+    let mut out = Vec::new();
+    b.write(&mut out, &payload).unwrap();
+    out
+}
+
+fn meter(target: Option<f64>) -> Meter {
+    Meter::new(MeterConfig {
+        default_target_pps: target,
+        ..Default::default()
+    })
+}
+
+#[test]
+fn precision_figures_by_hand() {
+    let mut m = meter(Some(1e6));
+    for (i, t) in [0u64, 1000, 2100, 2900, 4000].into_iter().enumerate() {
+        m.on_frame(1_000_000 + t, &frame(0, i as u32, 1_000_000 + t - 500), 60);
+    }
+    let r = m.report();
+    let s = &r.streams[0];
+    let ia = s.interarrival.as_ref().unwrap();
+    // gaps 1000 1100 800 1100; errors 0 +100 -200 +100
+    assert_eq!(ia.gaps, 4);
+    assert_eq!((ia.min_ns, ia.max_ns), (800, 1100));
+    assert!((ia.mean_ns - 1000.0).abs() < 1.0);
+    assert!((ia.rate_pps - 1e6).abs() < 1e-6);
+    assert!(ia.rate_error_rel.unwrap().abs() < 1e-12);
+    assert!((ia.mse_ns2.unwrap() - 15_000.0).abs() < 1e-9);
+    assert_eq!(ia.burst_fraction, Some(0.0));
+    assert_eq!(ia.abs_err_p50_ns, Some(100));
+    assert_eq!(ia.abs_err_p99_ns, Some(200));
+    let l = s.latency.as_ref().unwrap();
+    assert_eq!((l.min_ns, l.max_ns, l.percentiles_ns.p50), (500, 500, 500));
+}
+
+#[test]
+fn bursts_are_gaps_under_half_the_target() {
+    let mut m = meter(Some(1e6));
+    for (i, t) in [0u64, 100, 200, 3000, 4000].into_iter().enumerate() {
+        m.on_frame(t, &frame(0, i as u32, 0), 60);
+    }
+    let ia = m.report().streams[0].interarrival.clone().unwrap();
+    assert_eq!(ia.burst_fraction, Some(0.5));
+    // (−900)² + (−900)² + 1800² + 0 = 4 860 000 / 4
+    assert!((ia.mse_ns2.unwrap() - 1_215_000.0).abs() < 1e-6);
+}
+
+#[test]
+fn latency_percentiles_by_hand() {
+    let mut m = meter(None);
+    // latencies 100, 200, ..., 1000 ns (exact multiples of the 10 ns unit)
+    for i in 0..10u64 {
+        let t = 1_000_000 + i * 10_000;
+        m.on_frame(t, &frame(3, i as u32, t - (i + 1) * 100), 60);
+    }
+    let s = m.report().streams.remove(0);
+    assert_eq!(s.id, Some(3));
+    let l = s.latency.unwrap();
+    assert_eq!(l.count, 10);
+    assert_eq!((l.min_ns, l.max_ns), (100, 1000));
+    assert!((l.mean_ns - 550.0).abs() < 1e-9);
+    let p = &l.percentiles_ns;
+    assert_eq!((p.p50, p.p90, p.p99, p.p99_9999), (500, 900, 1000, 1000));
+    // The histogram round-trips, in units of 10 ns.
+    let h = report::hist_from_b64(&l.histogram_v2_deflate_b64).unwrap();
+    assert_eq!((h.len(), h.min(), h.max()), (10, 10, 100));
+}
+
+#[test]
+fn percentiles_to_six_nines_on_a_million() {
+    let mut m = meter(None);
+    // 10^6 frames: latency 1 µs (ranks 1..=999 990), then 9 at 50 µs, then one at 1 ms.
+    let n = 1_000_000u64;
+    for i in 0..n {
+        let lat = if i == n - 1 {
+            1_000_000
+        } else if i >= n - 10 {
+            50_000
+        } else {
+            1_000
+        };
+        let t = 10_000_000 + i * 1000;
+        m.on_frame(t, &frame(0, i as u32, t - lat), 60);
+    }
+    let l = m.report().streams.remove(0).latency.unwrap();
+    let p = l.percentiles_ns;
+    assert_eq!((p.p50, p.p99, p.p99_9, p.p99_99), (1000, 1000, 1000, 1000));
+    // 99.999 % is rank 999 990: the last 1 µs frame.
+    assert_eq!(p.p99_999, 1000);
+    // 99.9999 % -> rank 999 999: a 50 µs frame (within the histogram's 0.1 %).
+    assert!((50_000..=50_050).contains(&p.p99_9999), "{}", p.p99_9999);
+    assert_eq!(l.max_ns, 1_000_000);
+}
+
+#[test]
+fn ipdv_between_consecutive_numbers() {
+    let mut m = meter(None);
+    // seq 0,1,2 latencies 100, 300, 250 -> IPDV +200, -50; seq 4 (3 lost) 1000: no pair.
+    for (seq, lat) in [(0u32, 100u64), (1, 300), (2, 250), (4, 1000)] {
+        let t = 1_000_000 + u64::from(seq) * 10_000;
+        m.on_frame(t, &frame(0, seq, t - lat), 60);
+    }
+    let s = m.report().streams.remove(0);
+    let d = s.ipdv.unwrap();
+    assert_eq!((d.pairs, d.min_ns, d.max_ns, d.max_abs_ns), (2, -50, 200, 200));
+    assert_eq!(d.abs_percentiles_ns.p50, 50);
+    assert_eq!(s.seq.unwrap().lost, 1);
+}
+
+#[test]
+fn window_rates_by_hand() {
+    let mut m = meter(Some(1e6));
+    // 300 arrivals 1000 ns apart, except gap 150 (index 149 -> 150) is 500 ns.
+    let mut t = 0u64;
+    for i in 0..300u32 {
+        if i > 0 {
+            t += if i == 150 { 500 } else { 1000 };
+        }
+        m.on_frame(t, &frame(0, i, 0), 60);
+    }
+    let s = m.report().streams.remove(0);
+    let w100 = &s.rate_jitter[0];
+    assert_eq!(w100.packets, 100);
+    assert_eq!(w100.windows, 201);
+    // shortest 99-gap span holds the 500 ns gap: 98 500 ns; longest: 99 000 ns
+    assert!((w100.max_pps - 99e9 / 98_500.0).abs() < 1e-6);
+    assert!((w100.min_pps - 1e6).abs() < 1e-6);
+    assert!((w100.max_pct - 100.0 * 99e9 / 98_500.0 / 1e6).abs() < 1e-9);
+    // 99 of the 201 windows hold the short gap.
+    let avg = (102.0 * 1e6 + 99.0 * 99e9 / 98_500.0) / 201.0;
+    assert!((w100.avg_pps - avg).abs() < 1e-3, "{} vs {avg}", w100.avg_pps);
+    let w200 = &s.rate_jitter[1];
+    assert_eq!((w200.packets, w200.windows), (200, 101));
+    assert_eq!(s.rate_jitter.len(), 2, "no window of 500 in 300 frames");
+}
+
+#[test]
+fn counts_loss_reorder_duplicates_and_foreign() {
+    let mut m = meter(None);
+    let mut t = 1000;
+    for seq in [0u32, 1, 3, 2, 5, 5, 6, 1, 9, 7] {
+        t += 1000;
+        m.on_frame(t, &frame(0, seq, t - 10), 60);
+    }
+    // Foreign: an ARP-like non-IP frame, garbage, an ICMP error quoting a signed frame.
+    m.on_frame(t + 1, &[0xff; 60], 60);
+    m.on_frame(t + 2, &[1, 2, 3], 3);
+    let quoted = frame(0, 99, 0);
+    let icmp = PacketBuilder::ethernet2([2, 0, 0, 0, 0, 2], [2, 0, 0, 0, 0, 1])
+        .ipv4([198, 18, 0, 2], [198, 18, 0, 1], 64)
+        .icmpv4(etherparse::Icmpv4Type::DestinationUnreachable(
+            etherparse::icmpv4::DestUnreachableHeader::Port,
+        ));
+    let mut f = Vec::new();
+    icmp.write(&mut f, &quoted[14..]).unwrap();
+    m.on_frame(t + 3, &f, f.len() as u32);
+    let r = m.report();
+    assert_eq!(r.streams.len(), 1);
+    let q = r.streams[0].seq.clone().unwrap();
+    assert_eq!((q.lost, q.reordered, q.duplicated, q.unique), (2, 2, 2, 8));
+    assert_eq!(r.streams[0].rx_frames, 10);
+    assert_eq!(r.foreign.total, 3);
+    assert_eq!(r.foreign.icmp_error, 1);
+    assert_eq!(r.foreign.not_ip + r.foreign.malformed, 2);
+}
+
+#[test]
+fn unsigned_frames_are_flows_by_five_tuple() {
+    let mut m = meter(Some(1e5));
+    for i in 0..20u64 {
+        let b = PacketBuilder::ethernet2([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2])
+            .ipv4([10, 0, 0, 1], [10, 0, 0, 2], 64)
+            .udp(1000 + (i % 2) as u16, 9);
+        let mut f = Vec::new();
+        b.write(&mut f, &[0; 22]).unwrap();
+        m.on_frame(i * 5_000, &f, 64);
+    }
+    let r = m.report();
+    assert_eq!(r.streams.len(), 2);
+    assert_eq!(r.streams[0].flow.as_deref(), Some("udp 10.0.0.1:1000 > 10.0.0.2:9"));
+    let ia = r.streams[0].interarrival.as_ref().unwrap();
+    assert_eq!(ia.min_ns, 10_000);
+    assert!(ia.rate_error_rel.unwrap().abs() < 1e-12);
+    assert!(r.streams[0].seq.is_none() && r.streams[0].latency.is_none());
+}
+
+#[test]
+fn per_second_series_counts_frames_and_loss() {
+    let mut m = meter(None);
+    // 10 frames per second for 3 s; seq 15 and 16 lost (second 1); nothing in second 3; one frame in 4.
+    let mut seq = 0u32;
+    for sec in 0..3u64 {
+        for k in 0..10u64 {
+            let t = 1_000_000_000 * sec + k * 100_000_000;
+            if seq != 15 && seq != 16 {
+                m.on_frame(t + 10, &frame(0, seq, t), 60);
+            }
+            seq += 1;
+        }
+    }
+    m.on_frame(4_500_000_000, &frame(0, seq, 4_500_000_000 - 7), 60);
+    let s = m.report().streams.remove(0);
+    let rx: Vec<u64> = s.series.iter().map(|p| p.rx_frames).collect();
+    let lost: Vec<u64> = s.series.iter().map(|p| p.lost.unwrap()).collect();
+    assert_eq!(rx, [10, 8, 10, 0, 1]);
+    assert_eq!(lost, [0, 2, 0, 0, 0]);
+    assert_eq!(s.series[0].latency_p50_ns, Some(10));
+    assert_eq!(s.series[4].t_s, 4);
+}

@@ -1,0 +1,325 @@
+//! AF_PACKET RX: a TPACKET_V3 ring with kernel RX timestamps (SO_TIMESTAMPING).
+//!
+//! The kernel fills blocks of frames and hands a whole block to user space (when it is full
+//! or its timeout expires); the reader walks the block and gives it back. Each frame carries
+//! the timestamp the kernel took when the frame entered the stack (software, CLOCK_REALTIME,
+//! the same clock as the signature's TX stamp), or the NIC's raw hardware stamp when asked
+//! for and available.
+
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::atomic::{fence, AtomicU32, Ordering};
+
+use crate::error::IoError;
+use crate::nic::{enable_hw_timestamps, iface_info, ts_info, IfaceInfo};
+
+/// Which RX timestamps to use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RxTimestamps {
+    /// The kernel's software stamp at receive (SOF_TIMESTAMPING_RX_SOFTWARE).
+    Software,
+    /// The NIC's raw hardware stamp (SOF_TIMESTAMPING_RAW_HARDWARE); an error where the NIC
+    /// has none.
+    Hardware,
+}
+
+const TP_STATUS_KERNEL: u32 = 0;
+const TP_STATUS_USER: u32 = 1;
+const TP_STATUS_VLAN_VALID: u32 = 1 << 4;
+const TP_STATUS_TS_RAW_HARDWARE: u32 = 1 << 31;
+
+const BLOCK_SIZE: u32 = 1 << 20;
+const BLOCK_NR: u32 = 64;
+const FRAME_SIZE: u32 = 2048;
+/// A block is handed over after this long even when not full (ms).
+const BLOCK_TIMEOUT_MS: u32 = 8;
+
+fn sockopt<T>(fd: &OwnedFd, level: libc::c_int, name: libc::c_int, v: &T) -> std::io::Result<()> {
+    // SAFETY: v is a live value of the size passed.
+    let rc = unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            level,
+            name,
+            v as *const T as *const libc::c_void,
+            std::mem::size_of::<T>() as u32,
+        )
+    };
+    if rc < 0 {
+        Err(std::io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
+/// Counters the kernel keeps for the ring.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RxStats {
+    /// Frames the kernel passed to the ring's filter.
+    pub packets: u64,
+    /// Frames dropped because no block was free: the reader fell behind.
+    pub drops: u64,
+    pub freeze_count: u64,
+}
+
+/// One received frame.
+pub struct RxFrame<'a> {
+    /// RX time, ns (CLOCK_REALTIME for software stamps; the PHC's time for hardware ones).
+    pub ts_ns: u64,
+    pub data: &'a [u8],
+    /// Length on the wire (without FCS), VLAN tag included when the NIC stripped it.
+    pub wire_len: u32,
+    /// The stamp came from the NIC.
+    pub hw: bool,
+}
+
+pub struct AfPacketRx {
+    fd: OwnedFd,
+    ring: *mut u8,
+    ring_len: usize,
+    block: u32,
+    pub info: IfaceInfo,
+    pub timestamps: RxTimestamps,
+    stats: RxStats,
+}
+
+// SAFETY: the ring mapping is owned by the struct and only touched through &mut self.
+unsafe impl Send for AfPacketRx {}
+
+impl AfPacketRx {
+    /// Opens the ring on `iface` (in the caller's network namespace).
+    pub fn open(iface: &str, ts: RxTimestamps) -> Result<AfPacketRx, IoError> {
+        let info = iface_info(iface)?;
+        if !info.up {
+            return Err(IoError::InterfaceDown(iface.to_string()));
+        }
+        if ts == RxTimestamps::Hardware {
+            let caps = ts_info(iface)?;
+            if !caps.hw_rx() {
+                return Err(IoError::NoHwTimestamps {
+                    iface: iface.to_string(),
+                    caps: format!("the driver reports: {}", caps.describe()),
+                });
+            }
+            enable_hw_timestamps(iface, false)?;
+        }
+        // Protocol 0 until bound: no frames from other interfaces slip in before the bind.
+        // SAFETY: plain socket(2).
+        let fd = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
+        if fd < 0 {
+            let e = std::io::Error::last_os_error();
+            return Err(match e.raw_os_error() {
+                Some(libc::EPERM) | Some(libc::EACCES) => IoError::NoPermission,
+                _ => IoError::Os {
+                    context: "socket(AF_PACKET, SOCK_RAW)".into(),
+                    source: e,
+                },
+            });
+        }
+        // SAFETY: fd is fresh and valid.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        let os = |what: &str| {
+            let what = what.to_string();
+            move |e: std::io::Error| IoError::Os {
+                context: what,
+                source: e,
+            }
+        };
+        sockopt(
+            &fd,
+            libc::SOL_PACKET,
+            libc::PACKET_VERSION,
+            &(libc::tpacket_versions::TPACKET_V3 as libc::c_int),
+        )
+        .map_err(os("PACKET_VERSION TPACKET_V3"))?;
+        // Frames this host sends on the interface are not ours to meter.
+        let _ = sockopt(&fd, libc::SOL_PACKET, libc::PACKET_IGNORE_OUTGOING, &1 as &libc::c_int);
+        let mut flags = libc::SOF_TIMESTAMPING_RX_SOFTWARE | libc::SOF_TIMESTAMPING_SOFTWARE;
+        if ts == RxTimestamps::Hardware {
+            flags |= libc::SOF_TIMESTAMPING_RX_HARDWARE | libc::SOF_TIMESTAMPING_RAW_HARDWARE;
+            sockopt(
+                &fd,
+                libc::SOL_PACKET,
+                libc::PACKET_TIMESTAMP,
+                &(libc::SOF_TIMESTAMPING_RAW_HARDWARE as libc::c_int),
+            )
+            .map_err(os("PACKET_TIMESTAMP RAW_HARDWARE"))?;
+        }
+        sockopt(&fd, libc::SOL_SOCKET, libc::SO_TIMESTAMPING, &(flags as libc::c_int))
+            .map_err(os("SO_TIMESTAMPING"))?;
+        let req = libc::tpacket_req3 {
+            tp_block_size: BLOCK_SIZE,
+            tp_block_nr: BLOCK_NR,
+            tp_frame_size: FRAME_SIZE,
+            tp_frame_nr: BLOCK_SIZE / FRAME_SIZE * BLOCK_NR,
+            tp_retire_blk_tov: BLOCK_TIMEOUT_MS,
+            tp_sizeof_priv: 0,
+            tp_feature_req_word: 0,
+        };
+        sockopt(&fd, libc::SOL_PACKET, libc::PACKET_RX_RING, &req).map_err(os("PACKET_RX_RING (TPACKET_V3)"))?;
+        let ring_len = (BLOCK_SIZE * BLOCK_NR) as usize;
+        // SAFETY: mapping the ring the kernel just allocated for this socket.
+        let ring = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                ring_len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED | libc::MAP_LOCKED,
+                fd.as_raw_fd(),
+                0,
+            )
+        };
+        let ring = if ring == libc::MAP_FAILED {
+            // MAP_LOCKED may exceed RLIMIT_MEMLOCK; the ring works unlocked too.
+            // SAFETY: as above.
+            let r = unsafe {
+                libc::mmap(
+                    std::ptr::null_mut(),
+                    ring_len,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_SHARED,
+                    fd.as_raw_fd(),
+                    0,
+                )
+            };
+            if r == libc::MAP_FAILED {
+                return Err(IoError::last_os("mmap of the RX ring"));
+            }
+            r
+        } else {
+            ring
+        };
+        // SAFETY: sockaddr_ll is plain data.
+        let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+        sll.sll_family = libc::AF_PACKET as u16;
+        sll.sll_protocol = (libc::ETH_P_ALL as u16).to_be();
+        sll.sll_ifindex = info.index as i32;
+        // SAFETY: sll is a valid sockaddr_ll of the size passed.
+        let rc = unsafe {
+            libc::bind(
+                fd.as_raw_fd(),
+                &sll as *const _ as *const libc::sockaddr,
+                std::mem::size_of::<libc::sockaddr_ll>() as u32,
+            )
+        };
+        if rc < 0 {
+            let e = IoError::last_os(format!("bind the RX ring to {iface}"));
+            // SAFETY: unmapping what was mapped above.
+            unsafe { libc::munmap(ring, ring_len) };
+            return Err(e);
+        }
+        Ok(AfPacketRx {
+            fd,
+            ring: ring as *mut u8,
+            ring_len,
+            block: 0,
+            info,
+            timestamps: ts,
+            stats: RxStats::default(),
+        })
+    }
+
+    /// What the result file says of the RX timestamps.
+    pub fn timestamp_source(&self) -> String {
+        match self.timestamps {
+            RxTimestamps::Software => {
+                "kernel software RX stamp (SO_TIMESTAMPING RX_SOFTWARE via TPACKET_V3, CLOCK_REALTIME)".into()
+            }
+            RxTimestamps::Hardware => format!(
+                "NIC hardware RX stamp (SO_TIMESTAMPING RAW_HARDWARE via TPACKET_V3, PHC of {})",
+                self.info.name
+            ),
+        }
+    }
+
+    fn block_status(&self, b: u32) -> &AtomicU32 {
+        // SAFETY: block_status is the aligned u32 at offset 8 of each block descriptor, inside
+        // the mapping; the kernel writes it concurrently, hence atomic access.
+        unsafe { &*(self.ring.add(b as usize * BLOCK_SIZE as usize + 8) as *const AtomicU32) }
+    }
+
+    /// Waits up to `timeout_ms` for a block, then hands every frame of every ready block to
+    /// `f`. Returns the frames handed over.
+    pub fn poll(&mut self, timeout_ms: i32, f: &mut dyn FnMut(RxFrame<'_>)) -> Result<u64, IoError> {
+        if self.block_status(self.block).load(Ordering::Acquire) & TP_STATUS_USER == 0 {
+            let mut pfd = libc::pollfd {
+                fd: self.fd.as_raw_fd(),
+                events: libc::POLLIN | libc::POLLERR,
+                revents: 0,
+            };
+            // SAFETY: one valid pollfd.
+            let rc = unsafe { libc::poll(&mut pfd, 1, timeout_ms) };
+            if rc < 0 {
+                let e = std::io::Error::last_os_error();
+                if e.raw_os_error() == Some(libc::EINTR) {
+                    return Ok(0);
+                }
+                return Err(IoError::Os {
+                    context: "poll on the RX ring".into(),
+                    source: e,
+                });
+            }
+        }
+        let mut n = 0;
+        while self.block_status(self.block).load(Ordering::Acquire) & TP_STATUS_USER != 0 {
+            let base = self.block as usize * BLOCK_SIZE as usize;
+            // SAFETY: the block belongs to user space until its status is set back to
+            // TP_STATUS_KERNEL; all offsets come from the kernel and stay inside the block.
+            unsafe {
+                let bd = self.ring.add(base);
+                let num = (bd.add(12) as *const u32).read();
+                let mut off = (bd.add(16) as *const u32).read() as usize;
+                for _ in 0..num {
+                    let h = &*(bd.add(off) as *const libc::tpacket3_hdr);
+                    let data = std::slice::from_raw_parts(bd.add(off + h.tp_mac as usize), h.tp_snaplen as usize);
+                    let vlan = if h.tp_status & TP_STATUS_VLAN_VALID != 0 { 4 } else { 0 };
+                    f(RxFrame {
+                        ts_ns: u64::from(h.tp_sec) * 1_000_000_000 + u64::from(h.tp_nsec),
+                        data,
+                        wire_len: h.tp_len + vlan,
+                        hw: h.tp_status & TP_STATUS_TS_RAW_HARDWARE != 0,
+                    });
+                    off += h.tp_next_offset as usize;
+                }
+                n += u64::from(num);
+            }
+            fence(Ordering::Release);
+            self.block_status(self.block).store(TP_STATUS_KERNEL, Ordering::Release);
+            self.block = (self.block + 1) % BLOCK_NR;
+        }
+        Ok(n)
+    }
+
+    /// The kernel's counters since the ring opened (PACKET_STATISTICS, accumulated: each read
+    /// resets the kernel's copy).
+    pub fn stats(&mut self) -> RxStats {
+        let mut s = libc::tpacket_stats_v3 {
+            tp_packets: 0,
+            tp_drops: 0,
+            tp_freeze_q_cnt: 0,
+        };
+        let mut len = std::mem::size_of::<libc::tpacket_stats_v3>() as libc::socklen_t;
+        // SAFETY: s and len are valid for the call.
+        let rc = unsafe {
+            libc::getsockopt(
+                self.fd.as_raw_fd(),
+                libc::SOL_PACKET,
+                libc::PACKET_STATISTICS,
+                &mut s as *mut _ as *mut libc::c_void,
+                &mut len,
+            )
+        };
+        if rc == 0 {
+            self.stats.packets += u64::from(s.tp_packets);
+            self.stats.drops += u64::from(s.tp_drops);
+            self.stats.freeze_count += u64::from(s.tp_freeze_q_cnt);
+        }
+        self.stats
+    }
+}
+
+impl Drop for AfPacketRx {
+    fn drop(&mut self) {
+        // SAFETY: unmapping the ring mapped in open().
+        unsafe { libc::munmap(self.ring as *mut libc::c_void, self.ring_len) };
+    }
+}
