@@ -5,6 +5,7 @@
 
 pub mod clock;
 pub mod live;
+pub mod meter;
 pub mod report;
 pub mod run;
 

@@ -33,6 +33,9 @@ pub enum IoError {
     /// Hardware timestamps asked of an interface without them.
     #[error("{iface} cannot timestamp received frames in hardware ({caps}). Fix: use software timestamps (`--timestamps software`, the default); `ethtool -T {iface}` lists what the driver can do")]
     NoHwTimestamps { iface: String, caps: String },
+    /// A capture or timestamp file that cannot be read.
+    #[error("{path}: {message}. Fix: {fix}")]
+    Input { path: String, message: String, fix: String },
     /// A system call failed.
     #[error("{context}: {source}")]
     Os { context: String, source: std::io::Error },

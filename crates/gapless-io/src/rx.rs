@@ -79,6 +79,8 @@ pub struct AfPacketRx {
     block: u32,
     pub info: IfaceInfo,
     pub timestamps: RxTimestamps,
+    /// The interface is in promiscuous mode for this socket.
+    pub promisc: bool,
     stats: RxStats,
 }
 
@@ -207,8 +209,18 @@ impl AfPacketRx {
             unsafe { libc::munmap(ring, ring_len) };
             return Err(e);
         }
+        // Promiscuous for this socket's life: a meter sees frames addressed to anyone (the
+        // kernel undoes it when the socket closes).
+        let mr = libc::packet_mreq {
+            mr_ifindex: info.index as i32,
+            mr_type: libc::PACKET_MR_PROMISC as u16,
+            mr_alen: 0,
+            mr_address: [0; 8],
+        };
+        let promisc = sockopt(&fd, libc::SOL_PACKET, libc::PACKET_ADD_MEMBERSHIP, &mr).is_ok();
         Ok(AfPacketRx {
             fd,
+            promisc,
             ring: ring as *mut u8,
             ring_len,
             block: 0,

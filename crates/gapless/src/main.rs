@@ -1,8 +1,11 @@
 //! The `gapless` command line.
 
+mod meter_cmd;
+mod plots;
+
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -44,6 +47,20 @@ enum Cmd {
         #[arg(long)]
         link_speed_bps: Option<f64>,
     },
+    /// Meter what arrives on an interface: loss, reordering, latency, inter-arrival precision.
+    Measure(meter_cmd::MeasureArgs),
+    /// Meter a capture (pcap/pcapng) or a CSV of timestamps, offline.
+    Analyze(meter_cmd::AnalyzeArgs),
+    /// Measure this setup's own latency offset and precision floor over a direct link.
+    Calibrate(meter_cmd::CalibrateArgs),
+    /// Redraw the CSV exports and plots from a result file.
+    Report {
+        /// A result file from `run --rx`, `measure` or `analyze`.
+        result: PathBuf,
+        /// Directory for the CSV files and the PNG/SVG plots.
+        #[arg(long, default_value = "report")]
+        out: PathBuf,
+    },
     /// The veth testbed: namespaces NAME-tx and NAME-rx joined by NAME-tx0 <-> NAME-rx0.
     Testbed {
         #[command(subcommand)]
@@ -82,7 +99,7 @@ enum Pace {
 }
 
 #[derive(clap::Args)]
-struct RunArgs {
+pub(crate) struct RunArgs {
     /// The profile (TOML).
     profile: PathBuf,
     /// Send on this interface (AF_PACKET).
@@ -118,6 +135,56 @@ struct RunArgs {
     /// No live line.
     #[arg(long, short)]
     quiet: bool,
+    /// Also meter on this interface while sending (a loopback, or the far side of a device
+    /// under test); the result joins TX and RX per stream.
+    #[arg(long)]
+    rx: Option<String>,
+    /// The network namespace of --rx.
+    #[arg(long, requires = "rx")]
+    rx_netns: Option<String>,
+    /// CPU core for the meter loop (default: the first one the send loop does not use).
+    #[arg(long, requires = "rx")]
+    rx_core: Option<usize>,
+    /// Seconds to keep metering after the last frame left.
+    #[arg(long, default_value_t = 0.5, requires = "rx")]
+    rx_linger: f64,
+    /// RX timestamps for --rx.
+    #[arg(long, value_enum, default_value_t = meter_cmd::TsArg::Software)]
+    timestamps: meter_cmd::TsArg,
+    #[command(flatten)]
+    meter: meter_cmd::MeterOpts,
+}
+
+impl RunArgs {
+    /// The run `gapless calibrate` makes: one CBR stream from `tx` to `rx`, metered.
+    pub(crate) fn for_calibration(profile: &Path, a: &meter_cmd::CalibrateArgs, json: &Path) -> RunArgs {
+        RunArgs {
+            profile: profile.to_path_buf(),
+            iface: Some(a.tx.clone()),
+            out: None,
+            null: false,
+            netns: a.tx_netns.clone(),
+            json: Some(json.to_path_buf()),
+            duration: None,
+            seed: None,
+            pace: Pace::On,
+            tx_method: TxMethod::Sendmmsg,
+            core: None,
+            quiet: true,
+            rx: Some(a.rx.clone()),
+            rx_netns: a.rx_netns.clone(),
+            rx_core: None,
+            rx_linger: 0.5,
+            timestamps: a.timestamps,
+            meter: meter_cmd::MeterOpts {
+                target_pps: None,
+                latency_unit_ns: 1,
+                calibration: None,
+                report_dir: None,
+                signed_only: true,
+            },
+        }
+    }
 }
 
 /// Reads files named in a profile relative to the profile's directory.
@@ -129,7 +196,7 @@ impl FileLoader for DirLoader {
     }
 }
 
-fn load_spec(path: &Path) -> Result<ProfileSpec> {
+pub(crate) fn load_spec(path: &Path) -> Result<ProfileSpec> {
     let text = std::fs::read_to_string(path).map_err(|e| {
         anyhow!(
             "cannot read profile {}: {e}. Fix: check the path (examples/ has profiles to start from)",
@@ -139,7 +206,7 @@ fn load_spec(path: &Path) -> Result<ProfileSpec> {
     Ok(ProfileSpec::from_toml(&text, &path.display().to_string())?)
 }
 
-fn compile(spec: &ProfileSpec, path: &Path, link: Option<f64>) -> Result<Profile> {
+pub(crate) fn compile(spec: &ProfileSpec, path: &Path, link: Option<f64>) -> Result<Profile> {
     let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
     Ok(spec.compile(&CompileCtx {
         link_speed_bps: link,
@@ -209,7 +276,7 @@ fn live_line(live: &Live, elapsed: f64, prev: &mut Vec<(u64, u64, u64)>, dt: f64
     )
 }
 
-fn cmd_run(a: RunArgs) -> Result<i32> {
+pub(crate) fn cmd_run(a: RunArgs) -> Result<i32> {
     let mut spec = load_spec(&a.profile)?;
     if let Some(d) = a.duration {
         if !(d.is_finite() && d > 0.0) {
@@ -240,6 +307,17 @@ fn cmd_run(a: RunArgs) -> Result<i32> {
     if iface.is_none() && pcap.is_none() && !null {
         bail!("no output: give --iface IF (send on an interface), --out FILE.pcap, or --null; or set [output] in the profile");
     }
+    if a.rx.is_some() && iface.is_none() {
+        bail!("--rx meters what an interface sends: give --iface too (not --out or --null)");
+    }
+    if !(a.rx_linger.is_finite() && a.rx_linger >= 0.0) {
+        bail!("--rx-linger {}: give a number of seconds, 0 or more", a.rx_linger);
+    }
+    a.meter.check()?;
+    let mut rx = match &a.rx {
+        Some(r) => Some(meter_cmd::open_rx_in(r, a.rx_netns.as_deref(), a.timestamps)?),
+        None => None,
+    };
     if let Some(ns) = &netns {
         enter_netns(ns)?;
     }
@@ -282,7 +360,25 @@ fn cmd_run(a: RunArgs) -> Result<i32> {
         live: live.clone(),
     };
     let show_live = !a.quiet;
-    let stats = std::thread::scope(|sc| {
+    let (meter_cfg, cal) = a.meter.config(meter_cmd::targets_from_profile(&profile))?;
+    let mut meter = gapless_core::meter::Meter::new(meter_cfg);
+    let rx_live = AtomicU64::new(0);
+    let tx_done = AtomicBool::new(false);
+    let (stats, rx_out) = std::thread::scope(|sc| {
+        let rx_h = rx.as_mut().map(|rx| {
+            let (meter, rx_live, tx_done, stop) = (&mut meter, &rx_live, &tx_done, &stop);
+            let (rx_core, tx_core, linger) = (a.rx_core, a.core, a.rx_linger);
+            sc.spawn(move || {
+                gapless_engine::meter::pin(rx_core, tx_core);
+                let s = gapless_engine::meter::RxStop {
+                    signal: stop,
+                    tx_done: Some(tx_done),
+                    linger: Duration::from_secs_f64(linger),
+                    deadline: None,
+                };
+                gapless_engine::meter::meter_loop(rx, meter, &s, rx_live)
+            })
+        });
         let be = &mut *backend;
         let h = sc.spawn(|| gapless_engine::run(&profile, be, &opts));
         let t0 = Instant::now();
@@ -294,7 +390,10 @@ fn cmd_run(a: RunArgs) -> Result<i32> {
             if show_live && last.elapsed() >= Duration::from_secs(1) {
                 let dt = last.elapsed().as_secs_f64();
                 last = Instant::now();
-                let line = live_line(&live, t0.elapsed().as_secs_f64(), &mut prev, dt);
+                let mut line = live_line(&live, t0.elapsed().as_secs_f64(), &mut prev, dt);
+                if rx_h.is_some() {
+                    line.push_str(&format!(" | rx {}", rx_live.load(Ordering::Relaxed)));
+                }
                 if tty {
                     eprint!("\r\x1b[2K{line}");
                 } else {
@@ -305,9 +404,13 @@ fn cmd_run(a: RunArgs) -> Result<i32> {
         if show_live && tty {
             eprintln!();
         }
-        h.join()
-    })
-    .map_err(|_| anyhow!("the send loop panicked"))?;
+        let stats = h.join();
+        tx_done.store(true, Ordering::Release);
+        let rx_out = rx_h.map(|h| h.join());
+        (stats, rx_out)
+    });
+    let stats = stats.map_err(|_| anyhow!("the send loop panicked"))?;
+    let rx_out = rx_out.transpose().map_err(|_| anyhow!("the meter loop panicked"))?;
 
     let finish_err = backend.finish().err();
     let meta = RunMeta {
@@ -321,11 +424,29 @@ fn cmd_run(a: RunArgs) -> Result<i32> {
         mtu: info.as_ref().map(|i| i.mtu),
         netns,
     };
-    let result = build_result(&profile, &stats, &meta);
+    let mut result = build_result(&profile, &stats, &meta);
+    if let (Some(out), Some(rx)) = (&rx_out, &rx) {
+        let mut rep = meter.report();
+        rep.source = meter_cmd::iface_source(a.rx.as_deref().unwrap_or(""), a.rx_netns.as_deref());
+        rep.rx_timestamp_source = rx.timestamp_source();
+        rep.tx_timestamp_source = result.tx_timestamp_source.clone();
+        rep.started_unix_ns = result.started_unix_ns;
+        rep.calibration = cal;
+        rep.interrupted = out.interrupted || stats.interrupted;
+        gapless_engine::meter::finish_report(&mut rep, Some(out.stats));
+        gapless_engine::meter::join(&mut result, rep);
+    }
     if let Some(j) = &a.json {
         write_json_atomic(j, &result).with_context(|| format!("writing the result file {}", j.display()))?;
     }
     print!("{}", summary_text(&result));
+    if let Some(r) = &result.rx {
+        print!("{}", gapless_engine::meter::summary_text(r));
+        if let Some(d) = &a.meter.report_dir {
+            let n = plots::write_all(r, d)?;
+            println!("report: {n} files in {}", d.display());
+        }
+    }
     if let Some(j) = &a.json {
         println!("result: {}", j.display());
     }
@@ -334,6 +455,9 @@ fn cmd_run(a: RunArgs) -> Result<i32> {
     }
     if let Some(e) = finish_err {
         return Err(e.into());
+    }
+    if let Some(e) = rx_out.as_ref().and_then(|o| o.error.as_ref()) {
+        bail!("the meter failed during the run: {e} (the result file has what was measured until then)");
     }
     if let Some(e) = &stats.backend_error {
         bail!("the backend failed during the run: {e} (the result file has what was sent until then)");
@@ -406,6 +530,42 @@ fn cmd_testbed(action: TestbedCmd) -> Result<i32> {
     Ok(0)
 }
 
+fn cmd_report(path: &Path, out: &Path) -> Result<i32> {
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        anyhow!(
+            "cannot read {}: {e}. Fix: give a result file from `run --rx`, `measure` or `analyze` (--json)",
+            path.display()
+        )
+    })?;
+    let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
+        anyhow!(
+            "{} is not JSON: {e}. Fix: give a result file that gapless wrote",
+            path.display()
+        )
+    })?;
+    let report: gapless_core::meter::MeterReport = if v.get("sent_frames").is_some() {
+        let r: gapless_core::result::RunResult =
+            serde_json::from_value(v).map_err(|e| anyhow!("{}: not a gapless run result: {e}", path.display()))?;
+        r.rx.ok_or_else(|| {
+            anyhow!(
+                "{} is a send-only result: it has no meter data to draw. Fix: run with --rx IFACE, or use `gapless measure`",
+                path.display()
+            )
+        })?
+    } else {
+        serde_json::from_value(v).map_err(|e| {
+            anyhow!(
+                "{}: not a gapless meter result: {e}. Fix: give a file written by --json",
+                path.display()
+            )
+        })?
+    };
+    print!("{}", gapless_engine::meter::summary_text(&report));
+    let n = plots::write_all(&report, out)?;
+    println!("report: {n} files in {}", out.display());
+    Ok(0)
+}
+
 fn main() {
     let cli = Cli::parse();
     let r = match cli.cmd {
@@ -415,6 +575,10 @@ fn main() {
             link_speed_bps,
         } => cmd_check(&profile, link_speed_bps),
         Cmd::Testbed { action } => cmd_testbed(action),
+        Cmd::Measure(a) => meter_cmd::cmd_measure(a),
+        Cmd::Analyze(a) => meter_cmd::cmd_analyze(a),
+        Cmd::Calibrate(a) => meter_cmd::cmd_calibrate(a),
+        Cmd::Report { result, out } => cmd_report(&result, &out),
     };
     match r {
         Ok(code) => std::process::exit(code),

@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use crate::signature::Signature;
 
 pub use classify::{classify, Class, FlowKey, Foreign, ForeignCounts};
-pub use report::{CalibrationRef, CaptureStats, MeterReport, StreamRx};
+pub use report::{Calibration, CalibrationRef, CaptureStats, MeterReport, StreamRx};
 pub use stream::StreamMeter;
 
 /// What the sender promised for one signed stream.

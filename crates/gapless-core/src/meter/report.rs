@@ -246,3 +246,71 @@ pub struct MeterReport {
     /// Things the reader should know (a truncated capture, capture drops, ...).
     pub warnings: Vec<String>,
 }
+
+/// A calibration file: what a direct link (no device under test) measured.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Calibration {
+    /// Always "gapless-calibration".
+    pub kind: String,
+    pub version: String,
+    pub created_unix_ns: u64,
+    pub hostname: String,
+    pub tx_iface: String,
+    pub rx_iface: String,
+    pub rx_timestamp_source: String,
+    pub rate_pps: f64,
+    pub frames: u64,
+    pub lost: u64,
+    /// The median one-way latency over the direct link: the tool's systematic offset, which
+    /// later runs subtract.
+    pub latency_offset_ns: i64,
+    pub latency_min_ns: i64,
+    pub latency_p99_ns: u64,
+    /// The precision floor: inter-arrival error the setup itself adds to a perfect CBR.
+    pub floor_abs_err_p50_ns: u64,
+    pub floor_abs_err_p99_ns: u64,
+    pub floor_mse_ns2: f64,
+    /// Latency spread the setup adds (p99 - p50).
+    pub floor_latency_p99_minus_p50_ns: u64,
+}
+
+impl Calibration {
+    pub const KIND: &'static str = "gapless-calibration";
+
+    /// From the meter's report of a calibration run (one stream).
+    pub fn from_stream(s: &StreamRx) -> Result<Calibration, String> {
+        let lat = s
+            .latency
+            .as_ref()
+            .ok_or("no latency measured: the frames carried no signature, or the clocks were not comparable")?;
+        let ia = s.interarrival.as_ref().ok_or("fewer than two frames arrived")?;
+        Ok(Calibration {
+            kind: Self::KIND.into(),
+            rate_pps: ia.target_pps.unwrap_or(ia.rate_pps),
+            frames: s.rx_frames,
+            lost: s.seq.as_ref().map_or(0, |q| q.lost),
+            latency_offset_ns: lat.percentiles_ns.p50 as i64,
+            latency_min_ns: lat.min_ns,
+            latency_p99_ns: lat.percentiles_ns.p99,
+            floor_abs_err_p50_ns: ia.abs_err_p50_ns.unwrap_or(0),
+            floor_abs_err_p99_ns: ia.abs_err_p99_ns.unwrap_or(0),
+            floor_mse_ns2: ia.mse_ns2.unwrap_or(0.0),
+            floor_latency_p99_minus_p50_ns: lat.percentiles_ns.p99.saturating_sub(lat.percentiles_ns.p50),
+            ..Default::default()
+        })
+    }
+
+    /// What a result that used this calibration records.
+    pub fn reference(&self, path: &str) -> CalibrationRef {
+        CalibrationRef {
+            path: path.into(),
+            created_unix_ns: self.created_unix_ns,
+            latency_offset_ns: self.latency_offset_ns,
+            floor_abs_err_p50_ns: self.floor_abs_err_p50_ns,
+            floor_abs_err_p99_ns: self.floor_abs_err_p99_ns,
+            floor_mse_ns2: self.floor_mse_ns2,
+            floor_latency_p99_minus_p50_ns: self.floor_latency_p99_minus_p50_ns,
+        }
+    }
+}

@@ -1,0 +1,207 @@
+//! The RX side: the loop that drains the ring into the meter, the join of TX and RX
+//! results, and the meter's text summary.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use gapless_core::meter::{Meter, MeterReport};
+use gapless_core::result::RunResult;
+use gapless_io::rx::{AfPacketRx, RxStats};
+
+/// When the meter loop ends.
+pub struct RxStop<'a> {
+    /// Ctrl-C / SIGTERM.
+    pub signal: &'a AtomicBool,
+    /// The sender finished: keep metering for `linger`, then stop.
+    pub tx_done: Option<&'a AtomicBool>,
+    pub linger: Duration,
+    /// Stop at this time (`--duration`).
+    pub deadline: Option<Instant>,
+}
+
+/// What the loop did.
+pub struct RxOutcome {
+    pub interrupted: bool,
+    pub stats: RxStats,
+    pub error: Option<String>,
+}
+
+/// Drains the ring into the meter until told to stop. `live` counts frames for the live line.
+pub fn meter_loop(rx: &mut AfPacketRx, meter: &mut Meter, stop: &RxStop<'_>, live: &AtomicU64) -> RxOutcome {
+    let mut interrupted = false;
+    let mut error = None;
+    let mut done_at: Option<Instant> = None;
+    loop {
+        if stop.signal.load(Ordering::Relaxed) {
+            interrupted = true;
+            break;
+        }
+        let now = Instant::now();
+        if stop.deadline.is_some_and(|d| now >= d) {
+            break;
+        }
+        if let Some(td) = stop.tx_done {
+            if td.load(Ordering::Acquire) {
+                let t = *done_at.get_or_insert(now);
+                if now - t >= stop.linger {
+                    break;
+                }
+            }
+        }
+        let res = rx.poll(20, &mut |f| meter.on_frame(f.ts_ns, f.data, f.wire_len));
+        match res {
+            Ok(_) => live.store(meter.frames(), Ordering::Relaxed),
+            Err(e) => {
+                error = Some(e.to_string());
+                break;
+            }
+        }
+    }
+    // What is already in the ring belongs to the run.
+    let _ = rx.poll(0, &mut |f| meter.on_frame(f.ts_ns, f.data, f.wire_len));
+    RxOutcome {
+        interrupted,
+        stats: rx.stats(),
+        error,
+    }
+}
+
+/// Fills in the capture counters and warns about capture loss.
+pub fn finish_report(r: &mut MeterReport, stats: Option<RxStats>) {
+    r.tool = "gapless".into();
+    r.version = env!("CARGO_PKG_VERSION").into();
+    if let Some(s) = stats {
+        r.capture.kernel_drops = Some(s.drops);
+        r.capture.freeze_count = Some(s.freeze_count);
+        if s.drops > 0 {
+            r.warnings.push(format!(
+                "the kernel dropped {} frames because the meter's ring was full: counts and loss below understate what arrived. Fix: give the meter its own core (--rx-core), or lower the rate",
+                s.drops
+            ));
+        }
+    }
+}
+
+/// Joins TX and RX per stream: the sender's count, and loss including the tail.
+pub fn join(run: &mut RunResult, mut rx: MeterReport) {
+    for s in &mut rx.streams {
+        let Some(id) = s.id else { continue };
+        if let Some(tx) = run.streams.iter().find(|t| t.id == id) {
+            s.tx_sent = Some(tx.sent_frames);
+            let got = s.seq.as_ref().map_or(s.rx_frames, |q| q.unique);
+            s.lost_vs_tx = Some(tx.sent_frames as i64 - got as i64);
+        }
+    }
+    run.rx = Some(rx);
+}
+
+fn ns(v: f64) -> String {
+    let a = v.abs();
+    if a >= 1e9 {
+        format!("{:.3} s", v / 1e9)
+    } else if a >= 1e6 {
+        format!("{:.2} ms", v / 1e6)
+    } else if a >= 1e4 {
+        format!("{:.1} µs", v / 1e3)
+    } else {
+        format!("{v:.0} ns")
+    }
+}
+
+fn opt<T>(v: Option<T>, f: impl Fn(T) -> String) -> String {
+    v.map_or("-".into(), f)
+}
+
+/// The meter's summary for a terminal.
+pub fn summary_text(r: &MeterReport) -> String {
+    let mut s = String::new();
+    s.push_str(&format!(
+        "meter: {} — {} frames in {:.3} s, RX timestamps: {}\n",
+        r.source,
+        r.capture.frames,
+        r.duration_ns as f64 / 1e9,
+        r.rx_timestamp_source
+    ));
+    if let Some(c) = &r.calibration {
+        s.push_str(&format!(
+            "calibration {}: latency offset {} subtracted; precision floor |err| p50 {} p99 {}, MSE {:.3e} ns²\n",
+            c.path,
+            ns(c.latency_offset_ns as f64),
+            ns(c.floor_abs_err_p50_ns as f64),
+            ns(c.floor_abs_err_p99_ns as f64),
+            c.floor_mse_ns2
+        ));
+    }
+    s.push_str(&format!(
+        "{:<14} {:>9} {:>9} {:>6} {:>6} {:>10} {:>10} {:>10} {:>10} {:>10} {:>9} {:>10} {:>10} {:>7} {:>9}\n",
+        "stream",
+        "rx",
+        "lost",
+        "reord",
+        "dup",
+        "lat p50",
+        "lat p99",
+        "p99.9999",
+        "lat max",
+        "rate err",
+        "|err| p50",
+        "|err| p99",
+        "MSE ns²",
+        "burst",
+        "W100 max"
+    ));
+    for st in &r.streams {
+        let lost = match (st.lost_vs_tx, &st.seq) {
+            (Some(l), _) => l.to_string(),
+            (None, Some(q)) => q.lost.to_string(),
+            _ => "-".into(),
+        };
+        let lat = st.latency.as_ref();
+        let ia = st.interarrival.as_ref();
+        s.push_str(&format!(
+            "{:<14} {:>9} {:>9} {:>6} {:>6} {:>10} {:>10} {:>10} {:>10} {:>10} {:>9} {:>10} {:>10} {:>7} {:>9}\n",
+            st.name,
+            st.rx_frames,
+            lost,
+            opt(st.seq.as_ref(), |q| q.reordered.to_string()),
+            opt(st.seq.as_ref(), |q| q.duplicated.to_string()),
+            opt(lat, |l| ns(l.percentiles_ns.p50 as f64)),
+            opt(lat, |l| ns(l.percentiles_ns.p99 as f64)),
+            opt(lat, |l| ns(l.percentiles_ns.p99_9999 as f64)),
+            opt(lat, |l| ns(l.max_ns as f64)),
+            opt(ia.and_then(|i| i.rate_error_rel), |e| format!("{:+.4}%", e * 100.0)),
+            opt(ia.and_then(|i| i.abs_err_p50_ns), |e| ns(e as f64)),
+            opt(ia.and_then(|i| i.abs_err_p99_ns), |e| ns(e as f64)),
+            opt(ia.and_then(|i| i.mse_ns2), |e| format!("{e:.3e}")),
+            opt(ia.and_then(|i| i.burst_fraction), |b| format!("{:.2}%", b * 100.0)),
+            opt(st.rate_jitter.first(), |w| format!("{:.1}%", w.max_pct)),
+        ));
+        if let Some(f) = &st.flow {
+            s.push_str(&format!("    ({f})\n"));
+        }
+    }
+    let f = &r.foreign;
+    if f.total > 0 {
+        s.push_str(&format!(
+            "foreign frames (not ours, not metered): {} (ICMP errors {}, not IP {}, no ports {}, malformed {}, unsigned {})\n",
+            f.total, f.icmp_error, f.not_ip, f.no_ports, f.malformed, f.unsigned
+        ));
+    }
+    if let Some(d) = r.capture.kernel_drops {
+        s.push_str(&format!("capture drops (kernel, ring full): {d}\n"));
+    }
+    for w in &r.warnings {
+        s.push_str(&format!("WARNING: {w}\n"));
+    }
+    s
+}
+
+/// Pins the calling thread: to `core`, or else to the first allowed core other than `avoid`.
+pub fn pin(core: Option<usize>, avoid: Option<usize>) -> Option<usize> {
+    let ids = core_affinity::get_core_ids()?;
+    let id = match core {
+        Some(c) => ids.into_iter().find(|i| i.id == c)?,
+        None => ids.into_iter().find(|i| Some(i.id) != avoid)?,
+    };
+    core_affinity::set_for_current(id).then_some(id.id)
+}

@@ -1,0 +1,317 @@
+//! Reading captures for offline analysis: pcap and pcapng (any timestamp resolution; ns
+//! kept when the file has it), and CSV tables of timestamps (e.g. from a P4 timestamper).
+
+use std::fs::File;
+use std::io::{BufReader, Read};
+use std::path::Path;
+
+use gapless_core::signature::Signature;
+use pcap_file::pcap::PcapReader;
+use pcap_file::pcapng::{Block, PcapNgReader};
+use pcap_file::DataLink;
+
+use crate::error::IoError;
+
+/// The kinds of file `gapless analyze` reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CaptureFormat {
+    Pcap,
+    PcapNg,
+    Csv,
+}
+
+impl CaptureFormat {
+    pub fn name(self) -> &'static str {
+        match self {
+            CaptureFormat::Pcap => "pcap",
+            CaptureFormat::PcapNg => "pcapng",
+            CaptureFormat::Csv => "csv",
+        }
+    }
+}
+
+/// What reading found.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ReadInfo {
+    pub frames: u64,
+    /// The timestamp resolution the file declares, e.g. "ns" or "µs".
+    pub resolution: String,
+    /// Set when the file ends early or breaks off: what was read before is kept.
+    pub truncated: Option<String>,
+}
+
+fn input(path: &Path, message: impl Into<String>, fix: impl Into<String>) -> IoError {
+    IoError::Input {
+        path: path.display().to_string(),
+        message: message.into(),
+        fix: fix.into(),
+    }
+}
+
+fn open(path: &Path) -> Result<File, IoError> {
+    File::open(path).map_err(|e| input(path, format!("cannot open: {e}"), "check the path"))
+}
+
+/// Tells the format from the file's first bytes.
+pub fn detect(path: &Path) -> Result<CaptureFormat, IoError> {
+    let mut head = [0u8; 4];
+    let mut f = open(path)?;
+    let n = f
+        .read(&mut head)
+        .map_err(|e| input(path, format!("cannot read: {e}"), "check the file"))?;
+    if n < 4 {
+        return Err(input(
+            path,
+            format!("only {n} bytes: not a capture"),
+            "give a pcap or pcapng capture (e.g. `tcpdump -j adapter_unsynced --time-stamp-precision=nano -w FILE`) or a CSV with an rx_ns column",
+        ));
+    }
+    Ok(match head {
+        [0xd4, 0xc3, 0xb2, 0xa1] | [0xa1, 0xb2, 0xc3, 0xd4] | [0x4d, 0x3c, 0xb2, 0xa1] | [0xa1, 0xb2, 0x3c, 0x4d] => {
+            CaptureFormat::Pcap
+        }
+        [0x0a, 0x0d, 0x0d, 0x0a] => CaptureFormat::PcapNg,
+        _ if head.iter().all(|b| b.is_ascii_graphic() || b.is_ascii_whitespace()) => CaptureFormat::Csv,
+        _ => return Err(input(
+            path,
+            format!("unknown file type (first bytes {:02x?})", head),
+            "give a pcap or pcapng capture, or a CSV of timestamps with a header row (rx_ns[,stream,seq,tx_ns,len])",
+        )),
+    })
+}
+
+fn ns(d: std::time::Duration) -> u64 {
+    d.as_secs() * 1_000_000_000 + u64::from(d.subsec_nanos())
+}
+
+fn not_ethernet(path: &Path, dl: DataLink) -> IoError {
+    input(
+        path,
+        format!("link type {dl:?}: only Ethernet captures are read"),
+        "capture on the interface itself (`tcpdump -i IFACE`, not `-i any`), or convert with `editcap -T ether`",
+    )
+}
+
+/// Reads a pcap or pcapng file, handing each frame (RX ns, data, length on the wire) to `f`.
+pub fn read_pcap(path: &Path, f: &mut dyn FnMut(u64, &[u8], u32)) -> Result<ReadInfo, IoError> {
+    let fmt = detect(path)?;
+    let file = BufReader::with_capacity(1 << 20, open(path)?);
+    let mut info = ReadInfo::default();
+    let broke = |frames: u64, e: &dyn std::fmt::Display| {
+        format!("the capture breaks off after {frames} frames ({e}); the frames before it were analysed")
+    };
+    match fmt {
+        CaptureFormat::Pcap => {
+            let mut r = PcapReader::new(file).map_err(|e| {
+                input(
+                    path,
+                    format!("not a readable pcap header: {e}"),
+                    "check that the file is a complete capture",
+                )
+            })?;
+            let h = r.header();
+            if h.datalink != DataLink::ETHERNET {
+                return Err(not_ethernet(path, h.datalink));
+            }
+            info.resolution = format!("{:?}", h.ts_resolution).to_lowercase();
+            while let Some(p) = r.next_packet() {
+                match p {
+                    Ok(p) => {
+                        f(ns(p.timestamp()), p.data(), p.orig_len());
+                        info.frames += 1;
+                    }
+                    Err(e) => {
+                        info.truncated = Some(broke(info.frames, &e));
+                        break;
+                    }
+                }
+            }
+        }
+        CaptureFormat::PcapNg => {
+            let mut r = PcapNgReader::new(file).map_err(|e| {
+                input(
+                    path,
+                    format!("not a readable pcapng section header: {e}"),
+                    "check that the file is a complete capture",
+                )
+            })?;
+            info.resolution = "per interface (pcapng if_tsresol)".into();
+            while let Some(b) = r.next_block() {
+                match b {
+                    Ok((Block::EnhancedPacket(p), st)) => {
+                        let dl = st
+                            .interfaces()
+                            .get(p.interface_id as usize)
+                            .map(|i| i.linktype)
+                            .unwrap_or(DataLink::ETHERNET);
+                        if dl != DataLink::ETHERNET {
+                            return Err(not_ethernet(path, dl));
+                        }
+                        f(ns(p.timestamp), &p.data, p.original_len);
+                        info.frames += 1;
+                    }
+                    Ok(_) => {}
+                    Err(e) => {
+                        info.truncated = Some(broke(info.frames, &e));
+                        break;
+                    }
+                }
+            }
+        }
+        CaptureFormat::Csv => {
+            return Err(input(
+                path,
+                "this is a text file, not a capture",
+                "read it as a CSV of timestamps (`gapless analyze` does so by itself)",
+            ))
+        }
+    }
+    Ok(info)
+}
+
+/// One row of a timestamp table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CsvRow {
+    pub rx_ns: u64,
+    pub len: Option<u32>,
+    /// When the table has stream and seq columns (tx_ns 0 without a tx_ns column).
+    pub sig: Option<Signature>,
+}
+
+/// A CSV table of timestamps: a header row naming `rx_ns` (or `timestamp_ns`), and
+/// optionally `stream`, `seq`, `tx_ns` and `len`. Other columns are ignored.
+pub struct CsvTimestamps {
+    path: std::path::PathBuf,
+    rdr: csv::Reader<BufReader<File>>,
+    rx: usize,
+    stream: Option<usize>,
+    seq: Option<usize>,
+    tx: Option<usize>,
+    len: Option<usize>,
+}
+
+const CSV_FIX: &str = "the table needs a header row with rx_ns (integer ns), and optionally stream, seq, tx_ns, len; e.g. `rx_ns,stream,seq,tx_ns`";
+
+impl CsvTimestamps {
+    pub fn open(path: &Path) -> Result<CsvTimestamps, IoError> {
+        let mut rdr = csv::ReaderBuilder::new()
+            .trim(csv::Trim::All)
+            .comment(Some(b'#'))
+            .from_reader(BufReader::new(open(path)?));
+        let headers = rdr
+            .headers()
+            .map_err(|e| input(path, format!("cannot read the header row: {e}"), CSV_FIX))?
+            .clone();
+        let col = |names: &[&str]| {
+            headers
+                .iter()
+                .position(|h| names.iter().any(|n| h.eq_ignore_ascii_case(n)))
+        };
+        let Some(rx) = col(&["rx_ns", "timestamp_ns", "ts_ns"]) else {
+            return Err(input(
+                path,
+                format!(
+                    "no rx_ns column in the header row ({})",
+                    headers.iter().collect::<Vec<_>>().join(",")
+                ),
+                CSV_FIX,
+            ));
+        };
+        let stream = col(&["stream"]);
+        let seq = col(&["seq"]);
+        if stream.is_some() != seq.is_some() {
+            return Err(input(
+                path,
+                "the table has one of stream and seq but not the other",
+                "give both columns (sequence numbers count per stream) or neither",
+            ));
+        }
+        Ok(CsvTimestamps {
+            path: path.to_path_buf(),
+            rdr,
+            rx,
+            stream,
+            seq,
+            tx: col(&["tx_ns"]),
+            len: col(&["len", "length", "wire_len"]),
+        })
+    }
+
+    /// The table has sequence numbers (and so streams).
+    pub fn has_seq(&self) -> bool {
+        self.seq.is_some()
+    }
+
+    /// The table has TX times (and so latency).
+    pub fn has_tx(&self) -> bool {
+        self.tx.is_some() && self.seq.is_some()
+    }
+
+    /// Hands each row to `f`. A bad row is an error naming its line; rows before it are kept
+    /// by the caller.
+    pub fn read(&mut self, f: &mut dyn FnMut(CsvRow)) -> Result<ReadInfo, IoError> {
+        let mut info = ReadInfo {
+            resolution: "ns".into(),
+            ..Default::default()
+        };
+        let mut rec = csv::StringRecord::new();
+        loop {
+            match self.rdr.read_record(&mut rec) {
+                Ok(false) => break,
+                Ok(true) => {}
+                Err(e) => {
+                    let line = e.position().map_or(0, |p| p.line());
+                    return Err(input(&self.path, format!("line {line}: {e}"), CSV_FIX));
+                }
+            }
+            let line = rec.position().map_or(0, |p| p.line());
+            let path = &self.path;
+            let get = |i: usize, name: &str| -> Result<u64, IoError> {
+                let v = rec.get(i).unwrap_or("");
+                v.parse::<u64>().map_err(|_| {
+                    input(
+                        path,
+                        format!("line {line}: column {name}: {v:?} is not an unsigned integer"),
+                        format!("correct or delete line {line}; {CSV_FIX}"),
+                    )
+                })
+            };
+            let rx_ns = get(self.rx, "rx_ns")?;
+            let len = match self.len {
+                Some(i) => Some(get(i, "len")?.min(u64::from(u32::MAX)) as u32),
+                None => None,
+            };
+            let sig = match (self.stream, self.seq) {
+                (Some(s), Some(q)) => {
+                    let stream = get(s, "stream")?;
+                    let seq = get(q, "seq")?;
+                    if stream > u64::from(u16::MAX) || seq > u64::from(u32::MAX) {
+                        return Err(input(
+                            &self.path,
+                            format!(
+                                "line {line}: stream {stream} or seq {seq} out of range (stream < 65536, seq < 2^32)"
+                            ),
+                            format!("correct line {line}"),
+                        ));
+                    }
+                    let tx_ns = match self.tx {
+                        Some(i) => get(i, "tx_ns")?,
+                        None => 0,
+                    };
+                    Some(Signature {
+                        stream: stream as u16,
+                        seq: seq as u32,
+                        tx_ns,
+                    })
+                }
+                _ => None,
+            };
+            f(CsvRow { rx_ns, len, sig });
+            info.frames += 1;
+        }
+        if info.frames == 0 {
+            return Err(input(&self.path, "no rows after the header", CSV_FIX));
+        }
+        Ok(info)
+    }
+}

@@ -1,0 +1,372 @@
+//! Reports from a meter result: CSV exports and plots (PNG and SVG, drawn with plotters
+//! and an embedded DejaVu Sans, so no system fonts are needed).
+
+use std::fmt::Write as _;
+use std::path::Path;
+use std::sync::Once;
+
+use anyhow::{anyhow, Context, Result};
+use gapless_core::meter::report::hist_from_b64;
+use gapless_core::meter::{MeterReport, StreamRx};
+use hdrhistogram::Histogram;
+use plotters::coord::Shift;
+use plotters::prelude::*;
+
+static FONT: &[u8] = include_bytes!("../assets/DejaVuSans.ttf");
+const SIZE: (u32, u32) = (900, 560);
+
+fn font() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        let _ = plotters::style::register_font("sans-serif", FontStyle::Normal, FONT);
+    });
+}
+
+fn pe<E: std::fmt::Display>(e: E) -> anyhow::Error {
+    anyhow!("drawing failed: {e}")
+}
+
+/// A file-name-safe form of a stream's name.
+fn slug(s: &str) -> String {
+    let v: String = s
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    if v.is_empty() {
+        "stream".into()
+    } else {
+        v
+    }
+}
+
+fn write_atomic(path: &Path, text: &str) -> Result<()> {
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, text).with_context(|| format!("writing {}", tmp.display()))?;
+    std::fs::rename(&tmp, path).with_context(|| format!("renaming to {}", path.display()))?;
+    Ok(())
+}
+
+/// (value in ns, count) of every recorded bucket.
+fn buckets(h: &Histogram<u64>, unit: u64) -> Vec<(u64, u64)> {
+    h.iter_recorded()
+        .map(|v| (h.highest_equivalent(v.value_iterated_to()) * unit, v.count_at_value()))
+        .collect()
+}
+
+macro_rules! both {
+    ($stem:expr, $draw:ident, $($arg:expr),*) => {{
+        let svg = $stem.with_extension("svg");
+        {
+            let root = SVGBackend::new(&svg, SIZE).into_drawing_area();
+            $draw(&root, $($arg),*)?;
+            root.present().map_err(pe)?;
+        }
+        let png = $stem.with_extension("png");
+        {
+            let root = BitMapBackend::new(&png, SIZE).into_drawing_area();
+            $draw(&root, $($arg),*)?;
+            root.present().map_err(pe)?;
+        }
+        2usize
+    }};
+}
+
+fn draw_interarrival<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    name: &str,
+    b: &[(u64, u64)],
+    target: Option<f64>,
+) -> Result<()>
+where
+    DB::ErrorType: 'static,
+{
+    root.fill(&WHITE).map_err(pe)?;
+    let total: u64 = b.iter().map(|x| x.1).sum();
+    // Range: p0.1 .. p99.9 (and the target), 120 bins; the rest is clipped into the end bins.
+    let q = |p: f64| {
+        let mut acc = 0;
+        for &(v, c) in b {
+            acc += c;
+            if acc as f64 >= p * total as f64 {
+                return v as f64;
+            }
+        }
+        b.last().map_or(0.0, |x| x.0 as f64)
+    };
+    let mut lo = q(0.001);
+    let mut hi = q(0.999);
+    if let Some(t) = target {
+        lo = lo.min(t * 0.9);
+        hi = hi.max(t * 1.1);
+    }
+    if hi <= lo {
+        hi = lo + 1.0;
+    }
+    let n = 120;
+    let w = (hi - lo) / n as f64;
+    let mut bins = vec![0u64; n];
+    for &(v, c) in b {
+        let i = (((v as f64 - lo) / w).floor().max(0.0) as usize).min(n - 1);
+        bins[i] += c;
+    }
+    let ymax = bins.iter().copied().max().unwrap_or(1).max(1) as f64 * 1.08;
+    let mut ch = ChartBuilder::on(root)
+        .caption(format!("{name}: inter-arrival times"), ("sans-serif", 22))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(70)
+        .build_cartesian_2d(lo / 1e3..hi / 1e3, (0.8..ymax * 2.0).log_scale())
+        .map_err(pe)?;
+    ch.configure_mesh()
+        .x_desc("gap (µs)")
+        .y_desc("frames (log)")
+        .y_label_formatter(&|v| format!("{v:.0}"))
+        .label_style(("sans-serif", 14))
+        .draw()
+        .map_err(pe)?;
+    ch.draw_series(bins.iter().enumerate().filter(|(_, c)| **c > 0).map(|(i, &c)| {
+        let x0 = (lo + i as f64 * w) / 1e3;
+        Rectangle::new([(x0, 0.8), (x0 + w / 1e3, c as f64)], BLUE.mix(0.6).filled())
+    }))
+    .map_err(pe)?
+    .label("frames per bin")
+    .legend(|(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], BLUE.mix(0.6).filled()));
+    if let Some(t) = target {
+        ch.draw_series(LineSeries::new(
+            [(t / 1e3, 0.8), (t / 1e3, ymax * 2.0)],
+            RED.stroke_width(2),
+        ))
+        .map_err(pe)?
+        .label(format!("target gap {:.3} µs", t / 1e3))
+        .legend(|(x, y)| PathElement::new([(x, y), (x + 16, y)], RED.stroke_width(2)));
+    }
+    ch.configure_series_labels()
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .label_font(("sans-serif", 14))
+        .draw()
+        .map_err(pe)?;
+    Ok(())
+}
+
+fn draw_cdf<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, name: &str, b: &[(u64, u64)], ccdf: bool) -> Result<()>
+where
+    DB::ErrorType: 'static,
+{
+    root.fill(&WHITE).map_err(pe)?;
+    let total: u64 = b.iter().map(|x| x.1).sum::<u64>().max(1);
+    let mut acc = 0u64;
+    let pts: Vec<(f64, f64)> = b
+        .iter()
+        .map(|&(v, c)| {
+            acc += c;
+            let cdf = acc as f64 / total as f64;
+            (v as f64 / 1e3, if ccdf { 1.0 - cdf } else { cdf })
+        })
+        .collect();
+    let xmax = pts.last().map_or(1.0, |p| p.0).max(1e-3) * 1.02;
+    let xmin = pts.first().map_or(0.0, |p| p.0) * 0.98;
+    let title = if ccdf { "latency CCDF" } else { "latency CDF" };
+    if ccdf {
+        let floor = 0.5 / total as f64;
+        let pts: Vec<(f64, f64)> = pts.into_iter().map(|(x, y)| (x, y.max(floor))).collect();
+        let mut ch = ChartBuilder::on(root)
+            .caption(format!("{name}: {title}"), ("sans-serif", 22))
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(80)
+            .build_cartesian_2d(xmin..xmax, (floor..1.0).log_scale())
+            .map_err(pe)?;
+        ch.configure_mesh()
+            .x_desc("latency (µs)")
+            .y_desc("P(latency > x)")
+            .y_label_formatter(&|v| format!("{v:.0e}"))
+            .label_style(("sans-serif", 14))
+            .draw()
+            .map_err(pe)?;
+        ch.draw_series(LineSeries::new(pts, BLUE.stroke_width(2))).map_err(pe)?;
+    } else {
+        let mut ch = ChartBuilder::on(root)
+            .caption(format!("{name}: {title}"), ("sans-serif", 22))
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(60)
+            .build_cartesian_2d(xmin..xmax, 0.0..1.0)
+            .map_err(pe)?;
+        ch.configure_mesh()
+            .x_desc("latency (µs)")
+            .y_desc("P(latency ≤ x)")
+            .label_style(("sans-serif", 14))
+            .draw()
+            .map_err(pe)?;
+        ch.draw_series(LineSeries::new(pts, BLUE.stroke_width(2))).map_err(pe)?;
+    }
+    Ok(())
+}
+
+fn draw_jitter<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, s: &StreamRx) -> Result<()>
+where
+    DB::ErrorType: 'static,
+{
+    root.fill(&WHITE).map_err(pe)?;
+    let w = &s.rate_jitter;
+    let ymax = w.iter().map(|x| x.max_pct).fold(100.0, f64::max) * 1.05;
+    let ymin = w.iter().map(|x| x.min_pct).fold(100.0, f64::min) * 0.95;
+    let mut ch = ChartBuilder::on(root)
+        .caption(
+            format!("{}: rate jitter (% of the {} rate)", s.name, s.rate_jitter_reference),
+            ("sans-serif", 22),
+        )
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(60)
+        .build_cartesian_2d((80f64..10_000f64).log_scale(), ymin..ymax)
+        .map_err(pe)?;
+    ch.configure_mesh()
+        .x_desc("window (packets)")
+        .y_desc("rate (%)")
+        .label_style(("sans-serif", 14))
+        .draw()
+        .map_err(pe)?;
+    type Pick = fn(&gapless_core::meter::report::WindowRate) -> f64;
+    let series: [(&str, RGBColor, Pick); 3] = [
+        ("max", RED, |x| x.max_pct),
+        ("avg", BLACK, |x| x.avg_pct),
+        ("min", BLUE, |x| x.min_pct),
+    ];
+    for (label, color, f) in series {
+        ch.draw_series(LineSeries::new(
+            w.iter().map(|x| (x.packets as f64, f(x))),
+            color.stroke_width(2),
+        ))
+        .map_err(pe)?
+        .label(label)
+        .legend(move |(x, y)| PathElement::new([(x, y), (x + 16, y)], color.stroke_width(2)));
+        ch.draw_series(
+            w.iter()
+                .map(|x| Circle::new((x.packets as f64, f(x)), 3, color.filled())),
+        )
+        .map_err(pe)?;
+    }
+    ch.configure_series_labels()
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .label_font(("sans-serif", 14))
+        .draw()
+        .map_err(pe)?;
+    Ok(())
+}
+
+fn draw_rate<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, s: &StreamRx) -> Result<()>
+where
+    DB::ErrorType: 'static,
+{
+    root.fill(&WHITE).map_err(pe)?;
+    let pts: Vec<(f64, f64)> = s.series.iter().map(|p| (p.t_s as f64, p.rx_frames as f64)).collect();
+    let xmax = pts.last().map_or(1.0, |p| p.0 + 1.0);
+    let ymax = pts.iter().map(|p| p.1).fold(1.0, f64::max) * 1.1;
+    let mut ch = ChartBuilder::on(root)
+        .caption(format!("{}: received frames per second", s.name), ("sans-serif", 22))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(80)
+        .build_cartesian_2d(0.0..xmax, 0.0..ymax)
+        .map_err(pe)?;
+    ch.configure_mesh()
+        .x_desc("time (s)")
+        .y_desc("frames / s")
+        .label_style(("sans-serif", 14))
+        .draw()
+        .map_err(pe)?;
+    // A step per second: the count covers [t, t + 1).
+    let steps: Vec<(f64, f64)> = pts.iter().flat_map(|&(t, v)| [(t, v), (t + 1.0, v)]).collect();
+    ch.draw_series(LineSeries::new(steps, BLUE.stroke_width(2)))
+        .map_err(pe)?;
+    Ok(())
+}
+
+/// Writes every export and plot of `r` into `dir`. Returns the number of files.
+pub fn write_all(r: &MeterReport, dir: &Path) -> Result<usize> {
+    font();
+    std::fs::create_dir_all(dir).with_context(|| format!("creating the report directory {}", dir.display()))?;
+    let mut files = 0;
+    let mut seen = std::collections::HashSet::new();
+    for s in &r.streams {
+        let mut base = slug(&s.name);
+        while !seen.insert(base.clone()) {
+            base.push('_');
+        }
+        let stem = |what: &str| dir.join(format!("{base}-{what}"));
+        // Inter-arrival times.
+        if let Some(ia) = &s.interarrival {
+            let h = hist_from_b64(&ia.histogram_v2_deflate_b64).map_err(|e| anyhow!("{}: {e}", s.name))?;
+            let b = buckets(&h, ia.histogram_unit_ns.max(1));
+            let mut csv = String::from("gap_ns,count\n");
+            for (v, c) in &b {
+                let _ = writeln!(csv, "{v},{c}");
+            }
+            write_atomic(&stem("interarrival.csv"), &csv)?;
+            files += 1;
+            files += both!(stem("interarrival"), draw_interarrival, &s.name, &b, ia.target_gap_ns);
+        }
+        // Latency.
+        if let Some(l) = &s.latency {
+            let h = hist_from_b64(&l.histogram_v2_deflate_b64).map_err(|e| anyhow!("{}: {e}", s.name))?;
+            let b = buckets(&h, l.unit_ns.max(1));
+            let total: u64 = b.iter().map(|x| x.1).sum::<u64>().max(1);
+            let mut csv = String::from("latency_ns,count,cdf,ccdf\n");
+            let mut acc = 0;
+            for (v, c) in &b {
+                acc += c;
+                let cdf = acc as f64 / total as f64;
+                let _ = writeln!(csv, "{v},{c},{cdf:.9},{:.9e}", 1.0 - cdf);
+            }
+            write_atomic(&stem("latency.csv"), &csv)?;
+            files += 1;
+            files += both!(stem("latency-cdf"), draw_cdf, &s.name, &b, false);
+            files += both!(stem("latency-ccdf"), draw_cdf, &s.name, &b, true);
+        }
+        // Rate jitter.
+        if !s.rate_jitter.is_empty() {
+            let mut csv = String::from("window_packets,windows,min_pps,avg_pps,max_pps,min_pct,avg_pct,max_pct\n");
+            for w in &s.rate_jitter {
+                let _ = writeln!(
+                    csv,
+                    "{},{},{:.3},{:.3},{:.3},{:.4},{:.4},{:.4}",
+                    w.packets, w.windows, w.min_pps, w.avg_pps, w.max_pps, w.min_pct, w.avg_pct, w.max_pct
+                );
+            }
+            write_atomic(&stem("rate-jitter.csv"), &csv)?;
+            files += 1;
+            files += both!(stem("rate-jitter"), draw_jitter, s);
+        }
+        // Time series.
+        if !s.series.is_empty() {
+            let mut csv = String::from("t_s,rx_frames,rx_bytes,lost,latency_p50_ns,latency_p99_ns,latency_max_ns\n");
+            let o = |v: Option<u64>| v.map_or(String::new(), |v| v.to_string());
+            for p in &s.series {
+                let _ = writeln!(
+                    csv,
+                    "{},{},{},{},{},{},{}",
+                    p.t_s,
+                    p.rx_frames,
+                    p.rx_bytes,
+                    o(p.lost),
+                    o(p.latency_p50_ns),
+                    o(p.latency_p99_ns),
+                    o(p.latency_max_ns)
+                );
+            }
+            write_atomic(&stem("series.csv"), &csv)?;
+            files += 1;
+            files += both!(stem("rate"), draw_rate, s);
+        }
+    }
+    Ok(files)
+}
