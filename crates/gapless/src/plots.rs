@@ -52,11 +52,24 @@ fn write_atomic(path: &Path, text: &str) -> Result<()> {
     Ok(())
 }
 
-/// (value in ns, count) of every recorded bucket.
-fn buckets(h: &Histogram<u64>, unit: u64) -> Vec<(u64, u64)> {
+/// (lowest, highest value in ns, count) of every recorded bucket: the histogram keeps 3
+/// significant digits, so a bucket is a range.
+fn buckets(h: &Histogram<u64>, unit: u64) -> Vec<(u64, u64, u64)> {
     h.iter_recorded()
-        .map(|v| (h.highest_equivalent(v.value_iterated_to()) * unit, v.count_at_value()))
+        .map(|v| {
+            let x = v.value_iterated_to();
+            (
+                h.lowest_equivalent(x) * unit,
+                h.highest_equivalent(x) * unit,
+                v.count_at_value(),
+            )
+        })
         .collect()
+}
+
+/// (midpoint, count) for drawing.
+fn mids(b: &[(u64, u64, u64)]) -> Vec<(u64, u64)> {
+    b.iter().map(|&(lo, hi, c)| (lo + (hi - lo) / 2, c)).collect()
 }
 
 macro_rules! both {
@@ -307,10 +320,11 @@ pub fn write_all(r: &MeterReport, dir: &Path) -> Result<usize> {
         if let Some(ia) = &s.interarrival {
             let h = hist_from_b64(&ia.histogram_v2_deflate_b64).map_err(|e| anyhow!("{}: {e}", s.name))?;
             let b = buckets(&h, ia.histogram_unit_ns.max(1));
-            let mut csv = String::from("gap_ns,count\n");
-            for (v, c) in &b {
-                let _ = writeln!(csv, "{v},{c}");
+            let mut csv = String::from("gap_lo_ns,gap_hi_ns,count\n");
+            for (lo, hi, c) in &b {
+                let _ = writeln!(csv, "{lo},{hi},{c}");
             }
+            let b = mids(&b);
             write_atomic(&stem("interarrival.csv"), &csv)?;
             files += 1;
             files += both!(stem("interarrival"), draw_interarrival, &s.name, &b, ia.target_gap_ns);
@@ -319,14 +333,16 @@ pub fn write_all(r: &MeterReport, dir: &Path) -> Result<usize> {
         if let Some(l) = &s.latency {
             let h = hist_from_b64(&l.histogram_v2_deflate_b64).map_err(|e| anyhow!("{}: {e}", s.name))?;
             let b = buckets(&h, l.unit_ns.max(1));
-            let total: u64 = b.iter().map(|x| x.1).sum::<u64>().max(1);
-            let mut csv = String::from("latency_ns,count,cdf,ccdf\n");
+            let total: u64 = b.iter().map(|x| x.2).sum::<u64>().max(1);
+            let mut csv = String::from("latency_lo_ns,latency_hi_ns,count,cdf,ccdf\n");
             let mut acc = 0;
-            for (v, c) in &b {
+            for (lo, hi, c) in &b {
                 acc += c;
                 let cdf = acc as f64 / total as f64;
-                let _ = writeln!(csv, "{v},{c},{cdf:.9},{:.9e}", 1.0 - cdf);
+                let _ = writeln!(csv, "{lo},{hi},{c},{cdf:.9},{:.9e}", 1.0 - cdf);
             }
+            // The CDF reaches a bucket's share at its upper end.
+            let b: Vec<(u64, u64)> = b.iter().map(|&(_, hi, c)| (hi, c)).collect();
             write_atomic(&stem("latency.csv"), &csv)?;
             files += 1;
             files += both!(stem("latency-cdf"), draw_cdf, &s.name, &b, false);
