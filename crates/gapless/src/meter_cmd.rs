@@ -197,7 +197,7 @@ pub struct MeasureArgs {
     #[arg(long)]
     pub netns: Option<String>,
     /// Stop after this many seconds (default: at Ctrl-C).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub duration: Option<f64>,
     /// Write the result (JSON), atomically, also after Ctrl-C.
     #[arg(long)]

@@ -52,9 +52,10 @@ pub struct Percentiles {
 
 impl Percentiles {
     /// From a histogram whose values are in `unit` ns. Each is the highest value equivalent to
-    /// the recorded ones at that rank (HdrHistogram's rule), so it never understates.
-    pub fn of(h: &Histogram<u64>, unit: u64) -> Percentiles {
-        let q = |p: f64| h.highest_equivalent(h.value_at_quantile(p)) * unit;
+    /// the recorded ones at that rank (HdrHistogram's rule), so it never understates, capped
+    /// at the exact maximum `max_ns`.
+    pub fn of(h: &Histogram<u64>, unit: u64, max_ns: u64) -> Percentiles {
+        let q = |p: f64| (h.highest_equivalent(h.value_at_quantile(p)) * unit).min(max_ns);
         Percentiles {
             p50: q(0.5),
             p90: q(0.9),

@@ -372,7 +372,7 @@ impl StreamMeter {
                 min_ns: self.lat_min,
                 mean_ns: self.lat_sum / h.len() as f64,
                 max_ns: self.lat_max,
-                percentiles_ns: Percentiles::of(h, u),
+                percentiles_ns: Percentiles::of(h, u, self.lat_max.max(0) as u64),
                 negative: self.lat_neg,
                 histogram_v2_deflate_b64: hist_b64(h),
             }
@@ -382,7 +382,7 @@ impl StreamMeter {
             min_ns: self.ipdv_min,
             max_ns: self.ipdv_max,
             max_abs_ns: self.ipdv_min.unsigned_abs().max(self.ipdv_max.unsigned_abs()),
-            abs_percentiles_ns: Percentiles::of(h, 1),
+            abs_percentiles_ns: Percentiles::of(h, 1, self.ipdv_min.unsigned_abs().max(self.ipdv_max.unsigned_abs())),
             histogram_v2_deflate_b64: hist_b64(h),
         });
         let reference = self.target_pps.unwrap_or(rate_pps);
