@@ -153,6 +153,9 @@ pub(crate) struct RunArgs {
     timestamps: meter_cmd::TsArg,
     #[command(flatten)]
     meter: meter_cmd::MeterOpts,
+    /// No summary on stdout (runs made by other commands).
+    #[arg(skip)]
+    no_summary: bool,
 }
 
 impl RunArgs {
@@ -183,6 +186,7 @@ impl RunArgs {
                 report_dir: None,
                 signed_only: true,
             },
+            no_summary: true,
         }
     }
 }
@@ -439,19 +443,21 @@ pub(crate) fn cmd_run(a: RunArgs) -> Result<i32> {
     if let Some(j) = &a.json {
         write_json_atomic(j, &result).with_context(|| format!("writing the result file {}", j.display()))?;
     }
-    print!("{}", summary_text(&result));
-    if let Some(r) = &result.rx {
-        print!("{}", gapless_engine::meter::summary_text(r));
-        if let Some(d) = &a.meter.report_dir {
-            let n = plots::write_all(r, d)?;
-            println!("report: {n} files in {}", d.display());
+    if !a.no_summary {
+        print!("{}", summary_text(&result));
+        if let Some(r) = &result.rx {
+            print!("{}", gapless_engine::meter::summary_text(r));
+            if let Some(d) = &a.meter.report_dir {
+                let n = plots::write_all(r, d)?;
+                println!("report: {n} files in {}", d.display());
+            }
         }
-    }
-    if let Some(j) = &a.json {
-        println!("result: {}", j.display());
-    }
-    if let Some(p) = &pcap {
-        println!("pcap: {}", p.display());
+        if let Some(j) = &a.json {
+            println!("result: {}", j.display());
+        }
+        if let Some(p) = &pcap {
+            println!("pcap: {}", p.display());
+        }
     }
     if let Some(e) = finish_err {
         return Err(e.into());

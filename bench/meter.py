@@ -1,0 +1,162 @@
+#!/usr/bin/env python3
+"""Meter benchmarks on the veth testbed, in one run, interleaved.
+
+  keepup     gapless sends 1.5 M frames unpaced (its maximum rate, ~3 s here); the sink is metered by
+             (a) gapless's live meter (`run --rx`) or (b) tcpdump -B 131072 --time-stamp-precision=nano.
+             Reported: frames sent, frames the meter saw, the kernel's capture drops, and the
+             RX rate (frames seen / send time). One capture at a time, alternating.
+  precision  CBR 64 B at 100 kpps for 3 s with both capturing the same run: the live meter's
+             figures beside tcpdump + `gapless analyze` (rate error, |err| p50/p99, MSE, burst
+             fraction, W100 max rate).
+
+Run as root: python3 bench/meter.py [--reps 3]. Raw results: bench/results/meter-<UTC>.jsonl,
+summary: .md next to it.
+"""
+import argparse
+import datetime
+import json
+import os
+import re
+import signal
+import statistics
+import subprocess
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+G = os.path.join(ROOT, "target", "release", "gapless")
+BED = "gm"
+TXNS, RXNS, TXIF, RXIF = f"{BED}-tx", f"{BED}-rx", f"{BED}-tx0", f"{BED}-rx0"
+
+
+def sh(*args):
+    return subprocess.run(list(args), check=True, capture_output=True, text=True)
+
+
+def profile(tmp, rate, end="duration_s = 3"):
+    p = os.path.join(tmp, f"p{rate}.toml")
+    with open(p, "w") as f:
+        f.write(f"seed = 5\n[[stream]]\nname = \"s\"\nsize = 64\n[stream.timing]\nrate_pps = {rate}\n{end}\n")
+    return p
+
+
+def tcpdump(path):
+    p = subprocess.Popen(["ip", "netns", "exec", RXNS, "tcpdump", "-i", RXIF, "-w", path,
+                          "--time-stamp-precision=nano", "-B", "131072", "-s", "2048"],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    t0 = time.time()
+    buf = ""
+    while time.time() - t0 < 10:
+        line = p.stderr.readline()
+        buf += line
+        if "listening on" in line or not line:
+            break
+    return p
+
+
+def tcpdump_stop(p):
+    time.sleep(1.5)  # libpcap hands over its last TPACKET_V3 block after 1 s
+    os.killpg(p.pid, signal.SIGINT)
+    err = p.communicate(timeout=20)[1]
+    cap = int(re.search(r"(\d+) packets? captured", err).group(1))
+    drop = int(re.search(r"(\d+) packets? dropped by kernel", err).group(1))
+    return cap, drop
+
+
+def run(prof, tmp, extra):
+    j = os.path.join(tmp, "r.json")
+    sh(G, "run", prof, "--netns", TXNS, "--iface", TXIF, "--json", j, "-q", *extra)
+    with open(j) as f:
+        return json.load(f)
+
+
+def keepup(tmp, rep, out):
+    # Unpaced, the schedule's duration means nothing: a count of frames (~3 s here) instead.
+    prof = profile(tmp, 10_000_000, "count = 1_500_000")
+    rows = []
+    for who in ("gapless", "tcpdump"):
+        if who == "gapless":
+            r = run(prof, tmp, ["--pace", "off", "--rx", RXIF, "--rx-netns", RXNS])
+            s = r["rx"]["streams"][0] if r["rx"]["streams"] else {"rx_frames": 0}
+            seen, drops = s["rx_frames"], r["rx"]["capture"]["kernel_drops"]
+        else:
+            pcap = os.path.join(tmp, "k.pcap")
+            p = tcpdump(pcap)
+            r = run(prof, tmp, ["--pace", "off"])
+            seen, drops = tcpdump_stop(p)
+        sent, dur = r["sent_frames"], r["duration_ns"] / 1e9
+        row = dict(bench="keepup", rep=rep, meter=who, sent=sent, seen=seen, kernel_drops=drops,
+                   seen_frac=seen / sent if sent else 0, send_mpps=sent / dur / 1e6, rx_mpps=seen / dur / 1e6)
+        print(json.dumps(row))
+        out.write(json.dumps(row) + "\n")
+        rows.append(row)
+    return rows
+
+
+def precision(tmp, rep, out):
+    prof = profile(tmp, 100_000)
+    pcap = os.path.join(tmp, "p.pcap")
+    p = tcpdump(pcap)
+    j = os.path.join(tmp, "r.json")
+    sh(G, "run", prof, "--netns", TXNS, "--iface", TXIF, "--rx", RXIF, "--rx-netns", RXNS, "--json", j, "-q")
+    tcpdump_stop(p)
+    a = os.path.join(tmp, "a.json")
+    sh(G, "analyze", pcap, "--profile", j, "--signed-only", "--json", a)
+    rows = []
+    for who, path, get in (("gapless live", j, lambda d: d["rx"]), ("tcpdump+analyze", a, lambda d: d)):
+        with open(path) as f:
+            s = get(json.load(f))["streams"][0]
+        ia = s["interarrival"]
+        row = dict(bench="precision", rep=rep, meter=who, frames=s["rx_frames"],
+                   rate_error_rel=ia["rate_error_rel"], abs_err_p50_ns=ia["abs_err_p50_ns"],
+                   abs_err_p99_ns=ia["abs_err_p99_ns"], mse_ns2=ia["mse_ns2"], burst_fraction=ia["burst_fraction"],
+                   w100_max_pct=s["rate_jitter"][0]["max_pct"])
+        print(json.dumps(row))
+        out.write(json.dumps(row) + "\n")
+        rows.append(row)
+    return rows
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--reps", type=int, default=3)
+    a = ap.parse_args()
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    os.makedirs(os.path.join(HERE, "results"), exist_ok=True)
+    base = os.path.join(HERE, "results", f"meter-{stamp}")
+    sh(G, "testbed", "up", "--name", BED)
+    rows = []
+    try:
+        with open(base + ".jsonl", "w") as out, tempfile.TemporaryDirectory() as tmp:
+            for rep in range(a.reps):
+                rows += keepup(tmp, rep, out)
+                rows += precision(tmp, rep, out)
+    finally:
+        sh(G, "testbed", "down", "--name", BED)
+    med = lambda xs: statistics.median(xs)
+    lines = [f"# Meter benchmarks {stamp} ({a.reps} rounds, medians)", "",
+             "## Keeping up: gapless sends 1.5 M frames unpaced; one capture at a time", "",
+             "| meter | sent | seen | seen / sent | kernel drops | RX Mpps |", "|---|---|---|---|---|---|"]
+    for who in ("gapless", "tcpdump"):
+        r = [x for x in rows if x["bench"] == "keepup" and x["meter"] == who]
+        lines.append(f"| {who} | {med([x['sent'] for x in r]):.0f} | {med([x['seen'] for x in r]):.0f} | "
+                     f"{med([x['seen_frac'] for x in r]):.4f} | {med([x['kernel_drops'] for x in r]):.0f} | "
+                     f"{med([x['rx_mpps'] for x in r]):.3f} |")
+    lines += ["", "## Precision of one 100 kpps CBR run, seen by both", "",
+              "| meter | frames | rate error | abs err p50 ns | abs err p99 ns | MSE ns² | burst | W100 max % |",
+              "|---|---|---|---|---|---|---|---|"]
+    for who in ("gapless live", "tcpdump+analyze"):
+        r = [x for x in rows if x["bench"] == "precision" and x["meter"] == who]
+        lines.append(f"| {who} | {med([x['frames'] for x in r]):.0f} | {med([x['rate_error_rel'] for x in r]):+.5%} | "
+                     f"{med([x['abs_err_p50_ns'] for x in r]):.0f} | {med([x['abs_err_p99_ns'] for x in r]):.0f} | "
+                     f"{med([x['mse_ns2'] for x in r]):.3e} | {med([x['burst_fraction'] for x in r]):.3%} | "
+                     f"{med([x['w100_max_pct'] for x in r]):.1f} |")
+    text = "\n".join(lines) + "\n"
+    with open(base + ".md", "w") as f:
+        f.write(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
