@@ -42,6 +42,42 @@ fn setsockopt_int(fd: &OwnedFd, level: libc::c_int, name: libc::c_int, v: libc::
     }
 }
 
+/// A raw AF_PACKET socket with protocol 0 (it receives nothing until bound with a protocol).
+pub(crate) fn packet_socket() -> Result<OwnedFd, IoError> {
+    // SAFETY: plain socket(2).
+    let fd = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        let e = std::io::Error::last_os_error();
+        return Err(match e.raw_os_error() {
+            Some(libc::EPERM) | Some(libc::EACCES) => IoError::NoPermission,
+            _ => IoError::Os {
+                context: "socket(AF_PACKET, SOCK_RAW)".into(),
+                source: e,
+            },
+        });
+    }
+    // SAFETY: fd is fresh and valid.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Binds a packet socket to an interface and an ethertype (0: none, send only; ETH_P_ALL:
+/// every frame). Returns bind(2)'s result; errno is left for the caller.
+pub(crate) fn bind_packet(fd: &OwnedFd, ifindex: u32, protocol: u16) -> i32 {
+    // SAFETY: sockaddr_ll is plain data; zeroed is a valid value.
+    let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+    sll.sll_family = libc::AF_PACKET as u16;
+    sll.sll_protocol = protocol.to_be();
+    sll.sll_ifindex = ifindex as i32;
+    // SAFETY: sll is a valid sockaddr_ll of the size passed.
+    unsafe {
+        libc::bind(
+            fd.as_raw_fd(),
+            &sll as *const _ as *const libc::sockaddr,
+            std::mem::size_of::<libc::sockaddr_ll>() as u32,
+        )
+    }
+}
+
 /// A bound AF_PACKET TX socket with PACKET_QDISC_BYPASS and a raised send buffer.
 struct TxSocket {
     fd: OwnedFd,
@@ -60,33 +96,8 @@ impl TxSocket {
             return Err(IoError::InterfaceDown(iface.to_string()));
         }
         // Protocol 0: this socket sends only and receives nothing.
-        // SAFETY: plain socket(2).
-        let fd = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
-        if fd < 0 {
-            let e = std::io::Error::last_os_error();
-            return Err(match e.raw_os_error() {
-                Some(libc::EPERM) | Some(libc::EACCES) => IoError::NoPermission,
-                _ => IoError::Os {
-                    context: "socket(AF_PACKET, SOCK_RAW)".into(),
-                    source: e,
-                },
-            });
-        }
-        // SAFETY: fd is fresh and valid.
-        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-        // SAFETY: sockaddr_ll is plain data; zeroed is a valid value.
-        let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
-        sll.sll_family = libc::AF_PACKET as u16;
-        sll.sll_ifindex = info.index as i32;
-        // SAFETY: sll is a valid sockaddr_ll of the size passed.
-        let rc = unsafe {
-            libc::bind(
-                fd.as_raw_fd(),
-                &sll as *const _ as *const libc::sockaddr,
-                std::mem::size_of::<libc::sockaddr_ll>() as u32,
-            )
-        };
-        if rc < 0 {
+        let fd = packet_socket()?;
+        if bind_packet(&fd, info.index, 0) < 0 {
             return Err(IoError::last_os(format!("bind AF_PACKET socket to {iface}")));
         }
         let qdisc_bypass = setsockopt_int(&fd, libc::SOL_PACKET, PACKET_QDISC_BYPASS, 1).is_ok();

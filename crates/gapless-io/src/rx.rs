@@ -6,7 +6,7 @@
 //! the same clock as the signature's TX stamp), or the NIC's raw hardware stamp when asked
 //! for and available.
 
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::{fence, AtomicU32, Ordering};
 
 use crate::error::IoError;
@@ -105,20 +105,7 @@ impl AfPacketRx {
             enable_hw_timestamps(iface, false)?;
         }
         // Protocol 0 until bound: no frames from other interfaces slip in before the bind.
-        // SAFETY: plain socket(2).
-        let fd = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
-        if fd < 0 {
-            let e = std::io::Error::last_os_error();
-            return Err(match e.raw_os_error() {
-                Some(libc::EPERM) | Some(libc::EACCES) => IoError::NoPermission,
-                _ => IoError::Os {
-                    context: "socket(AF_PACKET, SOCK_RAW)".into(),
-                    source: e,
-                },
-            });
-        }
-        // SAFETY: fd is fresh and valid.
-        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        let fd = crate::afpacket::packet_socket()?;
         let os = |what: &str| {
             let what = what.to_string();
             move |e: std::io::Error| IoError::Os {
@@ -190,19 +177,7 @@ impl AfPacketRx {
         } else {
             ring
         };
-        // SAFETY: sockaddr_ll is plain data.
-        let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
-        sll.sll_family = libc::AF_PACKET as u16;
-        sll.sll_protocol = (libc::ETH_P_ALL as u16).to_be();
-        sll.sll_ifindex = info.index as i32;
-        // SAFETY: sll is a valid sockaddr_ll of the size passed.
-        let rc = unsafe {
-            libc::bind(
-                fd.as_raw_fd(),
-                &sll as *const _ as *const libc::sockaddr,
-                std::mem::size_of::<libc::sockaddr_ll>() as u32,
-            )
-        };
+        let rc = crate::afpacket::bind_packet(&fd, info.index, libc::ETH_P_ALL as u16);
         if rc < 0 {
             let e = IoError::last_os(format!("bind the RX ring to {iface}"));
             // SAFETY: unmapping what was mapped above.

@@ -72,6 +72,20 @@ fn mids(b: &[(u64, u64, u64)]) -> Vec<(u64, u64)> {
     b.iter().map(|&(lo, hi, c)| (lo + (hi - lo) / 2, c)).collect()
 }
 
+/// A chart with the house layout: title, margins, label areas.
+fn chart<'a, 'b, DB: DrawingBackend>(
+    root: &'a DrawingArea<DB, Shift>,
+    title: String,
+    y_label_width: u32,
+) -> ChartBuilder<'a, 'b, DB> {
+    let mut c = ChartBuilder::on(root);
+    c.caption(title, ("sans-serif", 22))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(y_label_width);
+    c
+}
+
 macro_rules! both {
     ($stem:expr, $draw:ident, $($arg:expr),*) => {{
         let svg = $stem.with_extension("svg");
@@ -129,11 +143,7 @@ where
         bins[i] += c;
     }
     let ymax = bins.iter().copied().max().unwrap_or(1).max(1) as f64 * 1.08;
-    let mut ch = ChartBuilder::on(root)
-        .caption(format!("{name}: inter-arrival times"), ("sans-serif", 22))
-        .margin(12)
-        .x_label_area_size(40)
-        .y_label_area_size(70)
+    let mut ch = chart(root, format!("{name}: inter-arrival times"), 70)
         .build_cartesian_2d(lo / 1e3..hi / 1e3, (0.8..ymax * 2.0).log_scale())
         .map_err(pe)?;
     ch.configure_mesh()
@@ -189,11 +199,7 @@ where
     if ccdf {
         let floor = 0.5 / total as f64;
         let pts: Vec<(f64, f64)> = pts.into_iter().map(|(x, y)| (x, y.max(floor))).collect();
-        let mut ch = ChartBuilder::on(root)
-            .caption(format!("{name}: {title}"), ("sans-serif", 22))
-            .margin(12)
-            .x_label_area_size(40)
-            .y_label_area_size(80)
+        let mut ch = chart(root, format!("{name}: {title}"), 80)
             .build_cartesian_2d(xmin..xmax, (floor..1.0).log_scale())
             .map_err(pe)?;
         ch.configure_mesh()
@@ -205,11 +211,7 @@ where
             .map_err(pe)?;
         ch.draw_series(LineSeries::new(pts, BLUE.stroke_width(2))).map_err(pe)?;
     } else {
-        let mut ch = ChartBuilder::on(root)
-            .caption(format!("{name}: {title}"), ("sans-serif", 22))
-            .margin(12)
-            .x_label_area_size(40)
-            .y_label_area_size(60)
+        let mut ch = chart(root, format!("{name}: {title}"), 60)
             .build_cartesian_2d(xmin..xmax, 0.0..1.0)
             .map_err(pe)?;
         ch.configure_mesh()
@@ -231,16 +233,13 @@ where
     let w = &s.rate_jitter;
     let ymax = w.iter().map(|x| x.max_pct).fold(100.0, f64::max) * 1.05;
     let ymin = w.iter().map(|x| x.min_pct).fold(100.0, f64::min) * 0.95;
-    let mut ch = ChartBuilder::on(root)
-        .caption(
-            format!("{}: rate jitter (% of the {} rate)", s.name, s.rate_jitter_reference),
-            ("sans-serif", 22),
-        )
-        .margin(12)
-        .x_label_area_size(40)
-        .y_label_area_size(60)
-        .build_cartesian_2d((80f64..10_000f64).log_scale(), ymin..ymax)
-        .map_err(pe)?;
+    let mut ch = chart(
+        root,
+        format!("{}: rate jitter (% of the {} rate)", s.name, s.rate_jitter_reference),
+        60,
+    )
+    .build_cartesian_2d((80f64..10_000f64).log_scale(), ymin..ymax)
+    .map_err(pe)?;
     ch.configure_mesh()
         .x_desc("window (packets)")
         .y_desc("rate (%)")
@@ -284,11 +283,7 @@ where
     let pts: Vec<(f64, f64)> = s.series.iter().map(|p| (p.t_s as f64, p.rx_frames as f64)).collect();
     let xmax = pts.last().map_or(1.0, |p| p.0 + 1.0);
     let ymax = pts.iter().map(|p| p.1).fold(1.0, f64::max) * 1.1;
-    let mut ch = ChartBuilder::on(root)
-        .caption(format!("{}: received frames per second", s.name), ("sans-serif", 22))
-        .margin(12)
-        .x_label_area_size(40)
-        .y_label_area_size(80)
+    let mut ch = chart(root, format!("{}: received frames per second", s.name), 80)
         .build_cartesian_2d(0.0..xmax, 0.0..ymax)
         .map_err(pe)?;
     ch.configure_mesh()

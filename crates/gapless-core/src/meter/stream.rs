@@ -268,36 +268,31 @@ impl StreamMeter {
 
     fn roll_second(&mut self, idx: u64) {
         let (hi, uniq) = self.seq_state();
-        if let Some(old) = self.sec.take() {
-            self.close_second(&old, hi, uniq);
-            // Empty seconds in between.
-            for i in old.idx + 1..idx {
-                self.series.push(SecondPoint {
-                    t_s: i,
-                    lost: self.seq.is_some().then_some(0),
-                    ..Default::default()
-                });
+        let lat = match self.sec.take() {
+            Some(old) => {
+                self.close_second(&old, hi, uniq);
+                // Empty seconds in between.
+                for i in old.idx + 1..idx {
+                    self.series.push(SecondPoint {
+                        t_s: i,
+                        lost: self.seq.is_some().then_some(0),
+                        ..Default::default()
+                    });
+                }
+                let mut lat = old.lat;
+                lat.reset();
+                lat
             }
-            let mut lat = old.lat;
-            lat.reset();
-            self.sec = Some(Second {
-                idx,
-                rx: 0,
-                bytes: 0,
-                seq_hi: hi,
-                unique_before: uniq,
-                lat,
-            });
-        } else {
-            self.sec = Some(Second {
-                idx,
-                rx: 0,
-                bytes: 0,
-                seq_hi: hi,
-                unique_before: uniq,
-                lat: Histogram::new_with_bounds(1, HIST_MAX, 2).expect("valid bounds"),
-            });
-        }
+            None => Histogram::new_with_bounds(1, HIST_MAX, 2).expect("valid bounds"),
+        };
+        self.sec = Some(Second {
+            idx,
+            rx: 0,
+            bytes: 0,
+            seq_hi: hi,
+            unique_before: uniq,
+            lat,
+        });
     }
 
     fn seq_state(&self) -> (u64, u64) {
