@@ -437,9 +437,12 @@ pub fn cmd_calibrate(a: CalibrateArgs) -> Result<i32> {
     )?;
     let json = dir.join("run.json");
     let run = crate::RunArgs::for_calibration(&profile, &a, &json);
-    let code = crate::cmd_run(run)?;
-    let r: RunResult = serde_json::from_str(&std::fs::read_to_string(&json)?)?;
+    let ran = crate::cmd_run(run).and_then(|code| {
+        let r: RunResult = serde_json::from_str(&std::fs::read_to_string(&json)?)?;
+        Ok((code, r))
+    });
     let _ = std::fs::remove_dir_all(&dir);
+    let (code, r) = ran?;
     if code != 0 {
         bail!("the calibration run was interrupted; nothing was written");
     }

@@ -20,7 +20,6 @@ fn hist() -> Histogram<u64> {
     Histogram::new_with_bounds(1, HIST_MAX, 3).expect("valid bounds")
 }
 
-#[derive(Clone)]
 struct Windows {
     ring: Box<[u64; RING]>,
     n: u64,
@@ -92,7 +91,6 @@ impl Windows {
     }
 }
 
-#[derive(Clone)]
 struct Second {
     idx: u64,
     rx: u64,
@@ -103,7 +101,6 @@ struct Second {
 }
 
 /// The meter of one stream (signed) or one 5-tuple flow (unsigned).
-#[derive(Clone)]
 pub struct StreamMeter {
     pub name: String,
     pub id: Option<u16>,
@@ -270,7 +267,8 @@ impl StreamMeter {
         let (hi, uniq) = self.seq_state();
         let lat = match self.sec.take() {
             Some(old) => {
-                self.close_second(&old, hi, uniq);
+                let p = self.second_point(&old, hi, uniq);
+                self.series.push(p);
                 // Empty seconds in between.
                 for i in old.idx + 1..idx {
                     self.series.push(SecondPoint {
@@ -299,7 +297,8 @@ impl StreamMeter {
         self.seq.as_ref().map(|t| (t.highest(), t.unique())).unwrap_or_default()
     }
 
-    fn close_second(&mut self, s: &Second, hi: u64, uniq: u64) {
+    /// The point for second `s`, given the sequence state (highest, distinct) at its end.
+    fn second_point(&self, s: &Second, hi: u64, uniq: u64) -> SecondPoint {
         // Loss in a second: how far the highest number advanced, less the new numbers that
         // arrived. Reordering across a second boundary moves loss between neighbours.
         let advanced = if s.unique_before == 0 && uniq > 0 {
@@ -310,7 +309,7 @@ impl StreamMeter {
         let lost = advanced.saturating_sub(uniq - s.unique_before);
         let has_lat = self.latency_on && !s.lat.is_empty();
         let q = |p: f64| has_lat.then(|| s.lat.value_at_quantile(p) * self.unit);
-        self.series.push(SecondPoint {
+        SecondPoint {
             t_s: s.idx,
             rx_frames: s.rx,
             rx_bytes: s.bytes,
@@ -318,15 +317,15 @@ impl StreamMeter {
             latency_p50_ns: q(0.5),
             latency_p99_ns: q(0.99),
             latency_max_ns: has_lat.then(|| s.lat.max() * self.unit),
-        });
+        }
     }
 
     /// The stream's report so far (the current second included).
     pub fn report(&self) -> StreamRx {
-        let mut me = self.clone();
-        if let Some(s) = me.sec.take() {
-            let (hi, uniq) = me.seq_state();
-            me.close_second(&s, hi, uniq);
+        let mut series = self.series.clone();
+        if let Some(s) = &self.sec {
+            let (hi, uniq) = self.seq_state();
+            series.push(self.second_point(s, hi, uniq));
         }
         let gaps = self.rx.saturating_sub(1);
         let span = self.last_ns - self.first_ns;
@@ -397,7 +396,7 @@ impl StreamMeter {
             rate_jitter_reference: if self.target_pps.is_some() { "target" } else { "mean" }.into(),
             rate_jitter: self.windows.summary(reference),
             ipdv,
-            series: me.series,
+            series,
         }
     }
 }
