@@ -122,20 +122,23 @@ pub fn load_calibration(path: &Path) -> Result<Calibration> {
     Ok(c)
 }
 
-/// Stream names and targets from a compiled profile.
-pub fn targets_from_profile(p: &Profile) -> HashMap<u16, StreamTarget> {
-    p.streams
-        .iter()
-        .map(|s| {
+fn target_map<'a>(streams: impl Iterator<Item = (u16, &'a str, f64)>) -> HashMap<u16, StreamTarget> {
+    streams
+        .map(|(id, name, pps)| {
             (
-                s.id,
+                id,
                 StreamTarget {
-                    name: s.name.clone(),
-                    target_pps: Some(s.target_pps),
+                    name: name.to_string(),
+                    target_pps: Some(pps),
                 },
             )
         })
         .collect()
+}
+
+/// Stream names and targets from a compiled profile.
+pub fn targets_from_profile(p: &Profile) -> HashMap<u16, StreamTarget> {
+    target_map(p.streams.iter().map(|s| (s.id, s.name.as_str(), s.target_pps)))
 }
 
 /// Stream names and targets from a profile (TOML) or a TX result file (JSON).
@@ -153,19 +156,9 @@ pub fn targets_from_file(path: &Path) -> Result<HashMap<u16, StreamTarget>> {
                 path.display()
             )
         })?;
-        return Ok(r
-            .streams
-            .iter()
-            .map(|s| {
-                (
-                    s.id,
-                    StreamTarget {
-                        name: s.name.clone(),
-                        target_pps: Some(s.target_pps),
-                    },
-                )
-            })
-            .collect());
+        return Ok(target_map(
+            r.streams.iter().map(|s| (s.id, s.name.as_str(), s.target_pps)),
+        ));
     }
     let spec = crate::load_spec(path)?;
     let p = crate::compile(&spec, path, None)?;
