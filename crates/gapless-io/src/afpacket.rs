@@ -52,7 +52,7 @@ pub(crate) fn packet_socket() -> Result<OwnedFd, IoError> {
             Some(libc::EPERM) | Some(libc::EACCES) => IoError::NoPermission,
             _ => IoError::Os {
                 context: "socket(AF_PACKET, SOCK_RAW)".into(),
-                source: e,
+                cause: e,
             },
         });
     }
@@ -271,7 +271,7 @@ impl AfPacketRingTx {
         let fd = sock.fd.as_raw_fd();
         setsockopt_int(&sock.fd, libc::SOL_PACKET, PACKET_VERSION, TPACKET_V2).map_err(|e| IoError::Os {
             context: "setsockopt(PACKET_VERSION, TPACKET_V2)".into(),
-            source: e,
+            cause: e,
         })?;
         let frame_size = (max_frame + TX_DATA_OFF).next_power_of_two().max(2048);
         let block_size = frame_size.max(4096);

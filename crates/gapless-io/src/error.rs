@@ -36,9 +36,23 @@ pub enum IoError {
     /// A capture or timestamp file that cannot be read.
     #[error("{path}: {message}. Fix: {fix}")]
     Input { path: String, message: String, fix: String },
+    /// The kernel has no AF_XDP.
+    #[error("this kernel has no AF_XDP sockets (socket(AF_XDP) failed: {0}). Fix: use --backend afpacket, or a kernel built with CONFIG_XDP_SOCKETS=y (Linux 4.18+)")]
+    XdpUnsupported(String),
+    /// Zero-copy asked of a driver without it.
+    #[error("{iface} refuses AF_XDP zero-copy (EOPNOTSUPP): its driver has no zero-copy support (veth never has). Fix: --xdp-mode copy, or --xdp-mode auto to take the best the driver offers")]
+    XdpZeroCopyUnsupported { iface: String },
+    /// Another AF_XDP socket already owns the queue.
+    #[error("queue {queue} of {iface} is busy: another AF_XDP socket (another gapless, DPDK's af_xdp, an xdp-tools program) is bound to it. Fix: stop that program, or pick a free queue with --xdp-queue")]
+    XdpQueueBusy { iface: String, queue: u32 },
+    /// A frame does not fit a UMEM frame.
+    #[error("stream {stream:?} has frames of up to {frame} B but an AF_XDP UMEM frame holds {max} B. Fix: lower the frame size to {max} B, or use --backend afpacket")]
+    XdpFrameTooLarge { stream: String, frame: usize, max: usize },
     /// A system call failed.
-    #[error("{context}: {source}")]
-    Os { context: String, source: std::io::Error },
+    /// (`cause`, not `source`: the message already holds it, and a `source` would be printed
+    /// twice in an error chain.)
+    #[error("{context}: {cause}")]
+    Os { context: String, cause: std::io::Error },
     /// A command the testbed runs failed.
     #[error("`{cmd}` failed: {stderr}. Fix: check that iproute2 is installed (`apt-get install iproute2`) and that you are root")]
     Command { cmd: String, stderr: String },
@@ -53,7 +67,7 @@ impl IoError {
     pub(crate) fn last_os(context: impl Into<String>) -> IoError {
         IoError::Os {
             context: context.into(),
-            source: std::io::Error::last_os_error(),
+            cause: std::io::Error::last_os_error(),
         }
     }
 }

@@ -5,6 +5,7 @@
 //! for the current network namespace), network-namespace entry, and the veth testbed.
 
 pub mod afpacket;
+pub mod afxdp;
 pub mod capture;
 pub mod error;
 pub mod nic;

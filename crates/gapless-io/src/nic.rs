@@ -71,13 +71,13 @@ pub fn iface_info(iface: &str) -> Result<IfaceInfo, IoError> {
     let mut r = IfReq::new(iface)?;
     ioctl(&fd, libc::SIOCGIFFLAGS, &mut r).map_err(|e| IoError::Os {
         context: format!("SIOCGIFFLAGS {iface}"),
-        source: e,
+        cause: e,
     })?;
     let flags = i16::from_ne_bytes([r.data[0], r.data[1]]) as i32;
     let mut r = IfReq::new(iface)?;
     ioctl(&fd, libc::SIOCGIFMTU, &mut r).map_err(|e| IoError::Os {
         context: format!("SIOCGIFMTU {iface}"),
-        source: e,
+        cause: e,
     })?;
     let mtu = i32::from_ne_bytes(r.data[0..4].try_into().expect("4 bytes")) as u32;
 
@@ -126,7 +126,7 @@ pub fn enter_netns(name: &str) -> Result<(), IoError> {
         std::io::ErrorKind::PermissionDenied => IoError::NotRoot("entering a network namespace"),
         _ => IoError::Os {
             context: format!("open {path}"),
-            source: e,
+            cause: e,
         },
     })?;
     // SAFETY: setns on a valid fd of a network namespace file.
@@ -138,7 +138,7 @@ pub fn enter_netns(name: &str) -> Result<(), IoError> {
         }
         return Err(IoError::Os {
             context: format!("setns({path})"),
-            source: e,
+            cause: e,
         });
     }
     Ok(())
@@ -206,7 +206,7 @@ pub fn ts_info(iface: &str) -> Result<TsInfo, IoError> {
     let bytes = unsafe { std::slice::from_raw_parts_mut(b.as_mut_ptr() as *mut u8, 44) };
     ethtool(&fd, iface, bytes).map_err(|e| IoError::Os {
         context: format!("ETHTOOL_GET_TS_INFO on {iface}"),
-        source: e,
+        cause: e,
     })?;
     Ok(TsInfo {
         so_timestamping: b[1],
@@ -235,7 +235,7 @@ pub fn enable_hw_timestamps(iface: &str, tx: bool) -> Result<(), IoError> {
         },
         _ => IoError::Os {
             context: format!("SIOCSHWTSTAMP on {iface}"),
-            source: e,
+            cause: e,
         },
     })
 }
@@ -244,7 +244,7 @@ pub fn enable_hw_timestamps(iface: &str, tx: bool) -> Result<(), IoError> {
 pub fn current_netns() -> Result<std::fs::File, IoError> {
     std::fs::File::open("/proc/thread-self/ns/net").map_err(|e| IoError::Os {
         context: "open /proc/thread-self/ns/net".into(),
-        source: e,
+        cause: e,
     })
 }
 

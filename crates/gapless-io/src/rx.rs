@@ -110,7 +110,7 @@ impl AfPacketRx {
             let what = what.to_string();
             move |e: std::io::Error| IoError::Os {
                 context: what,
-                source: e,
+                cause: e,
             }
         };
         sockopt(
@@ -242,7 +242,7 @@ impl AfPacketRx {
                 }
                 return Err(IoError::Os {
                     context: "poll on the RX ring".into(),
-                    source: e,
+                    cause: e,
                 });
             }
         }

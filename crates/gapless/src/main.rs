@@ -19,6 +19,7 @@ use gapless_engine::live::Live;
 use gapless_engine::report::{build_result, summary_text, write_json_atomic, RunMeta};
 use gapless_engine::RunOptions;
 use gapless_io::afpacket::{AfPacketRingTx, AfPacketTx};
+use gapless_io::afxdp::{AfXdpTx, XdpMode, UMEM_FRAME};
 use gapless_io::nic::{enter_netns, iface_info, IfaceInfo};
 use gapless_io::null::NullTx;
 use gapless_io::pcap::PcapTx;
@@ -91,6 +92,22 @@ enum TxMethod {
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Backend {
+    /// AF_PACKET raw socket (any interface; --tx-method picks sendmmsg or the TX ring).
+    Afpacket,
+    /// AF_XDP socket with its own UMEM (zero-copy where the driver has it).
+    Afxdp,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum XdpModeArg {
+    /// Zero-copy where the driver has it, else copy.
+    Auto,
+    Copy,
+    Zerocopy,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum Pace {
     /// On for interfaces, off for pcap and null.
     Auto,
@@ -126,9 +143,18 @@ pub(crate) struct RunArgs {
     /// Software pacing.
     #[arg(long, value_enum, default_value_t = Pace::Auto)]
     pace: Pace,
+    /// The socket that sends on --iface.
+    #[arg(long, value_enum, default_value_t = Backend::Afpacket)]
+    backend: Backend,
     /// How AF_PACKET hands frames to the kernel.
     #[arg(long, value_enum, default_value_t = TxMethod::Sendmmsg)]
     tx_method: TxMethod,
+    /// AF_XDP mode (--backend afxdp).
+    #[arg(long, value_enum, default_value_t = XdpModeArg::Auto)]
+    xdp_mode: XdpModeArg,
+    /// AF_XDP queue (--backend afxdp).
+    #[arg(long, default_value_t = 0)]
+    xdp_queue: u32,
     /// CPU core for the send loop (default: the last one allowed).
     #[arg(long)]
     core: Option<usize>,
@@ -171,7 +197,10 @@ impl RunArgs {
             duration: None,
             seed: None,
             pace: Pace::On,
+            backend: Backend::Afpacket,
             tx_method: TxMethod::Sendmmsg,
+            xdp_mode: XdpModeArg::Auto,
+            xdp_queue: 0,
             core: None,
             quiet: true,
             rx: Some(a.rx.clone()),
@@ -343,9 +372,25 @@ pub(crate) fn cmd_run(a: RunArgs) -> Result<i32> {
     let max_frame = profile.max_frame() as usize;
     let mut backend: Box<dyn TxBackend> = if let Some(i) = &iface {
         check_mtu(&profile, info.as_ref().expect("looked up above"))?;
-        match a.tx_method {
-            TxMethod::Sendmmsg => Box::new(AfPacketTx::open(i, max_frame, batch)?),
-            TxMethod::Ring => Box::new(AfPacketRingTx::open(i, max_frame, batch)?),
+        match (a.backend, a.tx_method) {
+            (Backend::Afpacket, TxMethod::Sendmmsg) => Box::new(AfPacketTx::open(i, max_frame, batch)?),
+            (Backend::Afpacket, TxMethod::Ring) => Box::new(AfPacketRingTx::open(i, max_frame, batch)?),
+            (Backend::Afxdp, _) => {
+                if let Some(s) = profile.streams.iter().find(|s| s.sizes.max() as usize - 4 > UMEM_FRAME) {
+                    return Err(IoError::XdpFrameTooLarge {
+                        stream: s.name.clone(),
+                        frame: s.sizes.max() as usize,
+                        max: UMEM_FRAME + 4,
+                    }
+                    .into());
+                }
+                let mode = match a.xdp_mode {
+                    XdpModeArg::Auto => XdpMode::Auto,
+                    XdpModeArg::Copy => XdpMode::Copy,
+                    XdpModeArg::Zerocopy => XdpMode::ZeroCopy,
+                };
+                Box::new(AfXdpTx::open(i, a.xdp_queue, mode, max_frame, batch)?)
+            }
         }
     } else if let Some(p) = &pcap {
         Box::new(PcapTx::create(p, max_frame, batch)?)

@@ -251,6 +251,13 @@ fn not_root_is_a_clear_error() {
     let o = nobody(&["run", p.to_str().unwrap(), "--iface", "lo"]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert!(text(&o).contains("needs CAP_NET_RAW. Fix: run as root"), "{}", text(&o));
+    let o = nobody(&["run", p.to_str().unwrap(), "--iface", "lo", "--backend", "afxdp"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(
+        text(&o).contains("needs CAP_NET_RAW. Fix: run as root"),
+        "AF_XDP: {}",
+        text(&o)
+    );
     let o = nobody(&["testbed", "up", "--name", "nr"]);
     assert!(
         text(&o).contains("gapless testbed up needs root") && text(&o).contains("Fix: run it with sudo"),
