@@ -120,6 +120,8 @@ def throughput_tools(w):
         "gapless afpacket batch 32": in_tx(G, "run", unb32, "--iface", TXIF, "--pace", "off", "-q"),
         "gapless tx-ring batch 1": in_tx(G, "run", unb, "--iface", TXIF, "--pace", "off", "-q", "--tx-method", "ring"),
         "gapless tx-ring batch 32": in_tx(G, "run", unb32, "--iface", TXIF, "--pace", "off", "-q", "--tx-method", "ring"),
+        "gapless afxdp batch 1": in_tx(G, "run", unb, "--iface", TXIF, "--pace", "off", "-q", "--backend", "afxdp"),
+        "gapless afxdp batch 32": in_tx(G, "run", unb32, "--iface", TXIF, "--pace", "off", "-q", "--backend", "afxdp"),
         "trafgen (1 cpu)": in_tx("trafgen", "--dev", TXIF, "--conf", w.tg, "--cpus", "1", "-q"),
         "tcpreplay --topspeed": in_tx("tcpreplay", "--topspeed", "--loop=100", "-q", "-i", TXIF, w.pcap64(200000)),
     }
