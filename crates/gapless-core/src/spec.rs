@@ -44,6 +44,16 @@ pub struct OutputSpec {
     pub null: bool,
     /// Network namespace (name under /var/run/netns) to enter before opening the interface.
     pub netns: Option<String>,
+    /// The socket for `iface`: AF_PACKET (default) or AF_XDP.
+    pub backend: Option<BackendKind>,
+}
+
+/// The socket that sends on an interface.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BackendKind {
+    Afpacket,
+    Afxdp,
 }
 
 /// Policy when the schedule has fallen behind (stall or overload).

@@ -259,13 +259,23 @@ impl AfXdpTx {
             sxdp_queue_id: queue,
             sxdp_shared_umem_fd: 0,
         };
-        // SAFETY: sxdp is a valid sockaddr_xdp of the size passed.
-        let rc = unsafe {
-            libc::bind(
-                fd.as_raw_fd(),
-                &sxdp as *const _ as *const libc::sockaddr,
-                std::mem::size_of::<libc::sockaddr_xdp>() as u32,
-            )
+        // A socket closed just before (the previous run on this queue) is released by the
+        // kernel a little later: retry EBUSY for up to 1 s before calling the queue busy.
+        let t0 = std::time::Instant::now();
+        let rc = loop {
+            // SAFETY: sxdp is a valid sockaddr_xdp of the size passed.
+            let rc = unsafe {
+                libc::bind(
+                    fd.as_raw_fd(),
+                    &sxdp as *const _ as *const libc::sockaddr,
+                    std::mem::size_of::<libc::sockaddr_xdp>() as u32,
+                )
+            };
+            let busy = rc < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EBUSY);
+            if !busy || t0.elapsed() > std::time::Duration::from_secs(1) {
+                break rc;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
         };
         if rc < 0 {
             let e = std::io::Error::last_os_error();

@@ -14,6 +14,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 use gapless_core::config::Profile;
 use gapless_core::dist::FileLoader;
 use gapless_core::schedule::Pattern;
+use gapless_core::spec::BackendKind;
 use gapless_core::{CompileCtx, ProfileSpec};
 use gapless_engine::live::Live;
 use gapless_engine::report::{build_result, summary_text, write_json_atomic, RunMeta};
@@ -143,9 +144,9 @@ pub(crate) struct RunArgs {
     /// Software pacing.
     #[arg(long, value_enum, default_value_t = Pace::Auto)]
     pace: Pace,
-    /// The socket that sends on --iface.
-    #[arg(long, value_enum, default_value_t = Backend::Afpacket)]
-    backend: Backend,
+    /// The socket that sends on --iface (default: the profile's [output] backend, else afpacket).
+    #[arg(long, value_enum)]
+    backend: Option<Backend>,
     /// How AF_PACKET hands frames to the kernel.
     #[arg(long, value_enum, default_value_t = TxMethod::Sendmmsg)]
     tx_method: TxMethod,
@@ -197,7 +198,7 @@ impl RunArgs {
             duration: None,
             seed: None,
             pace: Pace::On,
-            backend: Backend::Afpacket,
+            backend: None,
             tx_method: TxMethod::Sendmmsg,
             xdp_mode: XdpModeArg::Auto,
             xdp_queue: 0,
@@ -372,7 +373,11 @@ pub(crate) fn cmd_run(a: RunArgs) -> Result<i32> {
     let max_frame = profile.max_frame() as usize;
     let mut backend: Box<dyn TxBackend> = if let Some(i) = &iface {
         check_mtu(&profile, info.as_ref().expect("looked up above"))?;
-        match (a.backend, a.tx_method) {
+        let backend = a.backend.unwrap_or(match out.as_ref().and_then(|o| o.backend) {
+            Some(BackendKind::Afxdp) => Backend::Afxdp,
+            _ => Backend::Afpacket,
+        });
+        match (backend, a.tx_method) {
             (Backend::Afpacket, TxMethod::Sendmmsg) => Box::new(AfPacketTx::open(i, max_frame, batch)?),
             (Backend::Afpacket, TxMethod::Ring) => Box::new(AfPacketRingTx::open(i, max_frame, batch)?),
             (Backend::Afxdp, _) => {

@@ -107,6 +107,25 @@ fn afxdp_errors_name_the_fix() {
         &bed.run(&prof, &["--backend", "afxdp", "--xdp-queue", "7", "-q"]),
         &["queue 7", "ethtool -l"],
     );
+    // The profile can choose the backend; a bad choice names the good ones.
+    let bad = write(
+        dir.path(),
+        "bad.toml",
+        "[output]\nbackend = \"dpdk\"\n[[stream]]\n[stream.timing]\nrate_pps = 10\ncount = 1\n",
+    );
+    expect_error(
+        &bed.run(&bad, &["-q"]),
+        &["unknown variant `dpdk`", "afpacket", "afxdp"],
+    );
+    let good = write(
+        dir.path(),
+        "good.toml",
+        "[output]\nbackend = \"afxdp\"\n[[stream]]\n[stream.timing]\nrate_pps = 1000\ncount = 100\n",
+    );
+    let res = dir.path().join("good.json");
+    let o = bed.run(&good, &["-q", "--json", res.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(json(&res)["backend"], "afxdp");
     // A second AF_XDP socket on a queue that one already owns.
     let (ns, ifc) = (bed.tx_ns(), bed.tx_if());
     let mut first = Command::new(bin())
@@ -120,12 +139,14 @@ fn afxdp_errors_name_the_fix() {
             "--backend",
             "afxdp",
             "-q",
+            "--duration",
+            "8",
         ])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(700));
+    std::thread::sleep(Duration::from_millis(1500));
     let o = bed.run(&prof, &["--backend", "afxdp", "-q"]);
     let _ = first.kill();
     let _ = first.wait();
