@@ -40,6 +40,43 @@ impl LatenessSummary {
     }
 }
 
+/// Throughput mode: frames that left before their scheduled time because they were batched
+/// with an earlier departure. The price of speed, in the sender's own numbers.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct EarlySummary {
+    /// Departures coalesced into one send, at most.
+    pub batch: u64,
+    /// Frames that left early.
+    pub count: u64,
+    pub p50_ns: u64,
+    pub p99_ns: u64,
+    pub max_ns: u64,
+    /// Frames that left more than half a gap early: inside a burst.
+    pub over_half_gap: u64,
+    /// over_half_gap / frames sent.
+    pub burst_fraction: f64,
+    pub histogram_v2_deflate_b64: String,
+}
+
+impl EarlySummary {
+    pub fn from_histogram(h: &Histogram<u64>, batch: u64, over_half_gap: u64, sent: u64) -> EarlySummary {
+        EarlySummary {
+            batch,
+            count: h.len(),
+            p50_ns: h.value_at_quantile(0.5),
+            p99_ns: h.value_at_quantile(0.99),
+            max_ns: h.max(),
+            over_half_gap,
+            burst_fraction: if sent > 0 {
+                over_half_gap as f64 / sent as f64
+            } else {
+                0.0
+            },
+            histogram_v2_deflate_b64: hist_b64(h),
+        }
+    }
+}
+
 /// What the late policy did.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct LateActions {
@@ -70,6 +107,9 @@ pub struct StreamTx {
     pub rate_error_rel: f64,
     pub lateness: LatenessSummary,
     pub late: LateActions,
+    /// Throughput mode (`--batch N`, N > 1) only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub early: Option<EarlySummary>,
 }
 
 /// Where and how the run happened.

@@ -4,7 +4,7 @@ use std::io::Write;
 use std::path::Path;
 
 use gapless_core::config::Profile;
-use gapless_core::result::{Environment, LateActions, LatenessSummary, RunResult, StreamTx};
+use gapless_core::result::{EarlySummary, Environment, LateActions, LatenessSummary, RunResult, StreamTx};
 use gapless_core::schedule::L1_OVERHEAD_BYTES;
 use hdrhistogram::Histogram;
 
@@ -21,6 +21,8 @@ pub struct RunMeta {
     pub driver: Option<String>,
     pub mtu: Option<u32>,
     pub netns: Option<String>,
+    /// Throughput mode's batch (1: precise mode).
+    pub batch: usize,
 }
 
 fn read_trim(path: &str) -> String {
@@ -88,6 +90,8 @@ pub fn build_result(profile: &Profile, stats: &RunStats, meta: &RunMeta) -> RunR
                 skipped_frames: st.skipped,
                 shifted_ns: st.shifted_ns,
             },
+            early: (meta.batch > 1 && meta.pace)
+                .then(|| EarlySummary::from_histogram(&st.early, meta.batch as u64, st.early_over_half_gap, st.sent)),
         });
     }
     let sent: u64 = streams.iter().map(|s| s.sent_frames).sum();
@@ -124,7 +128,12 @@ pub fn build_result(profile: &Profile, stats: &RunStats, meta: &RunMeta) -> RunR
         },
         backend: meta.backend.clone(),
         backend_detail: meta.backend_detail.clone(),
-        rate_control: if meta.pace {
+        rate_control: if meta.pace && meta.batch > 1 {
+            format!(
+                "software-pacing, throughput mode: up to {} departures per send at the first one's time (the rest leave early; see each stream's `early`)",
+                meta.batch
+            )
+        } else if meta.pace {
             "software-pacing (busy-wait on the TSC, absolute schedule)".into()
         } else {
             "unpaced".into()
@@ -243,6 +252,21 @@ pub fn summary_text(r: &RunResult) -> String {
             r.last_send_error.as_deref().unwrap_or("unknown"),
             r.environment.iface.as_deref().unwrap_or("IFACE")
         ));
+    }
+    for st in &r.streams {
+        if let Some(e) = &st.early {
+            s.push_str(&format!(
+                "{}: throughput mode, batch {}: {} frames left early (p50 {}, p99 {}, max {}); {} ({:.1}%) more than half a gap early, i.e. in bursts\n",
+                st.name,
+                e.batch,
+                e.count,
+                ns(e.p50_ns),
+                ns(e.p99_ns),
+                ns(e.max_ns),
+                e.over_half_gap,
+                e.burst_fraction * 100.0
+            ));
+        }
     }
     if r.late.events > 0 {
         s.push_str(&format!(

@@ -156,6 +156,11 @@ pub(crate) struct RunArgs {
     /// AF_XDP queue (--backend afxdp).
     #[arg(long, default_value_t = 0)]
     xdp_queue: u32,
+    /// Throughput mode: send up to N single-frame departures of a stream in one system call
+    /// at the first one's time (1: precise mode, one departure per call). The result reports
+    /// the bursts this makes.
+    #[arg(long, default_value_t = 1)]
+    batch: usize,
     /// CPU core for the send loop (default: the last one allowed).
     #[arg(long)]
     core: Option<usize>,
@@ -198,6 +203,7 @@ impl RunArgs {
             duration: None,
             seed: None,
             pace: Pace::On,
+            batch: 1,
             backend: None,
             tx_method: TxMethod::Sendmmsg,
             xdp_mode: XdpModeArg::Auto,
@@ -369,7 +375,10 @@ pub(crate) fn cmd_run(a: RunArgs) -> Result<i32> {
         Pace::On => true,
         Pace::Off => false,
     };
-    let batch = max_departure_frames(&profile);
+    if a.batch == 0 || a.batch > 256 {
+        bail!("--batch {}: give 1 (precise mode) to 256", a.batch);
+    }
+    let batch = max_departure_frames(&profile).max(a.batch);
     let max_frame = profile.max_frame() as usize;
     let mut backend: Box<dyn TxBackend> = if let Some(i) = &iface {
         check_mtu(&profile, info.as_ref().expect("looked up above"))?;
@@ -412,6 +421,7 @@ pub(crate) fn cmd_run(a: RunArgs) -> Result<i32> {
         core: a.core,
         stop: stop.clone(),
         live: live.clone(),
+        batch: a.batch,
     };
     let show_live = !a.quiet;
     let (meter_cfg, cal) = a.meter.config(meter_cmd::targets_from_profile(&profile))?;
@@ -477,6 +487,7 @@ pub(crate) fn cmd_run(a: RunArgs) -> Result<i32> {
         driver: info.as_ref().and_then(|i| i.driver.clone()),
         mtu: info.as_ref().map(|i| i.mtu),
         netns,
+        batch: a.batch,
     };
     let mut result = build_result(&profile, &stats, &meta);
     if let (Some(out), Some(rx)) = (&rx_out, &rx) {

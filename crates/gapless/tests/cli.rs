@@ -374,3 +374,64 @@ fn tshark_validates_every_protocol_combination() {
     assert_eq!(stacks.len(), 18, "{stacks:?}");
     assert!(stacks.values().all(|n| *n == 50), "{stacks:?}");
 }
+
+#[test]
+fn throughput_mode_reports_the_bursts_its_batches_make() {
+    let _x = exclusive();
+    let dir = tempfile::tempdir().unwrap();
+    let p = write(
+        dir.path(),
+        "b.toml",
+        "[[stream]]\nname = \"cbr\"\nsize = 64\n[stream.timing]\nrate_pps = 100_000\ncount = 20_000\n",
+    );
+    let j = dir.path().join("b.json");
+    let o = gapless(&[
+        "run",
+        p.to_str().unwrap(),
+        "--null",
+        "--pace",
+        "on",
+        "--batch",
+        "8",
+        "-q",
+        "--json",
+        j.to_str().unwrap(),
+    ]);
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    assert!(t.contains("throughput mode, batch 8"), "{t}");
+    let r: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&j).unwrap()).unwrap();
+    assert!(r["rate_control"].as_str().unwrap().contains("throughput mode"));
+    let s = &r["streams"][0];
+    assert_eq!(s["sent_frames"], 20_000);
+    let e = &s["early"];
+    assert_eq!(e["batch"], 8);
+    // 2500 sends of 8 frames: frame k of a send is scheduled k gaps (10 µs) after the first,
+    // so 7 of 8 leave early, by up to 70 µs; host stalls can only make fewer of them early.
+    let early = e["count"].as_u64().unwrap();
+    assert!((15_000..=17_500).contains(&early), "{e}");
+    assert_eq!(early + s["lateness"]["count"].as_u64().unwrap(), 20_000);
+    let f = e["burst_fraction"].as_f64().unwrap();
+    assert!((0.75..=0.875).contains(&f), "{e}");
+    assert!(e["max_ns"].as_u64().unwrap() <= 70_100, "{e}");
+    // The mean rate still holds.
+    assert!(s["rate_error_rel"].as_f64().unwrap().abs() < 0.01, "{s}");
+    // Precise mode has no early frames and no `early` block.
+    let o = gapless(&[
+        "run",
+        p.to_str().unwrap(),
+        "--null",
+        "--pace",
+        "on",
+        "-q",
+        "--json",
+        j.to_str().unwrap(),
+    ]);
+    assert!(o.status.success());
+    let r: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&j).unwrap()).unwrap();
+    assert!(r["streams"][0].get("early").is_none());
+    expect_error(
+        &gapless(&["run", p.to_str().unwrap(), "--null", "--batch", "0"]),
+        &["--batch 0"],
+    );
+}
