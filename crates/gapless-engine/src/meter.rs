@@ -70,6 +70,10 @@ pub fn meter_loop(rx: &mut AfPacketRx, meter: &mut Meter, stop: &RxStop<'_>, liv
 pub fn finish_report(r: &mut MeterReport, stats: Option<RxStats>) {
     r.tool = "gapless".into();
     r.version = env!("CARGO_PKG_VERSION").into();
+    let env = crate::report::host_environment();
+    r.environment.hostname = env.hostname;
+    r.environment.kernel = env.kernel;
+    r.environment.cpu_model = env.cpu_model;
     if let Some(s) = stats {
         r.capture.kernel_drops = Some(s.drops);
         r.capture.freeze_count = Some(s.freeze_count);

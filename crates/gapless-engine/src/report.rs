@@ -10,6 +10,16 @@ use hdrhistogram::Histogram;
 
 use crate::run::RunStats;
 
+/// What every result says of the host: name, kernel, CPU.
+pub fn host_environment() -> Environment {
+    Environment {
+        hostname: read_trim("/proc/sys/kernel/hostname"),
+        kernel: read_trim("/proc/sys/kernel/osrelease"),
+        cpu_model: cpu_model(),
+        ..Default::default()
+    }
+}
+
 /// Facts about the run that the engine does not know by itself.
 pub struct RunMeta {
     pub profile_path: String,
@@ -110,9 +120,6 @@ pub fn build_result(profile: &Profile, stats: &RunStats, meta: &RunMeta) -> RunR
         profile: serde_json::to_value(&profile.spec).unwrap_or(serde_json::Value::Null),
         seed: profile.seed,
         environment: Environment {
-            hostname: read_trim("/proc/sys/kernel/hostname"),
-            kernel: read_trim("/proc/sys/kernel/osrelease"),
-            cpu_model: cpu_model(),
             clock: if is_tsc {
                 "TSC via quanta, calibrated against CLOCK_MONOTONIC".into()
             } else {
@@ -125,6 +132,7 @@ pub fn build_result(profile: &Profile, stats: &RunStats, meta: &RunMeta) -> RunR
             mtu: meta.mtu,
             link_speed_bps: profile.link_speed_bps,
             netns: meta.netns.clone(),
+            ..host_environment()
         },
         backend: meta.backend.clone(),
         backend_detail: meta.backend_detail.clone(),

@@ -494,6 +494,10 @@ pub(crate) fn cmd_run(a: RunArgs) -> Result<i32> {
         let mut rep = meter.report();
         rep.source = meter_cmd::iface_source(a.rx.as_deref().unwrap_or(""), a.rx_netns.as_deref());
         rep.rx_timestamp_source = rx.timestamp_source();
+        rep.environment.iface = a.rx.clone();
+        rep.environment.driver = rx.info.driver.clone();
+        rep.environment.mtu = Some(rx.info.mtu);
+        rep.environment.netns = a.rx_netns.clone();
         rep.tx_timestamp_source = result.tx_timestamp_source.clone();
         rep.started_unix_ns = result.started_unix_ns;
         rep.calibration = cal;

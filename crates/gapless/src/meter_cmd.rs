@@ -260,6 +260,11 @@ pub fn cmd_measure(a: MeasureArgs) -> Result<i32> {
     .map_err(|_| anyhow!("the meter loop panicked"))?;
     let mut report = meter.report();
     report.source = iface_source(&a.iface, a.netns.as_deref());
+    report.environment.iface = Some(a.iface.clone());
+    report.environment.driver = rx.info.driver.clone();
+    report.environment.mtu = Some(rx.info.mtu);
+    report.environment.link_speed_bps = rx.info.speed_bps;
+    report.environment.netns = a.netns.clone();
     report.rx_timestamp_source = rx.timestamp_source();
     report.tx_timestamp_source = "the signature's TX time (the sender's CLOCK_REALTIME just before its send)".into();
     report.started_unix_ns = started;

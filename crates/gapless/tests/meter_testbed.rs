@@ -56,6 +56,7 @@ fn run_rx_at_100kpps_meters_every_frame_and_agrees_with_tcpdump() {
     let r = json(&res);
     let rx = &r["rx"];
     assert_eq!(rx["capture"]["kernel_drops"], 0, "the meter kept up");
+    assert_eq!(rx["environment"]["iface"], bed.rx_if());
     assert!(rx["rx_timestamp_source"].as_str().unwrap().contains("SO_TIMESTAMPING"));
     let s = &rx["streams"][0];
     assert_eq!(s["name"], "cbr");
@@ -232,6 +233,8 @@ count = 200
     assert_eq!(out.status.code(), Some(130), "{}", text(&out));
     let r = json(&res);
     assert_eq!(r["interrupted"], true);
+    assert_eq!(r["environment"]["driver"], "veth");
+    assert!(!r["environment"]["kernel"].as_str().unwrap().is_empty());
     let s = &r["streams"][0];
     assert_eq!(s["name"], "stream 0");
     assert_eq!(s["rx_frames"], 4000);

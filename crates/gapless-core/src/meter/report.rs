@@ -244,6 +244,9 @@ pub struct MeterReport {
     pub capture: CaptureStats,
     pub foreign: ForeignCounts,
     pub streams: Vec<StreamRx>,
+    /// The host that metered (or analysed): name, kernel, CPU, interface, driver, netns.
+    #[serde(default)]
+    pub environment: crate::result::Environment,
     /// Things the reader should know (a truncated capture, capture drops, ...).
     pub warnings: Vec<String>,
 }
