@@ -110,9 +110,46 @@ pub struct StreamConfig {
     /// Target bits per second at L1 (frame + 20 B).
     pub target_bps_l1: f64,
     pub mean_size: f64,
+    /// A stream split over `lanes` send loops: this part numbers its frames
+    /// `lane, lane + lanes, lane + 2·lanes, …` (1 and 0 when not split).
+    pub lanes: u32,
+    pub lane: u32,
 }
 
 impl StreamConfig {
+    /// Single-frame Poisson departures: k independent parts at rate/k overlay to the same
+    /// process, so the stream may be split over send loops.
+    pub fn is_memoryless(&self) -> bool {
+        matches!(self.pattern, Pattern::Random(crate::dist::UnitDist::Exponential(_))) && self.burst == 1
+    }
+
+    /// The stream as `k` lanes at rate/k each: own seeds, the count shared out, sequence
+    /// numbers interleaved (lane j sends j, j + k, …) so a meter told the lanes can still
+    /// count loss and reordering per lane.
+    pub fn split(&self, k: u32) -> Vec<StreamConfig> {
+        let k = k.max(1);
+        (0..k)
+            .map(|j| {
+                let mut c = self.clone();
+                c.rate = match self.rate {
+                    Rate::Pps(p) => Rate::Pps(p / f64::from(k)),
+                    Rate::Bps { bps, overhead_bytes } => Rate::Bps {
+                        bps: bps / f64::from(k),
+                        overhead_bytes,
+                    },
+                };
+                c.target_pps = self.target_pps / f64::from(k);
+                c.target_bps_l1 = self.target_bps_l1 / f64::from(k);
+                c.count = self
+                    .count
+                    .map(|n| n / u64::from(k) + u64::from(u64::from(j) < n % u64::from(k)));
+                c.seed = derive_seed(self.seed, 100 + u64::from(j), u64::from(k));
+                c.lanes = k;
+                c.lane = j;
+                c
+            })
+            .collect()
+    }
     /// Mean time between departures (ns): the lateness unit of the `on_late` policy.
     pub fn mean_gap_ns(&self) -> f64 {
         let frames = match &self.pattern {
@@ -552,6 +589,8 @@ fn compile_stream(
         target_pps,
         target_bps_l1,
         mean_size,
+        lanes: 1,
+        lane: 0,
     })
 }
 

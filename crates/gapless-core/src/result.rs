@@ -90,6 +90,10 @@ pub struct LateActions {
     pub shifted_ns: u64,
 }
 
+fn one() -> u32 {
+    1
+}
+
 /// Per-stream TX counters.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct StreamTx {
@@ -107,6 +111,9 @@ pub struct StreamTx {
     pub rate_error_rel: f64,
     pub lateness: LatenessSummary,
     pub late: LateActions,
+    /// Send loops (cores) the stream was split over; its sequence numbers interleave.
+    #[serde(default = "one")]
+    pub lanes: u32,
     /// Throughput mode (`--batch N`, N > 1) only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub early: Option<EarlySummary>,

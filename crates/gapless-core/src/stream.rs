@@ -86,7 +86,7 @@ impl StreamGen {
         }
         let sig = Signature {
             stream: self.cfg.id,
-            seq: k as u32,
+            seq: (k as u32).wrapping_mul(self.cfg.lanes).wrapping_add(self.cfg.lane),
             tx_ns,
         };
         if t.sig {

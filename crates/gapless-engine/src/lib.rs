@@ -9,4 +9,4 @@ pub mod meter;
 pub mod report;
 pub mod run;
 
-pub use run::{run, RunOptions, RunStats};
+pub use run::{merge_workers, run, RunOptions, RunStats};

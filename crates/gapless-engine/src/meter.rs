@@ -209,3 +209,12 @@ pub fn pin(core: Option<usize>, avoid: Option<usize>) -> Option<usize> {
     };
     core_affinity::set_for_current(id).then_some(id.id)
 }
+
+/// The cores this process may run on.
+pub fn allowed_cores() -> Vec<usize> {
+    core_affinity::get_core_ids()
+        .unwrap_or_default()
+        .into_iter()
+        .map(|c| c.id)
+        .collect()
+}

@@ -100,6 +100,7 @@ pub fn build_result(profile: &Profile, stats: &RunStats, meta: &RunMeta) -> RunR
                 skipped_frames: st.skipped,
                 shifted_ns: st.shifted_ns,
             },
+            lanes: cfg.lanes,
             early: (meta.batch > 1 && meta.pace)
                 .then(|| EarlySummary::from_histogram(&st.early, meta.batch as u64, st.early_over_half_gap, st.sent)),
         });

@@ -52,6 +52,84 @@ pub struct StreamStats {
     pub last_frames: u64,
 }
 
+impl StreamStats {
+    pub fn new() -> StreamStats {
+        StreamStats {
+            sent: 0,
+            bytes: 0,
+            lateness: Histogram::new_with_bounds(1, 1_000_000_000_000, 3).expect("valid bounds"),
+            late_over_gap: 0,
+            early: Histogram::new_with_bounds(1, 1_000_000_000_000, 3).expect("valid bounds"),
+            early_over_half_gap: 0,
+            late_events: 0,
+            skipped: 0,
+            shifted_ns: 0,
+            first_ns: None,
+            last_ns: 0,
+            last_frames: 0,
+        }
+    }
+
+    /// Adds another part of the same stream (a lane on another send loop).
+    pub fn absorb(&mut self, o: &StreamStats) {
+        self.sent += o.sent;
+        self.bytes += o.bytes;
+        let _ = self.lateness.add(&o.lateness);
+        let _ = self.early.add(&o.early);
+        self.late_over_gap += o.late_over_gap;
+        self.early_over_half_gap += o.early_over_half_gap;
+        self.late_events += o.late_events;
+        self.skipped += o.skipped;
+        self.shifted_ns += o.shifted_ns;
+        self.first_ns = match (self.first_ns, o.first_ns) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        if o.last_ns >= self.last_ns {
+            self.last_ns = o.last_ns;
+            self.last_frames = o.last_frames;
+        }
+    }
+}
+
+impl Default for StreamStats {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Merges the stats of several send loops into one per original stream: `parts[w]` ran the
+/// streams `map[w][i]` (indices into the original profile) of `n` in all.
+pub fn merge_workers(parts: Vec<RunStats>, map: &[Vec<usize>], n: usize) -> RunStats {
+    let mut streams: Vec<StreamStats> = (0..n).map(|_| StreamStats::new()).collect();
+    let mut out: Option<RunStats> = None;
+    for (w, p) in parts.into_iter().enumerate() {
+        for (i, st) in p.streams.iter().enumerate() {
+            streams[map[w][i]].absorb(st);
+        }
+        let o = out.get_or_insert(RunStats {
+            streams: Vec::new(),
+            interrupted: false,
+            duration_ns: 0,
+            send_errors: 0,
+            last_send_error: None,
+            backend_error: None,
+            tx_core: p.tx_core,
+            realtime0_ns: p.realtime0_ns,
+            raw_hz: p.raw_hz,
+        });
+        o.interrupted |= p.interrupted;
+        o.duration_ns = o.duration_ns.max(p.duration_ns);
+        o.send_errors += p.send_errors;
+        o.last_send_error = o.last_send_error.take().or(p.last_send_error);
+        o.backend_error = o.backend_error.take().or(p.backend_error);
+        o.realtime0_ns = o.realtime0_ns.min(p.realtime0_ns);
+    }
+    let mut o = out.expect("at least one send loop");
+    o.streams = streams;
+    o
+}
+
 /// What the run did.
 pub struct RunStats {
     pub streams: Vec<StreamStats>,
@@ -93,23 +171,7 @@ pub fn run(profile: &Profile, backend: &mut dyn TxBackend, opts: &RunOptions) ->
         .iter()
         .map(|s| s.mean_gap_ns().max(1.0) as u64)
         .collect();
-    let mut stats: Vec<StreamStats> = gens
-        .iter()
-        .map(|_| StreamStats {
-            sent: 0,
-            bytes: 0,
-            lateness: Histogram::new_with_bounds(1, 1_000_000_000_000, 3).expect("valid bounds"),
-            late_over_gap: 0,
-            early: Histogram::new_with_bounds(1, 1_000_000_000_000, 3).expect("valid bounds"),
-            early_over_half_gap: 0,
-            late_events: 0,
-            skipped: 0,
-            shifted_ns: 0,
-            first_ns: None,
-            last_ns: 0,
-            last_frames: 0,
-        })
-        .collect();
+    let mut stats: Vec<StreamStats> = gens.iter().map(|_| StreamStats::new()).collect();
     let mut heap: BinaryHeap<Reverse<(u64, usize)>> = BinaryHeap::new();
     for (i, g) in gens.iter().enumerate() {
         if let Some(d) = g.next_departure() {

@@ -245,6 +245,30 @@ impl AfPacketRx {
                     cause: e,
                 });
             }
+            let ready = self.block_status(self.block).load(Ordering::Acquire) & TP_STATUS_USER != 0;
+            if !ready && pfd.revents & (libc::POLLERR | libc::POLLHUP | libc::POLLNVAL) != 0 {
+                // The interface went away (its namespace deleted) or down: poll would return
+                // at once from now on.
+                let mut err: libc::c_int = 0;
+                let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+                // SAFETY: err and len are valid for the call.
+                unsafe {
+                    libc::getsockopt(
+                        self.fd.as_raw_fd(),
+                        libc::SOL_SOCKET,
+                        libc::SO_ERROR,
+                        &mut err as *mut _ as *mut libc::c_void,
+                        &mut len,
+                    )
+                };
+                return Err(IoError::Os {
+                    context: format!(
+                        "the RX interface {} went away or down (was its namespace deleted?)",
+                        self.info.name
+                    ),
+                    cause: std::io::Error::from_raw_os_error(if err != 0 { err } else { libc::ENETDOWN }),
+                });
+            }
         }
         let mut n = 0;
         while self.block_status(self.block).load(Ordering::Acquire) & TP_STATUS_USER != 0 {

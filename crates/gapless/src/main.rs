@@ -161,6 +161,10 @@ pub(crate) struct RunArgs {
     /// the bursts this makes.
     #[arg(long, default_value_t = 1)]
     batch: usize,
+    /// Send loops on these cores, e.g. 0,1. Poisson streams are split over all of them at
+    /// rate/k each; other streams stay whole, one loop each, round robin.
+    #[arg(long, value_delimiter = ',', conflicts_with = "core")]
+    cores: Option<Vec<usize>>,
     /// CPU core for the send loop (default: the last one allowed).
     #[arg(long)]
     core: Option<usize>,
@@ -204,6 +208,7 @@ impl RunArgs {
             seed: None,
             pace: Pace::On,
             batch: 1,
+            cores: None,
             backend: None,
             tx_method: TxMethod::Sendmmsg,
             xdp_mode: XdpModeArg::Auto,
@@ -380,60 +385,119 @@ pub(crate) fn cmd_run(a: RunArgs) -> Result<i32> {
     }
     let batch = max_departure_frames(&profile).max(a.batch);
     let max_frame = profile.max_frame() as usize;
-    let mut backend: Box<dyn TxBackend> = if let Some(i) = &iface {
-        check_mtu(&profile, info.as_ref().expect("looked up above"))?;
-        let backend = a.backend.unwrap_or(match out.as_ref().and_then(|o| o.backend) {
-            Some(BackendKind::Afxdp) => Backend::Afxdp,
-            _ => Backend::Afpacket,
-        });
-        match (backend, a.tx_method) {
-            (Backend::Afpacket, TxMethod::Sendmmsg) => Box::new(AfPacketTx::open(i, max_frame, batch)?),
-            (Backend::Afpacket, TxMethod::Ring) => Box::new(AfPacketRingTx::open(i, max_frame, batch)?),
-            (Backend::Afxdp, _) => {
-                if let Some(s) = profile.streams.iter().find(|s| s.sizes.max() as usize - 4 > UMEM_FRAME) {
-                    return Err(IoError::XdpFrameTooLarge {
-                        stream: s.name.clone(),
-                        frame: s.sizes.max() as usize,
-                        max: UMEM_FRAME + 4,
-                    }
-                    .into());
+    // Send loops: one per --cores entry (or one). Poisson streams are split over all of them
+    // at rate/k (the overlay is still Poisson); any other stream stays whole on one loop,
+    // round robin: interleaved CBR senders would collide and make bursts.
+    let cores: Vec<Option<usize>> = match &a.cores {
+        Some(c) if !c.is_empty() => c.iter().map(|&c| Some(c)).collect(),
+        _ => vec![a.core],
+    };
+    let k = cores.len();
+    let allowed = gapless_engine::meter::allowed_cores();
+    if let Some(c) = cores.iter().flatten().find(|c| !allowed.contains(c)) {
+        bail!("core {c} is not one this process may run on (allowed: {allowed:?}). Fix: pick cores from that list");
+    }
+    if k > 1 && cores.iter().flatten().collect::<std::collections::HashSet<_>>().len() < k {
+        bail!(
+            "--cores lists a core twice: two send loops on one core would stall each other. Fix: list each core once"
+        );
+    }
+    if k > 1 && pcap.is_some() {
+        bail!("--cores with --out: a pcap file is written by one loop. Fix: drop --cores, or send on --iface");
+    }
+    let mut profile = profile;
+    let mut plan: Vec<(Vec<gapless_core::StreamConfig>, Vec<usize>)> = vec![(Vec::new(), Vec::new()); k];
+    let mut whole = 0;
+    for (i, s) in profile.streams.iter_mut().enumerate() {
+        if k > 1 && s.is_memoryless() {
+            s.lanes = k as u32;
+            for (w, part) in s.split(k as u32).into_iter().enumerate() {
+                plan[w].0.push(part);
+                plan[w].1.push(i);
+            }
+        } else {
+            plan[whole % k].0.push(s.clone());
+            plan[whole % k].1.push(i);
+            whole += 1;
+        }
+    }
+    let workers: Vec<(Profile, Vec<usize>)> = plan
+        .into_iter()
+        .map(|(streams, map)| {
+            let mut p = profile.clone();
+            p.streams = streams;
+            (p, map)
+        })
+        .collect();
+    let backend_kind = a.backend.unwrap_or(match out.as_ref().and_then(|o| o.backend) {
+        Some(BackendKind::Afxdp) => Backend::Afxdp,
+        _ => Backend::Afpacket,
+    });
+    let open_backend = |w: usize| -> Result<Box<dyn TxBackend>> {
+        Ok(if let Some(i) = &iface {
+            match (backend_kind, a.tx_method) {
+                (Backend::Afpacket, TxMethod::Sendmmsg) => Box::new(AfPacketTx::open(i, max_frame, batch)?),
+                (Backend::Afpacket, TxMethod::Ring) => Box::new(AfPacketRingTx::open(i, max_frame, batch)?),
+                (Backend::Afxdp, _) => {
+                    let mode = match a.xdp_mode {
+                        XdpModeArg::Auto => XdpMode::Auto,
+                        XdpModeArg::Copy => XdpMode::Copy,
+                        XdpModeArg::Zerocopy => XdpMode::ZeroCopy,
+                    };
+                    Box::new(AfXdpTx::open(i, a.xdp_queue + w as u32, mode, max_frame, batch)?)
                 }
-                let mode = match a.xdp_mode {
-                    XdpModeArg::Auto => XdpMode::Auto,
-                    XdpModeArg::Copy => XdpMode::Copy,
-                    XdpModeArg::Zerocopy => XdpMode::ZeroCopy,
-                };
-                Box::new(AfXdpTx::open(i, a.xdp_queue, mode, max_frame, batch)?)
+            }
+        } else if let Some(p) = &pcap {
+            Box::new(PcapTx::create(p, max_frame, batch)?)
+        } else {
+            Box::new(NullTx::new(max_frame, batch))
+        })
+    };
+    if let Some(inf) = &info {
+        check_mtu(&profile, inf)?;
+        if backend_kind == Backend::Afxdp {
+            if let Some(s) = profile.streams.iter().find(|s| s.sizes.max() as usize - 4 > UMEM_FRAME) {
+                return Err(IoError::XdpFrameTooLarge {
+                    stream: s.name.clone(),
+                    frame: s.sizes.max() as usize,
+                    max: UMEM_FRAME + 4,
+                }
+                .into());
             }
         }
-    } else if let Some(p) = &pcap {
-        Box::new(PcapTx::create(p, max_frame, batch)?)
-    } else {
-        Box::new(NullTx::new(max_frame, batch))
-    };
+    }
+    let mut backends = (0..k).map(open_backend).collect::<Result<Vec<_>>>()?;
 
     let stop = Arc::new(AtomicBool::new(false));
     signal_hook::flag::register(signal_hook::consts::SIGINT, stop.clone())?;
     signal_hook::flag::register(signal_hook::consts::SIGTERM, stop.clone())?;
     let live = Arc::new(Live::new(profile.streams.iter().map(|s| s.name.clone()).collect()));
-    let opts = RunOptions {
-        pace,
-        core: a.core,
-        stop: stop.clone(),
-        live: live.clone(),
-        batch: a.batch,
-    };
+    let worker_live: Vec<Arc<Live>> = workers
+        .iter()
+        .map(|(p, _)| Arc::new(Live::new(p.streams.iter().map(|s| s.name.clone()).collect())))
+        .collect();
+    let opts: Vec<RunOptions> = (0..k)
+        .map(|w| RunOptions {
+            pace,
+            core: cores[w],
+            stop: stop.clone(),
+            live: worker_live[w].clone(),
+            batch: a.batch,
+        })
+        .collect();
     let show_live = !a.quiet;
     let (meter_cfg, cal) = a.meter.config(meter_cmd::targets_from_profile(&profile))?;
     let mut meter = gapless_core::meter::Meter::new(meter_cfg);
     let rx_live = AtomicU64::new(0);
     let tx_done = AtomicBool::new(false);
-    let (stats, rx_out) = std::thread::scope(|sc| {
+    let tx_cores: Vec<usize> = cores.iter().flatten().copied().collect();
+    let (parts, rx_out) = std::thread::scope(|sc| {
         let rx_h = rx.as_mut().map(|rx| {
             let (meter, rx_live, tx_done, stop) = (&mut meter, &rx_live, &tx_done, &stop);
-            let (rx_core, tx_core, linger) = (a.rx_core, a.core, a.rx_linger);
+            let (rx_core, linger) = (a.rx_core, a.rx_linger);
+            let avoid = tx_cores.first().copied();
             sc.spawn(move || {
-                gapless_engine::meter::pin(rx_core, tx_core);
+                gapless_engine::meter::pin(rx_core, avoid);
                 let s = gapless_engine::meter::RxStop {
                     signal: stop,
                     tx_done: Some(tx_done),
@@ -443,17 +507,39 @@ pub(crate) fn cmd_run(a: RunArgs) -> Result<i32> {
                 gapless_engine::meter::meter_loop(rx, meter, &s, rx_live)
             })
         });
-        let be = &mut *backend;
-        let h = sc.spawn(|| gapless_engine::run(&profile, be, &opts));
+        let hs: Vec<_> = backends
+            .iter_mut()
+            .zip(&workers)
+            .zip(&opts)
+            .map(|((be, (wp, _)), o)| {
+                let be = &mut **be;
+                sc.spawn(move || gapless_engine::run(wp, be, o))
+            })
+            .collect();
         let t0 = Instant::now();
         let mut prev = Vec::new();
         let mut last = Instant::now();
         let tty = std::io::stderr().is_terminal();
-        while !h.is_finished() {
+        while !hs.iter().all(|h| h.is_finished()) {
             std::thread::sleep(Duration::from_millis(50));
             if show_live && last.elapsed() >= Duration::from_secs(1) {
                 let dt = last.elapsed().as_secs_f64();
                 last = Instant::now();
+                // Sum the loops' counters per original stream.
+                let mut sums = vec![(0u64, 0u64, 0u64); live.names.len()];
+                for (wl, (_, map)) in worker_live.iter().zip(&workers) {
+                    for (i, (sent, bytes, lag)) in wl.snapshot().into_iter().enumerate() {
+                        let t = &mut sums[map[i]];
+                        t.0 += sent;
+                        t.1 += bytes;
+                        t.2 = t.2.max(lag);
+                    }
+                }
+                for (st, (sent, bytes, lag)) in live.streams.iter().zip(sums) {
+                    st.sent.store(sent, Ordering::Relaxed);
+                    st.bytes.store(bytes, Ordering::Relaxed);
+                    st.lag_ns.store(lag, Ordering::Relaxed);
+                }
                 let mut line = live_line(&live, t0.elapsed().as_secs_f64(), &mut prev, dt);
                 if rx_h.is_some() {
                     line.push_str(&format!(" | rx {}", rx_live.load(Ordering::Relaxed)));
@@ -468,19 +554,34 @@ pub(crate) fn cmd_run(a: RunArgs) -> Result<i32> {
         if show_live && tty {
             eprintln!();
         }
-        let stats = h.join();
+        let parts: Vec<_> = hs.into_iter().map(|h| h.join()).collect();
         tx_done.store(true, Ordering::Release);
         let rx_out = rx_h.map(|h| h.join());
-        (stats, rx_out)
+        (parts, rx_out)
     });
-    let stats = stats.map_err(|_| anyhow!("the send loop panicked"))?;
+    let parts = parts
+        .into_iter()
+        .collect::<std::result::Result<Vec<_>, _>>()
+        .map_err(|_| anyhow!("a send loop panicked"))?;
     let rx_out = rx_out.transpose().map_err(|_| anyhow!("the meter loop panicked"))?;
+    let maps: Vec<Vec<usize>> = workers.iter().map(|(_, m)| m.clone()).collect();
+    let stats = gapless_engine::merge_workers(parts, &maps, profile.streams.len());
 
-    let finish_err = backend.finish().err();
+    let mut finish_err = None;
+    for be in backends.iter_mut() {
+        if let Err(e) = be.finish() {
+            finish_err.get_or_insert(e);
+        }
+    }
+    let backend = &backends[0];
     let meta = RunMeta {
         profile_path: a.profile.display().to_string(),
         backend: backend.name().into(),
-        backend_detail: backend.describe(),
+        backend_detail: if k > 1 {
+            format!("{} send loops on cores {:?}; each: {}", k, tx_cores, backend.describe())
+        } else {
+            backend.describe()
+        },
         pace,
         live_backend: backend.is_live(),
         iface: iface.clone(),

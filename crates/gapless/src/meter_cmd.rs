@@ -122,14 +122,15 @@ pub fn load_calibration(path: &Path) -> Result<Calibration> {
     Ok(c)
 }
 
-fn target_map<'a>(streams: impl Iterator<Item = (u16, &'a str, f64)>) -> HashMap<u16, StreamTarget> {
+fn target_map<'a>(streams: impl Iterator<Item = (u16, &'a str, f64, u32)>) -> HashMap<u16, StreamTarget> {
     streams
-        .map(|(id, name, pps)| {
+        .map(|(id, name, pps, lanes)| {
             (
                 id,
                 StreamTarget {
                     name: name.to_string(),
                     target_pps: Some(pps),
+                    lanes,
                 },
             )
         })
@@ -138,7 +139,7 @@ fn target_map<'a>(streams: impl Iterator<Item = (u16, &'a str, f64)>) -> HashMap
 
 /// Stream names and targets from a compiled profile.
 pub fn targets_from_profile(p: &Profile) -> HashMap<u16, StreamTarget> {
-    target_map(p.streams.iter().map(|s| (s.id, s.name.as_str(), s.target_pps)))
+    target_map(p.streams.iter().map(|s| (s.id, s.name.as_str(), s.target_pps, s.lanes)))
 }
 
 /// Stream names and targets from a profile (TOML) or a TX result file (JSON).
@@ -157,7 +158,7 @@ pub fn targets_from_file(path: &Path) -> Result<HashMap<u16, StreamTarget>> {
             )
         })?;
         return Ok(target_map(
-            r.streams.iter().map(|s| (s.id, s.name.as_str(), s.target_pps)),
+            r.streams.iter().map(|s| (s.id, s.name.as_str(), s.target_pps, s.lanes)),
         ));
     }
     let spec = crate::load_spec(path)?;

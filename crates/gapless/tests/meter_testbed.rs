@@ -180,14 +180,16 @@ fn measure_counts_foreign_traffic_and_writes_its_result_on_ctrl_c() {
     let bed = Bed::up();
     let dir = tempfile::tempdir().unwrap();
     let res = dir.path().join("m.json");
-    let child = Command::new(bin())
-        .args(["measure", "--netns", &bed.rx_ns(), "--iface", &bed.rx_if(), "--json"])
-        .arg(&res)
-        .args(["-q", "--target-pps", "20000"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = KillOnDrop(Some(
+        Command::new(bin())
+            .args(["measure", "--netns", &bed.rx_ns(), "--iface", &bed.rx_if(), "--json"])
+            .arg(&res)
+            .args(["-q", "--target-pps", "20000"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    ));
     std::thread::sleep(Duration::from_millis(800));
     // Stream "a" is signed; "icmp" (echo requests) and "plain" (UDP) carry no signature:
     // the first is foreign, the second an unsigned flow metered by its 5-tuple.
@@ -228,8 +230,8 @@ count = 200
     assert!(o.status.success(), "{}", text(&o));
     std::thread::sleep(Duration::from_millis(300));
     // SAFETY: signalling our own child.
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
-    let out = child.wait_with_output().unwrap();
+    unsafe { libc::kill(child.0.as_ref().unwrap().id() as i32, libc::SIGINT) };
+    let out = child.take().wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(130), "{}", text(&out));
     let r = json(&res);
     assert_eq!(r["interrupted"], true);
@@ -315,4 +317,46 @@ fn meter_errors_name_the_fix() {
         ]),
         &["--rate-pps 0"],
     );
+}
+
+#[test]
+fn measure_stops_with_an_error_when_its_interface_goes_away() {
+    let bed = Bed::up();
+    let dir = tempfile::tempdir().unwrap();
+    let res = dir.path().join("m.json");
+    let mut child = KillOnDrop(Some(
+        Command::new(bin())
+            .args([
+                "measure",
+                "--netns",
+                &bed.rx_ns(),
+                "--iface",
+                &bed.rx_if(),
+                "-q",
+                "--json",
+            ])
+            .arg(&res)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    ));
+    std::thread::sleep(Duration::from_millis(800));
+    drop(bed);
+    let t0 = std::time::Instant::now();
+    let mut c = child.take();
+    loop {
+        if let Some(st) = c.try_wait().unwrap() {
+            let out = c.wait_with_output().unwrap();
+            assert_eq!(st.code(), Some(2), "{}", text(&out));
+            assert!(text(&out).contains("went away or down"), "{}", text(&out));
+            assert!(res.exists(), "the result is still written");
+            break;
+        }
+        if t0.elapsed() > Duration::from_secs(5) {
+            let _ = c.kill();
+            panic!("measure kept running after its interface was deleted");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }

@@ -128,28 +128,29 @@ fn afxdp_errors_name_the_fix() {
     assert_eq!(json(&res)["backend"], "afxdp");
     // A second AF_XDP socket on a queue that one already owns.
     let (ns, ifc) = (bed.tx_ns(), bed.tx_if());
-    let mut first = Command::new(bin())
-        .args([
-            "run",
-            prof.to_str().unwrap(),
-            "--netns",
-            &ns,
-            "--iface",
-            &ifc,
-            "--backend",
-            "afxdp",
-            "-q",
-            "--duration",
-            "8",
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let _first = KillOnDrop(Some(
+        Command::new(bin())
+            .args([
+                "run",
+                prof.to_str().unwrap(),
+                "--netns",
+                &ns,
+                "--iface",
+                &ifc,
+                "--backend",
+                "afxdp",
+                "-q",
+                "--duration",
+                "8",
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    ));
     std::thread::sleep(Duration::from_millis(1500));
     let o = bed.run(&prof, &["--backend", "afxdp", "-q"]);
-    let _ = first.kill();
-    let _ = first.wait();
+    drop(_first);
     expect_error(&o, &["queue 0 of", "is busy", "--xdp-queue"]);
     // A frame larger than a UMEM frame (4 KiB): raise the MTU so the interface allows it.
     let mtu = Command::new("ip")

@@ -19,6 +19,8 @@ pub use stream::StreamMeter;
 pub struct StreamTarget {
     pub name: String,
     pub target_pps: Option<f64>,
+    /// Send loops the stream was split over (its sequence numbers interleave).
+    pub lanes: u32,
 }
 
 /// How to meter.

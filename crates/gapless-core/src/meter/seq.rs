@@ -160,10 +160,10 @@ impl SeqTracker {
         SeqEvent::Reordered { extent }
     }
 
-    /// Highest unwrapped number so far (for loss series), 0 before the first.
-    pub fn highest(&self) -> u64 {
+    /// Distinct numbers from the lowest to the highest received so far (0 before the first).
+    pub fn expected(&self) -> u64 {
         if self.started {
-            self.max - self.min
+            self.max - self.min + 1
         } else {
             0
         }
@@ -191,6 +191,24 @@ impl SeqTracker {
             beyond_window: self.beyond,
         })
     }
+}
+
+/// Adds up the lanes of one stream (a stream split over send loops).
+pub fn merge(parts: &[SeqSummary]) -> Option<SeqSummary> {
+    let mut it = parts.iter();
+    let mut m = it.next()?.clone();
+    for p in it {
+        m.first_seq = m.first_seq.min(p.first_seq);
+        m.highest_seq = m.highest_seq.max(p.highest_seq);
+        m.expected += p.expected;
+        m.unique += p.unique;
+        m.lost += p.lost;
+        m.reordered += p.reordered;
+        m.reorder_extent_max = m.reorder_extent_max.max(p.reorder_extent_max);
+        m.duplicated += p.duplicated;
+        m.beyond_window += p.beyond_window;
+    }
+    Some(m)
 }
 
 #[cfg(test)]

@@ -95,7 +95,7 @@ struct Second {
     idx: u64,
     rx: u64,
     bytes: u64,
-    seq_hi: u64,
+    expected_before: u64,
     unique_before: u64,
     lat: Histogram<u64>,
 }
@@ -114,7 +114,9 @@ pub struct StreamMeter {
     bytes: u64,
     first_ns: u64,
     last_ns: u64,
-    seq: Option<SeqTracker>,
+    /// One tracker per lane (none for an unsigned flow).
+    seq: Vec<SeqTracker>,
+    lanes: u32,
     // latency
     lat: Option<Histogram<u64>>,
     lat_min: i64,
@@ -151,6 +153,7 @@ impl StreamMeter {
         t0: u64,
     ) -> StreamMeter {
         let signed = id.is_some();
+        let lanes = id.and_then(|i| cfg.targets.get(&i)).map_or(1, |t| t.lanes);
         let latency_on = signed && cfg.latency;
         let target_pps = target_pps.filter(|p| *p > 0.0);
         StreamMeter {
@@ -166,7 +169,12 @@ impl StreamMeter {
             bytes: 0,
             first_ns: 0,
             last_ns: 0,
-            seq: signed.then(SeqTracker::new),
+            seq: if signed {
+                (0..lanes.max(1)).map(|_| SeqTracker::new()).collect()
+            } else {
+                Vec::new()
+            },
+            lanes: lanes.max(1),
             lat: latency_on.then(hist),
             lat_min: i64::MAX,
             lat_max: i64::MIN,
@@ -229,7 +237,12 @@ impl StreamMeter {
         sec.bytes += u64::from(len);
 
         let Some((seq, tx_ns)) = sig else { return };
-        let ev = self.seq.as_mut().map(|t| t.observe(seq));
+        let ev = if self.seq.is_empty() {
+            None
+        } else {
+            let l = self.lanes;
+            Some(self.seq[(seq % l) as usize].observe(seq / l))
+        };
         if !self.latency_on {
             return;
         }
@@ -250,7 +263,7 @@ impl StreamMeter {
         // IPDV (RFC 3393) between consecutive sequence numbers.
         if !matches!(ev, Some(SeqEvent::Duplicate)) {
             if let Some((ps, pl)) = self.prev_seq_lat {
-                if seq == ps.wrapping_add(1) {
+                if seq == ps.wrapping_add(self.lanes) {
                     let d = lat - pl;
                     self.ipdv_min = self.ipdv_min.min(d);
                     self.ipdv_max = self.ipdv_max.max(d);
@@ -273,7 +286,7 @@ impl StreamMeter {
                 for i in old.idx + 1..idx {
                     self.series.push(SecondPoint {
                         t_s: i,
-                        lost: self.seq.is_some().then_some(0),
+                        lost: (!self.seq.is_empty()).then_some(0),
                         ..Default::default()
                     });
                 }
@@ -287,25 +300,23 @@ impl StreamMeter {
             idx,
             rx: 0,
             bytes: 0,
-            seq_hi: hi,
+            expected_before: hi,
             unique_before: uniq,
             lat,
         });
     }
 
     fn seq_state(&self) -> (u64, u64) {
-        self.seq.as_ref().map(|t| (t.highest(), t.unique())).unwrap_or_default()
+        self.seq
+            .iter()
+            .fold((0, 0), |(e, u), t| (e + t.expected(), u + t.unique()))
     }
 
-    /// The point for second `s`, given the sequence state (highest, distinct) at its end.
+    /// The point for second `s`, given the sequence state (expected, distinct) at its end.
     fn second_point(&self, s: &Second, hi: u64, uniq: u64) -> SecondPoint {
         // Loss in a second: how far the highest number advanced, less the new numbers that
         // arrived. Reordering across a second boundary moves loss between neighbours.
-        let advanced = if s.unique_before == 0 && uniq > 0 {
-            hi + 1
-        } else {
-            hi - s.seq_hi
-        };
+        let advanced = hi - s.expected_before;
         let lost = advanced.saturating_sub(uniq - s.unique_before);
         let has_lat = self.latency_on && !s.lat.is_empty();
         let q = |p: f64| has_lat.then(|| s.lat.value_at_quantile(p) * self.unit);
@@ -313,11 +324,29 @@ impl StreamMeter {
             t_s: s.idx,
             rx_frames: s.rx,
             rx_bytes: s.bytes,
-            lost: self.seq.is_some().then_some(lost),
+            lost: (!self.seq.is_empty()).then_some(lost),
             latency_p50_ns: q(0.5),
             latency_p99_ns: q(0.99),
             latency_max_ns: has_lat.then(|| s.lat.max() * self.unit),
         }
+    }
+
+    /// Sequence figures, the lanes added up; first/highest as numbered on the wire.
+    fn seq_summary(&self) -> Option<super::seq::SeqSummary> {
+        let l = self.lanes;
+        let parts: Vec<_> = self
+            .seq
+            .iter()
+            .enumerate()
+            .filter_map(|(lane, t)| {
+                t.summary().map(|mut q| {
+                    q.first_seq = q.first_seq.wrapping_mul(l).wrapping_add(lane as u32);
+                    q.highest_seq = q.highest_seq.wrapping_mul(l).wrapping_add(lane as u32);
+                    q
+                })
+            })
+            .collect();
+        super::seq::merge(&parts)
     }
 
     /// The stream's report so far (the current second included).
@@ -388,7 +417,7 @@ impl StreamMeter {
             rx_bytes_l2: self.bytes,
             first_rx_ns: self.first_ns,
             last_rx_ns: self.last_ns,
-            seq: self.seq.as_ref().and_then(|t| t.summary()),
+            seq: self.seq_summary(),
             tx_sent: None,
             lost_vs_tx: None,
             latency,

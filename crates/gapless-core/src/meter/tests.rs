@@ -219,3 +219,28 @@ fn per_second_series_counts_frames_and_loss() {
     assert_eq!(s.series[0].latency_p50_ns, Some(10));
     assert_eq!(s.series[4].t_s, 4);
 }
+
+#[test]
+fn lanes_of_a_split_stream_are_counted_apart() {
+    let mut targets = std::collections::HashMap::new();
+    targets.insert(
+        0,
+        StreamTarget {
+            name: "p".into(),
+            target_pps: None,
+            lanes: 2,
+        },
+    );
+    let mut m = Meter::new(MeterConfig {
+        targets,
+        ..Default::default()
+    });
+    // Lane 0 sends 0 2 4 6 8, lane 1 sends 1 3 5 (7 lost) 9; they interleave at random.
+    for (k, seq) in [0u32, 2, 1, 4, 3, 6, 5, 8, 9].into_iter().enumerate() {
+        let t = 1_000_000 + k as u64 * 1000;
+        m.on_frame(t, &frame(0, seq, t - 100), 60);
+    }
+    let q = m.report().streams[0].seq.clone().unwrap();
+    assert_eq!((q.lost, q.reordered, q.duplicated, q.unique), (1, 0, 0, 9));
+    assert_eq!((q.first_seq, q.highest_seq), (0, 9));
+}

@@ -202,3 +202,22 @@ static EXCLUSIVE: std::sync::Mutex<()> = std::sync::Mutex::new(());
 pub fn exclusive() -> std::sync::MutexGuard<'static, ()> {
     EXCLUSIVE.lock().unwrap_or_else(|e| e.into_inner())
 }
+
+/// A child process killed when the test ends, also when it panics first.
+pub struct KillOnDrop(pub Option<Child>);
+
+impl KillOnDrop {
+    /// The child, for waiting on it; it is not killed afterwards.
+    pub fn take(&mut self) -> Child {
+        self.0.take().expect("taken once")
+    }
+}
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        if let Some(c) = &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}

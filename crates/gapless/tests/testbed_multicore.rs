@@ -1,0 +1,108 @@
+//! Two send loops (root, testbed): a Poisson stream split over cores 0 and 1 keeps its mean
+//! rate, and the merged arrivals at the sink pass an exponential goodness-of-fit test.
+
+mod common;
+use common::*;
+
+use serde_json::Value;
+
+#[test]
+fn poisson_over_two_cores_stays_poisson_at_the_sink() {
+    let _x = exclusive();
+    let bed = Bed::up();
+    let dir = tempfile::tempdir().unwrap();
+    let prof = write(
+        dir.path(),
+        "p.toml",
+        "seed = 21\n[[stream]]\nname = \"pois\"\nsize = 64\n[stream.timing]\npattern = \"poisson\"\nrate_pps = 2000\nduration_s = 5\n",
+    );
+    let res = dir.path().join("r.json");
+    let cap = Capture::start(&bed, &dir.path().join("rx.pcap"));
+    let (rx_if, rx_ns) = (bed.rx_if(), bed.rx_ns());
+    let o = bed.run(
+        &prof,
+        &[
+            "--cores",
+            "0,1",
+            "--rx",
+            &rx_if,
+            "--rx-netns",
+            &rx_ns,
+            "--json",
+            res.to_str().unwrap(),
+            "-q",
+        ],
+    );
+    let pcap = cap.stop();
+    assert!(o.status.success(), "{}", text(&o));
+    let r: Value = serde_json::from_str(&std::fs::read_to_string(&res).unwrap()).unwrap();
+    assert!(
+        r["backend_detail"]
+            .as_str()
+            .unwrap()
+            .starts_with("2 send loops on cores [0, 1]"),
+        "{}",
+        r["backend_detail"]
+    );
+    let tx = &r["streams"][0];
+    assert_eq!(tx["lanes"], 2, "the split is in the result");
+    // The meter knows the lanes: no loss, reordering or duplicates in either.
+    let s = &r["rx"]["streams"][0];
+    assert_eq!(s["lost_vs_tx"], 0, "{s}");
+    assert_eq!(s["seq"]["lost"], 0);
+    assert_eq!(s["seq"]["reordered"], 0);
+    assert_eq!(s["seq"]["duplicated"], 0);
+    assert_eq!(s["seq"]["unique"], tx["sent_frames"]);
+    // Mean rate: ~10 000 Poisson arrivals, 1 % standard deviation; 3 % is 3 sigma.
+    let rate = s["interarrival"]["rate_pps"].as_f64().unwrap();
+    assert!((rate / 2000.0 - 1.0).abs() < 0.03, "sink rate {rate}");
+
+    // Kolmogorov-Smirnov against Exp(rate 2000/s) on tcpdump's inter-arrival times of the
+    // signed frames (both lanes together), alpha = 0.001: D < 1.949 / sqrt(n).
+    let mut ts: Vec<u64> = read_pcap(&pcap)
+        .into_iter()
+        .filter(|(_, f)| f.len() >= 60 && f[12..14] == [0x08, 0x00] && f[23] == 17 && f[f.len() - 16] == 0x67)
+        .map(|(t, _)| t)
+        .collect();
+    ts.sort_unstable();
+    let mut gaps: Vec<f64> = ts.windows(2).map(|w| (w[1] - w[0]) as f64 / 1e9).collect();
+    gaps.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    let n = gaps.len() as f64;
+    assert!(n > 9000.0, "{n} gaps");
+    let lambda = 2000.0;
+    let d = gaps
+        .iter()
+        .enumerate()
+        .map(|(i, &g)| {
+            let f = 1.0 - (-lambda * g).exp();
+            (f - i as f64 / n).abs().max(((i + 1) as f64 / n - f).abs())
+        })
+        .fold(0.0, f64::max);
+    let crit = 1.949 / n.sqrt();
+    eprintln!("KS D = {d:.4}, critical {crit:.4} (n = {n})");
+    assert!(d < crit, "the merged arrivals are not exponential: D = {d} >= {crit}");
+}
+
+#[test]
+fn cores_errors_name_the_fix() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = write(
+        dir.path(),
+        "p.toml",
+        "[[stream]]\n[stream.timing]\nrate_pps = 10\ncount = 1\n",
+    );
+    let ps = p.to_str().unwrap();
+    expect_error(
+        &gapless(&["run", ps, "--null", "--cores", "0,999"]),
+        &["core 999 is not one this process may run on"],
+    );
+    expect_error(
+        &gapless(&["run", ps, "--null", "--cores", "0,0"]),
+        &["lists a core twice"],
+    );
+    let out = dir.path().join("x.pcap");
+    expect_error(
+        &gapless(&["run", ps, "--out", out.to_str().unwrap(), "--cores", "0,1"]),
+        &["--cores with --out"],
+    );
+}
