@@ -143,6 +143,25 @@ pub struct RunStats {
     pub raw_hz: f64,
 }
 
+/// Rewrites the frames' TX stamps with CLOCK_REALTIME read now (live backends), then hands
+/// the frames to the backend: the stamp is as close to the system call as it can be.
+#[inline]
+fn stamp_and_send(
+    g: &mut StreamGen,
+    backend: &mut dyn TxBackend,
+    lens: &[usize],
+    ats: &[u64],
+    stamp_real: bool,
+) -> Result<usize, gapless_io::IoError> {
+    if stamp_real {
+        let ts = RunClock::realtime_now_ns();
+        for (j, &len) in lens.iter().enumerate() {
+            g.cfg.template.patch_tx_ns(&mut backend.buf(j)[..len], ts);
+        }
+    }
+    backend.send(lens, ats)
+}
+
 fn pin(core: Option<usize>) -> Option<usize> {
     let ids = core_affinity::get_core_ids()?;
     let id = match core {
@@ -257,13 +276,7 @@ pub fn run(profile: &Profile, backend: &mut dyn TxBackend, opts: &RunOptions) ->
             } else {
                 0
             };
-            if stamp_real {
-                let ts = RunClock::realtime_now_ns();
-                for (j, &len) in lens.iter().enumerate() {
-                    g.cfg.template.patch_tx_ns(&mut backend.buf(j)[..len], ts);
-                }
-            }
-            if let Err(e) = backend.send(&lens, &ats) {
+            if let Err(e) = stamp_and_send(g, backend, &lens, &ats, stamp_real) {
                 backend_error = Some(e.to_string());
                 break 'outer;
             }
@@ -324,13 +337,7 @@ pub fn run(profile: &Profile, backend: &mut dyn TxBackend, opts: &RunOptions) ->
             } else {
                 0
             };
-            if stamp_real {
-                let ts = RunClock::realtime_now_ns();
-                for (j, &len) in lens.iter().enumerate() {
-                    g.cfg.template.patch_tx_ns(&mut backend.buf(j)[..len], ts);
-                }
-            }
-            if let Err(e) = backend.send(&lens, &ats) {
+            if let Err(e) = stamp_and_send(g, backend, &lens, &ats, stamp_real) {
                 backend_error = Some(e.to_string());
                 break 'outer;
             }

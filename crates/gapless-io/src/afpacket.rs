@@ -25,14 +25,19 @@ pub struct AfPacketTx {
 unsafe impl Send for AfPacketTx {}
 
 fn setsockopt_int(fd: &OwnedFd, level: libc::c_int, name: libc::c_int, v: libc::c_int) -> std::io::Result<()> {
-    // SAFETY: passing a pointer to a live c_int and its size.
+    sockopt(fd, level, name, &v)
+}
+
+/// setsockopt(2) with any option value.
+pub(crate) fn sockopt<T>(fd: &OwnedFd, level: libc::c_int, name: libc::c_int, v: &T) -> std::io::Result<()> {
+    // SAFETY: v is a live value of the size passed.
     let rc = unsafe {
         libc::setsockopt(
             fd.as_raw_fd(),
             level,
             name,
-            &v as *const _ as *const libc::c_void,
-            std::mem::size_of::<libc::c_int>() as u32,
+            v as *const T as *const libc::c_void,
+            std::mem::size_of::<T>() as u32,
         )
     };
     if rc < 0 {

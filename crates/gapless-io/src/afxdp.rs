@@ -95,21 +95,7 @@ impl Drop for Ring {
 }
 
 fn setsockopt<T>(fd: &OwnedFd, name: libc::c_int, v: &T) -> std::io::Result<()> {
-    // SAFETY: v is a live value of the size passed.
-    let rc = unsafe {
-        libc::setsockopt(
-            fd.as_raw_fd(),
-            libc::SOL_XDP,
-            name,
-            v as *const T as *const libc::c_void,
-            std::mem::size_of::<T>() as u32,
-        )
-    };
-    if rc < 0 {
-        Err(std::io::Error::last_os_error())
-    } else {
-        Ok(())
-    }
+    crate::afpacket::sockopt(fd, libc::SOL_XDP, name, v)
 }
 
 pub struct AfXdpTx {

@@ -9,6 +9,7 @@
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::{fence, AtomicU32, Ordering};
 
+use crate::afpacket::sockopt;
 use crate::error::IoError;
 use crate::nic::{enable_hw_timestamps, iface_info, ts_info, IfaceInfo};
 
@@ -32,24 +33,6 @@ const BLOCK_NR: u32 = 64;
 const FRAME_SIZE: u32 = 2048;
 /// A block is handed over after this long even when not full (ms).
 const BLOCK_TIMEOUT_MS: u32 = 8;
-
-fn sockopt<T>(fd: &OwnedFd, level: libc::c_int, name: libc::c_int, v: &T) -> std::io::Result<()> {
-    // SAFETY: v is a live value of the size passed.
-    let rc = unsafe {
-        libc::setsockopt(
-            fd.as_raw_fd(),
-            level,
-            name,
-            v as *const T as *const libc::c_void,
-            std::mem::size_of::<T>() as u32,
-        )
-    };
-    if rc < 0 {
-        Err(std::io::Error::last_os_error())
-    } else {
-        Ok(())
-    }
-}
 
 /// Counters the kernel keeps for the ring.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -13,22 +13,6 @@ fn json(p: &std::path::Path) -> Value {
     serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
 }
 
-/// `run PROFILE --rx` across the testbed, the result in `res`, quietly, plus `extra`.
-fn run_rx(bed: &Bed, prof: &std::path::Path, res: &std::path::Path, extra: &[&str]) -> std::process::Output {
-    let (rx_if, rx_ns) = (bed.rx_if(), bed.rx_ns());
-    let mut args = vec![
-        "--rx",
-        &rx_if,
-        "--rx-netns",
-        &rx_ns,
-        "--json",
-        res.to_str().unwrap(),
-        "-q",
-    ];
-    args.extend_from_slice(extra);
-    bed.run(prof, &args)
-}
-
 const CBR: &str = r#"
 seed = 11
 [[stream]]
@@ -48,7 +32,7 @@ fn run_rx_at_100kpps_meters_every_frame_and_agrees_with_tcpdump() {
     let cap = Capture::start(&bed, &dir.path().join("rx.pcap"));
     let res = dir.path().join("r.json");
     let rep = dir.path().join("rep");
-    let o = run_rx(&bed, &prof, &res, &["--report-dir", rep.to_str().unwrap()]);
+    let o = bed.run_rx(&prof, &res, &["--report-dir", rep.to_str().unwrap()]);
     let pcap = cap.stop();
     let t = text(&o);
     assert!(o.status.success(), "{t}");
@@ -159,7 +143,7 @@ fn calibrate_then_subtract_the_offset() {
 
     let prof = write(dir.path(), "cbr.toml", &CBR.replace("duration_s = 2", "duration_s = 1"));
     let res = dir.path().join("r.json");
-    let o = run_rx(&bed, &prof, &res, &["--calibration", cal.to_str().unwrap()]);
+    let o = bed.run_rx(&prof, &res, &["--calibration", cal.to_str().unwrap()]);
     let t = text(&o);
     assert!(o.status.success(), "{t}");
     assert!(t.contains("subtracted; precision floor"), "{t}");

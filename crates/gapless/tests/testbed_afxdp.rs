@@ -37,23 +37,7 @@ fn afxdp_copy_mode_delivers_every_frame_with_valid_signatures() {
     for mode in ["auto", "copy"] {
         let res = dir.path().join(format!("{mode}.json"));
         let cap = Capture::start(&bed, &dir.path().join(format!("{mode}.pcap")));
-        let (rx_if, rx_ns) = (bed.rx_if(), bed.rx_ns());
-        let o = bed.run(
-            &prof,
-            &[
-                "--backend",
-                "afxdp",
-                "--xdp-mode",
-                mode,
-                "--rx",
-                &rx_if,
-                "--rx-netns",
-                &rx_ns,
-                "--json",
-                res.to_str().unwrap(),
-                "-q",
-            ],
-        );
+        let o = bed.run_rx(&prof, &res, &["--backend", "afxdp", "--xdp-mode", mode]);
         let pcap = cap.stop();
         assert!(o.status.success(), "{mode}: {}", text(&o));
         let r = json(&res);

@@ -18,21 +18,7 @@ fn poisson_over_two_cores_stays_poisson_at_the_sink() {
     );
     let res = dir.path().join("r.json");
     let cap = Capture::start(&bed, &dir.path().join("rx.pcap"));
-    let (rx_if, rx_ns) = (bed.rx_if(), bed.rx_ns());
-    let o = bed.run(
-        &prof,
-        &[
-            "--cores",
-            "0,1",
-            "--rx",
-            &rx_if,
-            "--rx-netns",
-            &rx_ns,
-            "--json",
-            res.to_str().unwrap(),
-            "-q",
-        ],
-    );
+    let o = bed.run_rx(&prof, &res, &["--cores", "0,1"]);
     let pcap = cap.stop();
     assert!(o.status.success(), "{}", text(&o));
     let r: Value = serde_json::from_str(&std::fs::read_to_string(&res).unwrap()).unwrap();

@@ -55,6 +55,23 @@ impl Bed {
         Bed(gapless_io::testbed::Testbed::new(&name).expect("a valid name"))
     }
 
+    /// `run PROFILE` across the testbed metered at its far end (`--rx`), the result in
+    /// `res`, quietly, plus `extra`.
+    pub fn run_rx(&self, prof: &Path, res: &Path, extra: &[&str]) -> Output {
+        let (rx_if, rx_ns) = (self.rx_if(), self.rx_ns());
+        let mut args = vec![
+            "--rx",
+            &rx_if,
+            "--rx-netns",
+            &rx_ns,
+            "--json",
+            res.to_str().unwrap(),
+            "-q",
+        ];
+        args.extend_from_slice(extra);
+        self.run(prof, &args)
+    }
+
     /// `gapless run PROFILE --netns <tx> --iface <tx0>` plus `extra`.
     pub fn run(&self, profile: &Path, extra: &[&str]) -> Output {
         let (ns, ifc) = (self.tx_ns(), self.tx_if());
