@@ -252,82 +252,39 @@ pub fn run(profile: &Profile, backend: &mut dyn TxBackend, opts: &RunOptions) ->
             }
         }
         let dep = g.next_departure().expect("streams in the heap have a departure");
-        if opts.batch > 1 && dep.frames == 1 {
-            // Throughput mode: this departure and the stream's next single-frame ones, built
-            // now and sent together at this departure's time.
-            let limit = opts.batch.min(max_batch);
-            lens.clear();
-            ats.clear();
-            let mut bytes_all = 0u64;
-            let mut d = Some(dep);
-            while let Some(dp) = d.filter(|dp| dp.frames == 1 && lens.len() < limit) {
-                let len = g.build(backend.buf(lens.len()), dp.at_ns);
-                lens.push(len);
-                ats.push(dp.at_ns);
-                bytes_all += len as u64 + 4;
-                g.advance(len as u64 + 4);
-                d = g.next_departure();
-            }
-            let n = lens.len();
-            let t_send = if pace {
-                clock.wait_until(at, stop)
-            } else if timed || st.first_ns.is_none() {
-                clock.now_ns()
-            } else {
-                0
-            };
-            if let Err(e) = stamp_and_send(g, backend, &lens, &ats, stamp_real) {
-                backend_error = Some(e.to_string());
-                break 'outer;
-            }
-            let when = if sched_time { at } else { t_send };
-            if pace {
-                for &a in &ats {
-                    if t_send >= a {
-                        let late = t_send - a;
-                        st.lateness.saturating_record(late);
-                        if late > gaps[si] {
-                            st.late_over_gap += 1;
-                        }
-                    } else {
-                        let early = a - t_send;
-                        st.early.saturating_record(early);
-                        if early > gaps[si] / 2 {
-                            st.early_over_half_gap += 1;
-                        }
-                    }
-                }
-                opts.live.streams[si]
-                    .lag_ns
-                    .store(t_send.saturating_sub(at), Ordering::Relaxed);
-            }
-            st.first_ns.get_or_insert(when);
-            if timed || sched_time {
-                st.last_ns = when;
-            }
-            st.last_frames = n as u64;
-            st.sent += n as u64;
-            st.bytes += bytes_all;
-            end_ns = end_ns.max(when);
-            let live = &opts.live.streams[si];
-            live.sent.store(st.sent, Ordering::Relaxed);
-            live.bytes.store(st.bytes, Ordering::Relaxed);
-            reschedule(&mut heap, si, d.map(|d| d.at_ns));
-            continue;
-        }
+        // Throughput mode coalesces this departure with the stream's next single-frame ones
+        // into one send at this departure's time; otherwise the departure's own frames go out,
+        // in chunks of at most the backend's batch.
+        let coalesce = opts.batch > 1 && dep.frames == 1;
         let mut left = dep.frames as usize;
         let mut bytes_dep = 0u64;
         let mut first_chunk = true;
         while left > 0 {
-            let n = left.min(max_batch);
             lens.clear();
             ats.clear();
-            for j in 0..n {
-                let len = g.build(backend.buf(j), at);
-                lens.push(len);
-                ats.push(at);
-                bytes_dep += len as u64 + 4;
+            if coalesce {
+                let limit = opts.batch.min(max_batch);
+                let mut d = Some(dep);
+                while let Some(dp) = d.filter(|dp| dp.frames == 1 && lens.len() < limit) {
+                    let len = g.build(backend.buf(lens.len()), dp.at_ns);
+                    lens.push(len);
+                    ats.push(dp.at_ns);
+                    bytes_dep += len as u64 + 4;
+                    g.advance(len as u64 + 4);
+                    d = g.next_departure();
+                }
+                left = 0;
+            } else {
+                let n = left.min(max_batch);
+                for j in 0..n {
+                    let len = g.build(backend.buf(j), at);
+                    lens.push(len);
+                    ats.push(at);
+                    bytes_dep += len as u64 + 4;
+                }
+                left -= n;
             }
+            let n = lens.len();
             // Unpaced runs off the wire (null) need no clock per departure: their rate comes
             // from the first departure's time and the end of the run.
             let t_send = if pace && first_chunk {
@@ -343,12 +300,29 @@ pub fn run(profile: &Profile, backend: &mut dyn TxBackend, opts: &RunOptions) ->
             }
             let when = if sched_time { at } else { t_send };
             if pace {
-                let late = t_send.saturating_sub(at);
-                st.lateness.saturating_record_n(late, n as u64);
-                if late > gaps[si] {
-                    st.late_over_gap += n as u64;
+                if coalesce {
+                    // Frames scheduled after the send left early: the burst batching makes.
+                    for &a in &ats {
+                        if t_send >= a {
+                            let late = t_send - a;
+                            st.lateness.saturating_record(late);
+                            st.late_over_gap += u64::from(late > gaps[si]);
+                        } else {
+                            let early = a - t_send;
+                            st.early.saturating_record(early);
+                            st.early_over_half_gap += u64::from(early > gaps[si] / 2);
+                        }
+                    }
+                } else {
+                    let late = t_send.saturating_sub(at);
+                    st.lateness.saturating_record_n(late, n as u64);
+                    if late > gaps[si] {
+                        st.late_over_gap += n as u64;
+                    }
                 }
-                opts.live.streams[si].lag_ns.store(late, Ordering::Relaxed);
+                opts.live.streams[si]
+                    .lag_ns
+                    .store(t_send.saturating_sub(at), Ordering::Relaxed);
             }
             st.first_ns.get_or_insert(when);
             if timed || sched_time {
@@ -357,11 +331,12 @@ pub fn run(profile: &Profile, backend: &mut dyn TxBackend, opts: &RunOptions) ->
             st.last_frames = n as u64;
             st.sent += n as u64;
             end_ns = end_ns.max(when);
-            left -= n;
             first_chunk = false;
         }
         st.bytes += bytes_dep;
-        g.advance(bytes_dep);
+        if !coalesce {
+            g.advance(bytes_dep);
+        }
         let live = &opts.live.streams[si];
         live.sent.store(st.sent, Ordering::Relaxed);
         live.bytes.store(st.bytes, Ordering::Relaxed);
