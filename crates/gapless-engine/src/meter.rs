@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use gapless_core::meter::{Meter, MeterReport};
 use gapless_core::result::RunResult;
-use gapless_io::rx::{AfPacketRx, RxStats};
+use gapless_io::rx::{RxSource, RxStats};
 
 /// When the meter loop ends.
 pub struct RxStop<'a> {
@@ -27,7 +27,7 @@ pub struct RxOutcome {
 }
 
 /// Drains the ring into the meter until told to stop. `live` counts frames for the live line.
-pub fn meter_loop(rx: &mut AfPacketRx, meter: &mut Meter, stop: &RxStop<'_>, live: &AtomicU64) -> RxOutcome {
+pub fn meter_loop(rx: &mut dyn RxSource, meter: &mut Meter, stop: &RxStop<'_>, live: &AtomicU64) -> RxOutcome {
     let mut interrupted = false;
     let mut error = None;
     let mut done_at: Option<Instant> = None;
@@ -77,6 +77,13 @@ pub fn finish_report(r: &mut MeterReport, stats: Option<RxStats>) {
     if let Some(s) = stats {
         r.capture.kernel_drops = Some(s.drops);
         r.capture.freeze_count = Some(s.freeze_count);
+        if s.user_stamped > 0 {
+            r.capture.user_stamped = Some(s.user_stamped);
+            r.warnings.push(format!(
+                "{} frames came without the XDP program's kernel stamp and were stamped when the meter read them: their latency and inter-arrival times include the meter's own delay",
+                s.user_stamped
+            ));
+        }
         if s.drops > 0 {
             r.warnings.push(format!(
                 "the kernel dropped {} frames because the meter's ring was full: counts and loss below understate what arrived. Fix: give the meter its own core (--rx-core), or lower the rate",

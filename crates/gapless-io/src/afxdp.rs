@@ -1,5 +1,6 @@
-//! AF_XDP TX: a UMEM of 4 KiB frames, its fill and completion rings, a TX ring, and
-//! need_wakeup. Written over libc (about 300 lines) rather than taken from a crate: xdpilone
+//! AF_XDP: a UMEM of 4 KiB frames, its fill and completion rings, a TX or an RX ring, and
+//! need_wakeup. TX sends for the engine; RX feeds the meter, with the XDP program of
+//! [`crate::xdp_prog`] redirecting the queue's frames to the socket. Written over libc (about 300 lines) rather than taken from a crate: xdpilone
 //! is EUPL-1.2 and xsk-rs needs clang/libelf at build time; see docs/DESIGN-NOTES.md.
 //!
 //! Frames are built in place in UMEM frames (no copy in user space). `send` writes one TX
@@ -14,6 +15,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 use crate::error::IoError;
 use crate::nic::{iface_info, IfaceInfo};
+use crate::rx::{wait_readable, RxFrame, RxSource, RxStats};
+use crate::xdp_prog::{attach_name, XdpAttach, XdpProgram, META_LEN, META_MAGIC};
 use crate::TxBackend;
 
 /// Which AF_XDP mode to bind in.
@@ -98,42 +101,40 @@ fn setsockopt<T>(fd: &OwnedFd, name: libc::c_int, v: &T) -> std::io::Result<()> 
     crate::afpacket::sockopt(fd, libc::SOL_XDP, name, v)
 }
 
-pub struct AfXdpTx {
-    // Field order is drop order: rings are unmapped before the socket closes, the UMEM last.
-    tx: Ring,
+/// What a socket is for: which of the TX and RX rings it gets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Dir {
+    Tx,
+    Rx,
+}
+
+/// A bound AF_XDP socket with its UMEM, fill and completion rings, and its TX or RX ring
+/// (returned beside it, so that the owner drops the ring before the socket).
+struct Xsk {
+    // Field order is drop order: rings are unmapped before the socket closes.
     cq: Ring,
-    _fq: Ring,
+    fq: Ring,
     fd: OwnedFd,
     umem: *mut u8,
     umem_len: usize,
     info: IfaceInfo,
     queue: u32,
     zerocopy: bool,
-    /// Free UMEM frame addresses.
-    free: Vec<u64>,
-    /// Frames taken by `buf` for the batch being built.
-    batch: Vec<u64>,
-    max_batch: usize,
-    tx_prod: u32,
-    kicks: u64,
-    errors: u64,
-    last_errno: i32,
 }
 
-// SAFETY: the mappings are owned by the struct and touched only through &mut self.
-unsafe impl Send for AfXdpTx {}
+impl Drop for Xsk {
+    fn drop(&mut self) {
+        // SAFETY: the UMEM was mapped in open(); the rings (fields) are unmapped after this,
+        // but the kernel holds its own reference to the pages until the socket closes.
+        unsafe { libc::munmap(self.umem as *mut libc::c_void, self.umem_len) };
+    }
+}
 
-impl AfXdpTx {
-    /// Binds an AF_XDP socket to queue `queue` of `iface` for sending.
-    pub fn open(
-        iface: &str,
-        queue: u32,
-        mode: XdpMode,
-        max_frame: usize,
-        max_batch: usize,
-    ) -> Result<AfXdpTx, IoError> {
+impl Xsk {
+    /// Makes the socket, registers a UMEM, maps the rings and binds to `queue` of `iface`.
+    fn open(iface: &str, queue: u32, mode: XdpMode, dir: Dir) -> Result<(Xsk, Ring), IoError> {
         let info = iface_info(iface)?;
-        if !info.up || !info.running {
+        if !info.up || (dir == Dir::Tx && !info.running) {
             return Err(IoError::InterfaceDown(iface.to_string()));
         }
         // SAFETY: plain socket(2).
@@ -204,9 +205,11 @@ impl AfXdpTx {
         setsockopt(&fd, libc::XDP_UMEM_COMPLETION_RING, &n)
             .map_err(os("XDP_UMEM_COMPLETION_RING"))
             .map_err(unmap)?;
-        setsockopt(&fd, libc::XDP_TX_RING, &n)
-            .map_err(os("XDP_TX_RING"))
-            .map_err(unmap)?;
+        let (ring_opt, ring_name) = match dir {
+            Dir::Tx => (libc::XDP_TX_RING, "XDP_TX_RING"),
+            Dir::Rx => (libc::XDP_RX_RING, "XDP_RX_RING"),
+        };
+        setsockopt(&fd, ring_opt, &n).map_err(os(ring_name)).map_err(unmap)?;
         // SAFETY: xdp_mmap_offsets is plain data.
         let mut off: libc::xdp_mmap_offsets = unsafe { std::mem::zeroed() };
         let mut len = std::mem::size_of::<libc::xdp_mmap_offsets>() as libc::socklen_t;
@@ -225,13 +228,11 @@ impl AfXdpTx {
         }
         let fq = Ring::map(&fd, &off.fr, 8, libc::XDP_UMEM_PGOFF_FILL_RING, "fill").map_err(unmap)?;
         let cq = Ring::map(&fd, &off.cr, 8, libc::XDP_UMEM_PGOFF_COMPLETION_RING, "completion").map_err(unmap)?;
-        let tx = Ring::map(
-            &fd,
-            &off.tx,
-            std::mem::size_of::<libc::xdp_desc>(),
-            libc::XDP_PGOFF_TX_RING as u64,
-            "TX",
-        )
+        let desc = std::mem::size_of::<libc::xdp_desc>();
+        let ring = match dir {
+            Dir::Tx => Ring::map(&fd, &off.tx, desc, libc::XDP_PGOFF_TX_RING as u64, "TX"),
+            Dir::Rx => Ring::map(&fd, &off.rx, desc, libc::XDP_PGOFF_RX_RING as u64, "RX"),
+        }
         .map_err(unmap)?;
         let mode_flag = match mode {
             XdpMode::Auto => 0,
@@ -298,54 +299,23 @@ impl AfXdpTx {
             )
         };
         let zerocopy = rc == 0 && opts.flags & libc::XDP_OPTIONS_ZEROCOPY != 0;
-        let mut s = AfXdpTx {
-            tx,
-            cq,
-            _fq: fq,
-            fd,
-            umem,
-            umem_len,
-            info,
-            queue,
-            zerocopy,
-            free: (0..UMEM_FRAMES)
-                .rev()
-                .map(|i| u64::from(i) * UMEM_FRAME as u64)
-                .collect(),
-            batch: Vec::with_capacity(max_batch),
-            max_batch: max_batch.clamp(1, RING as usize / 2),
-            tx_prod: 0,
-            kicks: 0,
-            errors: 0,
-            last_errno: 0,
-        };
-        s.tx_prod = s.tx.prod().load(Ordering::Relaxed);
-        if max_frame > UMEM_FRAME {
-            return Err(IoError::XdpFrameTooLarge {
-                stream: String::new(),
-                frame: max_frame,
-                max: UMEM_FRAME,
-            });
-        }
-        Ok(s)
+        Ok((
+            Xsk {
+                cq,
+                fq,
+                fd,
+                umem,
+                umem_len,
+                info,
+                queue,
+                zerocopy,
+            },
+            ring,
+        ))
     }
 
-    /// Frames back from the completion ring onto the free list.
-    fn reclaim(&mut self) {
-        let prod = self.cq.prod().load(Ordering::Acquire);
-        let mut cons = self.cq.cons().load(Ordering::Relaxed);
-        while cons != prod {
-            // SAFETY: entry `cons & mask` is inside the ring and owned by us until cons moves.
-            let addr = unsafe { (self.cq.desc as *const u64).add((cons & self.cq.mask) as usize).read() };
-            self.free.push(addr & !(UMEM_FRAME as u64 - 1));
-            cons = cons.wrapping_add(1);
-        }
-        self.cq.cons().store(cons, Ordering::Release);
-    }
-
-    /// One wakeup: the kernel takes TX descriptors (and in copy mode sends them).
-    fn kick(&mut self) -> Result<(), IoError> {
-        self.kicks += 1;
+    /// One wakeup of the kernel (TX: take descriptors; RX: refill from the fill ring).
+    fn wake(&self) -> std::io::Result<()> {
         // SAFETY: sendto with no data on our socket.
         let rc = unsafe {
             libc::sendto(
@@ -358,11 +328,114 @@ impl AfXdpTx {
             )
         };
         if rc < 0 {
-            let e = std::io::Error::last_os_error();
+            Err(std::io::Error::last_os_error())
+        } else {
+            Ok(())
+        }
+    }
+
+    fn mode_name(&self) -> &'static str {
+        if self.zerocopy {
+            "zero-copy"
+        } else {
+            "copy"
+        }
+    }
+
+    /// The UMEM bytes at offset `addr` (aligned mode: offsets within a chunk allowed).
+    ///
+    /// # Safety
+    /// `addr + len` must lie inside the UMEM, in a frame that is not in a kernel ring.
+    unsafe fn frame(&self, addr: u64, len: usize) -> &[u8] {
+        // SAFETY: per the contract.
+        unsafe { std::slice::from_raw_parts(self.umem.add(addr as usize), len) }
+    }
+
+    /// As [`Xsk::frame`], to write.
+    ///
+    /// # Safety
+    /// As [`Xsk::frame`].
+    unsafe fn frame_mut(&mut self, addr: u64, len: usize) -> &mut [u8] {
+        // SAFETY: per the contract; &mut self makes the slice the only one.
+        unsafe { std::slice::from_raw_parts_mut(self.umem.add(addr as usize), len) }
+    }
+}
+
+pub struct AfXdpTx {
+    // Field order is drop order: the TX ring before the socket.
+    tx: Ring,
+    xsk: Xsk,
+    /// Free UMEM frame addresses.
+    free: Vec<u64>,
+    /// Frames taken by `buf` for the batch being built.
+    batch: Vec<u64>,
+    max_batch: usize,
+    tx_prod: u32,
+    kicks: u64,
+    errors: u64,
+    last_errno: i32,
+}
+
+// SAFETY: the mappings are owned by the struct and touched only through &mut self.
+unsafe impl Send for AfXdpTx {}
+
+impl AfXdpTx {
+    /// Binds an AF_XDP socket to queue `queue` of `iface` for sending.
+    pub fn open(
+        iface: &str,
+        queue: u32,
+        mode: XdpMode,
+        max_frame: usize,
+        max_batch: usize,
+    ) -> Result<AfXdpTx, IoError> {
+        if max_frame > UMEM_FRAME {
+            return Err(IoError::XdpFrameTooLarge {
+                stream: String::new(),
+                frame: max_frame,
+                max: UMEM_FRAME,
+            });
+        }
+        let (xsk, tx) = Xsk::open(iface, queue, mode, Dir::Tx)?;
+        let mut s = AfXdpTx {
+            tx,
+            xsk,
+            free: (0..UMEM_FRAMES)
+                .rev()
+                .map(|i| u64::from(i) * UMEM_FRAME as u64)
+                .collect(),
+            batch: Vec::with_capacity(max_batch),
+            max_batch: max_batch.clamp(1, RING as usize / 2),
+            tx_prod: 0,
+            kicks: 0,
+            errors: 0,
+            last_errno: 0,
+        };
+        s.tx_prod = s.tx.prod().load(Ordering::Relaxed);
+        Ok(s)
+    }
+
+    /// Frames back from the completion ring onto the free list.
+    fn reclaim(&mut self) {
+        let cq = &self.xsk.cq;
+        let prod = cq.prod().load(Ordering::Acquire);
+        let mut cons = cq.cons().load(Ordering::Relaxed);
+        while cons != prod {
+            // SAFETY: entry `cons & mask` is inside the ring and owned by us until cons moves.
+            let addr = unsafe { (cq.desc as *const u64).add((cons & cq.mask) as usize).read() };
+            self.free.push(addr & !(UMEM_FRAME as u64 - 1));
+            cons = cons.wrapping_add(1);
+        }
+        cq.cons().store(cons, Ordering::Release);
+    }
+
+    /// One wakeup: the kernel takes TX descriptors (and in copy mode sends them).
+    fn kick(&mut self) -> Result<(), IoError> {
+        self.kicks += 1;
+        if let Err(e) = self.xsk.wake() {
             match e.raw_os_error() {
                 Some(libc::EAGAIN) | Some(libc::EBUSY) | Some(libc::ENOBUFS) | Some(libc::EINTR) => {}
                 Some(libc::ENETDOWN) | Some(libc::ENXIO) => {
-                    return Err(IoError::InterfaceDown(self.info.name.clone()));
+                    return Err(IoError::InterfaceDown(self.xsk.info.name.clone()));
                 }
                 Some(errno) => self.last_errno = errno,
                 None => {}
@@ -370,7 +443,6 @@ impl AfXdpTx {
         }
         Ok(())
     }
-
     /// TX descriptors the kernel has not taken yet.
     fn in_tx_ring(&self) -> u32 {
         self.tx_prod.wrapping_sub(self.tx.cons().load(Ordering::Acquire))
@@ -385,10 +457,10 @@ impl TxBackend for AfXdpTx {
     fn describe(&self) -> String {
         format!(
             "AF_XDP on {} (ifindex {}) queue {}, {} mode, need_wakeup, UMEM {} x {} B, rings {}",
-            self.info.name,
-            self.info.index,
-            self.queue,
-            if self.zerocopy { "zero-copy" } else { "copy" },
+            self.xsk.info.name,
+            self.xsk.info.index,
+            self.xsk.queue,
+            self.xsk.mode_name(),
             UMEM_FRAMES,
             UMEM_FRAME,
             RING
@@ -417,9 +489,9 @@ impl TxBackend for AfXdpTx {
             let a = self.free.pop().expect("not empty");
             self.batch.push(a);
         }
-        let a = self.batch[i] as usize;
+        let a = self.batch[i];
         // SAFETY: a is a frame offset inside the UMEM, owned by us (not in any ring).
-        unsafe { std::slice::from_raw_parts_mut(self.umem.add(a), UMEM_FRAME) }
+        unsafe { self.xsk.frame_mut(a, UMEM_FRAME) }
     }
 
     fn send(&mut self, lens: &[usize], _at_ns: &[u64]) -> Result<usize, IoError> {
@@ -451,7 +523,7 @@ impl TxBackend for AfXdpTx {
         let mut tries = 0u32;
         loop {
             let need = self.tx.flags().load(Ordering::Acquire) & libc::XDP_RING_NEED_WAKEUP != 0;
-            if need || !self.zerocopy {
+            if need || !self.xsk.zerocopy {
                 self.kick()?;
             }
             if self.in_tx_ring() == 0 {
@@ -490,10 +562,209 @@ impl TxBackend for AfXdpTx {
     }
 }
 
-impl Drop for AfXdpTx {
-    fn drop(&mut self) {
-        // SAFETY: the UMEM was mapped in open(); the rings (fields) are unmapped after this,
-        // but the kernel holds its own reference to the pages until the socket closes.
-        unsafe { libc::munmap(self.umem as *mut libc::c_void, self.umem_len) };
+/// AF_XDP RX for the meter: the XDP program redirects the queue's frames to this socket,
+/// each stamped at the XDP hook with the kernel's TAI clock (converted to CLOCK_REALTIME,
+/// the signature's clock). Frames return to the fill ring as soon as the meter has read them.
+pub struct AfXdpRx {
+    // Field order is drop order: detach the program, unmap the RX ring, close the socket.
+    prog: XdpProgram,
+    rx: Ring,
+    xsk: Xsk,
+    fq_prod: u32,
+    /// CLOCK_TAI − CLOCK_REALTIME, whole seconds in ns.
+    tai_offset_ns: i64,
+    frames: u64,
+    /// Frames without the program's stamp (stamped in user space when read).
+    unstamped: u64,
+}
+
+// SAFETY: the mappings and the program are owned by the struct and touched only through
+// &mut self.
+unsafe impl Send for AfXdpRx {}
+
+fn clock_ns(clock: libc::clockid_t) -> i64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: ts is valid for the call.
+    unsafe { libc::clock_gettime(clock, &mut ts) };
+    ts.tv_sec * 1_000_000_000 + ts.tv_nsec
+}
+
+/// CLOCK_TAI − CLOCK_REALTIME: a whole number of seconds (0 until something sets the
+/// kernel's TAI offset, 37 s on a host synchronised by chrony or ptp4l with leap seconds).
+pub fn tai_offset_ns() -> i64 {
+    let a = clock_ns(libc::CLOCK_REALTIME);
+    let t = clock_ns(libc::CLOCK_TAI);
+    let b = clock_ns(libc::CLOCK_REALTIME);
+    let d = t - (a + (b - a) / 2);
+    (d as f64 / 1e9).round() as i64 * 1_000_000_000
+}
+
+impl AfXdpRx {
+    /// Attaches the receive program to `iface` and binds a socket to its RX queue `queue`.
+    pub fn open(iface: &str, queue: u32, mode: XdpMode, attach: XdpAttach) -> Result<AfXdpRx, IoError> {
+        let info = iface_info(iface)?;
+        if !info.up {
+            return Err(IoError::InterfaceDown(iface.to_string()));
+        }
+        let prog = XdpProgram::attach(iface, info.index, attach)?;
+        // Generic XDP hands the socket skbs: only copy mode can take them.
+        let mode = match (prog.mode, mode) {
+            (XdpAttach::Generic, XdpMode::ZeroCopy) => {
+                return Err(IoError::XdpZeroCopyUnsupported {
+                    iface: iface.to_string(),
+                })
+            }
+            (XdpAttach::Generic, _) => XdpMode::Copy,
+            (_, m) => m,
+        };
+        let (xsk, rx) = Xsk::open(iface, queue, mode, Dir::Rx)?;
+        let mut s = AfXdpRx {
+            prog,
+            rx,
+            xsk,
+            fq_prod: 0,
+            tai_offset_ns: tai_offset_ns(),
+            frames: 0,
+            unstamped: 0,
+        };
+        // Every frame the fill ring holds is a buffer the kernel may receive into.
+        s.fq_prod = s.xsk.fq.prod().load(Ordering::Relaxed);
+        for i in 0..RING {
+            s.fill(u64::from(i) * UMEM_FRAME as u64);
+        }
+        s.xsk.fq.prod().store(s.fq_prod, Ordering::Release);
+        let fd = s.xsk.fd.as_raw_fd();
+        s.prog.register(queue, &fd)?;
+        Ok(s)
+    }
+
+    /// Queues one frame for the kernel (published by the caller).
+    fn fill(&mut self, addr: u64) {
+        let fq = &self.xsk.fq;
+        let idx = self.fq_prod & fq.mask;
+        // SAFETY: idx is inside the fill ring; there is room, as at most RING frames circulate.
+        unsafe {
+            (fq.desc as *mut u64)
+                .add(idx as usize)
+                .write(addr & !(UMEM_FRAME as u64 - 1))
+        };
+        self.fq_prod = self.fq_prod.wrapping_add(1);
+    }
+
+    /// Where the program ran: "native" or "generic".
+    pub fn attach_mode(&self) -> &'static str {
+        attach_name(self.prog.mode)
+    }
+}
+
+impl RxSource for AfXdpRx {
+    fn poll(&mut self, timeout_ms: i32, f: &mut dyn FnMut(RxFrame<'_>)) -> Result<u64, IoError> {
+        let empty = |r: &Ring| r.prod().load(Ordering::Acquire) == r.cons().load(Ordering::Relaxed);
+        if empty(&self.rx) {
+            if self.xsk.fq.flags().load(Ordering::Acquire) & libc::XDP_RING_NEED_WAKEUP != 0 {
+                let _ = self.xsk.wake();
+            }
+            let rx = &self.rx;
+            wait_readable(&self.xsk.fd, timeout_ms, &self.xsk.info.name, || !empty(rx))?;
+        }
+        let prod = self.rx.prod().load(Ordering::Acquire);
+        let mut cons = self.rx.cons().load(Ordering::Relaxed);
+        let n = prod.wrapping_sub(cons);
+        if n == 0 {
+            return Ok(0);
+        }
+        let mut user_now = None;
+        while cons != prod {
+            // SAFETY: the descriptor at `cons` is ours until cons moves past it.
+            let d = unsafe {
+                (self.rx.desc as *const libc::xdp_desc)
+                    .add((cons & self.rx.mask) as usize)
+                    .read()
+            };
+            let in_chunk = d.addr as usize & (UMEM_FRAME - 1);
+            // SAFETY: the kernel wrote `len` bytes at `addr`, inside one UMEM frame that stays
+            // ours until it returns to the fill ring below; the metadata precedes it in the
+            // same frame.
+            let (meta, data) = unsafe {
+                let meta = (in_chunk >= META_LEN).then(|| self.xsk.frame(d.addr - META_LEN as u64, META_LEN));
+                (meta, self.xsk.frame(d.addr, d.len as usize))
+            };
+            let stamped = meta.and_then(|m| {
+                let magic = u32::from_ne_bytes(m[8..12].try_into().expect("4 bytes"));
+                (magic == META_MAGIC).then(|| u64::from_ne_bytes(m[..8].try_into().expect("8 bytes")))
+            });
+            let ts_ns = match stamped {
+                Some(tai) => (tai as i64 - self.tai_offset_ns) as u64,
+                None => {
+                    self.unstamped += 1;
+                    *user_now.get_or_insert_with(|| clock_ns(libc::CLOCK_REALTIME) as u64)
+                }
+            };
+            f(RxFrame {
+                ts_ns,
+                data,
+                wire_len: d.len,
+                hw: false,
+            });
+            self.fill(d.addr);
+            cons = cons.wrapping_add(1);
+        }
+        self.rx.cons().store(cons, Ordering::Release);
+        self.xsk.fq.prod().store(self.fq_prod, Ordering::Release);
+        self.frames += u64::from(n);
+        Ok(u64::from(n))
+    }
+
+    fn stats(&mut self) -> RxStats {
+        // SAFETY: xdp_statistics is plain data.
+        let mut st: libc::xdp_statistics = unsafe { std::mem::zeroed() };
+        let mut len = std::mem::size_of::<libc::xdp_statistics>() as libc::socklen_t;
+        // SAFETY: st and len are valid for the call.
+        let rc = unsafe {
+            libc::getsockopt(
+                self.xsk.fd.as_raw_fd(),
+                libc::SOL_XDP,
+                libc::XDP_STATISTICS,
+                &mut st as *mut _ as *mut libc::c_void,
+                &mut len,
+            )
+        };
+        let drops = if rc == 0 {
+            st.rx_dropped + st.rx_ring_full + st.rx_fill_ring_empty_descs
+        } else {
+            0
+        };
+        RxStats {
+            packets: self.frames + drops,
+            drops,
+            freeze_count: 0,
+            user_stamped: self.unstamped,
+        }
+    }
+
+    fn timestamp_source(&self) -> String {
+        format!(
+            "kernel TAI stamp at the XDP hook ({} mode; bpf_ktime_get_tai_ns in XDP metadata), minus the TAI offset of {} s = CLOCK_REALTIME",
+            self.attach_mode(),
+            self.tai_offset_ns / 1_000_000_000
+        )
+    }
+
+    fn describe(&self) -> String {
+        format!(
+            "AF_XDP on {} (ifindex {}) queue {}, XDP program attached {}, {} mode, UMEM {} x {} B, rings {}",
+            self.xsk.info.name,
+            self.xsk.info.index,
+            self.xsk.queue,
+            self.attach_mode(),
+            self.xsk.mode_name(),
+            UMEM_FRAMES,
+            UMEM_FRAME,
+            RING
+        )
+    }
+
+    fn info(&self) -> &IfaceInfo {
+        &self.xsk.info
     }
 }

@@ -45,6 +45,12 @@ pub enum IoError {
     /// Another AF_XDP socket already owns the queue.
     #[error("queue {queue} of {iface} is busy: another AF_XDP socket (another gapless, DPDK's af_xdp, an xdp-tools program) is bound to it. Fix: stop that program, or pick a free queue with --xdp-queue")]
     XdpQueueBusy { iface: String, queue: u32 },
+    /// An XDP program is already on the interface.
+    #[error("{iface} already has an XDP program attached, and an interface runs one at a time. Fix: `ip -d link show dev {iface}` shows it; remove it with `ip link set dev {iface} xdp off` (or `xdpgeneric off`) if it is not needed, or meter with --rx-backend afpacket, which works beside it")]
+    XdpProgramAttached { iface: String },
+    /// Loading or attaching the XDP program failed.
+    #[error("{what}: {detail}. Fix: {fix}")]
+    Xdp { what: String, detail: String, fix: String },
     /// A frame does not fit a UMEM frame.
     #[error("stream {stream:?} has frames of up to {frame} B but an AF_XDP UMEM frame holds {max} B. Fix: lower the frame size to {max} B, or use --backend afpacket")]
     XdpFrameTooLarge { stream: String, frame: usize, max: usize },

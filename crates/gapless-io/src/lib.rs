@@ -13,6 +13,7 @@ pub mod null;
 pub mod pcap;
 pub mod rx;
 pub mod testbed;
+pub mod xdp_prog;
 
 pub use error::IoError;
 

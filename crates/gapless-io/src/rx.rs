@@ -42,6 +42,8 @@ pub struct RxStats {
     /// Frames dropped because no block was free: the reader fell behind.
     pub drops: u64,
     pub freeze_count: u64,
+    /// Frames without a kernel stamp, stamped in user space when read (AF_XDP only).
+    pub user_stamped: u64,
 }
 
 /// One received frame.
@@ -53,6 +55,21 @@ pub struct RxFrame<'a> {
     pub wire_len: u32,
     /// The stamp came from the NIC.
     pub hw: bool,
+}
+
+/// A receive path the meter drains: the AF_PACKET ring or an AF_XDP socket.
+pub trait RxSource: Send {
+    /// Waits up to `timeout_ms` for frames, then hands every ready frame to `f`. Returns
+    /// the frames handed over. `Err` means the source can no longer receive.
+    fn poll(&mut self, timeout_ms: i32, f: &mut dyn FnMut(RxFrame<'_>)) -> Result<u64, IoError>;
+    /// The kernel's counters since the source opened.
+    fn stats(&mut self) -> RxStats;
+    /// What the result file says of the RX timestamps.
+    fn timestamp_source(&self) -> String;
+    /// What the result file says of the capture path.
+    fn describe(&self) -> String;
+    /// The interface.
+    fn info(&self) -> &IfaceInfo;
 }
 
 pub struct AfPacketRx {
@@ -188,8 +205,7 @@ impl AfPacketRx {
         })
     }
 
-    /// What the result file says of the RX timestamps.
-    pub fn timestamp_source(&self) -> String {
+    fn source_text(&self) -> String {
         match self.timestamps {
             RxTimestamps::Software => {
                 "kernel software RX stamp (SO_TIMESTAMPING RX_SOFTWARE via TPACKET_V3, CLOCK_REALTIME)".into()
@@ -209,49 +225,12 @@ impl AfPacketRx {
 
     /// Waits up to `timeout_ms` for a block, then hands every frame of every ready block to
     /// `f`. Returns the frames handed over.
-    pub fn poll(&mut self, timeout_ms: i32, f: &mut dyn FnMut(RxFrame<'_>)) -> Result<u64, IoError> {
+    fn poll_ring(&mut self, timeout_ms: i32, f: &mut dyn FnMut(RxFrame<'_>)) -> Result<u64, IoError> {
         if self.block_status(self.block).load(Ordering::Acquire) & TP_STATUS_USER == 0 {
-            let mut pfd = libc::pollfd {
-                fd: self.fd.as_raw_fd(),
-                events: libc::POLLIN | libc::POLLERR,
-                revents: 0,
-            };
-            // SAFETY: one valid pollfd.
-            let rc = unsafe { libc::poll(&mut pfd, 1, timeout_ms) };
-            if rc < 0 {
-                let e = std::io::Error::last_os_error();
-                if e.raw_os_error() == Some(libc::EINTR) {
-                    return Ok(0);
-                }
-                return Err(IoError::Os {
-                    context: "poll on the RX ring".into(),
-                    cause: e,
-                });
-            }
-            let ready = self.block_status(self.block).load(Ordering::Acquire) & TP_STATUS_USER != 0;
-            if !ready && pfd.revents & (libc::POLLERR | libc::POLLHUP | libc::POLLNVAL) != 0 {
-                // The interface went away (its namespace deleted) or down: poll would return
-                // at once from now on.
-                let mut err: libc::c_int = 0;
-                let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
-                // SAFETY: err and len are valid for the call.
-                unsafe {
-                    libc::getsockopt(
-                        self.fd.as_raw_fd(),
-                        libc::SOL_SOCKET,
-                        libc::SO_ERROR,
-                        &mut err as *mut _ as *mut libc::c_void,
-                        &mut len,
-                    )
-                };
-                return Err(IoError::Os {
-                    context: format!(
-                        "the RX interface {} went away or down (was its namespace deleted?)",
-                        self.info.name
-                    ),
-                    cause: std::io::Error::from_raw_os_error(if err != 0 { err } else { libc::ENETDOWN }),
-                });
-            }
+            let name = self.info.name.clone();
+            wait_readable(&self.fd, timeout_ms, &name, || {
+                self.block_status(self.block).load(Ordering::Acquire) & TP_STATUS_USER != 0
+            })?;
         }
         let mut n = 0;
         while self.block_status(self.block).load(Ordering::Acquire) & TP_STATUS_USER != 0 {
@@ -285,7 +264,7 @@ impl AfPacketRx {
 
     /// The kernel's counters since the ring opened (PACKET_STATISTICS, accumulated: each read
     /// resets the kernel's copy).
-    pub fn stats(&mut self) -> RxStats {
+    fn ring_stats(&mut self) -> RxStats {
         let mut s = libc::tpacket_stats_v3 {
             tp_packets: 0,
             tp_drops: 0,
@@ -309,6 +288,83 @@ impl AfPacketRx {
         }
         self.stats
     }
+}
+
+impl RxSource for AfPacketRx {
+    fn poll(&mut self, timeout_ms: i32, f: &mut dyn FnMut(RxFrame<'_>)) -> Result<u64, IoError> {
+        self.poll_ring(timeout_ms, f)
+    }
+    fn stats(&mut self) -> RxStats {
+        self.ring_stats()
+    }
+    fn timestamp_source(&self) -> String {
+        self.source_text()
+    }
+    fn describe(&self) -> String {
+        format!(
+            "AF_PACKET TPACKET_V3 ring on {} ({} x {} KiB blocks, {} ms block timeout{})",
+            self.info.name,
+            BLOCK_NR,
+            BLOCK_SIZE >> 10,
+            BLOCK_TIMEOUT_MS,
+            if self.promisc { ", promiscuous" } else { "" }
+        )
+    }
+    fn info(&self) -> &IfaceInfo {
+        &self.info
+    }
+}
+
+/// Reads `SOL_SOCKET/SO_ERROR` for the error that ended a socket (`ENETDOWN` if none is set).
+pub(crate) fn socket_error(fd: &OwnedFd) -> std::io::Error {
+    let mut err: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: err and len are valid for the call.
+    unsafe {
+        libc::getsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_ERROR,
+            &mut err as *mut _ as *mut libc::c_void,
+            &mut len,
+        )
+    };
+    std::io::Error::from_raw_os_error(if err != 0 { err } else { libc::ENETDOWN })
+}
+
+/// Waits up to `timeout_ms` for `fd` to be readable (returns early on a signal). An error if
+/// nothing is `ready` and the interface went away or down: poll would return at once from
+/// then on.
+pub(crate) fn wait_readable(
+    fd: &OwnedFd,
+    timeout_ms: i32,
+    iface: &str,
+    ready: impl Fn() -> bool,
+) -> Result<(), IoError> {
+    let mut pfd = libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events: libc::POLLIN | libc::POLLERR,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd.
+    let rc = unsafe { libc::poll(&mut pfd, 1, timeout_ms) };
+    if rc < 0 {
+        let e = std::io::Error::last_os_error();
+        if e.raw_os_error() == Some(libc::EINTR) {
+            return Ok(());
+        }
+        return Err(IoError::Os {
+            context: format!("poll on the RX socket of {iface}"),
+            cause: e,
+        });
+    }
+    if !ready() && pfd.revents & (libc::POLLERR | libc::POLLHUP | libc::POLLNVAL) != 0 {
+        return Err(IoError::Os {
+            context: format!("the RX interface {iface} went away or down (was its namespace deleted?)"),
+            cause: socket_error(fd),
+        });
+    }
+    Ok(())
 }
 
 impl Drop for AfPacketRx {

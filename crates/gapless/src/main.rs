@@ -188,6 +188,8 @@ pub(crate) struct RunArgs {
     #[arg(long, value_enum, default_value_t = meter_cmd::TsArg::Software)]
     timestamps: meter_cmd::TsArg,
     #[command(flatten)]
+    rx_path: meter_cmd::RxPathArgs,
+    #[command(flatten)]
     meter: meter_cmd::MeterOpts,
     /// No summary on stdout (runs made by other commands).
     #[arg(skip)]
@@ -220,6 +222,7 @@ impl RunArgs {
             rx_core: None,
             rx_linger: 0.5,
             timestamps: a.timestamps,
+            rx_path: a.path.clone(),
             meter: meter_cmd::MeterOpts {
                 target_pps: None,
                 latency_unit_ns: 1,
@@ -360,7 +363,12 @@ pub(crate) fn cmd_run(a: RunArgs) -> Result<i32> {
     }
     a.meter.check()?;
     let mut rx = match &a.rx {
-        Some(r) => Some(meter_cmd::open_rx_in(r, a.rx_netns.as_deref(), a.timestamps)?),
+        Some(r) => Some(meter_cmd::open_rx_in(
+            r,
+            a.rx_netns.as_deref(),
+            a.timestamps,
+            &a.rx_path,
+        )?),
         None => None,
     };
     if let Some(ns) = &netns {
@@ -504,7 +512,7 @@ pub(crate) fn cmd_run(a: RunArgs) -> Result<i32> {
                     linger: Duration::from_secs_f64(linger),
                     deadline: None,
                 };
-                gapless_engine::meter::meter_loop(rx, meter, &s, rx_live)
+                gapless_engine::meter::meter_loop(rx.as_mut(), meter, &s, rx_live)
             })
         });
         let hs: Vec<_> = backends
@@ -596,11 +604,14 @@ pub(crate) fn cmd_run(a: RunArgs) -> Result<i32> {
         rep.source = meter_cmd::iface_source(a.rx.as_deref().unwrap_or(""), a.rx_netns.as_deref());
         rep.rx_timestamp_source = rx.timestamp_source();
         rep.environment.iface = a.rx.clone();
-        rep.environment.driver = rx.info.driver.clone();
-        rep.environment.mtu = Some(rx.info.mtu);
+        rep.environment.driver = rx.info().driver.clone();
+        rep.environment.mtu = Some(rx.info().mtu);
+        rep.capture.method = rx.describe();
         rep.environment.netns = a.rx_netns.clone();
         rep.tx_timestamp_source = result.tx_timestamp_source.clone();
         rep.started_unix_ns = result.started_unix_ns;
+        rep.warnings
+            .extend(cal.as_ref().and_then(|c| c.mismatch(&rep.rx_timestamp_source)));
         rep.calibration = cal;
         rep.interrupted = out.interrupted || stats.interrupted;
         gapless_engine::meter::finish_report(&mut rep, Some(out.stats));

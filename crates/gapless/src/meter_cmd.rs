@@ -15,9 +15,11 @@ use gapless_core::meter::{Calibration, Meter, MeterConfig, MeterReport, StreamTa
 use gapless_core::result::RunResult;
 use gapless_engine::meter::{finish_report, meter_loop, summary_text, RxStop};
 use gapless_engine::report::write_json_atomic;
+use gapless_io::afxdp::{AfXdpRx, XdpMode};
 use gapless_io::capture::{detect, read_pcap, CaptureFormat, CsvTimestamps};
 use gapless_io::nic::{current_netns, enter_netns, return_to_netns};
-use gapless_io::rx::{AfPacketRx, RxTimestamps};
+use gapless_io::rx::{AfPacketRx, RxSource, RxTimestamps};
+use gapless_io::xdp_prog::XdpAttach;
 
 use crate::plots;
 
@@ -182,9 +184,72 @@ pub fn deliver(report: &MeterReport, json: Option<&Path>, dir: Option<&Path>) ->
     Ok(())
 }
 
+/// Which socket the meter reads.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, ValueEnum)]
+pub enum RxBackendArg {
+    /// AF_PACKET TPACKET_V3 ring: sees every frame, takes none from the host's stack; kernel
+    /// software or NIC hardware stamps.
+    Afpacket,
+    /// AF_XDP socket fed by gapless's XDP program: frames are taken from the stack (ARP
+    /// excepted), stamped at the XDP hook.
+    Afxdp,
+}
+
+/// Where an AF_XDP meter's program runs.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, ValueEnum)]
+pub enum XdpAttachArg {
+    /// Native where the driver has it, else generic.
+    Auto,
+    Native,
+    Generic,
+}
+
+/// The receive path of a meter: the socket, and for AF_XDP its queue and XDP attach mode.
+#[derive(clap::Args, Clone, Debug)]
+pub struct RxPathArgs {
+    /// The meter's socket.
+    #[arg(long, value_enum, default_value_t = RxBackendArg::Afpacket)]
+    pub rx_backend: RxBackendArg,
+    /// The RX queue an AF_XDP meter binds to (--rx-backend afxdp).
+    #[arg(long, default_value_t = 0)]
+    pub rx_queue: u32,
+    /// Where the AF_XDP meter's XDP program runs (--rx-backend afxdp).
+    #[arg(long, value_enum, default_value_t = XdpAttachArg::Auto)]
+    pub xdp_attach: XdpAttachArg,
+}
+
+impl Default for RxPathArgs {
+    fn default() -> Self {
+        RxPathArgs {
+            rx_backend: RxBackendArg::Afpacket,
+            rx_queue: 0,
+            xdp_attach: XdpAttachArg::Auto,
+        }
+    }
+}
+
+/// Opens the meter's socket on `iface` in the current network namespace.
+pub fn open_rx(iface: &str, ts: TsArg, path: &RxPathArgs) -> Result<Box<dyn RxSource>> {
+    Ok(match path.rx_backend {
+        RxBackendArg::Afpacket => Box::new(AfPacketRx::open(iface, ts.rx())?),
+        RxBackendArg::Afxdp => {
+            if ts == TsArg::Hardware {
+                bail!("--timestamps hardware needs --rx-backend afpacket: gapless's XDP program stamps frames with the kernel's clock at the XDP hook, and reading the NIC's stamp there (the bpf_xdp_metadata_rx_timestamp kfunc) is driver-specific and not built");
+            }
+            let attach = match path.xdp_attach {
+                XdpAttachArg::Auto => XdpAttach::Auto,
+                XdpAttachArg::Native => XdpAttach::Native,
+                XdpAttachArg::Generic => XdpAttach::Generic,
+            };
+            Box::new(AfXdpRx::open(iface, path.rx_queue, XdpMode::Auto, attach)?)
+        }
+    })
+}
+
 #[derive(clap::Args)]
 pub struct MeasureArgs {
-    /// Meter what arrives on this interface (AF_PACKET TPACKET_V3 ring).
+    /// Meter what arrives on this interface (AF_PACKET TPACKET_V3 ring, or AF_XDP with
+    /// --rx-backend afxdp).
     #[arg(long)]
     pub iface: String,
     /// Enter this network namespace first.
@@ -207,6 +272,8 @@ pub struct MeasureArgs {
     /// No live line.
     #[arg(long, short)]
     pub quiet: bool,
+    #[command(flatten)]
+    pub path: RxPathArgs,
     #[command(flatten)]
     pub meter: MeterOpts,
 }
@@ -232,7 +299,7 @@ pub fn cmd_measure(a: MeasureArgs) -> Result<i32> {
     if let Some(ns) = &a.netns {
         enter_netns(ns)?;
     }
-    let mut rx = AfPacketRx::open(&a.iface, a.timestamps.rx())?;
+    let mut rx = open_rx(&a.iface, a.timestamps, &a.path)?;
     let stop = Arc::new(AtomicBool::new(false));
     signal_hook::flag::register(signal_hook::consts::SIGINT, stop.clone())?;
     signal_hook::flag::register(signal_hook::consts::SIGTERM, stop.clone())?;
@@ -251,7 +318,7 @@ pub fn cmd_measure(a: MeasureArgs) -> Result<i32> {
                 linger: Duration::ZERO,
                 deadline,
             };
-            let o = meter_loop(&mut rx, &mut meter, &stop, &live);
+            let o = meter_loop(rx.as_mut(), &mut meter, &stop, &live);
             finished.store(true, Ordering::Release);
             o
         });
@@ -262,13 +329,17 @@ pub fn cmd_measure(a: MeasureArgs) -> Result<i32> {
     let mut report = meter.report();
     report.source = iface_source(&a.iface, a.netns.as_deref());
     report.environment.iface = Some(a.iface.clone());
-    report.environment.driver = rx.info.driver.clone();
-    report.environment.mtu = Some(rx.info.mtu);
-    report.environment.link_speed_bps = rx.info.speed_bps;
+    report.environment.driver = rx.info().driver.clone();
+    report.environment.mtu = Some(rx.info().mtu);
+    report.environment.link_speed_bps = rx.info().speed_bps;
+    report.capture.method = rx.describe();
     report.environment.netns = a.netns.clone();
     report.rx_timestamp_source = rx.timestamp_source();
     report.tx_timestamp_source = "the signature's TX time (the sender's CLOCK_REALTIME just before its send)".into();
     report.started_unix_ns = started;
+    report
+        .warnings
+        .extend(cal.as_ref().and_then(|c| c.mismatch(&report.rx_timestamp_source)));
     report.calibration = cal;
     report.interrupted = out.interrupted;
     finish_report(&mut report, Some(out.stats));
@@ -410,6 +481,8 @@ pub struct CalibrateArgs {
     pub duration: f64,
     #[arg(long, value_enum, default_value_t = TsArg::Software)]
     pub timestamps: TsArg,
+    #[command(flatten)]
+    pub path: RxPathArgs,
     /// Where to write the calibration.
     #[arg(long, default_value = "calibration.json")]
     pub out: PathBuf,
@@ -495,12 +568,12 @@ fn tempfile_dir() -> Result<PathBuf> {
 
 /// Opens the RX ring in `netns` (if given) and comes back to the current namespace, so the
 /// sender can open its socket elsewhere: a socket keeps the namespace it was made in.
-pub fn open_rx_in(iface: &str, netns: Option<&str>, ts: TsArg) -> Result<AfPacketRx> {
+pub fn open_rx_in(iface: &str, netns: Option<&str>, ts: TsArg, path: &RxPathArgs) -> Result<Box<dyn RxSource>> {
     let home = current_netns()?;
     if let Some(ns) = netns {
         enter_netns(ns)?;
     }
-    let rx = AfPacketRx::open(iface, ts.rx());
+    let rx = open_rx(iface, ts, path);
     return_to_netns(&home)?;
-    Ok(rx?)
+    rx
 }

@@ -155,3 +155,198 @@ fn afxdp_errors_name_the_fix() {
         ],
     );
 }
+
+/// `ip -d link show` of an interface in a namespace.
+fn link_detail(ns: &str, ifc: &str) -> String {
+    let o = Command::new("ip")
+        .args(["-n", ns, "-d", "link", "show", "dev", ifc])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+#[test]
+fn afxdp_meter_receives_every_frame_in_native_and_generic_mode() {
+    let _x = exclusive();
+    let bed = Bed::up();
+    let dir = tempfile::tempdir().unwrap();
+    let prof = write(dir.path(), "p.toml", CBR);
+    // A calibration of the native AF_XDP meter.
+    let cal = dir.path().join("cal.json");
+    let (tx_if, tx_ns, rx_if, rx_ns) = (bed.tx_if(), bed.tx_ns(), bed.rx_if(), bed.rx_ns());
+    let o = gapless(&[
+        "calibrate",
+        "--tx",
+        &tx_if,
+        "--tx-netns",
+        &tx_ns,
+        "--rx",
+        &rx_if,
+        "--rx-netns",
+        &rx_ns,
+        "--rate-pps",
+        "20000",
+        "--duration",
+        "1",
+        "--rx-backend",
+        "afxdp",
+        "--xdp-attach",
+        "native",
+        "--out",
+        cal.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    let offset = json(&cal)["latency_offset_ns"].as_i64().unwrap();
+    assert!(offset > 0, "{offset}");
+    // Native with AF_XDP at both ends; generic behind AF_PACKET.
+    for (attach, tx) in [("native", "afxdp"), ("generic", "afpacket")] {
+        let res = dir.path().join(format!("{attach}.json"));
+        let o = bed.run_rx(
+            &prof,
+            &res,
+            &[
+                "--backend",
+                tx,
+                "--rx-backend",
+                "afxdp",
+                "--xdp-attach",
+                attach,
+                "--calibration",
+                cal.to_str().unwrap(),
+            ],
+        );
+        assert!(o.status.success(), "{attach}: {}", text(&o));
+        let r = json(&res);
+        let rx = &r["rx"];
+        // The calibration holds for the stamps it was made with, and says so otherwise.
+        let warned = rx["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|w| w.as_str().unwrap().contains("was made with other RX stamps"));
+        assert_eq!(warned, attach == "generic", "{attach}: {}", rx["warnings"]);
+        assert_eq!(rx["streams"][0]["latency"]["offset_subtracted_ns"], offset);
+        let method = rx["capture"]["method"].as_str().unwrap();
+        assert!(
+            method.contains("AF_XDP") && method.contains(&format!("attached {attach}")) && method.contains("copy mode"),
+            "{method}"
+        );
+        assert_eq!(rx["capture"]["kernel_drops"], 0, "{attach}");
+        assert!(
+            rx["capture"].get("user_stamped").is_none(),
+            "every frame has the XDP stamp"
+        );
+        let src = rx["rx_timestamp_source"].as_str().unwrap();
+        assert!(src.contains("XDP hook") && src.contains(attach), "{src}");
+        // Every frame arrived, each with a valid signature (only those count for the stream).
+        let s = &rx["streams"][0];
+        assert_eq!(s["rx_frames"], 50_000, "{attach}: {s}");
+        assert_eq!(s["lost_vs_tx"], 0);
+        assert_eq!(s["seq"]["reordered"], 0);
+        assert_eq!(s["seq"]["duplicated"], 0);
+        let lat = &s["latency"];
+        // Raw latency (the offset added back) is positive: the XDP stamp is on the sender's
+        // clock.
+        let (min, p50) = (
+            lat["min_ns"].as_i64().unwrap(),
+            lat["percentiles_ns"]["p50"].as_i64().unwrap(),
+        );
+        assert!(
+            min + offset > 0 && p50 + offset < 1_000_000,
+            "latency over a veth: {lat}"
+        );
+        assert!(
+            s["interarrival"]["rate_error_rel"].as_f64().unwrap().abs() < 0.01,
+            "{s}"
+        );
+        // The program left with the meter.
+        let link = link_detail(&bed.rx_ns(), &bed.rx_if());
+        assert!(
+            !link.contains("prog/xdp"),
+            "the XDP program is detached after the run: {link}"
+        );
+    }
+}
+
+#[test]
+fn afxdp_meter_falls_back_to_generic_and_names_each_error() {
+    let _x = exclusive();
+    let bed = Bed::up();
+    let dir = tempfile::tempdir().unwrap();
+    let (ns, rx_if) = (bed.rx_ns(), bed.rx_if());
+    let ip = |args: &[&str]| {
+        let o = Command::new("ip").arg("-n").arg(&ns).args(args).output().unwrap();
+        assert!(
+            o.status.success(),
+            "ip {args:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    };
+    // A bridge has no native XDP: auto falls back to generic; native is refused.
+    ip(&["link", "add", "gd0", "type", "bridge"]);
+    ip(&["link", "set", "gd0", "up"]);
+    let res = dir.path().join("dummy.json");
+    let o = gapless(&[
+        "measure",
+        "--iface",
+        "gd0",
+        "--netns",
+        &ns,
+        "--rx-backend",
+        "afxdp",
+        "--duration",
+        "0.3",
+        "-q",
+        "--json",
+        res.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    let method = json(&res)["capture"]["method"].as_str().unwrap().to_string();
+    assert!(method.contains("attached generic"), "{method}");
+    let measure = |extra: &[&str]| {
+        let mut a = vec![
+            "measure",
+            "--netns",
+            &ns,
+            "--rx-backend",
+            "afxdp",
+            "--duration",
+            "0.3",
+            "-q",
+        ];
+        a.extend_from_slice(extra);
+        gapless(&a)
+    };
+    expect_error(
+        &measure(&["--iface", "gd0", "--xdp-attach", "native"]),
+        &["attaching XDP natively to gd0", "no native XDP", "--xdp-attach generic"],
+    );
+    // No such queue.
+    expect_error(
+        &measure(&["--iface", &rx_if, "--rx-queue", "5"]),
+        &["queue 5", "ethtool -l"],
+    );
+    // Hardware stamps are AF_PACKET's.
+    expect_error(
+        &measure(&["--iface", &rx_if, "--timestamps", "hardware"]),
+        &["--timestamps hardware needs --rx-backend afpacket"],
+    );
+    // Another program already on the interface (here one loaded by iproute2).
+    let obj = concat!(env!("CARGO_MANIFEST_DIR"), "/../gapless-io/xdp/gapless_xdp.o");
+    ip(&["link", "set", "dev", &rx_if, "xdpgeneric", "obj", obj, "sec", "xdp"]);
+    let o = measure(&["--iface", &rx_if]);
+    ip(&["link", "set", "dev", &rx_if, "xdpgeneric", "off"]);
+    expect_error(
+        &o,
+        &[
+            "already has an XDP program attached",
+            "xdp off",
+            "--rx-backend afpacket",
+        ],
+    );
+    // AF_PACKET meters beside it.
+    ip(&["link", "set", "dev", &rx_if, "xdpgeneric", "obj", obj, "sec", "xdp"]);
+    let o = gapless(&["measure", "--netns", &ns, "--iface", &rx_if, "--duration", "0.3", "-q"]);
+    ip(&["link", "set", "dev", &rx_if, "xdpgeneric", "off"]);
+    assert!(o.status.success(), "{}", text(&o));
+}

@@ -191,6 +191,7 @@ impl Meter {
                 frames: self.frames,
                 kernel_drops: None,
                 freeze_count: None,
+                ..Default::default()
             },
             foreign: self.foreign.clone(),
             streams,

@@ -201,6 +201,9 @@ pub struct StreamRx {
 /// The capture's own counters.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct CaptureStats {
+    /// How frames were captured: the socket, its ring and mode (empty for files).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub method: String,
     /// Frames the meter read.
     pub frames: u64,
     /// Frames the kernel dropped because the meter's ring was full (PACKET_STATISTICS);
@@ -208,6 +211,9 @@ pub struct CaptureStats {
     pub kernel_drops: Option<u64>,
     /// Times the ring was frozen by a full queue.
     pub freeze_count: Option<u64>,
+    /// Frames that came without a kernel stamp and were stamped when the meter read them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user_stamped: Option<u64>,
 }
 
 /// The calibration a result used.
@@ -221,6 +227,22 @@ pub struct CalibrationRef {
     pub floor_abs_err_p99_ns: u64,
     pub floor_mse_ns2: f64,
     pub floor_latency_p99_minus_p50_ns: u64,
+    /// The RX stamps the calibration was made with: its offset holds for these only.
+    #[serde(default)]
+    pub rx_timestamp_source: String,
+}
+
+impl CalibrationRef {
+    /// A warning when a live run stamps frames differently from the calibration (another
+    /// RX backend, XDP attach mode or timestamp kind): the offset would not apply.
+    pub fn mismatch(&self, rx_timestamp_source: &str) -> Option<String> {
+        (!self.rx_timestamp_source.is_empty() && self.rx_timestamp_source != rx_timestamp_source).then(|| {
+            format!(
+                "the calibration {} was made with other RX stamps ({}) than this run ({}): its latency offset and floor do not apply. Fix: calibrate with the same --rx-backend, --xdp-attach and --timestamps",
+                self.path, self.rx_timestamp_source, rx_timestamp_source
+            )
+        })
+    }
 }
 
 /// One meter's report.
@@ -315,6 +337,7 @@ impl Calibration {
             floor_abs_err_p99_ns: self.floor_abs_err_p99_ns,
             floor_mse_ns2: self.floor_mse_ns2,
             floor_latency_p99_minus_p50_ns: self.floor_latency_p99_minus_p50_ns,
+            rx_timestamp_source: self.rx_timestamp_source.clone(),
         }
     }
 }
