@@ -8,7 +8,8 @@ use crate::error::ProfileError;
 use crate::fields::{self, FieldOp};
 use crate::schedule::{Pattern, Rate, L1_OVERHEAD_BYTES};
 use crate::spec::{
-    DistKind, DistSpec, ImixSpec, NumOrDist, OnLate, PatternKind, ProfileSpec, SizeSpec, SizeTable, StreamSpec,
+    DistKind, DistSpec, ImixSpec, NumOrDist, OnLate, PatternKind, ProfileSpec, SizeSpec, SizeTable, SplitKind,
+    StreamSpec,
 };
 use crate::template::{Template, FCS_LEN};
 
@@ -114,6 +115,9 @@ pub struct StreamConfig {
     /// `lane, lane + lanes, lane + 2·lanes, …` (1 and 0 when not split).
     pub lanes: u32,
     pub lane: u32,
+    /// `core` from the profile: the send loop the whole stream runs on.
+    pub core: Option<usize>,
+    pub split: SplitKind,
 }
 
 impl StreamConfig {
@@ -121,6 +125,23 @@ impl StreamConfig {
     /// process, so the stream may be split over send loops.
     pub fn is_memoryless(&self) -> bool {
         matches!(self.pattern, Pattern::Random(crate::dist::UnitDist::Exponential(_))) && self.burst == 1
+    }
+
+    /// Whether the stream is shared out over `k` send loops: Poisson unless told not to, CBR
+    /// when asked (`split = "phase"`), never a stream placed on a core.
+    pub fn splits_over(&self, k: usize) -> bool {
+        k > 1
+            && self.core.is_none()
+            && match self.split {
+                SplitKind::Auto => self.is_memoryless(),
+                SplitKind::None => false,
+                SplitKind::Phase => true,
+            }
+    }
+
+    /// The whole stream's gap between departures (ns), for a phase split.
+    pub fn phase_gap_ns(&self) -> f64 {
+        f64::from(self.burst) * 1e9 / self.target_pps
     }
 
     /// The stream as `k` lanes at rate/k each: own seeds, the count shared out, sequence
@@ -146,6 +167,12 @@ impl StreamConfig {
                 c.seed = derive_seed(self.seed, 100 + u64::from(j), u64::from(k));
                 c.lanes = k;
                 c.lane = j;
+                if self.split == SplitKind::Phase {
+                    // Part j takes departures j, j + k, … of the whole schedule.
+                    let shift = (f64::from(j) * self.phase_gap_ns()).round() as u64;
+                    c.start_offset_ns = self.start_offset_ns + shift;
+                    c.duration_ns = self.duration_ns.map(|d| d.saturating_sub(shift));
+                }
                 c
             })
             .collect()
@@ -537,6 +564,22 @@ fn compile_stream(
         ));
     }
 
+    if s.split == SplitKind::Phase {
+        if t.pattern != PatternKind::Cbr {
+            return Err(ProfileError::invalid(
+                format!("{path}.split"),
+                "split = \"phase\" is for CBR streams: a random schedule has no phase to shift",
+                "remove split (Poisson streams are split at rate/k by default), or set pattern = \"cbr\"",
+            ));
+        }
+        if s.core.is_some() {
+            return Err(ProfileError::invalid(
+                format!("{path}.split"),
+                "split = \"phase\" shares the stream over every send loop, but core places it on one",
+                "keep one of core and split",
+            ));
+        }
+    }
     if t.count == Some(0) {
         return Err(ProfileError::invalid(
             format!("{tpath}.count"),
@@ -556,6 +599,13 @@ fn compile_stream(
         duration_ns = Some(duration_ns.map_or(d, |x| x.min(d)));
     }
     let mean_size = sizes.mean();
+    if s.split == SplitKind::Phase && matches!(rate, Rate::Bps { .. }) && !matches!(sizes, SizeGen::Fixed(_)) {
+        return Err(ProfileError::invalid(
+            format!("{path}.split"),
+            "split = \"phase\" needs a fixed gap, but a bit rate with frames of several sizes makes each gap depend on its frame",
+            "give the rate in frames (rate_pps), or one frame size",
+        ));
+    }
     let target_pps = rate.pps_for(mean_size);
     let target_bps_l1 = target_pps * (mean_size + L1_OVERHEAD_BYTES as f64) * 8.0;
     if let Some(l) = link {
@@ -591,6 +641,8 @@ fn compile_stream(
         mean_size,
         lanes: 1,
         lane: 0,
+        core: s.core,
+        split: s.split,
     })
 }
 

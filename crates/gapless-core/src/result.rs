@@ -117,6 +117,28 @@ pub struct StreamTx {
     /// Throughput mode (`--batch N`, N > 1) only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub early: Option<EarlySummary>,
+    /// The CPU cores of the send loops the stream ran on (empty: one loop, not pinned by the
+    /// user).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cores: Vec<usize>,
+    /// How the stream was shared out over several send loops.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub split: Option<SplitSummary>,
+}
+
+/// A stream shared out over send loops, and the precision the split kept on the TX side.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct SplitSummary {
+    /// "poisson" (parts at rate/k with their own seeds) or "phase" (CBR: part j sends
+    /// departures j, j + k, … of the whole schedule).
+    pub kind: String,
+    pub parts: u32,
+    /// The whole stream's mean gap between departures (ns).
+    pub gap_ns: f64,
+    /// Frames that left more than half a whole-stream gap late: nearer a neighbour part's
+    /// slot than their own, where parts bunch up (for "phase", the split's loss of precision).
+    pub late_over_half_gap: u64,
+    pub late_over_half_gap_fraction: f64,
 }
 
 /// Where and how the run happened.

@@ -97,6 +97,27 @@ pub struct StreamSpec {
     /// Append the signature trailer (default true).
     #[serde(default = "yes")]
     pub signature: bool,
+    /// Run the whole stream on the send loop of this CPU core (`--cores` must list it;
+    /// without `--cores`, the streams' cores make the loops).
+    pub core: Option<usize>,
+    /// How the stream is shared out when there are several send loops.
+    #[serde(default)]
+    pub split: SplitKind,
+}
+
+/// `split`: how a stream is shared out over several send loops.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SplitKind {
+    /// Poisson streams are split at rate/k (the overlay is still Poisson); others stay whole.
+    #[default]
+    Auto,
+    /// Never split: the whole stream on one loop.
+    None,
+    /// CBR only, opt in: loop j of k sends departures j, j + k, … of the whole schedule
+    /// (rate/k, shifted by j gaps). Exact while every loop is on time; the result reports
+    /// how often a loop was late enough to bunch with its neighbour.
+    Phase,
 }
 
 fn yes() -> bool {

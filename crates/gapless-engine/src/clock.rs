@@ -40,6 +40,20 @@ impl RunClock {
         ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
     }
 
+    /// The raw counter now (TSC ticks when quanta runs on the TSC): the same on every core,
+    /// so send loops can share one zero.
+    pub fn raw(&self) -> u64 {
+        self.clock.raw()
+    }
+
+    /// Sets the run's zero to the raw instant `t0_raw` (taken by [`RunClock::raw`], maybe on
+    /// another core), and the wall-clock start to match it.
+    pub fn restart_at(&mut self, t0_raw: u64) {
+        self.t0_raw = t0_raw;
+        let since = self.clock.delta_as_nanos(t0_raw, self.clock.raw());
+        self.realtime0_ns = Self::realtime_now_ns() - since;
+    }
+
     /// Restarts the run's zero at the current instant.
     pub fn restart(&mut self) {
         self.t0_raw = self.clock.raw();

@@ -4,8 +4,11 @@ use std::io::Write;
 use std::path::Path;
 
 use gapless_core::config::Profile;
-use gapless_core::result::{EarlySummary, Environment, LateActions, LatenessSummary, RunResult, StreamTx};
+use gapless_core::result::{
+    EarlySummary, Environment, LateActions, LatenessSummary, RunResult, SplitSummary, StreamTx,
+};
 use gapless_core::schedule::L1_OVERHEAD_BYTES;
+use gapless_core::spec::SplitKind;
 use hdrhistogram::Histogram;
 
 use crate::run::RunStats;
@@ -33,6 +36,9 @@ pub struct RunMeta {
     pub netns: Option<String>,
     /// Throughput mode's batch (1: precise mode).
     pub batch: usize,
+    /// Per stream of the profile: the cores of the send loops it ran on (empty: one loop,
+    /// not pinned by the user).
+    pub stream_cores: Vec<Vec<usize>>,
 }
 
 fn read_trim(path: &str) -> String {
@@ -65,6 +71,36 @@ fn l1_bps(pps: f64, sent: u64, bytes: u64) -> f64 {
         return 0.0;
     }
     pps * (bytes as f64 / sent as f64 + L1_OVERHEAD_BYTES as f64) * 8.0
+}
+
+fn split_summary(cfg: &gapless_core::StreamConfig, lateness: &Histogram<u64>) -> SplitSummary {
+    let gap = if cfg.split == SplitKind::Phase {
+        cfg.phase_gap_ns()
+    } else {
+        1e9 / cfg.target_pps
+    };
+    let half = (gap / 2.0) as u64;
+    let over = if lateness.is_empty() || lateness.max() <= half {
+        0
+    } else {
+        lateness.count_between(half + 1, lateness.max())
+    };
+    SplitSummary {
+        kind: if cfg.split == SplitKind::Phase {
+            "phase"
+        } else {
+            "poisson"
+        }
+        .into(),
+        parts: cfg.lanes,
+        gap_ns: gap,
+        late_over_half_gap: over,
+        late_over_half_gap_fraction: if lateness.is_empty() {
+            0.0
+        } else {
+            over as f64 / lateness.len() as f64
+        },
+    }
 }
 
 /// Builds the result file from the run's counters.
@@ -103,6 +139,8 @@ pub fn build_result(profile: &Profile, stats: &RunStats, meta: &RunMeta) -> RunR
             lanes: cfg.lanes,
             early: (meta.batch > 1 && meta.pace)
                 .then(|| EarlySummary::from_histogram(&st.early, meta.batch as u64, st.early_over_half_gap, st.sent)),
+            cores: meta.stream_cores.get(cfg.index).cloned().unwrap_or_default(),
+            split: (cfg.lanes > 1).then(|| split_summary(cfg, &st.lateness)),
         });
     }
     let sent: u64 = streams.iter().map(|s| s.sent_frames).sum();
@@ -274,6 +312,18 @@ pub fn summary_text(r: &RunResult) -> String {
                 ns(e.max_ns),
                 e.over_half_gap,
                 e.burst_fraction * 100.0
+            ));
+        }
+        if let Some(sp) = &st.split {
+            s.push_str(&format!(
+                "{}: split ({}) over {} send loops{}: {} frames ({:.3}%) left more than half a gap ({}) late, where parts bunch\n",
+                st.name,
+                sp.kind,
+                sp.parts,
+                if st.cores.is_empty() { String::new() } else { format!(" on cores {:?}", st.cores) },
+                sp.late_over_half_gap,
+                sp.late_over_half_gap_fraction * 100.0,
+                ns(sp.gap_ns as u64 / 2)
             ));
         }
     }

@@ -30,6 +30,39 @@ pub struct RunOptions {
     /// out in one send at the first one's time (the later ones leave early: bursts, which the
     /// result reports). 1: precise mode, one departure per send.
     pub batch: usize,
+    /// Several send loops: they start on one shared zero, so that their schedules (a
+    /// phase-shifted split above all) line up.
+    pub sync: Option<Arc<SyncStart>>,
+}
+
+/// One start for several send loops: each waits at the barrier when ready; the first one
+/// through publishes the raw clock instant that every loop then takes as its zero.
+pub struct SyncStart {
+    barrier: std::sync::Barrier,
+    t0_raw: std::sync::atomic::AtomicU64,
+}
+
+impl SyncStart {
+    pub fn new(loops: usize) -> SyncStart {
+        SyncStart {
+            barrier: std::sync::Barrier::new(loops),
+            t0_raw: std::sync::atomic::AtomicU64::new(0),
+        }
+    }
+
+    /// Waits for every loop, then returns the shared zero.
+    fn start(&self, clock: &RunClock) -> u64 {
+        if self.barrier.wait().is_leader() {
+            self.t0_raw.store(clock.raw().max(1), Ordering::Release);
+        }
+        loop {
+            let t = self.t0_raw.load(Ordering::Acquire);
+            if t != 0 {
+                return t;
+            }
+            std::hint::spin_loop();
+        }
+    }
 }
 
 /// What one stream did.
@@ -205,7 +238,10 @@ pub fn run(profile: &Profile, backend: &mut dyn TxBackend, opts: &RunOptions) ->
     let mut backend_error = None;
     let mut end_ns = 0;
 
-    clock.restart();
+    match &opts.sync {
+        Some(s) => clock.restart_at(s.start(&clock)),
+        None => clock.restart(),
+    }
     // The stream being served stays at the top of the heap; `reschedule` moves it to its next
     // departure with one sift (or removes it when it has ended).
     fn reschedule(heap: &mut BinaryHeap<Reverse<(u64, usize)>>, si: usize, next: Option<u64>) {

@@ -14,7 +14,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 use gapless_core::config::Profile;
 use gapless_core::dist::FileLoader;
 use gapless_core::schedule::Pattern;
-use gapless_core::spec::BackendKind;
+use gapless_core::spec::{BackendKind, SplitKind};
 use gapless_core::{CompileCtx, ProfileSpec};
 use gapless_engine::live::Live;
 use gapless_engine::report::{build_result, summary_text, write_json_atomic, RunMeta};
@@ -165,6 +165,11 @@ pub(crate) struct RunArgs {
     /// rate/k each; other streams stay whole, one loop each, round robin.
     #[arg(long, value_delimiter = ',', conflicts_with = "core")]
     cores: Option<Vec<usize>>,
+    /// Split CBR streams over the --cores loops too, phase-shifted: loop j of k sends
+    /// departures j, j + k, … of the whole schedule (as `split = "phase"` in the profile).
+    /// The result reports how often a loop ran late enough to bunch with its neighbour.
+    #[arg(long)]
+    split_cbr: bool,
     /// CPU core for the send loop (default: the last one allowed).
     #[arg(long)]
     core: Option<usize>,
@@ -211,6 +216,7 @@ impl RunArgs {
             pace: Pace::On,
             batch: 1,
             cores: None,
+            split_cbr: false,
             backend: None,
             tx_method: TxMethod::Sendmmsg,
             xdp_mode: XdpModeArg::Auto,
@@ -393,14 +399,45 @@ pub(crate) fn cmd_run(a: RunArgs) -> Result<i32> {
     }
     let batch = max_departure_frames(&profile).max(a.batch);
     let max_frame = profile.max_frame() as usize;
-    // Send loops: one per --cores entry (or one). Poisson streams are split over all of them
-    // at rate/k (the overlay is still Poisson); any other stream stays whole on one loop,
-    // round robin: interleaved CBR senders would collide and make bursts.
+    // Send loops: one per --cores entry, else one per core the profile places streams on,
+    // else one. Poisson streams are split over all of them at rate/k (the overlay is still
+    // Poisson), CBR streams only when asked (split = "phase" or --split-cbr); any other
+    // stream stays whole on its `core`'s loop, or round robin: interleaved CBR senders would
+    // collide and make bursts.
+    let mut profile = profile;
+    let placed: std::collections::BTreeSet<usize> = profile.streams.iter().filter_map(|s| s.core).collect();
     let cores: Vec<Option<usize>> = match &a.cores {
         Some(c) if !c.is_empty() => c.iter().map(|&c| Some(c)).collect(),
+        _ if a.core.is_none() && !placed.is_empty() => placed.iter().map(|&c| Some(c)).collect(),
         _ => vec![a.core],
     };
     let k = cores.len();
+    if let Some(s) = profile
+        .streams
+        .iter()
+        .find(|s| s.core.is_some_and(|c| !cores.contains(&Some(c))))
+    {
+        let loops: Vec<usize> = cores.iter().flatten().copied().collect();
+        bail!(
+            "stream {:?} is placed on core {} (its `core` key), but the send loops run on {}. Fix: list core {} in --cores (or drop --core), or change the stream's core",
+            s.name,
+            s.core.unwrap_or_default(),
+            if loops.is_empty() { "one unpinned loop".to_string() } else { format!("cores {loops:?}") },
+            s.core.unwrap_or_default()
+        );
+    }
+    if a.split_cbr {
+        for s in profile.streams.iter_mut() {
+            if matches!(s.pattern, Pattern::Cbr) && s.core.is_none() && s.split == SplitKind::Auto {
+                if matches!(s.rate, gapless_core::schedule::Rate::Bps { .. })
+                    && !matches!(s.sizes, gapless_core::config::SizeGen::Fixed(_))
+                {
+                    bail!("--split-cbr: stream {:?} has a bit rate and frames of several sizes, so its gaps depend on each frame and cannot be phase-shifted. Fix: give it rate_pps, or split = \"none\" in the profile", s.name);
+                }
+                s.split = SplitKind::Phase;
+            }
+        }
+    }
     let allowed = gapless_engine::meter::allowed_cores();
     if let Some(c) = cores.iter().flatten().find(|c| !allowed.contains(c)) {
         bail!("core {c} is not one this process may run on (allowed: {allowed:?}). Fix: pick cores from that list");
@@ -413,21 +450,30 @@ pub(crate) fn cmd_run(a: RunArgs) -> Result<i32> {
     if k > 1 && pcap.is_some() {
         bail!("--cores with --out: a pcap file is written by one loop. Fix: drop --cores, or send on --iface");
     }
-    let mut profile = profile;
     let mut plan: Vec<(Vec<gapless_core::StreamConfig>, Vec<usize>)> = vec![(Vec::new(), Vec::new()); k];
+    let mut stream_cores: Vec<Vec<usize>> = Vec::new();
     let mut whole = 0;
     for (i, s) in profile.streams.iter_mut().enumerate() {
-        if k > 1 && s.is_memoryless() {
+        let on: Vec<usize> = if s.splits_over(k) {
             s.lanes = k as u32;
             for (w, part) in s.split(k as u32).into_iter().enumerate() {
                 plan[w].0.push(part);
                 plan[w].1.push(i);
             }
+            (0..k).collect()
         } else {
-            plan[whole % k].0.push(s.clone());
-            plan[whole % k].1.push(i);
-            whole += 1;
-        }
+            let w = match s.core {
+                Some(c) => cores.iter().position(|&x| x == Some(c)).expect("checked above"),
+                None => {
+                    whole += 1;
+                    (whole - 1) % k
+                }
+            };
+            plan[w].0.push(s.clone());
+            plan[w].1.push(i);
+            vec![w]
+        };
+        stream_cores.push(on.iter().filter_map(|&w| cores[w]).collect());
     }
     let workers: Vec<(Profile, Vec<usize>)> = plan
         .into_iter()
@@ -484,8 +530,10 @@ pub(crate) fn cmd_run(a: RunArgs) -> Result<i32> {
         .iter()
         .map(|(p, _)| Arc::new(Live::new(p.streams.iter().map(|s| s.name.clone()).collect())))
         .collect();
+    let sync = (k > 1).then(|| Arc::new(gapless_engine::run::SyncStart::new(k)));
     let opts: Vec<RunOptions> = (0..k)
         .map(|w| RunOptions {
+            sync: sync.clone(),
             pace,
             core: cores[w],
             stop: stop.clone(),
@@ -583,6 +631,7 @@ pub(crate) fn cmd_run(a: RunArgs) -> Result<i32> {
     }
     let backend = &backends[0];
     let meta = RunMeta {
+        stream_cores,
         profile_path: a.profile.display().to_string(),
         backend: backend.name().into(),
         backend_detail: if k > 1 {

@@ -438,3 +438,77 @@ fn throughput_mode_reports_the_bursts_its_batches_make() {
         &["--batch 0"],
     );
 }
+
+#[test]
+fn streams_placed_on_cores_and_the_phase_split() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = write(
+        dir.path(),
+        "placed.toml",
+        "[[stream]]\nname = \"a\"\ncore = 0\n[stream.timing]\nrate_pps = 20_000\ncount = 2000\n\
+         [[stream]]\nname = \"b\"\ncore = 1\n[stream.timing]\nrate_pps = 20_000\ncount = 2000\n\
+         [[stream]]\nname = \"c\"\n[stream.timing]\nrate_pps = 20_000\ncount = 2000\npattern = \"poisson\"\n",
+    );
+    let j = dir.path().join("placed.json");
+    // Without --cores, the streams' cores make the send loops.
+    let o = gapless(&[
+        "run",
+        p.to_str().unwrap(),
+        "--null",
+        "-q",
+        "--json",
+        j.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    let r: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&j).unwrap()).unwrap();
+    let s = &r["streams"];
+    assert_eq!(s[0]["cores"], serde_json::json!([0]));
+    assert_eq!(s[1]["cores"], serde_json::json!([1]));
+    // The Poisson stream is split over both loops.
+    assert_eq!(s[2]["cores"], serde_json::json!([0, 1]));
+    assert_eq!(s[2]["split"]["kind"], "poisson");
+    assert_eq!(s[2]["lanes"], 2);
+    for st in s.as_array().unwrap() {
+        assert_eq!(st["sent_frames"], 2000, "{st}");
+    }
+    // A core the loops do not run on.
+    expect_error(
+        &gapless(&["run", p.to_str().unwrap(), "--null", "-q", "--cores", "0"]),
+        &["stream \"b\" is placed on core 1", "list core 1 in --cores"],
+    );
+    // The opt-in phase-shifted CBR split.
+    let cbr = write(
+        dir.path(),
+        "cbr.toml",
+        "[[stream]]\nname = \"cbr\"\n[stream.timing]\nrate_pps = 20_000\ncount = 20_000\n",
+    );
+    let j = dir.path().join("phase.json");
+    let o = gapless(&[
+        "run",
+        cbr.to_str().unwrap(),
+        "--null",
+        "--pace",
+        "on",
+        "--cores",
+        "0,1",
+        "--split-cbr",
+        "--json",
+        j.to_str().unwrap(),
+    ]);
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    assert!(
+        t.contains("cbr: split (phase) over 2 send loops on cores [0, 1]"),
+        "{t}"
+    );
+    let r: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&j).unwrap()).unwrap();
+    let s = &r["streams"][0];
+    assert_eq!(s["sent_frames"], 20_000);
+    assert_eq!(s["split"]["kind"], "phase");
+    assert_eq!(s["split"]["parts"], 2);
+    assert_eq!(s["split"]["gap_ns"], 50_000.0);
+    let over = s["split"]["late_over_half_gap"].as_u64().unwrap();
+    let frac = s["split"]["late_over_half_gap_fraction"].as_f64().unwrap();
+    assert!((frac * 20_000.0 - over as f64).abs() < 1.0, "{s}");
+    assert!(s["rate_error_rel"].as_f64().unwrap().abs() < 0.01, "{s}");
+}
