@@ -47,9 +47,9 @@ def rx_packets():
     return json.loads(out)[0]["stats64"]["rx"]["packets"]
 
 
-def cpu_seconds(pgid):
-    """utime + stime of every process in the process group (ticks -> s)."""
-    total = 0
+def cpu_split(pgid):
+    """(utime, stime) of every process in the process group, in seconds; threads included."""
+    user = system = 0
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
             continue
@@ -59,8 +59,15 @@ def cpu_seconds(pgid):
         except OSError:
             continue
         if int(st[2]) == pgid:  # field 5: pgrp
-            total += int(st[11]) + int(st[12])  # fields 14, 15
-    return total / os.sysconf("SC_CLK_TCK")
+            user += int(st[11])  # field 14
+            system += int(st[12])  # field 15
+    t = os.sysconf("SC_CLK_TCK")
+    return user / t, system / t
+
+
+def cpu_seconds(pgid):
+    """utime + stime of every process in the process group (ticks -> s)."""
+    return sum(cpu_split(pgid))
 
 
 def start(cmd):
@@ -110,11 +117,19 @@ class Work:
 
 # ---------------------------------------------------------------- throughput
 
+def testpmd(vdev, size):
+    """dpdk-testpmd txonly on one forwarding lcore (1; lcore 0 only prints stats), no hugepages."""
+    return in_tx("dpdk-testpmd", "-l", "0,1", "--no-huge", "-m", "512", "--no-shconf", "--no-pci", "--log-level", "*:error",
+                 "--vdev", vdev, "--", "--forward-mode=txonly", f"--txpkts={size - 4}", "--stats-period", "1",
+                 "--auto-start")
+
+
 def throughput_tools(w):
     # Unpaced (--pace off): the rate only has to pass the link-speed check; 99 % of veth's 10 Gbit/s.
     top = 0.99 * 10e9 / ((w.size + 20) * 8)
     unb = w.profile("unb1.toml", w.stream(f"rate_pps = {top:.0f}"))
     unb32 = w.profile("unb32.toml", w.stream(f"rate_pps = {top:.0f}\nburst = 32"))
+    two = ["--cores", "0,1", "--split-cbr"]
     return {
         "gapless afpacket batch 1": in_tx(G, "run", unb, "--iface", TXIF, "--pace", "off", "-q"),
         "gapless afpacket batch 32": in_tx(G, "run", unb32, "--iface", TXIF, "--pace", "off", "-q"),
@@ -122,8 +137,16 @@ def throughput_tools(w):
         "gapless tx-ring batch 32": in_tx(G, "run", unb32, "--iface", TXIF, "--pace", "off", "-q", "--tx-method", "ring"),
         "gapless afxdp batch 1": in_tx(G, "run", unb, "--iface", TXIF, "--pace", "off", "-q", "--backend", "afxdp"),
         "gapless afxdp batch 32": in_tx(G, "run", unb32, "--iface", TXIF, "--pace", "off", "-q", "--backend", "afxdp"),
+        "gapless afpacket batch 32, 2 cores": in_tx(G, "run", unb32, "--iface", TXIF, "--pace", "off", "-q", *two),
+        "gapless afxdp batch 32, 2 cores": in_tx(G, "run", unb32, "--iface", TXIF, "--pace", "off", "-q",
+                                                 "--backend", "afxdp", *two),
         "trafgen (1 cpu)": in_tx("trafgen", "--dev", TXIF, "--conf", w.tg, "--cpus", "1", "-q"),
         "tcpreplay --topspeed": in_tx("tcpreplay", "--topspeed", "--loop=100", "-q", "-i", TXIF, w.pcap64(200000)),
+        "dpdk-testpmd txonly net_af_packet": testpmd(f"net_af_packet0,iface={TXIF}", w.size),
+        "dpdk-testpmd txonly net_af_xdp": testpmd(f"net_af_xdp0,iface={TXIF},start_queue=0,queue_count=1", w.size),
+        # UDP through the whole stack to the sink's own address: 18 B of payload make 64 B frames.
+        "iperf3 -u -b 0": (in_tx("iperf3", "-c", "198.18.0.2", "-u", "-b", "0", "-l", str(w.size - 46), "-t", "3600"),
+                           ["ip", "netns", "exec", RXNS, "iperf3", "-s"]),
     }
 
 
@@ -133,18 +156,27 @@ def bench_throughput(reps, size=64, only=None, warm=1.0, window=3.0):
     rows = []
     for rep in range(reps):
         for name, cmd in tools.items():
+            server = None
+            if isinstance(cmd, tuple):
+                cmd, server_cmd = cmd
+                server = start(server_cmd)
+                time.sleep(0.5)
             p = start(cmd)
             time.sleep(warm)
             if p.poll() is not None:
                 sys.exit(f"{name} exited early: {p.stderr.read().decode()[-500:]}")
-            c0, r0, t0 = cpu_seconds(p.pid), rx_packets(), time.monotonic()
+            (u0, s0), r0, t0 = cpu_split(p.pid), rx_packets(), time.monotonic()
             time.sleep(window)
-            c1, r1, t1 = cpu_seconds(p.pid), rx_packets(), time.monotonic()
+            (u1, s1), r1, t1 = cpu_split(p.pid), rx_packets(), time.monotonic()
             stop(p)
+            if server:
+                stop(server)
             frames = r1 - r0
+            c = (u1 - u0) + (s1 - s0)
             row = {"bench": "throughput", "tool": name, "size": size, "rep": rep, "frames": frames, "seconds": t1 - t0,
-                   "mpps": frames / (t1 - t0) / 1e6, "cpu_s": c1 - c0,
-                   "cpu_ns_per_frame": (c1 - c0) * 1e9 / frames if frames else None}
+                   "mpps": frames / (t1 - t0) / 1e6, "cpu_s": c, "user_s": u1 - u0, "system_s": s1 - s0,
+                   "cpu_ns_per_frame": c * 1e9 / frames if frames else None,
+                   "user_ns_per_frame": (u1 - u0) * 1e9 / frames if frames else None}
             rows.append(row)
             print(f"  rep {rep} {name:<28} {row['mpps']:.3f} Mpps  cpu {row['cpu_ns_per_frame'] or 0:.0f} ns/frame", flush=True)
             time.sleep(0.5)
@@ -158,12 +190,14 @@ def summarize_throughput(rows):
     med = {t: statistics.median(x["mpps"] for x in v) for t, v in by.items()}
     peers = [v for t, v in med.items() if not t.startswith("gapless")]
     best_peer = max(peers) if peers else float("nan")
-    lines = ["| tool | Mpps at the sink (median) | runs | ratio to the best peer | sender CPU ns/frame (median) |",
-             "|---|---|---|---|---|"]
+    lines = ["| tool | Mpps at the sink (median) | runs | ratio to the best peer | sender CPU ns/frame (median) | of it in user space |",
+             "|---|---|---|---|---|---|"]
     for t, v in by.items():
         cpu = statistics.median(x["cpu_ns_per_frame"] for x in v if x["cpu_ns_per_frame"])
+        user = [x["user_ns_per_frame"] for x in v if x.get("user_ns_per_frame")]
         runs = ", ".join("%.3f" % x["mpps"] for x in v)
-        lines.append(f"| {t} | {med[t]:.3f} | {runs} | {med[t] / best_peer:.2f} | {cpu:.0f} |")
+        u = f"{statistics.median(user):.0f}" if user else "-"
+        lines.append(f"| {t} | {med[t]:.3f} | {runs} | {med[t] / best_peer:.2f} | {cpu:.0f} | {u} |")
     return "\n".join(lines)
 
 
@@ -262,7 +296,8 @@ def main():
         sys.exit("peers.py needs root (network namespaces, raw sockets)")
     if not os.path.exists(G):
         sys.exit("build first: bash scripts/setup.sh --bench")
-    sh(G, "testbed", "up", "--name", BED)
+    # Two queues each way, so that two AF_XDP send loops each own one (--cores 0,1).
+    sh(G, "testbed", "up", "--name", BED, "--queues", "2" if a.bench == "throughput" else "1")
     try:
         if a.bench == "throughput":
             rows = bench_throughput(a.reps, a.size, a.tools.split(",") if a.tools else None)

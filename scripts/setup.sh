@@ -7,7 +7,8 @@ cd "$(dirname "$0")/.."
 
 pkgs=(iproute2 tcpdump tshark util-linux python3 ca-certificates)
 if [[ "${1:-}" == "--bench" ]]; then
-  pkgs+=(netsniff-ng tcpreplay iperf3 d-itg)
+  # dpdk-testpmd is in dpdk-dev; its AF_XDP and AF_PACKET drivers and mempool are separate packages.
+  pkgs+=(netsniff-ng tcpreplay iperf3 d-itg dpdk-dev librte-net-af-xdp23 librte-net-af-packet23 librte-mempool-ring23)
 fi
 missing=()
 for p in "${pkgs[@]}"; do

@@ -72,12 +72,28 @@ impl Testbed {
             && ip(&["-n", &self.rx_ns(), "link", "show", &self.rx_if()]).is_ok()
     }
 
-    /// Creates the testbed; a complete one is left as it is, a partial one is rebuilt.
+    /// TX queues of the sender's interface (veth makes as many RX queues on its peer).
+    pub fn queues(&self) -> Option<u32> {
+        let out = ip(&["-n", &self.tx_ns(), "-d", "link", "show", &self.tx_if()]).ok()?;
+        let mut words = out.split_whitespace();
+        words.find(|w| *w == "numtxqueues")?;
+        words.next()?.parse().ok()
+    }
+
+    /// Creates the testbed with one queue each way; a complete one is left as it is, a
+    /// partial one is rebuilt.
     pub fn up(&self) -> Result<UpOutcome, IoError> {
+        self.up_with_queues(1)
+    }
+
+    /// As [`Testbed::up`], with `queues` TX and RX queues on both ends: one AF_XDP send loop
+    /// per queue (`--cores` with `--backend afxdp`). A testbed with another queue count is
+    /// rebuilt.
+    pub fn up_with_queues(&self, queues: u32) -> Result<UpOutcome, IoError> {
         if !is_root() {
             return Err(IoError::NotRoot("gapless testbed up"));
         }
-        if self.is_up() {
+        if self.is_up() && self.queues() == Some(queues) {
             return Ok(UpOutcome::AlreadyUp);
         }
         self.down()?;
@@ -85,8 +101,28 @@ impl Testbed {
         let res = (|| {
             ip(&["netns", "add", &txn])?;
             ip(&["netns", "add", &rxn])?;
+            let q = queues.to_string();
             ip(&[
-                "link", "add", &txi, "netns", &txn, "type", "veth", "peer", "name", &rxi, "netns", &rxn,
+                "link",
+                "add",
+                &txi,
+                "netns",
+                &txn,
+                "numtxqueues",
+                &q,
+                "numrxqueues",
+                &q,
+                "type",
+                "veth",
+                "peer",
+                "name",
+                &rxi,
+                "netns",
+                &rxn,
+                "numtxqueues",
+                &q,
+                "numrxqueues",
+                &q,
             ])?;
             for (ns, dev, mac, addr, peer, peer_mac) in [
                 (&txn, &txi, TX_MAC, TX_IP4, RX_IP4, RX_MAC),

@@ -76,6 +76,10 @@ enum TestbedCmd {
     Up {
         #[arg(long, default_value = "gl")]
         name: String,
+        /// TX and RX queues on each end (1 to 64): one per AF_XDP send loop with --cores.
+        /// An AF_XDP meter reads one queue (--rx-queue), so keep 1 when metering with it.
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
+        queues: u32,
     },
     /// Remove the testbed (idempotent).
     Down {
@@ -635,7 +639,17 @@ pub(crate) fn cmd_run(a: RunArgs) -> Result<i32> {
         profile_path: a.profile.display().to_string(),
         backend: backend.name().into(),
         backend_detail: if k > 1 {
-            format!("{} send loops on cores {:?}; each: {}", k, tx_cores, backend.describe())
+            format!(
+                "{} send loops on cores {:?}: {}",
+                k,
+                tx_cores,
+                backends
+                    .iter()
+                    .enumerate()
+                    .map(|(w, b)| format!("[{w}] {}", b.describe()))
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            )
         } else {
             backend.describe()
         },
@@ -731,9 +745,9 @@ fn cmd_check(path: &Path, link: Option<f64>) -> Result<i32> {
 
 fn cmd_testbed(action: TestbedCmd) -> Result<i32> {
     match action {
-        TestbedCmd::Up { name } => {
+        TestbedCmd::Up { name, queues } => {
             let t = Testbed::new(&name).map_err(|e| anyhow!("{e}"))?;
-            match t.up()? {
+            match t.up_with_queues(queues)? {
                 UpOutcome::Created => println!("testbed {name} is up"),
                 UpOutcome::AlreadyUp => println!("testbed {name} was already up"),
             }

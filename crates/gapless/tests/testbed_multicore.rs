@@ -125,3 +125,37 @@ fn cores_errors_name_the_fix() {
         &["--cores with --out"],
     );
 }
+
+#[test]
+fn afxdp_send_loops_each_own_a_queue() {
+    let _x = exclusive();
+    let bed = Bed::up_with_queues(2);
+    assert_eq!(bed.queues(), Some(2));
+    let dir = tempfile::tempdir().unwrap();
+    let prof = write(
+        dir.path(),
+        "p.toml",
+        "[[stream]]\nname = \"pois\"\nsize = 64\n[stream.timing]\npattern = \"poisson\"\nrate_pps = 20_000\ncount = 40_000\n",
+    );
+    let res = dir.path().join("r.json");
+    let o = bed.run_rx(&prof, &res, &["--cores", "0,1", "--backend", "afxdp"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let r: Value = serde_json::from_str(&std::fs::read_to_string(&res).unwrap()).unwrap();
+    let detail = r["backend_detail"].as_str().unwrap();
+    assert!(
+        detail.contains("[0] AF_XDP")
+            && detail.contains("queue 0")
+            && detail.contains("[1] AF_XDP")
+            && detail.contains("queue 1"),
+        "{detail}"
+    );
+    let s = &r["rx"]["streams"][0];
+    assert_eq!(s["lost_vs_tx"], 0, "{s}");
+    assert_eq!(r["streams"][0]["sent_frames"], 40_000);
+    // On a one-queue testbed the second loop has no queue of its own: the error says so.
+    let one = Bed::up();
+    expect_error(
+        &one.run(&prof, &["--cores", "0,1", "--backend", "afxdp", "-q"]),
+        &["queue 1", "ethtool -l"],
+    );
+}

@@ -48,9 +48,15 @@ impl std::ops::Deref for Bed {
 
 impl Bed {
     pub fn up() -> Bed {
+        Bed::up_with_queues(1)
+    }
+
+    /// A testbed whose veth ends have `queues` TX and RX queues.
+    pub fn up_with_queues(queues: u32) -> Bed {
         require_root();
         let name = format!("t{}x{}", std::process::id() % 100_000, N.fetch_add(1, Ordering::SeqCst));
-        let o = gapless(&["testbed", "up", "--name", &name]);
+        let q = queues.to_string();
+        let o = gapless(&["testbed", "up", "--name", &name, "--queues", &q]);
         assert!(o.status.success(), "testbed up: {}", text(&o));
         Bed(gapless_io::testbed::Testbed::new(&name).expect("a valid name"))
     }
