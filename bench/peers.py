@@ -119,9 +119,9 @@ class Work:
 
 def testpmd(vdev, size):
     """dpdk-testpmd txonly on one forwarding lcore (1; lcore 0 only prints stats), no hugepages."""
-    return in_tx("dpdk-testpmd", "-l", "0,1", "--no-huge", "-m", "512", "--no-shconf", "--no-pci", "--log-level", "*:error",
+    return in_tx("dpdk-testpmd", "-l", "0,1", "--no-huge", "-m", "1024", "--no-shconf", "--no-pci", "--log-level", "*:error",
                  "--vdev", vdev, "--", "--forward-mode=txonly", f"--txpkts={size - 4}", "--stats-period", "1",
-                 "--auto-start")
+                 "--auto-start", "--total-num-mbufs=16384")
 
 
 def throughput_tools(w):
@@ -291,13 +291,16 @@ def main():
     ap.add_argument("--seconds", type=float, default=3.0)
     ap.add_argument("--tools", help="comma-separated subset of the tools, e.g. gapless")
     ap.add_argument("--size", type=int, default=64, help="throughput: frame size with FCS")
+    ap.add_argument("--queues", type=int, help="testbed queues each way (throughput: 2, so that two AF_XDP "
+                    "send loops each own one; precision: 1)")
     a = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit("peers.py needs root (network namespaces, raw sockets)")
     if not os.path.exists(G):
         sys.exit("build first: bash scripts/setup.sh --bench")
     # Two queues each way, so that two AF_XDP send loops each own one (--cores 0,1).
-    sh(G, "testbed", "up", "--name", BED, "--queues", "2" if a.bench == "throughput" else "1")
+    queues = a.queues or (2 if a.bench == "throughput" else 1)
+    sh(G, "testbed", "up", "--name", BED, "--queues", str(queues))
     try:
         if a.bench == "throughput":
             rows = bench_throughput(a.reps, a.size, a.tools.split(",") if a.tools else None)
@@ -311,12 +314,13 @@ def main():
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     os.makedirs(os.path.join(HERE, "results"), exist_ok=True)
     tag = f"-{a.size}B" if a.bench == "throughput" and a.size != 64 else ""
+    tag += f"-{queues}q" if a.queues else ""
     base = os.path.join(HERE, "results", f"{a.bench}{tag}-{stamp}")
     with open(base + ".jsonl", "w") as f:
         for r in rows:
             f.write(json.dumps(r) + "\n")
     with open(base + ".md", "w") as f:
-        f.write(f"{a.bench}, {stamp}, {os.uname().release}, reps {a.reps}\n\n{table}\n")
+        f.write(f"{a.bench}, {stamp}, {os.uname().release}, reps {a.reps}, testbed queues {queues}\n\n{table}\n")
     print(table)
     print(f"raw: {base}.jsonl")
 
