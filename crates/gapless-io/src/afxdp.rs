@@ -101,6 +101,15 @@ fn setsockopt<T>(fd: &OwnedFd, name: libc::c_int, v: &T) -> std::io::Result<()> 
     crate::afpacket::sockopt(fd, libc::SOL_XDP, name, v)
 }
 
+/// The error for a failed socket(AF_XDP): no permission, or a kernel without AF_XDP
+/// (EAFNOSUPPORT: built without CONFIG_XDP_SOCKETS, or older than 4.18).
+fn socket_failed(e: std::io::Error) -> IoError {
+    match e.raw_os_error() {
+        Some(libc::EPERM) | Some(libc::EACCES) => IoError::NoPermission,
+        _ => IoError::XdpUnsupported(e.to_string()),
+    }
+}
+
 /// What a socket is for: which of the TX and RX rings it gets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Dir {
@@ -140,11 +149,7 @@ impl Xsk {
         // SAFETY: plain socket(2).
         let fd = unsafe { libc::socket(libc::AF_XDP, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
         if fd < 0 {
-            let e = std::io::Error::last_os_error();
-            return Err(match e.raw_os_error() {
-                Some(libc::EPERM) | Some(libc::EACCES) => IoError::NoPermission,
-                _ => IoError::XdpUnsupported(e.to_string()),
-            });
+            return Err(socket_failed(std::io::Error::last_os_error()));
         }
         // SAFETY: fd is fresh and valid.
         let fd = unsafe { OwnedFd::from_raw_fd(fd) };
@@ -766,5 +771,33 @@ impl RxSource for AfXdpRx {
 
     fn info(&self) -> &IfaceInfo {
         &self.xsk.info
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_kernel_without_af_xdp_gets_the_fix() {
+        // What socket(AF_XDP) returns on a kernel built without CONFIG_XDP_SOCKETS; this
+        // kernel has them, so only the mapping to the message can be tested here.
+        let e = socket_failed(std::io::Error::from_raw_os_error(libc::EAFNOSUPPORT)).to_string();
+        assert!(e.contains("this kernel has no AF_XDP sockets"), "{e}");
+        assert!(
+            e.contains("--backend afpacket") && e.contains("CONFIG_XDP_SOCKETS"),
+            "{e}"
+        );
+        assert!(matches!(
+            socket_failed(std::io::Error::from_raw_os_error(libc::EPERM)),
+            IoError::NoPermission
+        ));
+    }
+
+    #[test]
+    fn the_tai_offset_is_whole_seconds() {
+        let o = tai_offset_ns();
+        assert_eq!(o % 1_000_000_000, 0);
+        assert!((0..=100_000_000_000).contains(&o), "{o}");
     }
 }

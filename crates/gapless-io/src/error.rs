@@ -37,7 +37,7 @@ pub enum IoError {
     #[error("{path}: {message}. Fix: {fix}")]
     Input { path: String, message: String, fix: String },
     /// The kernel has no AF_XDP.
-    #[error("this kernel has no AF_XDP sockets (socket(AF_XDP) failed: {0}). Fix: use --backend afpacket, or a kernel built with CONFIG_XDP_SOCKETS=y (Linux 4.18+)")]
+    #[error("this kernel has no AF_XDP sockets (socket(AF_XDP) failed: {0}). Fix: use --backend afpacket (--rx-backend afpacket for a meter), or a kernel built with CONFIG_XDP_SOCKETS=y (Linux 4.18+)")]
     XdpUnsupported(String),
     /// Zero-copy asked of a driver without it.
     #[error("{iface} refuses AF_XDP zero-copy (EOPNOTSUPP): its driver has no zero-copy support (veth never has). Fix: --xdp-mode copy, or --xdp-mode auto to take the best the driver offers")]
