@@ -581,6 +581,8 @@ pub struct AfXdpRx {
     frames: u64,
     /// Frames without the program's stamp (stamped in user space when read).
     unstamped: u64,
+    /// RX queues of the interface, where the driver reports them.
+    rx_queues: Option<u32>,
 }
 
 // SAFETY: the mappings and the program are owned by the struct and touched only through
@@ -631,6 +633,7 @@ impl AfXdpRx {
             tai_offset_ns: tai_offset_ns(),
             frames: 0,
             unstamped: 0,
+            rx_queues: crate::nic::rx_queues(iface),
         };
         // Every frame the fill ring holds is a buffer the kernel may receive into.
         s.fq_prod = s.xsk.fq.prod().load(Ordering::Relaxed);
@@ -771,6 +774,16 @@ impl RxSource for AfXdpRx {
 
     fn info(&self) -> &IfaceInfo {
         &self.xsk.info
+    }
+
+    fn warnings(&self) -> Vec<String> {
+        match self.rx_queues {
+            Some(n) if n > 1 => vec![format!(
+                "{} has {n} RX queues and the AF_XDP meter reads queue {} only: frames the NIC puts on other queues go to the host's stack unmetered and count as lost. Fix: steer the traffic to queue {} (e.g. `ethtool -N {} flow-type udp4 ... action {}`, or `ethtool -X {} equal 1`), or meter with --rx-backend afpacket",
+                self.xsk.info.name, self.xsk.queue, self.xsk.queue, self.xsk.info.name, self.xsk.queue, self.xsk.info.name
+            )],
+            _ => Vec::new(),
+        }
     }
 }
 

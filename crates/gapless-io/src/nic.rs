@@ -216,6 +216,20 @@ pub fn ts_info(iface: &str) -> Result<TsInfo, IoError> {
     })
 }
 
+/// RX queues of an interface (ETHTOOL_GCHANNELS: rx + combined channels), where the driver
+/// reports them.
+pub fn rx_queues(iface: &str) -> Option<u32> {
+    let fd = dgram().ok()?;
+    // struct ethtool_channels: cmd, max_rx, max_tx, max_other, max_combined, rx_count,
+    // tx_count, other_count, combined_count: nine 32-bit words.
+    let mut b = [0u32; 9];
+    b[0] = 0x3c; // ETHTOOL_GCHANNELS
+                 // SAFETY: the words are plain data; the view has the same length in bytes.
+    let bytes = unsafe { std::slice::from_raw_parts_mut(b.as_mut_ptr() as *mut u8, 36) };
+    ethtool(&fd, iface, bytes).ok()?;
+    Some(b[5] + b[8]).filter(|&n| n > 0)
+}
+
 /// Turns on hardware timestamping of every received frame (SIOCSHWTSTAMP, rx_filter ALL;
 /// TX stamping on when `tx`). Needs CAP_NET_ADMIN; affects every user of the interface.
 pub fn enable_hw_timestamps(iface: &str, tx: bool) -> Result<(), IoError> {

@@ -70,6 +70,10 @@ pub trait RxSource: Send {
     fn describe(&self) -> String;
     /// The interface.
     fn info(&self) -> &IfaceInfo;
+    /// What the result should warn about this capture path.
+    fn warnings(&self) -> Vec<String> {
+        Vec::new()
+    }
 }
 
 pub struct AfPacketRx {

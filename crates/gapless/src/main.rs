@@ -670,6 +670,7 @@ pub(crate) fn cmd_run(a: RunArgs) -> Result<i32> {
         rep.environment.driver = rx.info().driver.clone();
         rep.environment.mtu = Some(rx.info().mtu);
         rep.capture.method = rx.describe();
+        rep.warnings.extend(rx.warnings());
         rep.environment.netns = a.rx_netns.clone();
         rep.tx_timestamp_source = result.tx_timestamp_source.clone();
         rep.started_unix_ns = result.started_unix_ns;

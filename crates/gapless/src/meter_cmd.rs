@@ -333,6 +333,7 @@ pub fn cmd_measure(a: MeasureArgs) -> Result<i32> {
     report.environment.mtu = Some(rx.info().mtu);
     report.environment.link_speed_bps = rx.info().speed_bps;
     report.capture.method = rx.describe();
+    report.warnings.extend(rx.warnings());
     report.environment.netns = a.netns.clone();
     report.rx_timestamp_source = rx.timestamp_source();
     report.tx_timestamp_source = "the signature's TX time (the sender's CLOCK_REALTIME just before its send)".into();

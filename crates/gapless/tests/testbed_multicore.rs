@@ -152,6 +152,33 @@ fn afxdp_send_loops_each_own_a_queue() {
     let s = &r["rx"]["streams"][0];
     assert_eq!(s["lost_vs_tx"], 0, "{s}");
     assert_eq!(r["streams"][0]["sent_frames"], 40_000);
+    // An AF_XDP meter reads one of the two queues, and says so.
+    let m = dir.path().join("m.json");
+    let (ns, ifc) = (bed.rx_ns(), bed.rx_if());
+    let o = gapless(&[
+        "measure",
+        "--netns",
+        &ns,
+        "--iface",
+        &ifc,
+        "--rx-backend",
+        "afxdp",
+        "--duration",
+        "0.2",
+        "-q",
+        "--json",
+        m.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    let w: Value = serde_json::from_str(&std::fs::read_to_string(&m).unwrap()).unwrap();
+    assert!(
+        w["warnings"][0]
+            .as_str()
+            .unwrap()
+            .contains("has 2 RX queues and the AF_XDP meter reads queue 0 only"),
+        "{}",
+        w["warnings"]
+    );
     // On a one-queue testbed the second loop has no queue of its own: the error says so.
     let one = Bed::up();
     expect_error(
