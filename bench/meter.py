@@ -6,11 +6,14 @@
              (a) gapless's live meter (`run --rx`) or (b) tcpdump -B 131072 --time-stamp-precision=nano.
              Reported: frames sent, frames the meter saw, the kernel's capture drops, and the
              RX rate (frames seen / send time). One capture at a time, alternating.
+  fast       gapless's fastest sender (AF_XDP, batch 32, ~0.9 Mpps) sends 3 M frames to a MAC
+             nobody owns; metered by gapless on AF_PACKET, on AF_XDP (XDP attached native, then
+             generic), and by tcpdump. Same figures as keepup.
   precision  CBR 64 B at 100 kpps for 3 s with both capturing the same run: the live meter's
              figures beside tcpdump + `gapless analyze` (rate error, |err| p50/p99, MSE, burst
              fraction, W100 max rate).
 
-Run as root: python3 bench/meter.py [--reps 3]. Raw results: bench/results/meter-<UTC>.jsonl,
+Run as root: python3 bench/meter.py [--reps 3] [--only keepup|fast|precision]. Raw results: bench/results/meter-<UTC>.jsonl,
 summary: .md next to it.
 """
 import argparse
@@ -100,6 +103,34 @@ def keepup(tmp, rep, out, dst):
     return rows
 
 
+def fast(tmp, rep, out):
+    prof = profile(tmp, 14_000_000, "count = 3_000_000\nburst = 32", OTHER_MAC)
+    send = ["--pace", "off", "--backend", "afxdp"]
+    rx = ["--rx", RXIF, "--rx-netns", RXNS]
+    rows = []
+    for who, extra in (("gapless afpacket", rx), ("gapless afxdp native", rx + ["--rx-backend", "afxdp", "--xdp-attach", "native"]),
+                       ("gapless afxdp generic", rx + ["--rx-backend", "afxdp", "--xdp-attach", "generic"]), ("tcpdump", None)):
+        if extra is not None:
+            r = run(prof, tmp, send + extra)
+            s = r["rx"]["streams"][0] if r["rx"]["streams"] else {"rx_frames": 0}
+            seen, drops = s["rx_frames"], r["rx"]["capture"]["kernel_drops"]
+            if drops:
+                print("  ", r["rx"]["capture"]["method"])
+        else:
+            pcap = os.path.join(tmp, "f.pcap")
+            p = tcpdump(pcap)
+            r = run(prof, tmp, send)
+            seen, drops = tcpdump_stop(p)
+            os.remove(pcap)
+        sent, dur = r["sent_frames"], r["duration_ns"] / 1e9
+        row = dict(bench="fast", rep=rep, meter=who, to="other MAC", sent=sent, seen=seen, kernel_drops=drops,
+                   seen_frac=seen / sent if sent else 0, send_mpps=sent / dur / 1e6, rx_mpps=seen / dur / 1e6)
+        print(json.dumps(row))
+        out.write(json.dumps(row) + "\n")
+        rows.append(row)
+    return rows
+
+
 def precision(tmp, rep, out):
     prof = profile(tmp, 100_000)
     pcap = os.path.join(tmp, "p.pcap")
@@ -127,39 +158,56 @@ def precision(tmp, rep, out):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--only", choices=["keepup", "fast", "precision"], help="one part of the benchmark")
     a = ap.parse_args()
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     os.makedirs(os.path.join(HERE, "results"), exist_ok=True)
-    base = os.path.join(HERE, "results", f"meter-{stamp}")
+    base = os.path.join(HERE, "results", f"meter{'-' + a.only if a.only else ''}-{stamp}")
     sh(G, "testbed", "up", "--name", BED)
     rows = []
     try:
         with open(base + ".jsonl", "w") as out, tempfile.TemporaryDirectory() as tmp:
             for rep in range(a.reps):
-                rows += keepup(tmp, rep, out, None)
-                rows += keepup(tmp, rep, out, OTHER_MAC)
-                rows += precision(tmp, rep, out)
+                if a.only in (None, "keepup"):
+                    rows += keepup(tmp, rep, out, None)
+                    rows += keepup(tmp, rep, out, OTHER_MAC)
+                if a.only in (None, "fast"):
+                    rows += fast(tmp, rep, out)
+                if a.only in (None, "precision"):
+                    rows += precision(tmp, rep, out)
     finally:
         sh(G, "testbed", "down", "--name", BED)
     med = lambda xs: statistics.median(xs)
-    lines = [f"# Meter benchmarks {stamp} ({a.reps} rounds, medians)", "",
-             "## Keeping up: gapless sends 1.5 M frames unpaced; one capture at a time", "",
-             "| frames to | meter | sent | seen | seen / sent | kernel drops | RX Mpps |", "|---|---|---|---|---|---|---|"]
-    for to in ("sink's MAC", "other MAC"):
-      for who in ("gapless", "tcpdump"):
-        r = [x for x in rows if x["bench"] == "keepup" and x["meter"] == who and x["to"] == to]
-        lines.append(f"| {to} | {who} | {med([x['sent'] for x in r]):.0f} | {med([x['seen'] for x in r]):.0f} | "
-                     f"{med([x['seen_frac'] for x in r]):.4f} | {med([x['kernel_drops'] for x in r]):.0f} | "
-                     f"{med([x['rx_mpps'] for x in r]):.3f} |")
-    lines += ["", "## Precision of one 100 kpps CBR run, seen by both", "",
-              "| meter | frames | rate error | abs err p50 ns | abs err p99 ns | MSE ns² | burst | W100 max % |",
-              "|---|---|---|---|---|---|---|---|"]
-    for who in ("gapless live", "tcpdump+analyze"):
-        r = [x for x in rows if x["bench"] == "precision" and x["meter"] == who]
-        lines.append(f"| {who} | {med([x['frames'] for x in r]):.0f} | {med([x['rate_error_rel'] for x in r]):+.5%} | "
-                     f"{med([x['abs_err_p50_ns'] for x in r]):.0f} | {med([x['abs_err_p99_ns'] for x in r]):.0f} | "
-                     f"{med([x['mse_ns2'] for x in r]):.3e} | {med([x['burst_fraction'] for x in r]):.3%} | "
-                     f"{med([x['w100_max_pct'] for x in r]):.1f} |")
+    lines = [f"# Meter benchmarks {stamp} ({a.reps} rounds, medians)"]
+    head = ["| frames to | meter | sent | seen | seen / sent | kernel drops | send Mpps | RX Mpps |",
+            "|---|---|---|---|---|---|---|---|"]
+
+    def capture_rows(bench, tos, whos):
+        out = []
+        for to in tos:
+            for who in whos:
+                r = [x for x in rows if x["bench"] == bench and x["meter"] == who and x["to"] == to]
+                if r:
+                    out.append(f"| {to} | {who} | {med([x['sent'] for x in r]):.0f} | {med([x['seen'] for x in r]):.0f} | "
+                               f"{med([x['seen_frac'] for x in r]):.4f} | {med([x['kernel_drops'] for x in r]):.0f} | "
+                               f"{med([x['send_mpps'] for x in r]):.3f} | {med([x['rx_mpps'] for x in r]):.3f} |")
+        return out
+    k = capture_rows("keepup", ("sink's MAC", "other MAC"), ("gapless", "tcpdump"))
+    if k:
+        lines += ["", "## Keeping up: gapless sends 1.5 M frames unpaced; one capture at a time", ""] + head + k
+    f = capture_rows("fast", ("other MAC",), ("gapless afpacket", "gapless afxdp native", "gapless afxdp generic", "tcpdump"))
+    if f:
+        lines += ["", "## Keeping up with the fastest sender: AF_XDP batch 32, 3 M frames", ""] + head + f
+    if any(x["bench"] == "precision" for x in rows):
+        lines += ["", "## Precision of one 100 kpps CBR run, seen by both", "",
+                  "| meter | frames | rate error | abs err p50 ns | abs err p99 ns | MSE ns² | burst | W100 max % |",
+                  "|---|---|---|---|---|---|---|---|"]
+        for who in ("gapless live", "tcpdump+analyze"):
+            r = [x for x in rows if x["bench"] == "precision" and x["meter"] == who]
+            lines.append(f"| {who} | {med([x['frames'] for x in r]):.0f} | {med([x['rate_error_rel'] for x in r]):+.5%} | "
+                         f"{med([x['abs_err_p50_ns'] for x in r]):.0f} | {med([x['abs_err_p99_ns'] for x in r]):.0f} | "
+                         f"{med([x['mse_ns2'] for x in r]):.3e} | {med([x['burst_fraction'] for x in r]):.3%} | "
+                         f"{med([x['w100_max_pct'] for x in r]):.1f} |")
     text = "\n".join(lines) + "\n"
     with open(base + ".md", "w") as f:
         f.write(text)

@@ -30,8 +30,13 @@ pub enum XdpMode {
 
 /// Bytes per UMEM frame (one page: the frame size every driver accepts).
 pub const UMEM_FRAME: usize = 4096;
+/// TX: UMEM frames and ring entries.
 const UMEM_FRAMES: u32 = 4096;
 const RING: u32 = 2048;
+/// RX: the RX and fill rings and the UMEM hold this many frames, all of them in the fill ring
+/// at the start: 36 ms of frames at 0.45 Mpps (64 MiB), room for the meter thread to be
+/// descheduled as long as the AF_PACKET ring allows.
+const RX_RING: u32 = 16384;
 
 /// One mmapped ring: producer, consumer, flags words and the descriptor array.
 struct Ring {
@@ -45,8 +50,15 @@ struct Ring {
 }
 
 impl Ring {
-    fn map(fd: &OwnedFd, off: &libc::xdp_ring_offset, elem: usize, pgoff: u64, what: &str) -> Result<Ring, IoError> {
-        let map_len = off.desc as usize + RING as usize * elem;
+    fn map(
+        fd: &OwnedFd,
+        off: &libc::xdp_ring_offset,
+        elem: usize,
+        pgoff: u64,
+        what: &str,
+        n: u32,
+    ) -> Result<Ring, IoError> {
+        let map_len = off.desc as usize + n as usize * elem;
         // SAFETY: mapping a ring the kernel allocated for this socket at the given page offset.
         let map = unsafe {
             libc::mmap(
@@ -71,7 +83,7 @@ impl Ring {
                 cons: b.add(off.consumer as usize) as *const AtomicU32,
                 flags: b.add(off.flags as usize) as *const AtomicU32,
                 desc: b.add(off.desc as usize),
-                mask: RING - 1,
+                mask: n - 1,
             })
         }
     }
@@ -117,6 +129,22 @@ enum Dir {
     Rx,
 }
 
+impl Dir {
+    /// Entries of every ring of the socket.
+    fn ring(self) -> u32 {
+        match self {
+            Dir::Tx => RING,
+            Dir::Rx => RX_RING,
+        }
+    }
+    fn umem_frames(self) -> u32 {
+        match self {
+            Dir::Tx => UMEM_FRAMES,
+            Dir::Rx => RX_RING,
+        }
+    }
+}
+
 /// A bound AF_XDP socket with its UMEM, fill and completion rings, and its TX or RX ring
 /// (returned beside it, so that the owner drops the ring before the socket).
 struct Xsk {
@@ -159,7 +187,7 @@ impl Xsk {
                 cause: e,
             }
         };
-        let umem_len = UMEM_FRAMES as usize * UMEM_FRAME;
+        let umem_len = dir.umem_frames() as usize * UMEM_FRAME;
         // SAFETY: an anonymous private mapping for the UMEM.
         let umem = unsafe {
             libc::mmap(
@@ -203,7 +231,8 @@ impl Xsk {
                 }
             })
             .map_err(unmap)?;
-        let n = RING as libc::c_int;
+        let ring_n = dir.ring();
+        let n = ring_n as libc::c_int;
         setsockopt(&fd, libc::XDP_UMEM_FILL_RING, &n)
             .map_err(os("XDP_UMEM_FILL_RING"))
             .map_err(unmap)?;
@@ -231,12 +260,20 @@ impl Xsk {
         if rc < 0 {
             return Err(unmap(IoError::last_os("XDP_MMAP_OFFSETS")));
         }
-        let fq = Ring::map(&fd, &off.fr, 8, libc::XDP_UMEM_PGOFF_FILL_RING, "fill").map_err(unmap)?;
-        let cq = Ring::map(&fd, &off.cr, 8, libc::XDP_UMEM_PGOFF_COMPLETION_RING, "completion").map_err(unmap)?;
+        let fq = Ring::map(&fd, &off.fr, 8, libc::XDP_UMEM_PGOFF_FILL_RING, "fill", ring_n).map_err(unmap)?;
+        let cq = Ring::map(
+            &fd,
+            &off.cr,
+            8,
+            libc::XDP_UMEM_PGOFF_COMPLETION_RING,
+            "completion",
+            ring_n,
+        )
+        .map_err(unmap)?;
         let desc = std::mem::size_of::<libc::xdp_desc>();
         let ring = match dir {
-            Dir::Tx => Ring::map(&fd, &off.tx, desc, libc::XDP_PGOFF_TX_RING as u64, "TX"),
-            Dir::Rx => Ring::map(&fd, &off.rx, desc, libc::XDP_PGOFF_RX_RING as u64, "RX"),
+            Dir::Tx => Ring::map(&fd, &off.tx, desc, libc::XDP_PGOFF_TX_RING as u64, "TX", ring_n),
+            Dir::Rx => Ring::map(&fd, &off.rx, desc, libc::XDP_PGOFF_RX_RING as u64, "RX", ring_n),
         }
         .map_err(unmap)?;
         let mode_flag = match mode {
@@ -583,6 +620,8 @@ pub struct AfXdpRx {
     unstamped: u64,
     /// RX queues of the interface, where the driver reports them.
     rx_queues: Option<u32>,
+    /// Drops by kind at the last `stats`: RX ring full, fill ring empty, other.
+    drop_kinds: [u64; 3],
 }
 
 // SAFETY: the mappings and the program are owned by the struct and touched only through
@@ -634,10 +673,11 @@ impl AfXdpRx {
             frames: 0,
             unstamped: 0,
             rx_queues: crate::nic::rx_queues(iface),
+            drop_kinds: [0; 3],
         };
         // Every frame the fill ring holds is a buffer the kernel may receive into.
         s.fq_prod = s.xsk.fq.prod().load(Ordering::Relaxed);
-        for i in 0..RING {
+        for i in 0..RX_RING {
             s.fill(u64::from(i) * UMEM_FRAME as u64);
         }
         s.xsk.fq.prod().store(s.fq_prod, Ordering::Release);
@@ -650,7 +690,8 @@ impl AfXdpRx {
     fn fill(&mut self, addr: u64) {
         let fq = &self.xsk.fq;
         let idx = self.fq_prod & fq.mask;
-        // SAFETY: idx is inside the fill ring; there is room, as at most RING frames circulate.
+        // SAFETY: idx is inside the fill ring; there is room, as at most RX_RING frames
+        // circulate.
         unsafe {
             (fq.desc as *mut u64)
                 .add(idx as usize)
@@ -737,6 +778,9 @@ impl RxSource for AfXdpRx {
                 &mut len,
             )
         };
+        if rc == 0 {
+            self.drop_kinds = [st.rx_ring_full, st.rx_fill_ring_empty_descs, st.rx_dropped];
+        }
         let drops = if rc == 0 {
             st.rx_dropped + st.rx_ring_full + st.rx_fill_ring_empty_descs
         } else {
@@ -759,16 +803,22 @@ impl RxSource for AfXdpRx {
     }
 
     fn describe(&self) -> String {
+        let [full, empty, other] = self.drop_kinds;
+        let drops = if full + empty + other > 0 {
+            format!("; drops: RX ring full {full}, fill ring empty {empty}, other {other}")
+        } else {
+            String::new()
+        };
         format!(
-            "AF_XDP on {} (ifindex {}) queue {}, XDP program attached {}, {} mode, UMEM {} x {} B, rings {}",
+            "AF_XDP on {} (ifindex {}) queue {}, XDP program attached {}, {} mode, UMEM {} x {} B, rings {}{drops}",
             self.xsk.info.name,
             self.xsk.info.index,
             self.xsk.queue,
             self.attach_mode(),
             self.xsk.mode_name(),
-            UMEM_FRAMES,
+            RX_RING,
             UMEM_FRAME,
-            RING
+            RX_RING
         )
     }
 
