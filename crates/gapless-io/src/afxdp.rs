@@ -1,7 +1,8 @@
 //! AF_XDP: a UMEM of 4 KiB frames, its fill and completion rings, a TX or an RX ring, and
 //! need_wakeup. TX sends for the engine; RX feeds the meter, with the XDP program of
-//! [`crate::xdp_prog`] redirecting the queue's frames to the socket. Written over libc (about 300 lines) rather than taken from a crate: xdpilone
-//! is EUPL-1.2 and xsk-rs needs clang/libelf at build time; see docs/DESIGN-NOTES.md.
+//! [`crate::xdp_prog`] redirecting the queue's frames to the socket. Written over libc rather
+//! than taken from a crate: xdpilone is EUPL-1.2 and xsk-rs needs clang/libelf at build time;
+//! see docs/DESIGN-NOTES.md.
 //!
 //! Frames are built in place in UMEM frames (no copy in user space). `send` writes one TX
 //! descriptor per frame, publishes them with one release store, and kicks the kernel with
@@ -168,12 +169,10 @@ impl Drop for Xsk {
 }
 
 impl Xsk {
-    /// Makes the socket, registers a UMEM, maps the rings and binds to `queue` of `iface`.
-    fn open(iface: &str, queue: u32, mode: XdpMode, dir: Dir) -> Result<(Xsk, Ring), IoError> {
-        let info = iface_info(iface)?;
-        if !info.up || (dir == Dir::Tx && !info.running) {
-            return Err(IoError::InterfaceDown(iface.to_string()));
-        }
+    /// Makes the socket, registers a UMEM, maps the rings and binds to `queue` of the
+    /// interface (the caller has looked it up and checked that it is up).
+    fn open(info: IfaceInfo, queue: u32, mode: XdpMode, dir: Dir) -> Result<(Xsk, Ring), IoError> {
+        let iface = info.name.as_str();
         // SAFETY: plain socket(2).
         let fd = unsafe { libc::socket(libc::AF_XDP, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
         if fd < 0 {
@@ -356,7 +355,8 @@ impl Xsk {
         ))
     }
 
-    /// One wakeup of the kernel (TX: take descriptors; RX: refill from the fill ring).
+    /// One TX wakeup: the kernel takes TX descriptors (and in copy mode sends them). An
+    /// RX-only socket needs none: `poll` wakes the driver for the fill ring.
     fn wake(&self) -> std::io::Result<()> {
         // SAFETY: sendto with no data on our socket.
         let rc = unsafe {
@@ -437,7 +437,11 @@ impl AfXdpTx {
                 max: UMEM_FRAME,
             });
         }
-        let (xsk, tx) = Xsk::open(iface, queue, mode, Dir::Tx)?;
+        let info = iface_info(iface)?;
+        if !info.up || !info.running {
+            return Err(IoError::InterfaceDown(iface.to_string()));
+        }
+        let (xsk, tx) = Xsk::open(info, queue, mode, Dir::Tx)?;
         let mut s = AfXdpTx {
             tx,
             xsk,
@@ -663,7 +667,7 @@ impl AfXdpRx {
             (XdpAttach::Generic, _) => XdpMode::Copy,
             (_, m) => m,
         };
-        let (xsk, rx) = Xsk::open(iface, queue, mode, Dir::Rx)?;
+        let (xsk, rx) = Xsk::open(info, queue, mode, Dir::Rx)?;
         let mut s = AfXdpRx {
             prog,
             rx,
@@ -710,9 +714,7 @@ impl RxSource for AfXdpRx {
     fn poll(&mut self, timeout_ms: i32, f: &mut dyn FnMut(RxFrame<'_>)) -> Result<u64, IoError> {
         let empty = |r: &Ring| r.prod().load(Ordering::Acquire) == r.cons().load(Ordering::Relaxed);
         if empty(&self.rx) {
-            if self.xsk.fq.flags().load(Ordering::Acquire) & libc::XDP_RING_NEED_WAKEUP != 0 {
-                let _ = self.xsk.wake();
-            }
+            // poll(2) also wakes the driver when the fill ring asks for it (need_wakeup).
             let rx = &self.rx;
             wait_readable(&self.xsk.fd, timeout_ms, &self.xsk.info.name, || !empty(rx))?;
         }
