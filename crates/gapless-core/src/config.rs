@@ -90,6 +90,10 @@ impl SizeGen {
     }
 }
 
+fn gap_depends_on_size(rate: &Rate, sizes: &SizeGen) -> bool {
+    matches!(rate, Rate::Bps { .. }) && !matches!(sizes, SizeGen::Fixed(_))
+}
+
 /// One compiled stream.
 #[derive(Debug, Clone)]
 pub struct StreamConfig {
@@ -137,6 +141,12 @@ impl StreamConfig {
                 SplitKind::None => false,
                 SplitKind::Phase => true,
             }
+    }
+
+    /// Whether each gap depends on its frame's size (a bit rate with frames of several sizes),
+    /// so the schedule cannot be phase-split.
+    pub fn gap_depends_on_size(&self) -> bool {
+        gap_depends_on_size(&self.rate, &self.sizes)
     }
 
     /// The whole stream's gap between departures (ns), for a phase split.
@@ -599,7 +609,7 @@ fn compile_stream(
         duration_ns = Some(duration_ns.map_or(d, |x| x.min(d)));
     }
     let mean_size = sizes.mean();
-    if s.split == SplitKind::Phase && matches!(rate, Rate::Bps { .. }) && !matches!(sizes, SizeGen::Fixed(_)) {
+    if s.split == SplitKind::Phase && gap_depends_on_size(&rate, &sizes) {
         return Err(ProfileError::invalid(
             format!("{path}.split"),
             "split = \"phase\" needs a fixed gap, but a bit rate with frames of several sizes makes each gap depend on its frame",

@@ -433,9 +433,7 @@ pub(crate) fn cmd_run(a: RunArgs) -> Result<i32> {
     if a.split_cbr {
         for s in profile.streams.iter_mut() {
             if matches!(s.pattern, Pattern::Cbr) && s.core.is_none() && s.split == SplitKind::Auto {
-                if matches!(s.rate, gapless_core::schedule::Rate::Bps { .. })
-                    && !matches!(s.sizes, gapless_core::config::SizeGen::Fixed(_))
-                {
+                if s.gap_depends_on_size() {
                     bail!("--split-cbr: stream {:?} has a bit rate and frames of several sizes, so its gaps depend on each frame and cannot be phase-shifted. Fix: give it rate_pps, or split = \"none\" in the profile", s.name);
                 }
                 s.split = SplitKind::Phase;
