@@ -167,7 +167,7 @@ fn ctrl_c_still_writes_the_result() {
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
     let o = child.wait_with_output().unwrap();
     assert_eq!(o.status.code(), Some(130), "{}", text(&o));
-    let r: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let r: serde_json::Value = read_json(&json);
     assert_eq!(r["interrupted"], true);
     assert_eq!(r["stop_reason"], "interrupted (signal)");
     let sent = r["sent_frames"].as_u64().unwrap();
@@ -200,7 +200,7 @@ fn late_policies_catch_up_skip_and_shift() {
             "-q",
         ]);
         assert!(o.status.success(), "{}", text(&o));
-        serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap()
+        read_json(&json)
     };
     let scheduled = 2_500_000u64;
     let c = run("catch-up");
@@ -262,7 +262,7 @@ fn every_example_runs_and_its_frames_are_valid() {
             let h = check_frame(f);
             assert!(h.transport.is_some(), "{}: no transport header", path.display());
         }
-        let r: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+        let r: serde_json::Value = read_json(&json);
         for s in r["streams"].as_array().unwrap() {
             let (t, a, sent) = (
                 s["target_pps"].as_f64().unwrap(),
@@ -400,7 +400,7 @@ fn throughput_mode_reports_the_bursts_its_batches_make() {
     let t = text(&o);
     assert!(o.status.success(), "{t}");
     assert!(t.contains("throughput mode, batch 8"), "{t}");
-    let r: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&j).unwrap()).unwrap();
+    let r: serde_json::Value = read_json(&j);
     assert!(r["rate_control"].as_str().unwrap().contains("throughput mode"));
     let s = &r["streams"][0];
     assert_eq!(s["sent_frames"], 20_000);
@@ -431,7 +431,7 @@ fn throughput_mode_reports_the_bursts_its_batches_make() {
         j.to_str().unwrap(),
     ]);
     assert!(o.status.success());
-    let r: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&j).unwrap()).unwrap();
+    let r: serde_json::Value = read_json(&j);
     assert!(r["streams"][0].get("early").is_none());
     expect_error(
         &gapless(&["run", p.to_str().unwrap(), "--null", "--batch", "0"]),
@@ -460,7 +460,7 @@ fn streams_placed_on_cores_and_the_phase_split() {
         j.to_str().unwrap(),
     ]);
     assert!(o.status.success(), "{}", text(&o));
-    let r: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&j).unwrap()).unwrap();
+    let r: serde_json::Value = read_json(&j);
     let s = &r["streams"];
     assert_eq!(s[0]["cores"], serde_json::json!([0]));
     assert_eq!(s[1]["cores"], serde_json::json!([1]));
@@ -501,7 +501,7 @@ fn streams_placed_on_cores_and_the_phase_split() {
         t.contains("cbr: split (phase) over 2 send loops on cores [0, 1]"),
         "{t}"
     );
-    let r: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&j).unwrap()).unwrap();
+    let r: serde_json::Value = read_json(&j);
     let s = &r["streams"][0];
     assert_eq!(s["sent_frames"], 20_000);
     assert_eq!(s["split"]["kind"], "phase");

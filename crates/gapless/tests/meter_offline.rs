@@ -60,7 +60,7 @@ fn analyze(args: &[&str], json: &Path) -> Value {
     a.extend_from_slice(&["--json", json.to_str().unwrap()]);
     let o = gapless(&a);
     assert!(o.status.success(), "{}", text(&o));
-    serde_json::from_str(&std::fs::read_to_string(json).unwrap()).unwrap()
+    read_json(json)
 }
 
 #[test]

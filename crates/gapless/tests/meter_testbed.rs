@@ -9,10 +9,6 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-fn json(p: &std::path::Path) -> Value {
-    serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
-}
-
 const CBR: &str = r#"
 seed = 11
 [[stream]]
@@ -37,7 +33,7 @@ fn run_rx_at_100kpps_meters_every_frame_and_agrees_with_tcpdump() {
     let t = text(&o);
     assert!(o.status.success(), "{t}");
     assert!(t.contains("meter: iface"), "{t}");
-    let r = json(&res);
+    let r = read_json(&res);
     let rx = &r["rx"];
     assert_eq!(rx["capture"]["kernel_drops"], 0, "the meter kept up");
     assert_eq!(rx["environment"]["iface"], bed.rx_if());
@@ -82,7 +78,7 @@ fn run_rx_at_100kpps_meters_every_frame_and_agrees_with_tcpdump() {
         a.to_str().unwrap(),
     ]);
     assert!(o.status.success(), "{}", text(&o));
-    let b = &json(&a)["streams"][0];
+    let b = &read_json(&a)["streams"][0];
     assert_eq!(b["rx_frames"], s["rx_frames"], "tcpdump saw every frame too");
     let (ia2, ia1) = (&b["interarrival"], ia);
     let f = |v: &Value, k: &str| v[k].as_f64().unwrap();
@@ -133,7 +129,7 @@ fn calibrate_then_subtract_the_offset() {
         cal.to_str().unwrap(),
     ]);
     assert!(o.status.success(), "{}", text(&o));
-    let c = json(&cal);
+    let c = read_json(&cal);
     assert_eq!(c["kind"], "gapless-calibration");
     assert_eq!(c["frames"], 20_000);
     assert_eq!(c["lost"], 0);
@@ -147,7 +143,7 @@ fn calibrate_then_subtract_the_offset() {
     let t = text(&o);
     assert!(o.status.success(), "{t}");
     assert!(t.contains("subtracted; precision floor"), "{t}");
-    let r = json(&res);
+    let r = read_json(&res);
     let rc = &r["rx"]["calibration"];
     assert_eq!(rc["path"], cal.to_str().unwrap());
     assert_eq!(rc["latency_offset_ns"], off);
@@ -217,7 +213,7 @@ count = 200
     unsafe { libc::kill(child.0.as_ref().unwrap().id() as i32, libc::SIGINT) };
     let out = child.take().wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(130), "{}", text(&out));
-    let r = json(&res);
+    let r = read_json(&res);
     assert_eq!(r["interrupted"], true);
     assert_eq!(r["environment"]["driver"], "veth");
     assert!(!r["environment"]["kernel"].as_str().unwrap().is_empty());

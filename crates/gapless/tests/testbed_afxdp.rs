@@ -1,13 +1,12 @@
-//! AF_XDP TX on the testbed (root): copy mode over veth delivers every frame, with valid
-//! signatures and checksums; and each AF_XDP error with its fix.
+//! AF_XDP on the testbed (root): TX in copy mode delivers every frame, with valid
+//! signatures and checksums; the AF_XDP meter in native and generic mode; each AF_XDP error
+//! with its fix.
 
 mod common;
 use common::*;
 
 use std::process::{Command, Stdio};
 use std::time::Duration;
-
-use serde_json::Value;
 
 const CBR: &str = r#"
 seed = 4
@@ -24,10 +23,6 @@ rate_pps = 50_000
 count = 50_000
 "#;
 
-fn json(p: &std::path::Path) -> Value {
-    serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
-}
-
 #[test]
 fn afxdp_copy_mode_delivers_every_frame_with_valid_signatures() {
     let _x = exclusive();
@@ -40,7 +35,7 @@ fn afxdp_copy_mode_delivers_every_frame_with_valid_signatures() {
         let o = bed.run_rx(&prof, &res, &["--backend", "afxdp", "--xdp-mode", mode]);
         let pcap = cap.stop();
         assert!(o.status.success(), "{mode}: {}", text(&o));
-        let r = json(&res);
+        let r = read_json(&res);
         assert_eq!(r["backend"], "afxdp");
         assert!(
             r["backend_detail"].as_str().unwrap().contains("copy mode"),
@@ -109,7 +104,7 @@ fn afxdp_errors_name_the_fix() {
     let res = dir.path().join("good.json");
     let o = bed.run(&good, &["-q", "--json", res.to_str().unwrap()]);
     assert!(o.status.success(), "{}", text(&o));
-    assert_eq!(json(&res)["backend"], "afxdp");
+    assert_eq!(read_json(&res)["backend"], "afxdp");
     // A second AF_XDP socket on a queue that one already owns.
     let (ns, ifc) = (bed.tx_ns(), bed.tx_if());
     let _first = KillOnDrop(Some(
@@ -196,7 +191,7 @@ fn afxdp_meter_receives_every_frame_in_native_and_generic_mode() {
         cal.to_str().unwrap(),
     ]);
     assert!(o.status.success(), "{}", text(&o));
-    let offset = json(&cal)["latency_offset_ns"].as_i64().unwrap();
+    let offset = read_json(&cal)["latency_offset_ns"].as_i64().unwrap();
     assert!(offset > 0, "{offset}");
     // Native with AF_XDP at both ends; generic behind AF_PACKET.
     for (attach, tx) in [("native", "afxdp"), ("generic", "afpacket")] {
@@ -216,7 +211,7 @@ fn afxdp_meter_receives_every_frame_in_native_and_generic_mode() {
             ],
         );
         assert!(o.status.success(), "{attach}: {}", text(&o));
-        let r = json(&res);
+        let r = read_json(&res);
         let rx = &r["rx"];
         // The calibration holds for the stamps it was made with, and says so otherwise.
         let warned = rx["warnings"]
@@ -301,7 +296,7 @@ fn afxdp_meter_falls_back_to_generic_and_names_each_error() {
         res.to_str().unwrap(),
     ]);
     assert!(o.status.success(), "{}", text(&o));
-    let method = json(&res)["capture"]["method"].as_str().unwrap().to_string();
+    let method = read_json(&res)["capture"]["method"].as_str().unwrap().to_string();
     assert!(method.contains("attached generic"), "{method}");
     let measure = |extra: &[&str]| {
         let mut a = vec![

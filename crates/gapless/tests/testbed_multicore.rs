@@ -22,7 +22,7 @@ fn poisson_over_two_cores_stays_poisson_at_the_sink() {
     let o = bed.run_rx(&prof, &res, &["--cores", "0,1"]);
     let pcap = cap.stop();
     assert!(o.status.success(), "{}", text(&o));
-    let r: Value = serde_json::from_str(&std::fs::read_to_string(&res).unwrap()).unwrap();
+    let r: Value = read_json(&res);
     assert!(
         r["backend_detail"]
             .as_str()
@@ -83,7 +83,7 @@ fn phase_split_cbr_over_two_cores_arrives_whole_and_reports_its_precision() {
     let res = dir.path().join("r.json");
     let o = bed.run_rx(&prof, &res, &["--cores", "0,1"]);
     assert!(o.status.success(), "{}", text(&o));
-    let r: Value = serde_json::from_str(&std::fs::read_to_string(&res).unwrap()).unwrap();
+    let r: Value = read_json(&res);
     let tx = &r["streams"][0];
     assert_eq!(tx["sent_frames"], 60_000);
     assert_eq!(tx["split"]["kind"], "phase");
@@ -140,7 +140,7 @@ fn afxdp_send_loops_each_own_a_queue() {
     let res = dir.path().join("r.json");
     let o = bed.run_rx(&prof, &res, &["--cores", "0,1", "--backend", "afxdp"]);
     assert!(o.status.success(), "{}", text(&o));
-    let r: Value = serde_json::from_str(&std::fs::read_to_string(&res).unwrap()).unwrap();
+    let r: Value = read_json(&res);
     let detail = r["backend_detail"].as_str().unwrap();
     assert!(
         detail.contains("[0] AF_XDP")
@@ -170,7 +170,7 @@ fn afxdp_send_loops_each_own_a_queue() {
         m.to_str().unwrap(),
     ]);
     assert!(o.status.success(), "{}", text(&o));
-    let w: Value = serde_json::from_str(&std::fs::read_to_string(&m).unwrap()).unwrap();
+    let w: Value = read_json(&m);
     assert!(
         w["warnings"][0]
             .as_str()

@@ -212,6 +212,12 @@ pub fn read_pcap(path: &Path) -> Vec<(u64, Vec<u8>)> {
     out
 }
 
+/// A JSON file gapless wrote (a result, a calibration), parsed.
+pub fn read_json(path: &Path) -> serde_json::Value {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
 pub fn write(dir: &Path, name: &str, body: &str) -> PathBuf {
     let p = dir.join(name);
     std::fs::write(&p, body).unwrap();
