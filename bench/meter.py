@@ -80,55 +80,45 @@ def run(prof, tmp, extra):
         return json.load(f)
 
 
-def keepup(tmp, rep, out, dst):
-    # Unpaced, the schedule's duration means nothing: a count of frames instead.
-    prof = profile(tmp, 10_000_000, "count = 1_500_000", dst)
+def captures(tmp, rep, out, bench, prof, send, to, meters):
+    """Runs `prof` with `send` once per meter: (name, extra `run` arguments) for gapless's live
+    meter, or (name, None) for tcpdump at the sink. One row per run: sent, seen, drops, rates."""
     rows = []
-    for who in ("gapless", "tcpdump"):
-        if who == "gapless":
-            r = run(prof, tmp, ["--pace", "off", "--rx", RXIF, "--rx-netns", RXNS])
-            s = r["rx"]["streams"][0] if r["rx"]["streams"] else {"rx_frames": 0}
-            seen, drops = s["rx_frames"], r["rx"]["capture"]["kernel_drops"]
-        else:
-            pcap = os.path.join(tmp, "k.pcap")
-            p = tcpdump(pcap)
-            r = run(prof, tmp, ["--pace", "off"])
-            seen, drops = tcpdump_stop(p)
-        sent, dur = r["sent_frames"], r["duration_ns"] / 1e9
-        row = dict(bench="keepup", rep=rep, meter=who, to="other MAC" if dst else "sink's MAC", sent=sent, seen=seen, kernel_drops=drops,
-                   seen_frac=seen / sent if sent else 0, send_mpps=sent / dur / 1e6, rx_mpps=seen / dur / 1e6)
-        print(json.dumps(row))
-        out.write(json.dumps(row) + "\n")
-        rows.append(row)
-    return rows
-
-
-def fast(tmp, rep, out):
-    prof = profile(tmp, 14_000_000, "count = 3_000_000\nburst = 32", OTHER_MAC)
-    send = ["--pace", "off", "--backend", "afxdp"]
-    rx = ["--rx", RXIF, "--rx-netns", RXNS]
-    rows = []
-    for who, extra in (("gapless afpacket", rx), ("gapless afxdp native", rx + ["--rx-backend", "afxdp", "--xdp-attach", "native"]),
-                       ("gapless afxdp generic", rx + ["--rx-backend", "afxdp", "--xdp-attach", "generic"]), ("tcpdump", None)):
+    for who, extra in meters:
         if extra is not None:
-            r = run(prof, tmp, send + extra)
+            r = run(prof, tmp, send + ["--rx", RXIF, "--rx-netns", RXNS] + extra)
             s = r["rx"]["streams"][0] if r["rx"]["streams"] else {"rx_frames": 0}
             seen, drops = s["rx_frames"], r["rx"]["capture"]["kernel_drops"]
             if drops:
                 print("  ", r["rx"]["capture"]["method"])
         else:
-            pcap = os.path.join(tmp, "f.pcap")
+            pcap = os.path.join(tmp, "c.pcap")
             p = tcpdump(pcap)
             r = run(prof, tmp, send)
             seen, drops = tcpdump_stop(p)
             os.remove(pcap)
         sent, dur = r["sent_frames"], r["duration_ns"] / 1e9
-        row = dict(bench="fast", rep=rep, meter=who, to="other MAC", sent=sent, seen=seen, kernel_drops=drops,
+        row = dict(bench=bench, rep=rep, meter=who, to=to, sent=sent, seen=seen, kernel_drops=drops,
                    seen_frac=seen / sent if sent else 0, send_mpps=sent / dur / 1e6, rx_mpps=seen / dur / 1e6)
         print(json.dumps(row))
         out.write(json.dumps(row) + "\n")
         rows.append(row)
     return rows
+
+
+def keepup(tmp, rep, out, dst):
+    # Unpaced, the schedule's duration means nothing: a count of frames instead.
+    prof = profile(tmp, 10_000_000, "count = 1_500_000", dst)
+    return captures(tmp, rep, out, "keepup", prof, ["--pace", "off"], "other MAC" if dst else "sink's MAC",
+                    [("gapless", []), ("tcpdump", None)])
+
+
+def fast(tmp, rep, out):
+    prof = profile(tmp, 14_000_000, "count = 3_000_000\nburst = 32", OTHER_MAC)
+    xdp = ["--rx-backend", "afxdp", "--xdp-attach"]
+    return captures(tmp, rep, out, "fast", prof, ["--pace", "off", "--backend", "afxdp"], "other MAC",
+                    [("gapless afpacket", []), ("gapless afxdp native", xdp + ["native"]),
+                     ("gapless afxdp generic", xdp + ["generic"]), ("tcpdump", None)])
 
 
 def precision(tmp, rep, out):
