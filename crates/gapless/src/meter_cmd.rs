@@ -218,16 +218,6 @@ pub struct RxPathArgs {
     pub xdp_attach: XdpAttachArg,
 }
 
-impl Default for RxPathArgs {
-    fn default() -> Self {
-        RxPathArgs {
-            rx_backend: RxBackendArg::Afpacket,
-            rx_queue: 0,
-            xdp_attach: XdpAttachArg::Auto,
-        }
-    }
-}
-
 /// Opens the meter's socket on `iface` in the current network namespace.
 pub fn open_rx(iface: &str, ts: TsArg, path: &RxPathArgs) -> Result<Box<dyn RxSource>> {
     Ok(match path.rx_backend {
