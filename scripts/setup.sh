@@ -35,5 +35,12 @@ if ! command -v cargo >/dev/null 2>&1; then
   echo "setup: Rust is missing. Install Rust 1.85 or newer with rustup (https://rustup.rs), then run this again" >&2
   exit 1
 fi
-cargo build --release --locked --quiet
-echo "setup: built target/release/gapless"
+# One build for the demo and the tests: the test binaries are built here too, with the same
+# release profile, so `cargo test --release` after it compiles nothing more.
+cargo build --release --locked --quiet --all-targets
+# gapless on PATH: a link in /usr/local/bin (root), else ~/.local/bin.
+bin="$(pwd)/target/release/gapless"
+if [[ -w /usr/local/bin ]]; then dest=/usr/local/bin; else dest="$HOME/.local/bin"; mkdir -p "$dest"; fi
+ln -sf "$bin" "$dest/gapless"
+echo "setup: built $bin, linked as $dest/gapless"
+case ":$PATH:" in *":$dest:"*) ;; *) echo "setup: add $dest to PATH to run gapless by name" ;; esac

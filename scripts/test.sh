@@ -1,13 +1,25 @@
 #!/usr/bin/env bash
 # Sets up (see setup.sh) and runs every test: unit, statistical, CLI, and the root-only
 # integration tests on veth testbeds that the tests make and remove themselves.
-set -euo pipefail
+# Every test binary runs (--no-fail-fast); the last line is always 'N passed, N failed', and
+# the exit code is non-zero when any test, binary or check failed.
+set -uo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
+bash scripts/setup.sh || exit 1
 command -v cargo >/dev/null 2>&1 || export PATH="$HOME/.cargo/bin:/root/.cargo/bin:$PATH"
-cargo fmt --all -- --check
-cargo clippy --release --locked --all-targets --quiet -- -D warnings
+status=0
+cargo fmt --all -- --check || { echo "test.sh: cargo fmt --check failed (run cargo fmt --all)"; status=1; }
+cargo clippy --release --locked --all-targets --quiet -- -D warnings || { echo "test.sh: clippy failed"; status=1; }
 log=$(mktemp)
-cargo test --release --locked --workspace 2>&1 | tee "$log"
+cargo test --release --locked --workspace --no-fail-fast 2>&1 | tee "$log"
+cargo_rc=${PIPESTATUS[0]}
 # One closing line for the whole workspace (cargo's own last line is an empty doc-test block).
-awk '/^test result:/ { p += $4; f += $6 } END { printf "%d passed, %d failed\n", p, f; exit (f > 0 || p == 0) }' "$log"
+# A test binary that failed to build or crashed has no 'test result' line: count it as failed.
+awk -v rc="$cargo_rc" -v st="$status" '
+  /^test result:/ { p += $4; f += $6 }
+  END {
+    if (rc != 0 && f == 0) f = 1
+    if (st != 0 && f == 0) f = 1
+    printf "%d passed, %d failed\n", p, f
+    exit (f > 0 || p == 0)
+  }' "$log"

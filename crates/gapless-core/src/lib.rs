@@ -20,6 +20,7 @@ pub mod signature;
 pub mod spec;
 pub mod stream;
 pub mod template;
+pub mod verdict;
 
 pub use config::{CompileCtx, Profile, StreamConfig};
 pub use error::ProfileError;

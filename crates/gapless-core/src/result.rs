@@ -194,6 +194,13 @@ pub struct RunResult {
     pub lateness: LatenessSummary,
     pub late: LateActions,
     pub streams: Vec<StreamTx>,
+    /// Was the schedule held, and if not, why (measured during the run).
+    #[serde(default)]
+    pub verdict: crate::verdict::Verdict,
+    /// Things the reader must know: the verdict's causes when not held, send failures, a
+    /// noisy core, a calibration not used.
+    #[serde(default)]
+    pub warnings: Vec<String>,
     /// What the meter received (`run --rx`), joined per stream with what was sent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rx: Option<MeterReport>,

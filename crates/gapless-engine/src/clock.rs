@@ -2,13 +2,27 @@
 //! since the run's start, and CLOCK_REALTIME read directly for the run's start time and the
 //! signature timestamps.
 
+use std::cell::Cell;
 use std::time::Instant;
+
+use gapless_core::verdict::STALL_NS;
 
 pub struct RunClock {
     clock: quanta::Clock,
     t0_raw: u64,
     /// CLOCK_REALTIME at the run's start, ns since the Unix epoch.
     pub realtime0_ns: u64,
+    waits: Cell<WaitStats>,
+}
+
+/// What the busy-wait saw: time spent waiting, and stalls (gaps of more than
+/// [`STALL_NS`] between two reads of the clock while spinning: the CPU was taken away).
+#[derive(Clone, Copy, Default, Debug)]
+pub struct WaitStats {
+    pub waiting_ns: u64,
+    pub stalls: u64,
+    pub stall_ns: u64,
+    pub stall_max_ns: u64,
 }
 
 impl RunClock {
@@ -20,6 +34,7 @@ impl RunClock {
             clock,
             t0_raw,
             realtime0_ns,
+            waits: Cell::new(WaitStats::default()),
         }
     }
 
@@ -70,26 +85,45 @@ impl RunClock {
         (r1 - r0) as f64 / (i1 - i0).as_secs_f64()
     }
 
+    /// What the busy-wait saw so far.
+    pub fn wait_stats(&self) -> WaitStats {
+        self.waits.get()
+    }
+
     /// Busy-waits until `at_ns`, sleeping first when the wait is long. Returns early if `stop`
-    /// is raised during a sleep.
+    /// is raised during a sleep. Counts the time waited and the stalls the spin saw.
     #[inline]
     pub fn wait_until(&self, at_ns: u64, stop: &std::sync::atomic::AtomicBool) -> u64 {
         const SPIN_NS: u64 = 200_000;
-        loop {
+        let start = self.now_ns();
+        let mut w = self.waits.get();
+        let mut prev = start;
+        let now = loop {
             let now = self.now_ns();
+            let gap = now.saturating_sub(prev);
+            if gap > STALL_NS {
+                w.stalls += 1;
+                w.stall_ns += gap;
+                w.stall_max_ns = w.stall_max_ns.max(gap);
+            }
+            prev = now;
             if now >= at_ns {
-                return now;
+                break now;
             }
             let left = at_ns - now;
             if left > 2 * SPIN_NS {
                 std::thread::sleep(std::time::Duration::from_nanos((left - SPIN_NS).min(50_000_000)));
+                prev = self.now_ns();
                 if stop.load(std::sync::atomic::Ordering::Relaxed) {
-                    return self.now_ns();
+                    break prev;
                 }
             } else {
                 std::hint::spin_loop();
             }
-        }
+        };
+        w.waiting_ns += now.saturating_sub(start);
+        self.waits.set(w);
+        now
     }
 }
 

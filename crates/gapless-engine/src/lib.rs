@@ -4,6 +4,7 @@
 //! live counters, the environment probe, and result assembly and atomic writing.
 
 pub mod clock;
+pub mod cpu;
 pub mod live;
 pub mod meter;
 pub mod report;

@@ -91,6 +91,15 @@ pub fn finish_report(r: &mut MeterReport, stats: Option<RxStats>) {
             ));
         }
     }
+    if let Some(c) = r.calibration.as_ref().filter(|c| !c.valid) {
+        let why = c.invalid_reason.as_deref().unwrap_or("it failed its checks");
+        r.warnings.push(if c.subtracted {
+            format!("the calibration {} is invalid ({why}), and its offset was subtracted because --use-invalid-calibration asked for it", c.path)
+        } else {
+            format!("the calibration {} is invalid ({why}): its offset was NOT subtracted. Fix: calibrate again on a quiet machine (or pass --use-invalid-calibration)", c.path)
+        });
+    }
+    r.verdict = gapless_core::meter::report::MeterVerdict::of(r, None);
 }
 
 /// Joins TX and RX per stream: the sender's count, and loss including the tail.
@@ -135,13 +144,27 @@ pub fn summary_text(r: &MeterReport) -> String {
     ));
     if let Some(c) = &r.calibration {
         s.push_str(&format!(
-            "calibration {}: latency offset {} subtracted; precision floor |err| p50 {} p99 {}, MSE {:.3e} ns²\n",
+            "calibration {}{}: latency offset {} {}; precision floor |err| p50 {} p99 {}, MSE {:.3e} ns²\n",
             c.path,
+            if c.valid { "" } else { " (INVALID)" },
             ns(c.latency_offset_ns as f64),
+            if c.subtracted {
+                "subtracted from the latency columns"
+            } else {
+                "NOT subtracted"
+            },
             ns(c.floor_abs_err_p50_ns as f64),
             ns(c.floor_abs_err_p99_ns as f64),
             c.floor_mse_ns2
         ));
+    }
+    // Latency columns with a calibration offset subtracted are starred.
+    let cal = r
+        .streams
+        .iter()
+        .any(|st| st.latency.as_ref().is_some_and(|l| l.offset_subtracted_ns != 0));
+    if cal {
+        s.push_str("* latency with the calibration offset subtracted\n");
     }
     s.push_str(&format!(
         "{:<14} {:>9} {:>9} {:>6} {:>6} {:>10} {:>10} {:>10} {:>10} {:>10} {:>9} {:>10} {:>10} {:>7} {:>9}\n",
@@ -150,10 +173,10 @@ pub fn summary_text(r: &MeterReport) -> String {
         "lost",
         "reord",
         "dup",
-        "lat p50",
-        "lat p99",
-        "p99.9999",
-        "lat max",
+        if cal { "lat p50*" } else { "lat p50" },
+        if cal { "lat p99*" } else { "lat p99" },
+        if cal { "p99.9999*" } else { "p99.9999" },
+        if cal { "lat max*" } else { "lat max" },
         "rate err",
         "|err| p50",
         "|err| p99",
@@ -190,6 +213,19 @@ pub fn summary_text(r: &MeterReport) -> String {
         if let Some(f) = &st.flow {
             s.push_str(&format!("    ({f})\n"));
         }
+        if let Some(l) = lat.filter(|l| l.negative > 0) {
+            s.push_str(&format!(
+                "    {}: {} latencies ({:.1} %) are below zero{}; they are kept in the percentiles\n",
+                st.name,
+                l.negative,
+                l.negative_fraction * 100.0,
+                if l.offset_subtracted_ns != 0 {
+                    " after the calibration offset"
+                } else {
+                    ""
+                }
+            ));
+        }
     }
     let f = &r.foreign;
     if f.total > 0 {
@@ -204,6 +240,7 @@ pub fn summary_text(r: &MeterReport) -> String {
     for w in &r.warnings {
         s.push_str(&format!("WARNING: {w}\n"));
     }
+    s.push_str(&r.verdict.text());
     s
 }
 

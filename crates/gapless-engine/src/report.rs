@@ -39,6 +39,8 @@ pub struct RunMeta {
     /// Per stream of the profile: the cores of the send loops it ran on (empty: one loop,
     /// not pinned by the user).
     pub stream_cores: Vec<Vec<usize>>,
+    /// Warnings from before the run (the core probe, the calibration).
+    pub warnings: Vec<String>,
 }
 
 fn read_trim(path: &str) -> String {
@@ -145,6 +147,17 @@ pub fn build_result(profile: &Profile, stats: &RunStats, meta: &RunMeta) -> RunR
     }
     let sent: u64 = streams.iter().map(|s| s.sent_frames).sum();
     let bytes: u64 = streams.iter().map(|s| s.sent_bytes_l2).sum();
+    let verdict = judge_run(stats, meta);
+    let mut warnings = meta.warnings.clone();
+    warnings.extend(stats.warnings.iter().cloned());
+    if verdict.held == Some(false) {
+        warnings.push(format!(
+            "the schedule was NOT held: {:.4} % of frames left more than one gap late, rate error {:+.4} % against the schedule",
+            verdict.late_fraction * 100.0,
+            verdict.rate_error_rel * 100.0
+        ));
+        warnings.extend(verdict.causes.iter().cloned());
+    }
     let pps = if stats.duration_ns > 0 {
         sent as f64 * 1e9 / stats.duration_ns as f64
     } else {
@@ -190,7 +203,8 @@ pub fn build_result(profile: &Profile, stats: &RunStats, meta: &RunMeta) -> RunR
         } else {
             "scheduled departure time (ns since the run's start)".into()
         },
-        interrupted: stats.interrupted,
+        // A fault (link lost, backend failed) ends the run early too.
+        interrupted: stats.interrupted || stats.backend_error.is_some(),
         stop_reason: if let Some(e) = &stats.backend_error {
             format!("backend failed: {e}")
         } else if stats.interrupted {
@@ -208,8 +222,33 @@ pub fn build_result(profile: &Profile, stats: &RunStats, meta: &RunMeta) -> RunR
         lateness: LatenessSummary::from_histogram(&total_h, over_gap),
         late: late_total,
         streams,
+        verdict,
+        warnings,
         rx: None,
     }
+}
+
+/// The verdict on the run's schedule, from the loops' own measurements.
+fn judge_run(stats: &RunStats, meta: &RunMeta) -> gapless_core::verdict::Verdict {
+    use gapless_core::verdict::{judge, RunFacts, StreamFacts};
+    let facts: Vec<StreamFacts> = stats
+        .streams
+        .iter()
+        .map(|st| StreamFacts {
+            sent: st.sent,
+            late_over_one_gap: st.late_over_gap,
+            rate_error_vs_schedule: st.rate_error_vs_schedule(),
+        })
+        .collect();
+    judge(
+        &facts,
+        stats.loops.clone(),
+        &RunFacts {
+            paced: meta.pace && meta.live_backend,
+            send_errors: stats.send_errors,
+            backend_error: stats.backend_error.clone(),
+        },
+    )
 }
 
 /// Writes `result` as JSON to `path` atomically: a temporary file in the same directory,
@@ -232,7 +271,7 @@ pub fn write_json_atomic<T: serde::Serialize>(path: &Path, value: &T) -> std::io
     res
 }
 
-fn si(v: f64, unit: &str) -> String {
+pub fn si(v: f64, unit: &str) -> String {
     let (d, p) = if v >= 1e9 {
         (1e9, "G")
     } else if v >= 1e6 {
@@ -245,7 +284,11 @@ fn si(v: f64, unit: &str) -> String {
     format!("{:.3} {p}{unit}", v / d)
 }
 
-fn ns(v: u64) -> String {
+/// A duration in ns, auto-scaled: ns, µs, ms or s.
+pub fn ns(v: u64) -> String {
+    if v >= 1_000_000_000 {
+        return format!("{:.3} s", v as f64 / 1e9);
+    }
     if v >= 1_000_000 {
         format!("{:.2} ms", v as f64 / 1e6)
     } else if v >= 1_000 {
@@ -277,13 +320,19 @@ pub fn summary_text(r: &RunResult) -> String {
         "stream", "sent", "target", "achieved", "rate err", "late p50", "late p99", "late p99.9", "late max", ">1 gap"
     ));
     for st in &r.streams {
+        // Unpaced runs have no rate to hold: their rate is the backend's speed.
+        let rate_err = if r.verdict.held.is_some() {
+            format!("{:+.4}%", st.rate_error_rel * 100.0)
+        } else {
+            "-".to_string()
+        };
         s.push_str(&format!(
-            "{:<16} {:>10} {:>14} {:>14} {:>8.4}% {:>10} {:>10} {:>10} {:>10} {:>9}\n",
+            "{:<16} {:>10} {:>14} {:>14} {:>9} {:>10} {:>10} {:>10} {:>10} {:>9}\n",
             st.name,
             st.sent_frames,
             si(st.target_pps, "pps"),
             si(st.achieved_pps, "pps"),
-            st.rate_error_rel * 100.0,
+            rate_err,
             ns(st.lateness.p50_ns),
             ns(st.lateness.p99_ns),
             ns(st.lateness.p99_9_ns),
@@ -336,5 +385,18 @@ pub fn summary_text(r: &RunResult) -> String {
             ns(r.late.shifted_ns)
         ));
     }
+    for w in r
+        .warnings
+        .iter()
+        .filter(|w| !r.verdict.causes.contains(w) && !w.starts_with("the schedule was NOT held"))
+    {
+        s.push_str(&format!("WARNING: {w}\n"));
+    }
     s
+}
+
+/// The summary's last lines: the schedule's verdict (print it after the meter's summary,
+/// which ends with the meter's own).
+pub fn verdict_text(r: &RunResult) -> String {
+    r.verdict.text()
 }

@@ -33,6 +33,8 @@ pub struct RunOptions {
     /// Several send loops: they start on one shared zero, so that their schedules (a
     /// phase-shifted split above all) line up.
     pub sync: Option<Arc<SyncStart>>,
+    /// Run the loop under SCHED_FIFO at this priority.
+    pub rt_priority: Option<u32>,
 }
 
 /// One start for several send loops: each waits at the barrier when ready; the first one
@@ -83,6 +85,21 @@ pub struct StreamStats {
     pub first_ns: Option<u64>,
     pub last_ns: u64,
     pub last_frames: u64,
+    /// Scheduled times of the first and the last departure sent: the schedule's own span
+    /// over the frames that left, for the verdict's rate error.
+    pub first_at: Option<u64>,
+    pub last_at: u64,
+}
+
+impl StreamStats {
+    /// The achieved rate against the rate the schedule asked for over the same frames
+    /// (sent-time span against scheduled-time span); None with fewer than two departures.
+    pub fn rate_error_vs_schedule(&self) -> Option<f64> {
+        let (f, fa) = (self.first_ns?, self.first_at?);
+        let sent_span = self.last_ns.checked_sub(f).filter(|&s| s > 0)?;
+        let sched_span = self.last_at.checked_sub(fa).filter(|&s| s > 0)?;
+        Some(sched_span as f64 / sent_span as f64 - 1.0)
+    }
 }
 
 impl StreamStats {
@@ -100,6 +117,8 @@ impl StreamStats {
             first_ns: None,
             last_ns: 0,
             last_frames: 0,
+            first_at: None,
+            last_at: 0,
         }
     }
 
@@ -122,6 +141,11 @@ impl StreamStats {
             self.last_ns = o.last_ns;
             self.last_frames = o.last_frames;
         }
+        self.first_at = match (self.first_at, o.first_at) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        self.last_at = self.last_at.max(o.last_at);
     }
 }
 
@@ -150,7 +174,11 @@ pub fn merge_workers(parts: Vec<RunStats>, map: &[Vec<usize>], n: usize) -> RunS
             tx_core: p.tx_core,
             realtime0_ns: p.realtime0_ns,
             raw_hz: p.raw_hz,
+            loops: Vec::new(),
+            warnings: Vec::new(),
         });
+        o.loops.extend(p.loops);
+        o.warnings.extend(p.warnings);
         o.interrupted |= p.interrupted;
         o.duration_ns = o.duration_ns.max(p.duration_ns);
         o.send_errors += p.send_errors;
@@ -174,6 +202,10 @@ pub struct RunStats {
     pub tx_core: Option<usize>,
     pub realtime0_ns: u64,
     pub raw_hz: f64,
+    /// What each send loop measured about its core.
+    pub loops: Vec<gapless_core::verdict::LoopHealth>,
+    /// What the loops could not do as asked (e.g. a refused real-time priority).
+    pub warnings: Vec<String>,
 }
 
 /// Rewrites the frames' TX stamps with CLOCK_REALTIME read now (live backends), then hands
@@ -208,6 +240,14 @@ fn pin(core: Option<usize>) -> Option<usize> {
 /// a backend that fails for good ends the run, and what was sent until then is reported.
 pub fn run(profile: &Profile, backend: &mut dyn TxBackend, opts: &RunOptions) -> RunStats {
     let tx_core = pin(opts.core);
+    let mut warnings = Vec::new();
+    if let Some(p) = opts.rt_priority {
+        if let Err(e) = crate::cpu::set_rt_priority(p) {
+            warnings.push(format!(
+                "--rt-priority {p}: SCHED_FIFO refused ({e}); the send loop ran at normal priority. Fix: run as root (CAP_SYS_NICE)"
+            ));
+        }
+    }
     let mut clock = RunClock::new();
     let raw_hz = clock.raw_hz(20);
     // A pcap file is written on schedule time: waiting for it would only slow the writing.
@@ -242,6 +282,7 @@ pub fn run(profile: &Profile, backend: &mut dyn TxBackend, opts: &RunOptions) ->
         Some(s) => clock.restart_at(s.start(&clock)),
         None => clock.restart(),
     }
+    let watch = crate::cpu::CoreWatch::start(tx_core, opts.rt_priority.filter(|_| warnings.is_empty()));
     // The stream being served stays at the top of the heap; `reschedule` moves it to its next
     // departure with one sift (or removes it when it has ended).
     fn reschedule(heap: &mut BinaryHeap<Reverse<(u64, usize)>>, si: usize, next: Option<u64>) {
@@ -361,6 +402,8 @@ pub fn run(profile: &Profile, backend: &mut dyn TxBackend, opts: &RunOptions) ->
                     .store(t_send.saturating_sub(at), Ordering::Relaxed);
             }
             st.first_ns.get_or_insert(when);
+            st.first_at.get_or_insert(ats[0]);
+            st.last_at = ats[n - 1];
             if timed || sched_time {
                 st.last_ns = when;
             }
@@ -388,8 +431,12 @@ pub fn run(profile: &Profile, backend: &mut dyn TxBackend, opts: &RunOptions) ->
         }
     }
     let send_errors = backend.errors();
-    let duration_ns = if sched_time { end_ns } else { clock.now_ns() };
+    let wall_ns = clock.now_ns();
+    let duration_ns = if sched_time { end_ns } else { wall_ns };
+    let loops = vec![watch.finish(wall_ns, clock.wait_stats())];
     RunStats {
+        loops,
+        warnings,
         streams: stats,
         interrupted,
         duration_ns,

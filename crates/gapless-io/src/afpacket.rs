@@ -129,6 +129,23 @@ impl TxSocket {
         self.last_errno = errno;
     }
 
+    /// A send failure that ends the run: the link is down, without carrier or gone. `errno`
+    /// is the failure; a full queue (ENOBUFS) is fatal only when the link is not up.
+    fn fatal(&self, errno: i32) -> Option<IoError> {
+        let gone = matches!(errno, libc::ENETDOWN | libc::ENXIO | libc::ENODEV);
+        if !gone && errno != libc::ENOBUFS {
+            return None;
+        }
+        crate::nic::link_state(&self.info.name)
+            .fault(&self.info.name)
+            .or_else(|| {
+                gone.then(|| IoError::LinkLost {
+                    iface: self.info.name.clone(),
+                    what: format!("failed to send ({})", std::io::Error::from_raw_os_error(errno)),
+                })
+            })
+    }
+
     fn last_error(&self) -> Option<String> {
         (self.last_errno != 0).then(|| std::io::Error::from_raw_os_error(self.last_errno).to_string())
     }
@@ -207,6 +224,13 @@ impl TxBackend for AfPacketTx {
                 continue;
             }
             let e = std::io::Error::last_os_error().raw_os_error().unwrap_or(0);
+            // A full queue may be a dead link: look every 256 retries, and at once for errors
+            // that only a dead link gives.
+            if e != libc::ENOBUFS || retries % 256 == 255 {
+                if let Some(fatal) = self.sock.fatal(e) {
+                    return Err(fatal);
+                }
+            }
             if (e == libc::ENOBUFS || e == libc::EAGAIN || e == libc::EINTR) && retries < 10_000 {
                 retries += 1;
                 std::hint::spin_loop();
@@ -381,6 +405,11 @@ impl TxBackend for AfPacketRingTx {
         } else {
             0
         };
+        if rc < 0 {
+            if let Some(fatal) = self.sock.fatal(errno) {
+                return Err(fatal);
+            }
+        }
         for i in 0..lens.len() {
             let slot = (self.head + i) % self.frame_nr;
             let st = self.status(slot).load(Ordering::Acquire);

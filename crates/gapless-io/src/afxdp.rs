@@ -480,8 +480,12 @@ impl AfXdpTx {
         if let Err(e) = self.xsk.wake() {
             match e.raw_os_error() {
                 Some(libc::EAGAIN) | Some(libc::EBUSY) | Some(libc::ENOBUFS) | Some(libc::EINTR) => {}
-                Some(libc::ENETDOWN) | Some(libc::ENXIO) => {
-                    return Err(IoError::InterfaceDown(self.xsk.info.name.clone()));
+                Some(libc::ENETDOWN) | Some(libc::ENXIO) | Some(libc::ENODEV) => {
+                    let name = &self.xsk.info.name;
+                    return Err(crate::nic::link_state(name).fault(name).unwrap_or(IoError::LinkLost {
+                        iface: name.clone(),
+                        what: "refused the AF_XDP wakeup (ENETDOWN)".into(),
+                    }));
                 }
                 Some(errno) => self.last_errno = errno,
                 None => {}
@@ -576,6 +580,12 @@ impl TxBackend for AfXdpTx {
                 break;
             }
             tries += 1;
+            if tries.is_multiple_of(4096) {
+                let name = &self.xsk.info.name;
+                if let Some(e) = crate::nic::link_state(name).fault(name) {
+                    return Err(e);
+                }
+            }
             if tries > 100_000 {
                 self.errors += u64::from(self.in_tx_ring());
                 break;

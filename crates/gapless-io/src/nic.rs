@@ -60,6 +60,58 @@ fn ioctl(fd: &OwnedFd, req: libc::c_ulong, r: &mut IfReq) -> std::io::Result<()>
 }
 
 /// Looks an interface up in the current network namespace.
+/// Whether a link can carry frames now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LinkState {
+    Up,
+    /// Administratively down (`ip link set IF down`).
+    Down,
+    /// Up, but no carrier (a veth whose peer is down or gone, an unplugged cable).
+    NoCarrier,
+    /// No such interface any more (removed, or its namespace deleted).
+    Gone,
+}
+
+/// The link state of `iface` in the calling thread's network namespace.
+pub fn link_state(iface: &str) -> LinkState {
+    let Ok(fd) = dgram() else { return LinkState::Gone };
+    let Ok(mut r) = IfReq::new(iface) else {
+        return LinkState::Gone;
+    };
+    if ioctl(&fd, libc::SIOCGIFFLAGS, &mut r).is_err() {
+        return LinkState::Gone;
+    }
+    let flags = i16::from_ne_bytes([r.data[0], r.data[1]]) as i32;
+    if flags & libc::IFF_UP == 0 {
+        LinkState::Down
+    } else if flags & libc::IFF_RUNNING == 0 {
+        LinkState::NoCarrier
+    } else {
+        LinkState::Up
+    }
+}
+
+impl LinkState {
+    /// Why `iface` cannot send, or None when it can.
+    pub fn fault(self, iface: &str) -> Option<IoError> {
+        match self {
+            LinkState::Up => None,
+            LinkState::Down => Some(IoError::LinkLost {
+                iface: iface.into(),
+                what: "was set down".into(),
+            }),
+            LinkState::NoCarrier => Some(IoError::LinkLost {
+                iface: iface.into(),
+                what: "lost its carrier (its peer or cable went down)".into(),
+            }),
+            LinkState::Gone => Some(IoError::LinkLost {
+                iface: iface.into(),
+                what: "went away (removed, or its network namespace was deleted)".into(),
+            }),
+        }
+    }
+}
+
 pub fn iface_info(iface: &str) -> Result<IfaceInfo, IoError> {
     let cname = CString::new(iface).map_err(|_| IoError::NoSuchInterface(iface.to_string()))?;
     // SAFETY: cname is a valid C string.

@@ -174,9 +174,14 @@ pub(crate) struct RunArgs {
     /// The result reports how often a loop ran late enough to bunch with its neighbour.
     #[arg(long)]
     split_cbr: bool,
-    /// CPU core for the send loop (default: the last one allowed).
+    /// CPU core for the send loop (default: the quietest allowed core, by a 100 ms
+    /// pre-flight probe of each).
     #[arg(long)]
     core: Option<usize>,
+    /// Run the send loops (and the meter) under SCHED_FIFO at this priority (1-99). The
+    /// kernel's RT throttling still takes 5 % of each second (kernel.sched_rt_runtime_us).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=99))]
+    rt_priority: Option<u32>,
     /// No live line.
     #[arg(long, short)]
     quiet: bool,
@@ -225,7 +230,8 @@ impl RunArgs {
             tx_method: TxMethod::Sendmmsg,
             xdp_mode: XdpModeArg::Auto,
             xdp_queue: 0,
-            core: None,
+            core: a.core,
+            rt_priority: None,
             quiet: true,
             rx: Some(a.rx.clone()),
             rx_netns: a.rx_netns.clone(),
@@ -239,6 +245,7 @@ impl RunArgs {
                 calibration: None,
                 report_dir: None,
                 signed_only: true,
+                use_invalid_calibration: false,
             },
             no_summary: true,
         }
@@ -319,18 +326,18 @@ fn live_line(live: &Live, elapsed: f64, prev: &mut Vec<(u64, u64, u64)>, dt: f64
         tot += sent;
         tot_rate += rate;
         parts.push(format!(
-            "{} {} ({:.1} kpps, lag {:.1} µs)",
+            "{} {} ({}, lag {})",
             live.names[i],
             sent,
-            rate / 1e3,
-            *lag as f64 / 1e3
+            gapless_engine::report::si(rate, "pps"),
+            gapless_engine::report::ns(*lag)
         ));
     }
     *prev = snap;
     format!(
-        "[{elapsed:6.1}s] {} | total {tot} {:.1} kpps",
+        "[{elapsed:6.1}s] {} | total {tot} {}",
         parts.join(" | "),
-        tot_rate / 1e3
+        gapless_engine::report::si(tot_rate, "pps")
     )
 }
 
@@ -452,6 +459,7 @@ pub(crate) fn cmd_run(a: RunArgs) -> Result<i32> {
     if k > 1 && pcap.is_some() {
         bail!("--cores with --out: a pcap file is written by one loop. Fix: drop --cores, or send on --iface");
     }
+    let (cores, pre_warnings) = choose_cores(cores, &allowed, pace && iface.is_some());
     let mut plan: Vec<(Vec<gapless_core::StreamConfig>, Vec<usize>)> = vec![(Vec::new(), Vec::new()); k];
     let mut stream_cores: Vec<Vec<usize>> = Vec::new();
     let mut whole = 0;
@@ -541,6 +549,7 @@ pub(crate) fn cmd_run(a: RunArgs) -> Result<i32> {
             stop: stop.clone(),
             live: worker_live[w].clone(),
             batch: a.batch,
+            rt_priority: a.rt_priority,
         })
         .collect();
     let show_live = !a.quiet;
@@ -549,13 +558,18 @@ pub(crate) fn cmd_run(a: RunArgs) -> Result<i32> {
     let rx_live = AtomicU64::new(0);
     let tx_done = AtomicBool::new(false);
     let tx_cores: Vec<usize> = cores.iter().flatten().copied().collect();
+    let mut link_fault: Option<String> = None;
     let (parts, rx_out) = std::thread::scope(|sc| {
         let rx_h = rx.as_mut().map(|rx| {
             let (meter, rx_live, tx_done, stop) = (&mut meter, &rx_live, &tx_done, &stop);
             let (rx_core, linger) = (a.rx_core, a.rx_linger);
             let avoid = tx_cores.first().copied();
+            let rt = a.rt_priority;
             sc.spawn(move || {
                 gapless_engine::meter::pin(rx_core, avoid);
+                if let Some(p) = rt {
+                    let _ = gapless_engine::cpu::set_rt_priority(p);
+                }
                 let s = gapless_engine::meter::RxStop {
                     signal: stop,
                     tx_done: Some(tx_done),
@@ -580,6 +594,13 @@ pub(crate) fn cmd_run(a: RunArgs) -> Result<i32> {
         let tty = std::io::stderr().is_terminal();
         while !hs.iter().all(|h| h.is_finished()) {
             std::thread::sleep(Duration::from_millis(50));
+            // A link that goes down ends the run within a tick: no spin, no backlog burst.
+            if let (Some(i), None) = (&iface, &link_fault) {
+                if let Some(e) = gapless_io::nic::link_state(i).fault(i) {
+                    link_fault = Some(e.to_string());
+                    stop.store(true, Ordering::Relaxed);
+                }
+            }
             if show_live && last.elapsed() >= Duration::from_secs(1) {
                 let dt = last.elapsed().as_secs_f64();
                 last = Instant::now();
@@ -623,7 +644,10 @@ pub(crate) fn cmd_run(a: RunArgs) -> Result<i32> {
         .map_err(|_| anyhow!("a send loop panicked"))?;
     let rx_out = rx_out.transpose().map_err(|_| anyhow!("the meter loop panicked"))?;
     let maps: Vec<Vec<usize>> = workers.iter().map(|(_, m)| m.clone()).collect();
-    let stats = gapless_engine::merge_workers(parts, &maps, profile.streams.len());
+    let mut stats = gapless_engine::merge_workers(parts, &maps, profile.streams.len());
+    if stats.backend_error.is_none() {
+        stats.backend_error = link_fault;
+    }
 
     let mut finish_err = None;
     for be in backends.iter_mut() {
@@ -658,6 +682,7 @@ pub(crate) fn cmd_run(a: RunArgs) -> Result<i32> {
         mtu: info.as_ref().map(|i| i.mtu),
         netns,
         batch: a.batch,
+        warnings: pre_warnings,
     };
     let mut result = build_result(&profile, &stats, &meta);
     if let (Some(out), Some(rx)) = (&rx_out, &rx) {
@@ -683,20 +708,21 @@ pub(crate) fn cmd_run(a: RunArgs) -> Result<i32> {
         write_json_atomic(j, &result).with_context(|| format!("writing the result file {}", j.display()))?;
     }
     if !a.no_summary {
-        print!("{}", summary_text(&result));
+        say(&summary_text(&result));
         if let Some(r) = &result.rx {
-            print!("{}", gapless_engine::meter::summary_text(r));
+            say(&gapless_engine::meter::summary_text(r));
             if let Some(d) = &a.meter.report_dir {
                 let n = plots::write_all(r, d)?;
-                println!("report: {n} files in {}", d.display());
+                say(&format!("report: {n} files in {}\n", d.display()));
             }
         }
         if let Some(j) = &a.json {
-            println!("result: {}", j.display());
+            say(&format!("result: {}\n", j.display()));
         }
         if let Some(p) = &pcap {
-            println!("pcap: {}", p.display());
+            say(&format!("pcap: {}\n", p.display()));
         }
+        say(&gapless_engine::report::verdict_text(&result));
     }
     if let Some(e) = finish_err {
         return Err(e.into());
@@ -708,6 +734,32 @@ pub(crate) fn cmd_run(a: RunArgs) -> Result<i32> {
         bail!("the backend failed during the run: {e} (the result file has what was sent until then)");
     }
     Ok(if stats.interrupted { 130 } else { 0 })
+}
+
+/// Writes to stdout; a closed pipe (`gapless run ... | head`) ends the output quietly.
+pub(crate) fn say(text: &str) {
+    use std::io::Write;
+    let mut o = std::io::stdout().lock();
+    if o.write_all(text.as_bytes()).and_then(|_| o.flush()).is_err() {
+        // The reader went away: nothing more to say to it.
+    }
+}
+
+/// The send loops' cores: the ones asked for, else the quietest allowed core by a 100 ms
+/// pre-flight probe (paced runs on an interface only). Every chosen core that the probe
+/// found busy gets a warning.
+fn choose_cores(cores: Vec<Option<usize>>, allowed: &[usize], probe: bool) -> (Vec<Option<usize>>, Vec<String>) {
+    if !probe || allowed.is_empty() {
+        return (cores, Vec::new());
+    }
+    let probes = gapless_engine::cpu::probe_cores(allowed, Duration::from_millis(100));
+    if cores.iter().all(Option::is_none) && cores.len() == 1 {
+        let (c, w) = gapless_engine::cpu::quietest(&probes, 1);
+        return (c.first().map(|&c| vec![Some(c)]).unwrap_or(cores), w);
+    }
+    let mine: Vec<_> = probes.into_iter().filter(|p| cores.contains(&Some(p.core))).collect();
+    let (_, w) = gapless_engine::cpu::quietest(&mine, mine.len());
+    (cores, w)
 }
 
 fn cmd_check(path: &Path, link: Option<f64>) -> Result<i32> {
@@ -728,11 +780,11 @@ fn cmd_check(path: &Path, link: Option<f64>) -> Result<i32> {
             (None, None) => "until stopped".into(),
         };
         println!(
-            "  {} (id {}): {:.1} pps, {:.4} Gbit/s L1, frames {}..{} B (mean {:.1}), {} field op(s), until {end}",
+            "  {} (id {}): {}, {} L1, frames {}..{} B (mean {:.1}), {} field op(s), until {end}",
             s.name,
             s.id,
-            s.target_pps,
-            s.target_bps_l1 / 1e9,
+            gapless_engine::report::si(s.target_pps, "pps"),
+            gapless_engine::report::si(s.target_bps_l1, "bit/s"),
             s.sizes.min(),
             s.sizes.max(),
             s.mean_size,

@@ -59,6 +59,9 @@ pub struct MeterOpts {
     /// Meter only frames with a gapless signature; count other TCP/UDP frames as foreign.
     #[arg(long)]
     pub signed_only: bool,
+    /// Subtract the offset of a calibration that failed its own checks (`valid: false`).
+    #[arg(long, requires = "calibration")]
+    pub use_invalid_calibration: bool,
 }
 
 impl MeterOpts {
@@ -87,15 +90,25 @@ impl MeterOpts {
             Some(p) => Some((load_calibration(p)?, p.display().to_string())),
             None => None,
         };
+        let subtract = |c: &Calibration| c.valid || self.use_invalid_calibration;
         let cfg = MeterConfig {
             latency_unit_ns: self.latency_unit_ns,
             targets,
             default_target_pps: self.target_pps,
-            latency_offset_ns: cal.as_ref().map_or(0, |c| c.0.latency_offset_ns),
+            latency_offset_ns: cal
+                .as_ref()
+                .filter(|c| subtract(&c.0))
+                .map_or(0, |c| c.0.latency_offset_ns),
             unsigned_flows: !self.signed_only,
             ..Default::default()
         };
-        Ok((cfg, cal.map(|(c, p)| c.reference(&p))))
+        Ok((
+            cfg,
+            cal.map(|(c, p)| gapless_core::meter::CalibrationRef {
+                subtracted: subtract(&c),
+                ..c.reference(&p)
+            }),
+        ))
     }
 }
 
@@ -480,6 +493,9 @@ pub struct CalibrateArgs {
     /// Also write the calibration run's full meter result here.
     #[arg(long)]
     pub json: Option<PathBuf>,
+    /// CPU core for the calibration's send loop (default: the quietest, by a probe).
+    #[arg(long)]
+    pub core: Option<usize>,
 }
 
 pub fn cmd_calibrate(a: CalibrateArgs) -> Result<i32> {
@@ -521,6 +537,7 @@ pub fn cmd_calibrate(a: CalibrateArgs) -> Result<i32> {
         )
     })?;
     let mut c = Calibration::from_stream(st).map_err(|e| anyhow!("calibration failed: {e}"))?;
+    c.judge(r.verdict.held);
     c.version = env!("CARGO_PKG_VERSION").into();
     c.created_unix_ns = r.started_unix_ns;
     c.hostname = r.environment.hostname.clone();
@@ -543,11 +560,18 @@ pub fn cmd_calibrate(a: CalibrateArgs) -> Result<i32> {
         c.floor_abs_err_p99_ns,
         c.floor_mse_ns2
     );
-    println!(
-        "written: {} (use it with --calibration {})",
-        a.out.display(),
-        a.out.display()
-    );
+    crate::say(&r.verdict.text());
+    match &c.invalid_reason {
+        None => println!(
+            "written: {} (use it with --calibration {})",
+            a.out.display(),
+            a.out.display()
+        ),
+        Some(why) => println!(
+            "written: {} marked INVALID ({why}). Runs given it will warn and subtract nothing. Fix: calibrate again with other work stopped, or on a quieter --core",
+            a.out.display()
+        ),
+    }
     Ok(0)
 }
 

@@ -67,6 +67,24 @@ fn buckets(h: &Histogram<u64>, unit: u64) -> Vec<(u64, u64, u64)> {
         .collect()
 }
 
+/// The latency histogram's buckets in ns, ascending, negative values included: (lowest,
+/// highest, count). Values ≥ 0 were recorded as ⌈v / unit⌉, negative ones as ⌊|v| / unit⌋.
+fn latency_buckets(l: &gapless_core::meter::report::LatencySummary) -> Result<Vec<(i64, i64, u64)>> {
+    let u = l.unit_ns.max(1) as i64;
+    let mut out = Vec::new();
+    if let Some(n) = &l.negative_histogram_v2_deflate_b64 {
+        let h = hist_from_b64(n).map_err(|e| anyhow!("{e}"))?;
+        for (lo, hi, c) in buckets(&h, 1).into_iter().rev() {
+            out.push((-(hi as i64 * u + u - 1), -(lo as i64 * u), c));
+        }
+    }
+    let h = hist_from_b64(&l.histogram_v2_deflate_b64).map_err(|e| anyhow!("{e}"))?;
+    for (lo, hi, c) in buckets(&h, 1) {
+        out.push((((lo as i64 - 1) * u + 1).max(0), hi as i64 * u, c));
+    }
+    Ok(out)
+}
+
 /// (midpoint, count) for drawing.
 fn mids(b: &[(u64, u64, u64)]) -> Vec<(u64, u64)> {
     b.iter().map(|&(lo, hi, c)| (lo + (hi - lo) / 2, c)).collect()
@@ -104,18 +122,18 @@ macro_rules! both {
     }};
 }
 
-fn draw_interarrival<DB: DrawingBackend>(
-    root: &DrawingArea<DB, Shift>,
-    name: &str,
-    b: &[(u64, u64)],
-    target: Option<f64>,
-) -> Result<()>
-where
-    DB::ErrorType: 'static,
-{
-    root.fill(&WHITE).map_err(pe)?;
+/// Frames outside the inter-arrival plot's range, shown as labelled end bars.
+struct Overflow {
+    below: u64,
+    min: f64,
+    above: u64,
+    max: f64,
+}
+
+/// The inter-arrival plot's range: centred on the target gap (when there is one), wide
+/// enough for p0.1 .. p99.9; everything outside goes to the labelled overflow bars.
+fn interarrival_range(b: &[(u64, u64)], target: Option<f64>) -> (f64, f64) {
     let total: u64 = b.iter().map(|x| x.1).sum();
-    // Range: p0.1 .. p99.9 (and the target), 120 bins; the rest is clipped into the end bins.
     let q = |p: f64| {
         let mut acc = 0;
         for &(v, c) in b {
@@ -126,25 +144,59 @@ where
         }
         b.last().map_or(0.0, |x| x.0 as f64)
     };
-    let mut lo = q(0.001);
-    let mut hi = q(0.999);
-    if let Some(t) = target {
-        lo = lo.min(t * 0.9);
-        hi = hi.max(t * 1.1);
+    let (p_lo, p_hi) = (q(0.001), q(0.999));
+    match target {
+        Some(t) => {
+            let d = (t - p_lo).abs().max((p_hi - t).abs()).max(t * 0.05);
+            ((t - d).max(0.0), t + d)
+        }
+        None => (p_lo, p_hi.max(p_lo + 1.0)),
     }
-    if hi <= lo {
-        hi = lo + 1.0;
-    }
+}
+
+fn draw_interarrival<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    name: &str,
+    b: &[(u64, u64)],
+    target: Option<f64>,
+) -> Result<()>
+where
+    DB::ErrorType: 'static,
+{
+    root.fill(&WHITE).map_err(pe)?;
+    let (lo, hi) = interarrival_range(b, target);
     let n = 120;
     let w = (hi - lo) / n as f64;
     let mut bins = vec![0u64; n];
+    let mut over = Overflow {
+        below: 0,
+        min: f64::MAX,
+        above: 0,
+        max: 0.0,
+    };
     for &(v, c) in b {
-        let i = (((v as f64 - lo) / w).floor().max(0.0) as usize).min(n - 1);
-        bins[i] += c;
+        let v = v as f64;
+        if v < lo {
+            over.below += c;
+            over.min = over.min.min(v);
+        } else if v > hi {
+            over.above += c;
+            over.max = over.max.max(v);
+        } else {
+            bins[(((v - lo) / w) as usize).min(n - 1)] += c;
+        }
     }
-    let ymax = bins.iter().copied().max().unwrap_or(1).max(1) as f64 * 1.08;
+    // Two extra slots at each end hold the overflow bars, apart from the range.
+    let (xl, xr) = ((lo - 3.0 * w) / 1e3, (hi + 3.0 * w) / 1e3);
+    let ymax = bins
+        .iter()
+        .chain([&over.below, &over.above])
+        .copied()
+        .max()
+        .unwrap_or(1)
+        .max(1) as f64;
     let mut ch = chart(root, format!("{name}: inter-arrival times"), 70)
-        .build_cartesian_2d(lo / 1e3..hi / 1e3, (0.8..ymax * 2.0).log_scale())
+        .build_cartesian_2d(xl..xr, (0.8..ymax * 4.0).log_scale())
         .map_err(pe)?;
     ch.configure_mesh()
         .x_desc("gap (µs)")
@@ -160,9 +212,10 @@ where
     .map_err(pe)?
     .label("frames per bin")
     .legend(|(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], BLUE.mix(0.6).filled()));
+    draw_overflow(&mut ch, &over, lo, hi, w)?;
     if let Some(t) = target {
         ch.draw_series(LineSeries::new(
-            [(t / 1e3, 0.8), (t / 1e3, ymax * 2.0)],
+            [(t / 1e3, 0.8), (t / 1e3, ymax * 4.0)],
             RED.stroke_width(2),
         ))
         .map_err(pe)?
@@ -178,45 +231,110 @@ where
     Ok(())
 }
 
-fn draw_cdf<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, name: &str, b: &[(u64, u64)], ccdf: bool) -> Result<()>
+type LogChart<'a, DB> = ChartContext<
+    'a,
+    DB,
+    Cartesian2d<plotters::coord::types::RangedCoordf64, plotters::coord::combinators::LogCoord<f64>>,
+>;
+
+/// The overflow bars at both ends, each labelled with its range and count.
+fn draw_overflow<DB: DrawingBackend>(ch: &mut LogChart<'_, DB>, o: &Overflow, lo: f64, hi: f64, w: f64) -> Result<()>
 where
     DB::ErrorType: 'static,
 {
-    root.fill(&WHITE).map_err(pe)?;
+    let style = ("sans-serif", 13).into_font();
+    let bars = [
+        (
+            o.below,
+            (lo - 2.5 * w) / 1e3,
+            format!("< {:.2} µs: {} (min {:.2} µs)", lo / 1e3, o.below, o.min / 1e3),
+        ),
+        (
+            o.above,
+            (hi + 1.5 * w) / 1e3,
+            format!("> {:.2} µs: {} (max {:.2} µs)", hi / 1e3, o.above, o.max / 1e3),
+        ),
+    ];
+    for (i, (count, x0, label)) in bars.into_iter().enumerate() {
+        if count == 0 {
+            continue;
+        }
+        ch.draw_series([Rectangle::new(
+            [(x0, 0.8), (x0 + w / 1e3, count as f64)],
+            MAGENTA.mix(0.7).filled(),
+        )])
+        .map_err(pe)?;
+        let anchor = if i == 0 { x0 } else { x0 - 30.0 * w / 1e3 };
+        ch.draw_series([Text::new(label, (anchor, count as f64 * 1.6), style.clone())])
+            .map_err(pe)?;
+    }
+    Ok(())
+}
+
+/// (latency µs, CDF or CCDF) at each bucket's upper end.
+fn cdf_points(b: &[(i64, u64)], ccdf: bool) -> Vec<(f64, f64)> {
     let total: u64 = b.iter().map(|x| x.1).sum::<u64>().max(1);
     let mut acc = 0u64;
-    let pts: Vec<(f64, f64)> = b
-        .iter()
+    b.iter()
         .map(|&(v, c)| {
             acc += c;
             let cdf = acc as f64 / total as f64;
             (v as f64 / 1e3, if ccdf { 1.0 - cdf } else { cdf })
         })
+        .collect()
+}
+
+/// Both CDF plots use a log x axis, so that the body and a long tail both show. With values
+/// ≤ 0 (a calibration offset subtracted) the axis is shifted to start just below the
+/// minimum, and its labels give the real latency.
+fn draw_cdf<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, name: &str, b: &[(i64, u64)], ccdf: bool) -> Result<()>
+where
+    DB::ErrorType: 'static,
+{
+    root.fill(&WHITE).map_err(pe)?;
+    let total: u64 = b.iter().map(|x| x.1).sum::<u64>().max(1);
+    let floor = 0.5 / total as f64;
+    let pts = cdf_points(b, ccdf);
+    let (xmin, xmax) = (pts.first().map_or(0.0, |p| p.0), pts.last().map_or(1.0, |p| p.0));
+    // µs; 10 ns below the minimum when it is not positive.
+    let shift = if xmin > 0.0 { 0.0 } else { xmin - 0.01 };
+    let pts: Vec<(f64, f64)> = pts
+        .into_iter()
+        .map(|(x, y)| (x - shift, if ccdf { y.max(floor) } else { y }))
         .collect();
-    let xmax = pts.last().map_or(1.0, |p| p.0).max(1e-3) * 1.02;
-    let xmin = pts.first().map_or(0.0, |p| p.0) * 0.98;
-    let title = if ccdf { "latency CCDF" } else { "latency CDF" };
+    let mut title = format!("{name}: latency {}", if ccdf { "CCDF" } else { "CDF" });
+    if shift != 0.0 {
+        title.push_str(" (log axis from the minimum)");
+    }
+    let x_desc = "latency (µs, log scale)";
+    let fmt = move |v: &f64| {
+        let r = v + shift;
+        if r.abs() >= 10.0 {
+            format!("{r:.0}")
+        } else {
+            format!("{r:.2}")
+        }
+    };
+    let x = ((xmin - shift) * 0.9..(xmax - shift) * 1.1).log_scale();
     if ccdf {
-        let floor = 0.5 / total as f64;
-        let pts: Vec<(f64, f64)> = pts.into_iter().map(|(x, y)| (x, y.max(floor))).collect();
-        let mut ch = chart(root, format!("{name}: {title}"), 80)
-            .build_cartesian_2d(xmin..xmax, (floor..1.0).log_scale())
+        let mut ch = chart(root, title, 80)
+            .build_cartesian_2d(x, (floor..1.0).log_scale())
             .map_err(pe)?;
         ch.configure_mesh()
-            .x_desc("latency (µs)")
+            .x_desc(x_desc)
             .y_desc("P(latency > x)")
+            .x_label_formatter(&fmt)
             .y_label_formatter(&|v| format!("{v:.0e}"))
             .label_style(("sans-serif", 14))
             .draw()
             .map_err(pe)?;
         ch.draw_series(LineSeries::new(pts, BLUE.stroke_width(2))).map_err(pe)?;
     } else {
-        let mut ch = chart(root, format!("{name}: {title}"), 60)
-            .build_cartesian_2d(xmin..xmax, 0.0..1.0)
-            .map_err(pe)?;
+        let mut ch = chart(root, title, 60).build_cartesian_2d(x, 0.0..1.0).map_err(pe)?;
         ch.configure_mesh()
-            .x_desc("latency (µs)")
+            .x_desc(x_desc)
             .y_desc("P(latency ≤ x)")
+            .x_label_formatter(&fmt)
             .label_style(("sans-serif", 14))
             .draw()
             .map_err(pe)?;
@@ -326,8 +444,7 @@ pub fn write_all(r: &MeterReport, dir: &Path) -> Result<usize> {
         }
         // Latency.
         if let Some(l) = &s.latency {
-            let h = hist_from_b64(&l.histogram_v2_deflate_b64).map_err(|e| anyhow!("{}: {e}", s.name))?;
-            let b = buckets(&h, l.unit_ns.max(1));
+            let b = latency_buckets(l).map_err(|e| anyhow!("{}: {e}", s.name))?;
             let total: u64 = b.iter().map(|x| x.2).sum::<u64>().max(1);
             let mut csv = String::from("latency_lo_ns,latency_hi_ns,count,cdf,ccdf\n");
             let mut acc = 0;
@@ -337,7 +454,7 @@ pub fn write_all(r: &MeterReport, dir: &Path) -> Result<usize> {
                 let _ = writeln!(csv, "{lo},{hi},{c},{cdf:.9},{:.9e}", 1.0 - cdf);
             }
             // The CDF reaches a bucket's share at its upper end.
-            let b: Vec<(u64, u64)> = b.iter().map(|&(_, hi, c)| (hi, c)).collect();
+            let b: Vec<(i64, u64)> = b.iter().map(|&(_, hi, c)| (hi, c)).collect();
             write_atomic(&stem("latency.csv"), &csv)?;
             files += 1;
             files += both!(stem("latency-cdf"), draw_cdf, &s.name, &b, false);
@@ -360,7 +477,7 @@ pub fn write_all(r: &MeterReport, dir: &Path) -> Result<usize> {
         // Time series.
         if !s.series.is_empty() {
             let mut csv = String::from("t_s,rx_frames,rx_bytes,lost,latency_p50_ns,latency_p99_ns,latency_max_ns\n");
-            let o = |v: Option<u64>| v.map_or(String::new(), |v| v.to_string());
+            let o = |v: Option<i64>| v.map_or(String::new(), |v| v.to_string());
             for p in &s.series {
                 let _ = writeln!(
                     csv,
@@ -368,7 +485,7 @@ pub fn write_all(r: &MeterReport, dir: &Path) -> Result<usize> {
                     p.t_s,
                     p.rx_frames,
                     p.rx_bytes,
-                    o(p.lost),
+                    p.lost.map_or(String::new(), |v| v.to_string()),
                     o(p.latency_p50_ns),
                     o(p.latency_p99_ns),
                     o(p.latency_max_ns)

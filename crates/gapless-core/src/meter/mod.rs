@@ -4,6 +4,7 @@
 pub mod classify;
 pub mod report;
 pub mod seq;
+pub mod signed;
 pub mod stream;
 
 use std::collections::HashMap;

@@ -41,13 +41,13 @@ pub fn hist_from_b64(s: &str) -> Result<Histogram<u64>, String> {
 /// Percentiles 50 … 99.9999, in ns.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct Percentiles {
-    pub p50: u64,
-    pub p90: u64,
-    pub p99: u64,
-    pub p99_9: u64,
-    pub p99_99: u64,
-    pub p99_999: u64,
-    pub p99_9999: u64,
+    pub p50: i64,
+    pub p90: i64,
+    pub p99: i64,
+    pub p99_9: i64,
+    pub p99_99: i64,
+    pub p99_999: i64,
+    pub p99_9999: i64,
 }
 
 impl Percentiles {
@@ -55,7 +55,7 @@ impl Percentiles {
     /// the recorded ones at that rank (HdrHistogram's rule), so it never understates, capped
     /// at the exact maximum `max_ns`.
     pub fn of(h: &Histogram<u64>, unit: u64, max_ns: u64) -> Percentiles {
-        let q = |p: f64| (h.highest_equivalent(h.value_at_quantile(p)) * unit).min(max_ns);
+        let q = |p: f64| (h.highest_equivalent(h.value_at_quantile(p)) * unit).min(max_ns) as i64;
         Percentiles {
             p50: q(0.5),
             p90: q(0.9),
@@ -67,7 +67,22 @@ impl Percentiles {
         }
     }
 
-    pub fn as_list(&self) -> [(&'static str, u64); 7] {
+    /// From a signed histogram (see [`super::signed`] for the never-understated rule),
+    /// clamped to the exact min and max.
+    pub fn of_signed(h: &super::signed::SignedHist, min_ns: i64, max_ns: i64) -> Percentiles {
+        let q = |p: f64| h.quantile(p, min_ns, max_ns);
+        Percentiles {
+            p50: q(0.5),
+            p90: q(0.9),
+            p99: q(0.99),
+            p99_9: q(0.999),
+            p99_99: q(0.9999),
+            p99_999: q(0.99999),
+            p99_9999: q(0.999999),
+        }
+    }
+
+    pub fn as_list(&self) -> [(&'static str, i64); 7] {
         [
             ("50", self.p50),
             ("90", self.p90),
@@ -93,9 +108,16 @@ pub struct LatencySummary {
     pub mean_ns: f64,
     pub max_ns: i64,
     pub percentiles_ns: Percentiles,
-    /// Latencies below zero (clocks out of step, or an offset too large); recorded as 0.
+    /// Latencies below zero (after a calibration offset, or clocks out of step). They are
+    /// kept: in the percentiles, and in their own histogram of magnitudes.
     pub negative: u64,
+    #[serde(default)]
+    pub negative_fraction: f64,
+    /// Values ≥ 0, in `unit_ns` units (⌈v / unit⌉).
     pub histogram_v2_deflate_b64: String,
+    /// Magnitudes of the values < 0, in `unit_ns` units (⌊|v| / unit⌋).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub negative_histogram_v2_deflate_b64: Option<String>,
 }
 
 /// Inter-arrival times and the precision figures against the target gap.
@@ -165,9 +187,9 @@ pub struct SecondPoint {
     pub rx_bytes: u64,
     /// Sequence numbers that the highest one passed in this second and that did not arrive.
     pub lost: Option<u64>,
-    pub latency_p50_ns: Option<u64>,
-    pub latency_p99_ns: Option<u64>,
-    pub latency_max_ns: Option<u64>,
+    pub latency_p50_ns: Option<i64>,
+    pub latency_p99_ns: Option<i64>,
+    pub latency_max_ns: Option<i64>,
 }
 
 /// What the meter saw of one stream (or unsigned flow).
@@ -230,6 +252,19 @@ pub struct CalibrationRef {
     /// The RX stamps the calibration was made with: its offset holds for these only.
     #[serde(default)]
     pub rx_timestamp_source: String,
+    /// Whether the calibration passed its own checks, and why not.
+    #[serde(default = "yes")]
+    pub valid: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub invalid_reason: Option<String>,
+    /// Whether its offset was subtracted from the latencies (an invalid one is not, unless
+    /// asked with --use-invalid-calibration).
+    #[serde(default = "yes")]
+    pub subtracted: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 impl CalibrationRef {
@@ -271,6 +306,70 @@ pub struct MeterReport {
     pub environment: crate::result::Environment,
     /// Things the reader should know (a truncated capture, capture drops, ...).
     pub warnings: Vec<String>,
+    /// Can the meter's figures be trusted as a picture of what arrived?
+    #[serde(default)]
+    pub verdict: MeterVerdict,
+}
+
+/// The meter's own verdict: whether it saw everything that arrived, stamped in order.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct MeterVerdict {
+    /// "complete", or "INCOMPLETE" when the meter missed frames or stamped them badly.
+    pub measurement: String,
+    pub complete: bool,
+    pub reasons: Vec<String>,
+}
+
+impl MeterVerdict {
+    /// Judges a finished report: capture drops, frames the meter stamped itself, timestamps
+    /// out of order, a capture cut short or a meter that failed.
+    pub fn of(r: &MeterReport, failed: Option<&str>) -> MeterVerdict {
+        let mut reasons = Vec::new();
+        if let Some(d) = r.capture.kernel_drops.filter(|&d| d > 0) {
+            reasons.push(format!(
+                "the capture dropped {d} frames (ring full): counts and loss understate what arrived"
+            ));
+        }
+        if let Some(u) = r.capture.user_stamped.filter(|&u| u > 0) {
+            reasons.push(format!(
+                "{u} frames were stamped by the meter, not the kernel: their timing includes the meter's delay"
+            ));
+        }
+        let back: u64 = r
+            .streams
+            .iter()
+            .filter_map(|s| s.interarrival.as_ref())
+            .map(|i| i.timestamps_backwards)
+            .sum();
+        if back > 0 {
+            reasons.push(format!("{back} frames were stamped earlier than the frame before them: inter-arrival figures take those gaps as 0"));
+        }
+        if let Some(e) = failed {
+            reasons.push(format!("the meter failed: {e}"));
+        }
+        let complete = reasons.is_empty();
+        MeterVerdict {
+            measurement: if complete { "complete" } else { "INCOMPLETE" }.into(),
+            complete,
+            reasons,
+        }
+    }
+
+    /// The lines a meter summary ends with.
+    pub fn text(&self) -> String {
+        if self.measurement.is_empty() {
+            return String::new();
+        }
+        let mut s = if self.complete {
+            "measurement: complete (no capture drops, every frame kernel-stamped in order)\n".to_string()
+        } else {
+            "measurement: INCOMPLETE — the meter's figures do not cover everything that arrived\n".to_string()
+        };
+        for r in &self.reasons {
+            s.push_str(&format!("  cause: {r}\n"));
+        }
+        s
+    }
 }
 
 /// A calibration file: what a direct link (no device under test) measured.
@@ -299,6 +398,12 @@ pub struct Calibration {
     pub floor_mse_ns2: f64,
     /// Latency spread the setup adds (p99 - p50).
     pub floor_latency_p99_minus_p50_ns: u64,
+    /// False when the calibration failed its own checks ([`Calibration::judge`]): later runs
+    /// then warn and subtract nothing unless asked.
+    #[serde(default = "yes")]
+    pub valid: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub invalid_reason: Option<String>,
 }
 
 impl Calibration {
@@ -316,15 +421,42 @@ impl Calibration {
             rate_pps: ia.target_pps.unwrap_or(ia.rate_pps),
             frames: s.rx_frames,
             lost: s.seq.as_ref().map_or(0, |q| q.lost),
-            latency_offset_ns: lat.percentiles_ns.p50 as i64,
+            latency_offset_ns: lat.percentiles_ns.p50,
             latency_min_ns: lat.min_ns,
-            latency_p99_ns: lat.percentiles_ns.p99,
+            latency_p99_ns: lat.percentiles_ns.p99.max(0) as u64,
             floor_abs_err_p50_ns: ia.abs_err_p50_ns.unwrap_or(0),
             floor_abs_err_p99_ns: ia.abs_err_p99_ns.unwrap_or(0),
             floor_mse_ns2: ia.mse_ns2.unwrap_or(0.0),
-            floor_latency_p99_minus_p50_ns: lat.percentiles_ns.p99.saturating_sub(lat.percentiles_ns.p50),
+            floor_latency_p99_minus_p50_ns: (lat.percentiles_ns.p99 - lat.percentiles_ns.p50).max(0) as u64,
+            valid: true,
             ..Default::default()
         })
+    }
+
+    /// Largest precision floor (|err| p50) a valid calibration may have, as a share of its
+    /// gap: a floor above it means the setup could not hold the calibration's own schedule.
+    pub const MAX_FLOOR_OF_GAP: f64 = 0.01;
+
+    /// Checks the calibration against what it is for: no loss, a precision floor under 1 %
+    /// of its gap, and a schedule that was held (`held`, from the run's verdict). Marks it
+    /// invalid with every reason otherwise.
+    pub fn judge(&mut self, held: Option<bool>) {
+        let mut why = Vec::new();
+        if self.lost > 0 {
+            why.push(format!("{} frames were lost over a direct link", self.lost));
+        }
+        let gap = 1e9 / self.rate_pps.max(1e-9);
+        if self.floor_abs_err_p50_ns as f64 > Self::MAX_FLOOR_OF_GAP * gap {
+            why.push(format!(
+                "its precision floor |err| p50 of {} ns is above 1 % of its {:.0} ns gap",
+                self.floor_abs_err_p50_ns, gap
+            ));
+        }
+        if held == Some(false) {
+            why.push("the sender did not hold the calibration's schedule".into());
+        }
+        self.valid = why.is_empty();
+        self.invalid_reason = (!why.is_empty()).then(|| why.join("; "));
     }
 
     /// What a result that used this calibration records.
@@ -338,6 +470,9 @@ impl Calibration {
             floor_mse_ns2: self.floor_mse_ns2,
             floor_latency_p99_minus_p50_ns: self.floor_latency_p99_minus_p50_ns,
             rx_timestamp_source: self.rx_timestamp_source.clone(),
+            valid: self.valid,
+            invalid_reason: self.invalid_reason.clone(),
+            subtracted: true,
         }
     }
 }

@@ -7,6 +7,7 @@ use super::report::{
     hist_b64, InterArrivalSummary, IpdvSummary, LatencySummary, Percentiles, SecondPoint, StreamRx, WindowRate,
 };
 use super::seq::{SeqEvent, SeqTracker};
+use super::signed::SignedHist;
 use super::MeterConfig;
 
 /// Window sizes for rate jitter, in packets (Kundel et al., NOMS 2020).
@@ -97,7 +98,9 @@ struct Second {
     bytes: u64,
     expected_before: u64,
     unique_before: u64,
-    lat: Histogram<u64>,
+    lat: SignedHist,
+    lat_min: i64,
+    lat_max: i64,
 }
 
 /// The meter of one stream (signed) or one 5-tuple flow (unsigned).
@@ -118,11 +121,10 @@ pub struct StreamMeter {
     seq: Vec<SeqTracker>,
     lanes: u32,
     // latency
-    lat: Option<Histogram<u64>>,
+    lat: Option<SignedHist>,
     lat_min: i64,
     lat_max: i64,
     lat_sum: f64,
-    lat_neg: u64,
     prev_seq_lat: Option<(u32, i64)>,
     // inter-arrival
     gaps: Histogram<u64>,
@@ -175,11 +177,10 @@ impl StreamMeter {
                 Vec::new()
             },
             lanes: lanes.max(1),
-            lat: latency_on.then(hist),
+            lat: latency_on.then(|| SignedHist::new(cfg.latency_unit_ns, 3)),
             lat_min: i64::MAX,
             lat_max: i64::MIN,
             lat_sum: 0.0,
-            lat_neg: 0,
             prev_seq_lat: None,
             gaps: hist(),
             gap_min: u64::MAX,
@@ -250,16 +251,12 @@ impl StreamMeter {
         self.lat_min = self.lat_min.min(lat);
         self.lat_max = self.lat_max.max(lat);
         self.lat_sum += lat as f64;
-        let v = if lat < 0 {
-            self.lat_neg += 1;
-            0
-        } else {
-            lat as u64 / self.unit
-        };
         if let Some(h) = self.lat.as_mut() {
-            h.saturating_record(v);
+            h.record(lat);
         }
-        sec.lat.saturating_record(v);
+        sec.lat.record(lat);
+        sec.lat_min = sec.lat_min.min(lat);
+        sec.lat_max = sec.lat_max.max(lat);
         // IPDV (RFC 3393) between consecutive sequence numbers.
         if !matches!(ev, Some(SeqEvent::Duplicate)) {
             if let Some((ps, pl)) = self.prev_seq_lat {
@@ -294,7 +291,7 @@ impl StreamMeter {
                 lat.reset();
                 lat
             }
-            None => Histogram::new_with_bounds(1, HIST_MAX, 2).expect("valid bounds"),
+            None => SignedHist::new(self.unit, 2),
         };
         self.sec = Some(Second {
             idx,
@@ -303,6 +300,8 @@ impl StreamMeter {
             expected_before: hi,
             unique_before: uniq,
             lat,
+            lat_min: i64::MAX,
+            lat_max: i64::MIN,
         });
     }
 
@@ -319,7 +318,7 @@ impl StreamMeter {
         let advanced = hi - s.expected_before;
         let lost = advanced.saturating_sub(uniq - s.unique_before);
         let has_lat = self.latency_on && !s.lat.is_empty();
-        let q = |p: f64| has_lat.then(|| s.lat.value_at_quantile(p) * self.unit);
+        let q = |p: f64| has_lat.then(|| s.lat.quantile(p, s.lat_min, s.lat_max));
         SecondPoint {
             t_s: s.idx,
             rx_frames: s.rx,
@@ -327,7 +326,7 @@ impl StreamMeter {
             lost: (!self.seq.is_empty()).then_some(lost),
             latency_p50_ns: q(0.5),
             latency_p99_ns: q(0.99),
-            latency_max_ns: has_lat.then(|| s.lat.max() * self.unit),
+            latency_max_ns: has_lat.then_some(s.lat_max),
         }
     }
 
@@ -388,6 +387,7 @@ impl StreamMeter {
         });
         let latency = self.lat.as_ref().filter(|h| !h.is_empty()).map(|h| {
             let u = self.unit;
+            let neg = h.negatives();
             LatencySummary {
                 count: h.len(),
                 unit_ns: u,
@@ -395,9 +395,11 @@ impl StreamMeter {
                 min_ns: self.lat_min,
                 mean_ns: self.lat_sum / h.len() as f64,
                 max_ns: self.lat_max,
-                percentiles_ns: Percentiles::of(h, u, self.lat_max.max(0) as u64),
-                negative: self.lat_neg,
-                histogram_v2_deflate_b64: hist_b64(h),
+                percentiles_ns: Percentiles::of_signed(h, self.lat_min, self.lat_max),
+                negative: neg,
+                negative_fraction: neg as f64 / h.len() as f64,
+                histogram_v2_deflate_b64: hist_b64(&h.pos),
+                negative_histogram_v2_deflate_b64: (neg > 0).then(|| hist_b64(&h.neg)),
             }
         });
         let ipdv = self.ipdv.as_ref().filter(|h| !h.is_empty()).map(|h| IpdvSummary {

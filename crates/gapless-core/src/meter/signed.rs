@@ -1,0 +1,145 @@
+//! A histogram of signed values (latency after a calibration offset can be negative): one
+//! HdrHistogram for values ≥ 0 and one for the magnitudes of values < 0.
+//!
+//! Contract: a quantile is never below the exact value at that rank (never understated), and
+//! over the exact range (below 2048 units, with 3 significant digits) it is at most one unit
+//! above it. Values ≥ 0 are recorded as ⌈v / unit⌉ and read back as the highest value of
+//! their bucket; negative values are recorded as ⌊|v| / unit⌋ and read back as minus the
+//! lowest value of their bucket. Quantiles are clamped to the exact min and max.
+
+use hdrhistogram::Histogram;
+
+const HIST_MAX: u64 = 1_000_000_000_000;
+
+#[derive(Clone, Debug)]
+pub struct SignedHist {
+    pub(crate) pos: Histogram<u64>,
+    pub(crate) neg: Histogram<u64>,
+    unit: u64,
+}
+
+/// The value at 1-based `rank` (ascending) of `h`: the highest value of its bucket.
+fn at_rank(h: &Histogram<u64>, rank: u64) -> u64 {
+    let mut cum = 0;
+    for v in h.iter_recorded() {
+        cum += v.count_at_value();
+        if cum >= rank {
+            return v.value_iterated_to();
+        }
+    }
+    h.max()
+}
+
+impl SignedHist {
+    pub fn new(unit_ns: u64, sigfig: u8) -> SignedHist {
+        let h = || Histogram::new_with_bounds(1, HIST_MAX, sigfig).expect("valid bounds");
+        SignedHist {
+            pos: h(),
+            neg: h(),
+            unit: unit_ns.max(1),
+        }
+    }
+
+    #[inline]
+    pub fn record(&mut self, v_ns: i64) {
+        if v_ns >= 0 {
+            self.pos.saturating_record((v_ns as u64).div_ceil(self.unit));
+        } else {
+            self.neg.saturating_record(v_ns.unsigned_abs() / self.unit);
+        }
+    }
+
+    pub fn len(&self) -> u64 {
+        self.pos.len() + self.neg.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Values below zero.
+    pub fn negatives(&self) -> u64 {
+        self.neg.len()
+    }
+
+    pub fn reset(&mut self) {
+        self.pos.reset();
+        self.neg.reset();
+    }
+
+    /// The value at quantile `q` in ns, clamped to the exact `[min_ns, max_ns]`.
+    pub fn quantile(&self, q: f64, min_ns: i64, max_ns: i64) -> i64 {
+        let n = self.len();
+        if n == 0 {
+            return 0;
+        }
+        let rank = ((q * n as f64).ceil() as u64).clamp(1, n);
+        let nn = self.neg.len();
+        let v = if rank <= nn {
+            // The rank-th smallest value is the (nn - rank + 1)-th smallest magnitude, negated.
+            let m = at_rank(&self.neg, nn - rank + 1);
+            -((self.neg.lowest_equivalent(m) * self.unit) as i64)
+        } else {
+            (at_rank(&self.pos, rank - nn) * self.unit) as i64
+        };
+        v.clamp(min_ns, max_ns.max(min_ns))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The exact value at quantile q of sorted `v` (the same rank rule).
+    fn exact(v: &[i64], q: f64) -> i64 {
+        let rank = ((q * v.len() as f64).ceil() as usize).clamp(1, v.len());
+        v[rank - 1]
+    }
+
+    #[test]
+    fn negative_values_are_kept_and_never_understated() {
+        // 74 % below zero, as a calibrated run can be: p50 must be −401, not 0.
+        let mut vals: Vec<i64> = (0..740)
+            .map(|i| -401 - (i % 37))
+            .chain((0..260).map(|i| 100 + i))
+            .collect();
+        let mut h = SignedHist::new(10, 3);
+        for &v in &vals {
+            h.record(v);
+        }
+        vals.sort();
+        let (min, max) = (vals[0], *vals.last().unwrap());
+        assert_eq!(h.negatives(), 740);
+        for q in [0.01, 0.25, 0.5, 0.74, 0.75, 0.9, 0.99, 0.999999] {
+            let got = h.quantile(q, min, max);
+            let want = exact(&vals, q);
+            assert!(
+                got >= want && got - want < 10,
+                "q {q}: expected {want} (at most 9 ns above), got {got}"
+            );
+        }
+        assert!(h.quantile(0.5, min, max) < -400, "p50 must stay negative");
+    }
+
+    #[test]
+    fn percentiles_are_never_below_the_exact_value() {
+        // Values that a floor to 10 ns units would understate by up to 9 ns.
+        let mut vals: Vec<i64> = (0..100_000).map(|i| 1_000 + (i * 7919) % 50_000).collect();
+        let mut h = SignedHist::new(10, 3);
+        for &v in &vals {
+            h.record(v);
+        }
+        vals.sort();
+        let (min, max) = (vals[0], *vals.last().unwrap());
+        for q in [0.5, 0.9, 0.99, 0.999, 0.9999, 0.99999, 0.999999] {
+            let got = h.quantile(q, min, max);
+            let want = exact(&vals, q);
+            // 3 significant digits: within 0.1 % above, never below.
+            assert!(got >= want, "q {q}: expected at least {want}, got {got}");
+            assert!(
+                (got - want) as f64 <= want as f64 * 0.001 + 10.0,
+                "q {q}: expected {want} (+0.1 %), got {got}"
+            );
+        }
+    }
+}

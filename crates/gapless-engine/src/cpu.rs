@@ -1,0 +1,198 @@
+//! What takes CPU time from a send loop or a meter: the kernel's scheduler statistics for the
+//! thread, the host's steal time for its core, and a pre-flight probe that measures every
+//! allowed core's stalls before a run so that the loop can take the quietest one.
+
+use std::time::{Duration, Instant};
+
+use gapless_core::verdict::LoopHealth;
+
+use crate::clock::WaitStats;
+
+/// A gap between two clock reads of the probe's spin longer than this is time lost.
+const PROBE_GAP_NS: u64 = 5_000;
+/// A core that lost more than this share of the probe is named in a warning.
+pub const NOISY_CORE_FRACTION: f64 = 0.05;
+
+/// This thread's (time on CPU, time runnable but waiting for a CPU), ns: the first two
+/// fields of /proc/thread-self/schedstat.
+pub fn thread_schedstat() -> Option<(u64, u64)> {
+    let s = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    let mut it = s.split_whitespace().map(|v| v.parse::<u64>().ok());
+    Some((it.next()??, it.next()??))
+}
+
+/// Steal time the host reported for `core`, ns (/proc/stat, in clock ticks).
+pub fn core_steal_ns(core: usize) -> Option<u64> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    let name = format!("cpu{core}");
+    let line = stat
+        .lines()
+        .find(|l| l.split_whitespace().next() == Some(name.as_str()))?;
+    let steal: u64 = line.split_whitespace().nth(8)?.parse().ok()?;
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    (hz > 0).then(|| steal * 1_000_000_000 / hz as u64)
+}
+
+/// Watches the calling thread's core from `start` to `finish`.
+pub struct CoreWatch {
+    core: Option<usize>,
+    sched0: Option<(u64, u64)>,
+    steal0: Option<u64>,
+    rt_priority: Option<u32>,
+}
+
+impl CoreWatch {
+    /// Call on the loop's thread, after pinning it to `core`.
+    pub fn start(core: Option<usize>, rt_priority: Option<u32>) -> CoreWatch {
+        CoreWatch {
+            core,
+            sched0: thread_schedstat(),
+            steal0: core.and_then(core_steal_ns),
+            rt_priority,
+        }
+    }
+
+    /// What took time from the loop, with what its busy-wait saw.
+    pub fn finish(&self, wall_ns: u64, waits: WaitStats) -> LoopHealth {
+        let wait = match (self.sched0, thread_schedstat()) {
+            (Some(a), Some(b)) => Some(b.1.saturating_sub(a.1)),
+            _ => None,
+        };
+        let steal = match (self.steal0, self.core.and_then(core_steal_ns)) {
+            (Some(a), Some(b)) => Some(b.saturating_sub(a)),
+            _ => None,
+        };
+        LoopHealth {
+            core: self.core,
+            wall_ns,
+            runqueue_wait_ns: wait,
+            steal_ns: steal,
+            stalls: waits.stalls,
+            stall_ns: waits.stall_ns,
+            stall_max_ns: waits.stall_max_ns,
+            waiting_ns: waits.waiting_ns,
+            rt_priority: self.rt_priority,
+        }
+    }
+}
+
+/// One core's pre-flight probe.
+#[derive(Debug, Clone, Copy)]
+pub struct CoreProbe {
+    pub core: usize,
+    /// Share of the probe's time the spin did not run (gaps over 5 µs between clock reads).
+    pub lost_fraction: f64,
+    pub longest_gap_ns: u64,
+}
+
+/// Spins on each of `cores` at once for `dur`, pinned, and measures the time each lost.
+pub fn probe_cores(cores: &[usize], dur: Duration) -> Vec<CoreProbe> {
+    std::thread::scope(|sc| {
+        let hs: Vec<_> = cores.iter().map(|&c| sc.spawn(move || probe_one(c, dur))).collect();
+        hs.into_iter().filter_map(|h| h.join().ok().flatten()).collect()
+    })
+}
+
+fn probe_one(core: usize, dur: Duration) -> Option<CoreProbe> {
+    if !core_affinity::set_for_current(core_affinity::CoreId { id: core }) {
+        return None;
+    }
+    let clock = quanta::Clock::new();
+    let (t0, end) = (clock.raw(), Instant::now() + dur);
+    let mut prev = t0;
+    let (mut lost, mut longest, mut n) = (0u64, 0u64, 0u32);
+    loop {
+        let now = clock.raw();
+        let gap = clock.delta_as_nanos(prev, now);
+        if gap > PROBE_GAP_NS {
+            lost += gap;
+            longest = longest.max(gap);
+        }
+        prev = now;
+        n = n.wrapping_add(1);
+        if n.is_multiple_of(1024) && Instant::now() >= end {
+            break;
+        }
+    }
+    let total = clock.delta_as_nanos(t0, prev).max(1);
+    Some(CoreProbe {
+        core,
+        lost_fraction: lost as f64 / total as f64,
+        longest_gap_ns: longest,
+    })
+}
+
+/// The `k` quietest probed cores (least time lost), and a warning for each chosen core
+/// that lost more than [`NOISY_CORE_FRACTION`].
+pub fn quietest(probes: &[CoreProbe], k: usize) -> (Vec<usize>, Vec<String>) {
+    let mut p = probes.to_vec();
+    p.sort_by(|a, b| a.lost_fraction.total_cmp(&b.lost_fraction));
+    let chosen: Vec<CoreProbe> = p.into_iter().take(k).collect();
+    let warnings = chosen
+        .iter()
+        .filter(|c| c.lost_fraction > NOISY_CORE_FRACTION)
+        .map(|c| {
+            format!(
+                "core {} is busy: a 100 ms pre-flight spin on it lost {:.1} % of its time (longest gap {:.2} ms), and it was the quietest core allowed. Timing may not hold. Fix: stop other work on this machine, move it to other cores (taskset), or give gapless an isolated core (isolcpus) with --core",
+                c.core,
+                c.lost_fraction * 100.0,
+                c.longest_gap_ns as f64 / 1e6
+            )
+        })
+        .collect();
+    (chosen.iter().map(|c| c.core).collect(), warnings)
+}
+
+/// Runs the calling thread under SCHED_FIFO at `prio` (1–99).
+pub fn set_rt_priority(prio: u32) -> Result<(), std::io::Error> {
+    let param = libc::sched_param {
+        sched_priority: prio as i32,
+    };
+    // SAFETY: sched_setscheduler reads a valid sched_param; pid 0 is the calling thread.
+    let rc = unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn schedstat_and_steal_are_readable_here() {
+        // The kernel updates a thread's run time at ticks and switches: spin past a few.
+        let t = Instant::now();
+        while t.elapsed() < Duration::from_millis(30) {
+            std::hint::spin_loop();
+        }
+        std::thread::yield_now();
+        let (run, _wait) = thread_schedstat().expect("/proc/thread-self/schedstat");
+        assert!(run > 0, "expected CPU time > 0 for this thread, got {run}");
+        assert!(core_steal_ns(0).is_some(), "expected cpu0's steal field in /proc/stat");
+    }
+
+    #[test]
+    fn quietest_orders_and_warns() {
+        let p = [
+            CoreProbe {
+                core: 0,
+                lost_fraction: 0.5,
+                longest_gap_ns: 9_000_000,
+            },
+            CoreProbe {
+                core: 1,
+                lost_fraction: 0.01,
+                longest_gap_ns: 100_000,
+            },
+        ];
+        assert_eq!(quietest(&p, 1), (vec![1], vec![]));
+        let (c, w) = quietest(&p, 2);
+        assert_eq!(c, vec![1, 0]);
+        assert_eq!(w.len(), 1, "expected one warning for core 0, got {w:?}");
+        assert!(w[0].contains("core 0 is busy") && w[0].contains("50.0 %"), "{w:?}");
+    }
+}
