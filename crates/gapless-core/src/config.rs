@@ -376,6 +376,16 @@ fn compile_sizes(spec: Option<&SizeSpec>, path: &str, files: &dyn FileLoader) ->
     }
 }
 
+fn imix_preset_name(spec: Option<&SizeSpec>) -> Option<&str> {
+    match spec {
+        Some(SizeSpec::Table(SizeTable {
+            imix: Some(ImixSpec::Preset(p)),
+            ..
+        })) => Some(p.as_str()),
+        _ => None,
+    }
+}
+
 fn compile_stream(
     i: usize,
     s: &StreamSpec,
@@ -406,6 +416,14 @@ fn compile_stream(
         &format!("{path}.template"),
     )?;
     if (sizes.min() as usize) < template.min_len() + FCS_LEN {
+        if let Some(preset) = imix_preset_name(s.size.as_ref()) {
+            let need = template.min_len() + FCS_LEN;
+            return Err(ProfileError::invalid(
+                format!("{path}.size.imix"),
+                format!("the IMIX preset {preset:?} has {} B frames, but this template needs {need} B (headers, payload fields and the 16 B signature)", sizes.min()),
+                format!("give weights with {need} B in place of {} B, e.g. imix = [[{need}, 7], [570, 4], [1518, 1]], or set signature = false", sizes.min()),
+            ));
+        }
         return Err(ProfileError::invalid(
             format!("{path}.size"),
             format!("the smallest frame is {} B but this template needs {} B (headers, payload fields and the 16 B signature)", sizes.min(), template.min_len() + FCS_LEN),

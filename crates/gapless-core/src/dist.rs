@@ -283,6 +283,16 @@ impl UnitDist {
         }
     }
 
+    /// The largest value the family draws (relative to a mean of 1), for the families that
+    /// are truncated symmetrically so that their mean holds.
+    pub fn upper_bound(&self) -> Option<f64> {
+        match self {
+            UnitDist::Normal(_) | UnitDist::Cauchy(_) => Some(2.0),
+            UnitDist::Uniform { spread } => Some(1.0 + spread),
+            _ => None,
+        }
+    }
+
     /// The mean of the family before normalisation: 1, or an empirical table's own mean.
     pub fn raw_mean(&self) -> f64 {
         match self {
@@ -359,6 +369,20 @@ impl ScaledDist {
                 format!("mean {mean} is outside [{min}, {max}]"),
                 "choose a mean between min and max",
             ));
+        }
+        // A max the family can never reach would be capped silently: refuse it.
+        if let (Some(asked), Some(ub)) = (spec.max, unit.upper_bound()) {
+            if asked > mean * ub * (1.0 + 1e-9) && spec.kind != DistKind::Uniform {
+                return Err(ProfileError::invalid(
+                    format!("{path}.max"),
+                    format!(
+                        "max = {asked} can never be drawn: a {:?} distribution is truncated symmetrically about its mean to keep the mean, so with mean = {mean} it draws nothing above {}",
+                        spec.kind,
+                        mean * ub
+                    ),
+                    format!("set max to at most {}, or the mean to at least {}", mean * ub, (asked / ub).ceil()),
+                ));
+            }
         }
         Ok(ScaledDist { unit, mean, min, max })
     }

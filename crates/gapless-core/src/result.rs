@@ -156,6 +156,18 @@ pub struct Environment {
     pub mtu: Option<u32>,
     pub link_speed_bps: Option<f64>,
     pub netns: Option<String>,
+    /// The pre-flight probe of each allowed core (paced runs): the share of a 100 ms spin
+    /// that the core lost to other work. The send loop took the quietest unless told.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub core_probe: Vec<CoreLoad>,
+}
+
+/// One core's pre-flight probe.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct CoreLoad {
+    pub core: usize,
+    pub lost_fraction: f64,
+    pub longest_gap_ns: u64,
 }
 
 /// One run's result file.

@@ -96,6 +96,10 @@ impl RunClock {
     pub fn wait_until(&self, at_ns: u64, stop: &std::sync::atomic::AtomicBool) -> u64 {
         const SPIN_NS: u64 = 200_000;
         let start = self.now_ns();
+        if start >= at_ns {
+            // Late already: no wait, nothing to count.
+            return start;
+        }
         let mut w = self.waits.get();
         let mut prev = start;
         let now = loop {

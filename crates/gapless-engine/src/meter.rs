@@ -91,6 +91,9 @@ pub fn finish_report(r: &mut MeterReport, stats: Option<RxStats>) {
             ));
         }
     }
+    if let Some(c) = &r.capture.cut {
+        r.warnings.push(c.warning());
+    }
     if let Some(c) = r.calibration.as_ref().filter(|c| !c.valid) {
         let why = c.invalid_reason.as_deref().unwrap_or("it failed its checks");
         r.warnings.push(if c.subtracted {

@@ -41,6 +41,8 @@ pub struct RunMeta {
     pub stream_cores: Vec<Vec<usize>>,
     /// Warnings from before the run (the core probe, the calibration).
     pub warnings: Vec<String>,
+    /// The pre-flight probe of the allowed cores.
+    pub core_probe: Vec<gapless_core::result::CoreLoad>,
 }
 
 fn read_trim(path: &str) -> String {
@@ -184,6 +186,7 @@ pub fn build_result(profile: &Profile, stats: &RunStats, meta: &RunMeta) -> RunR
             mtu: meta.mtu,
             link_speed_bps: profile.link_speed_bps,
             netns: meta.netns.clone(),
+            core_probe: meta.core_probe.clone(),
             ..host_environment()
         },
         backend: meta.backend.clone(),
@@ -244,7 +247,7 @@ fn judge_run(stats: &RunStats, meta: &RunMeta) -> gapless_core::verdict::Verdict
         &facts,
         stats.loops.clone(),
         &RunFacts {
-            paced: meta.pace && meta.live_backend,
+            paced: meta.pace,
             send_errors: stats.send_errors,
             backend_error: stats.backend_error.clone(),
         },

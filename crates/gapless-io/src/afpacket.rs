@@ -136,14 +136,12 @@ impl TxSocket {
         if !gone && errno != libc::ENOBUFS {
             return None;
         }
-        crate::nic::link_state(&self.info.name)
-            .fault(&self.info.name)
-            .or_else(|| {
-                gone.then(|| IoError::LinkLost {
-                    iface: self.info.name.clone(),
-                    what: format!("failed to send ({})", std::io::Error::from_raw_os_error(errno)),
-                })
+        crate::nic::link_fault(&self.info.name).or_else(|| {
+            gone.then(|| IoError::LinkLost {
+                iface: self.info.name.clone(),
+                what: format!("failed to send ({})", std::io::Error::from_raw_os_error(errno)),
             })
+        })
     }
 
     fn last_error(&self) -> Option<String> {

@@ -482,7 +482,7 @@ impl AfXdpTx {
                 Some(libc::EAGAIN) | Some(libc::EBUSY) | Some(libc::ENOBUFS) | Some(libc::EINTR) => {}
                 Some(libc::ENETDOWN) | Some(libc::ENXIO) | Some(libc::ENODEV) => {
                     let name = &self.xsk.info.name;
-                    return Err(crate::nic::link_state(name).fault(name).unwrap_or(IoError::LinkLost {
+                    return Err(crate::nic::link_fault(name).unwrap_or(IoError::LinkLost {
                         iface: name.clone(),
                         what: "refused the AF_XDP wakeup (ENETDOWN)".into(),
                     }));
@@ -582,7 +582,7 @@ impl TxBackend for AfXdpTx {
             tries += 1;
             if tries.is_multiple_of(4096) {
                 let name = &self.xsk.info.name;
-                if let Some(e) = crate::nic::link_state(name).fault(name) {
+                if let Some(e) = crate::nic::link_fault(name) {
                     return Err(e);
                 }
             }

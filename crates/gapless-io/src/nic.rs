@@ -91,6 +91,20 @@ pub fn link_state(iface: &str) -> LinkState {
     }
 }
 
+/// Why `iface` cannot send now, or None when it can. A link being removed is set down
+/// first: a fault is looked at again 20 ms later, so that it is named by how it ended.
+pub fn link_fault(iface: &str) -> Option<IoError> {
+    let first = link_state(iface);
+    if first == LinkState::Up {
+        return None;
+    }
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    match link_state(iface) {
+        LinkState::Up => first.fault(iface),
+        later => later.fault(iface),
+    }
+}
+
 impl LinkState {
     /// Why `iface` cannot send, or None when it can.
     pub fn fault(self, iface: &str) -> Option<IoError> {

@@ -459,7 +459,7 @@ pub(crate) fn cmd_run(a: RunArgs) -> Result<i32> {
     if k > 1 && pcap.is_some() {
         bail!("--cores with --out: a pcap file is written by one loop. Fix: drop --cores, or send on --iface");
     }
-    let (cores, pre_warnings) = choose_cores(cores, &allowed, pace && iface.is_some());
+    let (cores, pre_warnings, core_probe) = choose_cores(cores, &allowed, pace);
     let mut plan: Vec<(Vec<gapless_core::StreamConfig>, Vec<usize>)> = vec![(Vec::new(), Vec::new()); k];
     let mut stream_cores: Vec<Vec<usize>> = Vec::new();
     let mut whole = 0;
@@ -596,7 +596,7 @@ pub(crate) fn cmd_run(a: RunArgs) -> Result<i32> {
             std::thread::sleep(Duration::from_millis(50));
             // A link that goes down ends the run within a tick: no spin, no backlog burst.
             if let (Some(i), None) = (&iface, &link_fault) {
-                if let Some(e) = gapless_io::nic::link_state(i).fault(i) {
+                if let Some(e) = gapless_io::nic::link_fault(i) {
                     link_fault = Some(e.to_string());
                     stop.store(true, Ordering::Relaxed);
                 }
@@ -683,6 +683,7 @@ pub(crate) fn cmd_run(a: RunArgs) -> Result<i32> {
         netns,
         batch: a.batch,
         warnings: pre_warnings,
+        core_probe,
     };
     let mut result = build_result(&profile, &stats, &meta);
     if let (Some(out), Some(rx)) = (&rx_out, &rx) {
@@ -748,18 +749,30 @@ pub(crate) fn say(text: &str) {
 /// The send loops' cores: the ones asked for, else the quietest allowed core by a 100 ms
 /// pre-flight probe (paced runs on an interface only). Every chosen core that the probe
 /// found busy gets a warning.
-fn choose_cores(cores: Vec<Option<usize>>, allowed: &[usize], probe: bool) -> (Vec<Option<usize>>, Vec<String>) {
+fn choose_cores(
+    cores: Vec<Option<usize>>,
+    allowed: &[usize],
+    probe: bool,
+) -> (Vec<Option<usize>>, Vec<String>, Vec<gapless_core::result::CoreLoad>) {
     if !probe || allowed.is_empty() {
-        return (cores, Vec::new());
+        return (cores, Vec::new(), Vec::new());
     }
     let probes = gapless_engine::cpu::probe_cores(allowed, Duration::from_millis(100));
+    let loads = probes
+        .iter()
+        .map(|p| gapless_core::result::CoreLoad {
+            core: p.core,
+            lost_fraction: p.lost_fraction,
+            longest_gap_ns: p.longest_gap_ns,
+        })
+        .collect();
     if cores.iter().all(Option::is_none) && cores.len() == 1 {
         let (c, w) = gapless_engine::cpu::quietest(&probes, 1);
-        return (c.first().map(|&c| vec![Some(c)]).unwrap_or(cores), w);
+        return (c.first().map(|&c| vec![Some(c)]).unwrap_or(cores), w, loads);
     }
     let mine: Vec<_> = probes.into_iter().filter(|p| cores.contains(&Some(p.core))).collect();
     let (_, w) = gapless_engine::cpu::quietest(&mine, mine.len());
-    (cores, w)
+    (cores, w, loads)
 }
 
 fn cmd_check(path: &Path, link: Option<f64>) -> Result<i32> {

@@ -411,14 +411,26 @@ fn throughput_mode_reports_the_bursts_its_batches_make() {
     // tests side by side on 2 cores) falls behind now and then, and a batch sent behind
     // schedule has fewer early frames: the bounds hold for both.
     let early = e["count"].as_u64().unwrap();
-    assert!((5_000..=17_500).contains(&early), "{e}");
     assert_eq!(early + s["lateness"]["count"].as_u64().unwrap(), 20_000);
     let f = e["burst_fraction"].as_f64().unwrap();
-    assert!((0.25..=0.875).contains(&f), "{e}");
     assert_eq!((f * 20_000.0).round() as u64, e["over_half_gap"].as_u64().unwrap());
-    assert!(e["max_ns"].as_u64().unwrap() <= 70_100, "{e}");
-    // The mean rate still holds.
-    assert!(s["rate_error_rel"].as_f64().unwrap().abs() < 0.01, "{s}");
+    assert!(
+        e["max_ns"].as_u64().unwrap() <= 70_100,
+        "expected no frame more than 7 gaps early: {e}"
+    );
+    held_or_honest(&r, &[], || {
+        assert!(
+            (5_000..=17_500).contains(&early),
+            "expected 5 000..17 500 early frames, got {early}: {e}"
+        );
+        assert!(
+            (0.25..=0.875).contains(&f),
+            "expected a burst fraction of 0.25..0.875, got {f}: {e}"
+        );
+        // The mean rate still holds.
+        let err = s["rate_error_rel"].as_f64().unwrap();
+        assert!(err.abs() < 0.01, "expected |rate error| < 1 %, got {err}");
+    });
     // Precise mode has no early frames and no `early` block.
     let o = gapless(&[
         "run",
@@ -510,5 +522,8 @@ fn streams_placed_on_cores_and_the_phase_split() {
     let over = s["split"]["late_over_half_gap"].as_u64().unwrap();
     let frac = s["split"]["late_over_half_gap_fraction"].as_f64().unwrap();
     assert!((frac * 20_000.0 - over as f64).abs() < 1.0, "{s}");
-    assert!(s["rate_error_rel"].as_f64().unwrap().abs() < 0.01, "{s}");
+    held_or_honest(&r, &[], || {
+        let err = s["rate_error_rel"].as_f64().unwrap();
+        assert!(err.abs() < 0.01, "expected |rate error| < 1 %, got {err}");
+    });
 }

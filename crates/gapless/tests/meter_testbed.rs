@@ -58,7 +58,10 @@ fn run_rx_at_100kpps_meters_every_frame_and_agrees_with_tcpdump() {
     assert!(v[0] > 0 && v[6] <= l["max_ns"].as_u64().unwrap(), "{l}");
     // Accuracy within 0.1 % at the sink; rate jitter for every window up to 8000.
     let ia = &s["interarrival"];
-    assert!(ia["rate_error_rel"].as_f64().unwrap().abs() < 1e-3, "{ia}");
+    held_or_honest(&r, &[(0, ia["rate_pps"].as_f64().unwrap())], || {
+        let err = ia["rate_error_rel"].as_f64().unwrap();
+        assert!(err.abs() < 1e-3, "expected |sink rate error| < 0.1 %, got {err}");
+    });
     assert_eq!(s["rate_jitter"].as_array().unwrap().len(), 7);
     assert!(s["ipdv"]["pairs"].as_u64().unwrap() > 190_000);
     assert!(s["series"].as_array().unwrap().len() >= 2);
@@ -142,12 +145,28 @@ fn calibrate_then_subtract_the_offset() {
     let o = bed.run_rx(&prof, &res, &["--calibration", cal.to_str().unwrap()]);
     let t = text(&o);
     assert!(o.status.success(), "{t}");
-    assert!(t.contains("subtracted; precision floor"), "{t}");
     let r = read_json(&res);
     let rc = &r["rx"]["calibration"];
     assert_eq!(rc["path"], cal.to_str().unwrap());
     assert_eq!(rc["latency_offset_ns"], off);
     let l = &r["rx"]["streams"][0]["latency"];
+    if c["valid"] == false {
+        // Calibrated on a busy moment: the file says why, and the run subtracts nothing.
+        let why = c["invalid_reason"].as_str().unwrap();
+        eprintln!("the calibration was invalid: {why}");
+        assert!(t.contains("NOT subtracted") && t.contains("is invalid"), "{t}");
+        assert_eq!(l["offset_subtracted_ns"], 0);
+        let floor_over = c["floor_abs_err_p50_ns"].as_f64().unwrap() > 0.01 * 1e5;
+        assert!(
+            why.contains("did not hold") || (floor_over && why.contains("precision floor")),
+            "expected a reason that the calibration's own figures support, got {why:?}: {c}"
+        );
+        return;
+    }
+    assert!(
+        t.contains("subtracted from the latency columns; precision floor"),
+        "{t}"
+    );
     assert_eq!(l["offset_subtracted_ns"], off);
     // After subtracting the median of the direct link, the median latency is near zero.
     let p50 = l["percentiles_ns"]["p50"].as_i64().unwrap();

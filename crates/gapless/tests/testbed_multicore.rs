@@ -42,7 +42,14 @@ fn poisson_over_two_cores_stays_poisson_at_the_sink() {
     assert_eq!(s["seq"]["unique"], tx["sent_frames"]);
     // Mean rate: ~10 000 Poisson arrivals, 1 % standard deviation; 3 % is 3 sigma.
     let rate = s["interarrival"]["rate_pps"].as_f64().unwrap();
-    assert!((rate / 2000.0 - 1.0).abs() < 0.03, "sink rate {rate}");
+    if !held_or_honest(&r, &[(0, rate)], || {
+        assert!(
+            (rate / 2000.0 - 1.0).abs() < 0.03,
+            "expected the sink rate within 3 % of 2000, got {rate}"
+        );
+    }) {
+        return;
+    }
 
     // Kolmogorov-Smirnov against Exp(rate 2000/s) on tcpdump's inter-arrival times of the
     // signed frames (both lanes together), alpha = 0.001: D < 1.949 / sqrt(n).
@@ -96,8 +103,12 @@ fn phase_split_cbr_over_two_cores_arrives_whole_and_reports_its_precision() {
     // the split costs is what the result reports; this 2-vCPU machine shares its cores with
     // the meter and the kernel, so only coarse bounds are asserted.)
     let ia = &s["interarrival"];
-    assert!(ia["rate_error_rel"].as_f64().unwrap().abs() < 0.005, "{ia}");
-    assert!(ia["abs_err_p50_ns"].as_u64().unwrap() < 5_000, "{ia}");
+    held_or_honest(&r, &[(0, ia["rate_pps"].as_f64().unwrap())], || {
+        let err = ia["rate_error_rel"].as_f64().unwrap();
+        assert!(err.abs() < 0.005, "expected |sink rate error| < 0.5 %, got {err}");
+        let p50 = ia["abs_err_p50_ns"].as_u64().unwrap();
+        assert!(p50 < 5_000, "expected |gap error| p50 < 5 µs, got {p50} ns");
+    });
     let reordered = s["seq"]["reordered"].as_u64().unwrap();
     assert!(reordered < 600, "fewer than 1 % of frames overtaken: {reordered}");
 }

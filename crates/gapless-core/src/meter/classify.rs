@@ -2,7 +2,7 @@
 
 use std::net::IpAddr;
 
-use etherparse::{NetSlice, SlicedPacket, TransportSlice};
+use etherparse::{LaxNetSlice, LaxSlicedPacket, NetSlice, SlicedPacket, TransportSlice};
 use serde::{Deserialize, Serialize};
 
 use crate::signature::Signature;
@@ -117,6 +117,49 @@ pub fn classify(frame: &[u8]) -> Class {
             sport,
             dport,
         }),
+        None => Class::Foreign(Foreign::NoPorts),
+    }
+}
+
+/// Classifies a frame captured short of its wire length (a snap length), whose headers
+/// announce more than was captured: by the 5-tuple in the headers that are present. The
+/// signature sits at the payload's end, so a cut frame never yields one.
+pub fn classify_cut(frame: &[u8]) -> Class {
+    let Ok(p) = LaxSlicedPacket::from_ethernet(frame) else {
+        return Class::Foreign(Foreign::Malformed);
+    };
+    let (src, dst) = match &p.net {
+        Some(LaxNetSlice::Ipv4(ip)) => {
+            let h = ip.header();
+            (IpAddr::from(h.source()), IpAddr::from(h.destination()))
+        }
+        Some(LaxNetSlice::Ipv6(ip)) => {
+            let h = ip.header();
+            (IpAddr::from(h.source()), IpAddr::from(h.destination()))
+        }
+        Some(LaxNetSlice::Arp(_)) => return Class::Foreign(Foreign::NotIp),
+        None if p.stop_err.is_none() => return Class::Foreign(Foreign::NotIp),
+        None => return Class::Foreign(Foreign::Malformed),
+    };
+    match &p.transport {
+        Some(TransportSlice::Udp(u)) => Class::Flow(FlowKey {
+            src,
+            dst,
+            proto: 17,
+            sport: u.source_port(),
+            dport: u.destination_port(),
+        }),
+        Some(TransportSlice::Tcp(t)) => Class::Flow(FlowKey {
+            src,
+            dst,
+            proto: 6,
+            sport: t.source_port(),
+            dport: t.destination_port(),
+        }),
+        Some(TransportSlice::Icmpv4(i)) if !matches!(i.type_u8(), 0 | 8) => Class::Foreign(Foreign::IcmpError),
+        Some(TransportSlice::Icmpv6(i)) if !matches!(i.type_u8(), 128 | 129) => Class::Foreign(Foreign::IcmpError),
+        Some(_) => Class::Foreign(Foreign::NoPorts),
+        None if p.stop_err.is_some() => Class::Foreign(Foreign::Malformed),
         None => Class::Foreign(Foreign::NoPorts),
     }
 }

@@ -11,7 +11,7 @@ use std::collections::HashMap;
 
 use crate::signature::Signature;
 
-pub use classify::{classify, Class, FlowKey, Foreign, ForeignCounts};
+pub use classify::{classify, classify_cut, Class, FlowKey, Foreign, ForeignCounts};
 pub use report::{Calibration, CalibrationRef, CaptureStats, MeterReport, StreamRx};
 pub use stream::StreamMeter;
 
@@ -69,6 +69,7 @@ pub struct Meter {
     frames: u64,
     t0: Option<u64>,
     t_last: u64,
+    cut: report::CutFrames,
 }
 
 impl Meter {
@@ -83,6 +84,7 @@ impl Meter {
             frames: 0,
             t0: None,
             t_last: 0,
+            cut: report::CutFrames::default(),
         }
     }
 
@@ -98,7 +100,16 @@ impl Meter {
     /// Takes one frame with its RX time in ns and its length on the wire (without FCS).
     #[inline]
     pub fn on_frame(&mut self, ts_ns: u64, frame: &[u8], wire_len: u32) {
-        match classify(frame) {
+        let mut class = classify(frame);
+        if (frame.len() as u64) < u64::from(wire_len) {
+            // Captured short of the wire (a snap length): headers that announce more than
+            // was captured are read as far as they go.
+            self.cut.note(frame.len() as u64, u64::from(wire_len));
+            if class == Class::Foreign(Foreign::Malformed) {
+                class = classify_cut(frame);
+            }
+        }
+        match class {
             Class::Signed(sig) => self.on_signed(ts_ns, wire_len, sig),
             Class::Flow(key) => self.on_flow(ts_ns, wire_len, Some(key)),
             Class::Foreign(f) => {
@@ -192,6 +203,7 @@ impl Meter {
                 frames: self.frames,
                 kernel_drops: None,
                 freeze_count: None,
+                cut: (self.cut.frames > 0).then(|| self.cut.clone()),
                 ..Default::default()
             },
             foreign: self.foreign.clone(),

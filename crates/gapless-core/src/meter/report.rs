@@ -236,6 +236,43 @@ pub struct CaptureStats {
     /// Frames that came without a kernel stamp and were stamped when the meter read them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub user_stamped: Option<u64>,
+    /// Frames captured short of their length on the wire (a snap length).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cut: Option<CutFrames>,
+}
+
+/// Frames cut to a snap length, and by how much.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct CutFrames {
+    pub frames: u64,
+    /// Bytes captured of a cut frame: the least and the most.
+    pub captured_min: u64,
+    pub captured_max: u64,
+    /// Bytes missing from a cut frame: the least and the most.
+    pub missing_min: u64,
+    pub missing_max: u64,
+}
+
+impl CutFrames {
+    pub fn note(&mut self, captured: u64, wire: u64) {
+        let missing = wire - captured;
+        if self.frames == 0 {
+            (self.captured_min, self.missing_min) = (captured, missing);
+        }
+        self.frames += 1;
+        self.captured_min = self.captured_min.min(captured);
+        self.captured_max = self.captured_max.max(captured);
+        self.missing_min = self.missing_min.min(missing);
+        self.missing_max = self.missing_max.max(missing);
+    }
+
+    /// What a reader must know of the cut frames.
+    pub fn warning(&self) -> String {
+        format!(
+            "{} frames were captured short of their length (a snap length: {}..{} B captured, {}..{} B missing). Frames whose signature was cut off were metered by their 5-tuple from the headers present: counts, rates and inter-arrival times, but no loss or latency. Fix: capture at least the whole frame (e.g. tcpdump -s 0) to meter them as streams",
+            self.frames, self.captured_min, self.captured_max, self.missing_min, self.missing_max
+        )
+    }
 }
 
 /// The calibration a result used.

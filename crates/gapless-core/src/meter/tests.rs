@@ -244,3 +244,28 @@ fn lanes_of_a_split_stream_are_counted_apart() {
     assert_eq!((q.lost, q.reordered, q.duplicated, q.unique), (1, 0, 0, 9));
     assert_eq!((q.first_seq, q.highest_seq), (0, 9));
 }
+
+#[test]
+fn a_calibration_judges_itself() {
+    let mut c = report::Calibration {
+        rate_pps: 10_000.0,
+        floor_abs_err_p50_ns: 999,
+        valid: true,
+        ..Default::default()
+    };
+    c.judge(Some(true));
+    assert!(c.valid && c.invalid_reason.is_none(), "999 ns < 1 % of 100 µs: {c:?}");
+    c.floor_abs_err_p50_ns = 1_001;
+    c.lost = 2;
+    c.judge(Some(false));
+    assert!(!c.valid);
+    let why = c.invalid_reason.clone().unwrap();
+    for part in [
+        "2 frames were lost",
+        "1001 ns is above 1 % of its 100000 ns gap",
+        "did not hold",
+    ] {
+        assert!(why.contains(part), "expected {part:?} in {why:?}");
+    }
+    assert!(!c.reference("x").valid);
+}
