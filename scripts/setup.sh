@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-pkgs=(iproute2 tcpdump tshark util-linux python3 ca-certificates)
+pkgs=(iproute2 tcpdump tshark util-linux python3 ca-certificates stress-ng)
 if [[ "${1:-}" == "--bench" ]]; then
   # dpdk-testpmd is in dpdk-dev; its AF_XDP and AF_PACKET drivers and mempool are separate packages.
   pkgs+=(netsniff-ng tcpreplay iperf3 d-itg dpdk-dev librte-net-af-xdp23 librte-net-af-packet23 librte-mempool-ring23)

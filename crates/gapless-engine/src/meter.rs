@@ -91,6 +91,20 @@ pub fn finish_report(r: &mut MeterReport, stats: Option<RxStats>) {
             ));
         }
     }
+    let ia = r.streams.iter().filter_map(|s| s.interarrival.as_ref());
+    let (back, jumped) = ia.fold((0, 0), |(b, j), i| {
+        (b + i.timestamps_backwards, j + i.timestamps_jumped)
+    });
+    if back > 0 {
+        r.warnings.push(format!(
+            "{back} frames were stamped earlier than the frame before them (a clock stepped back, or a capture merged out of order): their gaps count as 0"
+        ));
+    }
+    if jumped > 0 {
+        r.warnings.push(format!(
+            "the timestamps jumped forward by more than an hour {jumped} time(s) (a clock step, or a capture with a bad timestamp): rates and gaps over such a jump mean little"
+        ));
+    }
     if let Some(c) = &r.capture.cut {
         r.warnings.push(c.warning());
     }

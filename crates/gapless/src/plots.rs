@@ -196,7 +196,7 @@ where
         .unwrap_or(1)
         .max(1) as f64;
     let mut ch = chart(root, format!("{name}: inter-arrival times"), 70)
-        .build_cartesian_2d(xl..xr, (0.8..ymax * 4.0).log_scale())
+        .build_cartesian_2d(xl..xr, (0.8..ymax * 12.0).log_scale())
         .map_err(pe)?;
     ch.configure_mesh()
         .x_desc("gap (µs)")
@@ -215,7 +215,7 @@ where
     draw_overflow(&mut ch, &over, lo, hi, w)?;
     if let Some(t) = target {
         ch.draw_series(LineSeries::new(
-            [(t / 1e3, 0.8), (t / 1e3, ymax * 4.0)],
+            [(t / 1e3, 0.8), (t / 1e3, ymax * 12.0)],
             RED.stroke_width(2),
         ))
         .map_err(pe)?
@@ -223,6 +223,7 @@ where
         .legend(|(x, y)| PathElement::new([(x, y), (x + 16, y)], RED.stroke_width(2)));
     }
     ch.configure_series_labels()
+        .position(SeriesLabelPosition::UpperMiddle)
         .background_style(WHITE.mix(0.85))
         .border_style(BLACK)
         .label_font(("sans-serif", 14))
@@ -242,20 +243,24 @@ fn draw_overflow<DB: DrawingBackend>(ch: &mut LogChart<'_, DB>, o: &Overflow, lo
 where
     DB::ErrorType: 'static,
 {
-    let style = ("sans-serif", 13).into_font();
+    use plotters::style::text_anchor::{HPos, Pos, VPos};
+    let style = TextStyle::from(("sans-serif", 13).into_font());
+    let top = ch.y_range().end / 3.0;
     let bars = [
         (
             o.below,
             (lo - 2.5 * w) / 1e3,
-            format!("< {:.2} µs: {} (min {:.2} µs)", lo / 1e3, o.below, o.min / 1e3),
+            true,
+            format!("< {:.2} µs: {} frames (min {:.2} µs)", lo / 1e3, o.below, o.min / 1e3),
         ),
         (
             o.above,
             (hi + 1.5 * w) / 1e3,
-            format!("> {:.2} µs: {} (max {:.2} µs)", hi / 1e3, o.above, o.max / 1e3),
+            false,
+            format!("> {:.2} µs: {} frames (max {:.2} µs)", hi / 1e3, o.above, o.max / 1e3),
         ),
     ];
-    for (i, (count, x0, label)) in bars.into_iter().enumerate() {
+    for (count, x0, left, label) in bars {
         if count == 0 {
             continue;
         }
@@ -264,8 +269,13 @@ where
             MAGENTA.mix(0.7).filled(),
         )])
         .map_err(pe)?;
-        let anchor = if i == 0 { x0 } else { x0 - 30.0 * w / 1e3 };
-        ch.draw_series([Text::new(label, (anchor, count as f64 * 1.6), style.clone())])
+        // In the headroom above the bins, at the plot's edge on the bar's side.
+        let (x, h) = if left {
+            (x0, HPos::Left)
+        } else {
+            (x0 + w / 1e3, HPos::Right)
+        };
+        ch.draw_series([Text::new(label, (x, top), style.clone().pos(Pos::new(h, VPos::Center)))])
             .map_err(pe)?;
     }
     Ok(())

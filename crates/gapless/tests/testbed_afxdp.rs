@@ -191,8 +191,13 @@ fn afxdp_meter_receives_every_frame_in_native_and_generic_mode() {
         cal.to_str().unwrap(),
     ]);
     assert!(o.status.success(), "{}", text(&o));
-    let offset = read_json(&cal)["latency_offset_ns"].as_i64().unwrap();
+    let c = read_json(&cal);
+    let offset = c["latency_offset_ns"].as_i64().unwrap();
     assert!(offset > 0, "{offset}");
+    // A calibration made while the machine was busy is invalid (it says why), and runs then
+    // subtract nothing: the rest of the test checks against what was subtracted.
+    let subtracted = if c["valid"] == true { offset } else { 0 };
+    eprintln!("calibration valid: {}, reason: {}", c["valid"], c["invalid_reason"]);
     // Native with AF_XDP at both ends; generic behind AF_PACKET.
     for (attach, tx) in [("native", "afxdp"), ("generic", "afpacket")] {
         let res = dir.path().join(format!("{attach}.json"));
@@ -220,7 +225,7 @@ fn afxdp_meter_receives_every_frame_in_native_and_generic_mode() {
             .iter()
             .any(|w| w.as_str().unwrap().contains("was made with other RX stamps"));
         assert_eq!(warned, attach == "generic", "{attach}: {}", rx["warnings"]);
-        assert_eq!(rx["streams"][0]["latency"]["offset_subtracted_ns"], offset);
+        assert_eq!(rx["streams"][0]["latency"]["offset_subtracted_ns"], subtracted);
         let method = rx["capture"]["method"].as_str().unwrap();
         assert!(
             method.contains("AF_XDP") && method.contains(&format!("attached {attach}")) && method.contains("copy mode"),
@@ -247,7 +252,7 @@ fn afxdp_meter_receives_every_frame_in_native_and_generic_mode() {
             lat["percentiles_ns"]["p50"].as_i64().unwrap(),
         );
         assert!(
-            min + offset > 0 && p50 + offset < 1_000_000,
+            min + subtracted > 0 && p50 + subtracted < 1_000_000,
             "latency over a veth: {lat}"
         );
         let sink = s["interarrival"]["rate_pps"].as_f64().unwrap();

@@ -264,6 +264,8 @@ fn a_deleted_namespace_ends_the_run() {
 
 #[test]
 fn a_closed_stdout_ends_quietly() {
+    // One at a time: the fault tests in this file time a run.
+    let _x = exclusive();
     let dir = tempfile::tempdir().unwrap();
     let p = write(dir.path(), "p.toml", CBR_PCAP);
     let mut c = Command::new(bin())
@@ -299,6 +301,8 @@ fn editcap(args: &[&str]) {
 
 #[test]
 fn snap_length_captures_are_metered_from_the_headers_present() {
+    // One at a time: the fault tests in this file time a run.
+    let _x = exclusive();
     let dir = tempfile::tempdir().unwrap();
     for (size, snap, format) in [
         (1000, 96, "pcap"),
@@ -340,6 +344,8 @@ fn snap_length_captures_are_metered_from_the_headers_present() {
 
 #[test]
 fn latencies_below_zero_stay_in_the_percentiles() {
+    // One at a time: the fault tests in this file time a run.
+    let _x = exclusive();
     let dir = tempfile::tempdir().unwrap();
     let full = pcap_of(dir.path(), 64);
     // On a pcap written by --out every latency is 0; an offset of 401 ns makes them −401.
@@ -377,6 +383,8 @@ fn calibration_json(offset: i64, valid: bool) -> String {
 
 #[test]
 fn an_invalid_calibration_warns_and_is_not_subtracted_unless_asked() {
+    // One at a time: the fault tests in this file time a run.
+    let _x = exclusive();
     let dir = tempfile::tempdir().unwrap();
     let full = pcap_of(dir.path(), 64);
     let cal = dir.path().join("cal.json");
@@ -417,6 +425,8 @@ fn an_invalid_calibration_warns_and_is_not_subtracted_unless_asked() {
 
 #[test]
 fn sizes_that_a_distribution_cannot_reach_are_refused() {
+    // One at a time: the fault tests in this file time a run.
+    let _x = exclusive();
     let dir = tempfile::tempdir().unwrap();
     let p = write(
         dir.path(),

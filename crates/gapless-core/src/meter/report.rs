@@ -148,6 +148,9 @@ pub struct InterArrivalSummary {
     pub abs_err_p99_9_ns: Option<u64>,
     /// Arrivals stamped earlier than the one before (taken as gap 0).
     pub timestamps_backwards: u64,
+    /// Gaps of more than an hour between two arrivals: the clock or the capture jumped.
+    #[serde(default)]
+    pub timestamps_jumped: u64,
     pub histogram_unit_ns: u64,
     pub histogram_v2_deflate_b64: String,
 }
@@ -178,7 +181,7 @@ pub struct IpdvSummary {
     pub histogram_v2_deflate_b64: String,
 }
 
-/// One second of a stream.
+/// One second of a stream (seconds without frames are left out).
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct SecondPoint {
     /// Seconds since the meter's first frame.

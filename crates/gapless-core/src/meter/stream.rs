@@ -13,6 +13,9 @@ use super::MeterConfig;
 /// Window sizes for rate jitter, in packets (Kundel et al., NOMS 2020).
 pub const RATE_WINDOWS: [usize; 7] = [100, 200, 500, 1000, 2000, 4000, 8000];
 const RING: usize = 8192;
+/// A gap between two arrivals longer than this is a jump of the clock (or of the capture),
+/// counted and warned about.
+pub const TIME_JUMP_NS: u64 = 3_600_000_000_000;
 
 /// Histogram bounds: values up to 1000 s in ns (or latency units), 3 significant digits.
 const HIST_MAX: u64 = 1_000_000_000_000;
@@ -131,6 +134,7 @@ pub struct StreamMeter {
     gap_min: u64,
     gap_max: u64,
     backwards: u64,
+    jumps: u64,
     err: Option<Histogram<u64>>,
     sq_sum: f64,
     bursts: u64,
@@ -186,6 +190,7 @@ impl StreamMeter {
             gap_min: u64::MAX,
             gap_max: 0,
             backwards: 0,
+            jumps: 0,
             err: target_pps.map(|_| hist()),
             sq_sum: 0.0,
             bursts: 0,
@@ -203,13 +208,18 @@ impl StreamMeter {
     /// number and TX time when it carries a signature.
     #[inline]
     pub fn on_frame(&mut self, ts: u64, len: u32, sig: Option<(u32, u64)>) {
-        let idx = ts.saturating_sub(self.t0) / 1_000_000_000;
+        // Seconds on the latest time seen: a stamp that goes back stays in the current
+        // second, and seconds without frames are never materialised (the series is sparse).
+        let idx = ts.max(self.last_ns).saturating_sub(self.t0) / 1_000_000_000;
         if self.sec.as_ref().is_none_or(|s| s.idx != idx) {
             self.roll_second(idx);
         }
         // Inter-arrival, in arrival order.
         if self.rx > 0 {
             let gap = if ts >= self.last_ns {
+                if ts - self.last_ns > TIME_JUMP_NS {
+                    self.jumps += 1;
+                }
                 ts - self.last_ns
             } else {
                 self.backwards += 1;
@@ -279,14 +289,6 @@ impl StreamMeter {
             Some(old) => {
                 let p = self.second_point(&old, hi, uniq);
                 self.series.push(p);
-                // Empty seconds in between.
-                for i in old.idx + 1..idx {
-                    self.series.push(SecondPoint {
-                        t_s: i,
-                        lost: (!self.seq.is_empty()).then_some(0),
-                        ..Default::default()
-                    });
-                }
                 let mut lat = old.lat;
                 lat.reset();
                 lat
@@ -381,6 +383,7 @@ impl StreamMeter {
                 abs_err_p99_ns: err.map(|e| e.value_at_quantile(0.99)),
                 abs_err_p99_9_ns: err.map(|e| e.value_at_quantile(0.999)),
                 timestamps_backwards: self.backwards,
+                timestamps_jumped: self.jumps,
                 histogram_unit_ns: 1,
                 histogram_v2_deflate_b64: hist_b64(h),
             }

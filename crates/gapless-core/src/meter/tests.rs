@@ -214,10 +214,51 @@ fn per_second_series_counts_frames_and_loss() {
     let s = m.report().streams.remove(0);
     let rx: Vec<u64> = s.series.iter().map(|p| p.rx_frames).collect();
     let lost: Vec<u64> = s.series.iter().map(|p| p.lost.unwrap()).collect();
-    assert_eq!(rx, [10, 8, 10, 0, 1]);
-    assert_eq!(lost, [0, 2, 0, 0, 0]);
+    // Second 3 had no frame: the series is sparse and leaves it out.
+    assert_eq!(rx, [10, 8, 10, 1]);
+    assert_eq!(lost, [0, 2, 0, 0]);
     assert_eq!(s.series[0].latency_p50_ns, Some(10));
-    assert_eq!(s.series[4].t_s, 4);
+    assert_eq!(s.series[3].t_s, 4);
+}
+
+#[test]
+fn hostile_timestamps_do_not_materialise_empty_seconds() {
+    let mut m = meter(None);
+    // One frame at time 0, then 999 at today's time (~1.7e18 ns): a jump of 54 years.
+    m.on_frame(0, &frame(0, 0, 0), 60);
+    let now = 1_700_000_000_000_000_000u64;
+    for k in 1..1000u32 {
+        let t = now + u64::from(k) * 1_000;
+        m.on_frame(t, &frame(0, k, t - 100), 60);
+    }
+    // Then random-looking stamps, back and forth over 4e9 s.
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    for k in 1000..3000u32 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let t = x % 4_000_000_000_000_000_000;
+        m.on_frame(t, &frame(0, k, t), 60);
+    }
+    m.on_frame(u64::MAX, &frame(0, 3000, 0), 60);
+    let s = m.report().streams.remove(0);
+    assert!(
+        s.series.len() <= 64,
+        "expected a sparse series, got {} points",
+        s.series.len()
+    );
+    let ia = s.interarrival.unwrap();
+    assert!(
+        ia.timestamps_jumped >= 1,
+        "expected the 54-year jump counted, got {}",
+        ia.timestamps_jumped
+    );
+    assert!(
+        ia.timestamps_backwards > 500,
+        "expected the stamps that went back counted, got {}",
+        ia.timestamps_backwards
+    );
+    assert_eq!(s.rx_frames, 3001);
 }
 
 #[test]
