@@ -346,6 +346,9 @@ pub fn cmd_measure(a: MeasureArgs) -> Result<i32> {
         .extend(cal.as_ref().and_then(|c| c.mismatch(&report.rx_timestamp_source)));
     report.calibration = cal;
     report.interrupted = out.interrupted;
+    if a.profile.is_none() {
+        report.warnings.extend(unknown_lanes_warning(&report));
+    }
     finish_report(&mut report, Some(out.stats));
     if a.timestamps == TsArg::Hardware {
         report.warnings.push("hardware RX stamps are on the NIC's clock: latency against the sender's CLOCK_REALTIME is meaningful only when the PHC is synchronised (phc2sys)".into());
@@ -404,6 +407,23 @@ pub struct AnalyzeArgs {
     pub meter: MeterOpts,
 }
 
+/// Without the run's result the meter does not know whether a stream was split over send
+/// loops (`--cores`), whose interleaved sequence lanes look like reordering and loss.
+fn unknown_lanes_warning(r: &MeterReport) -> Option<String> {
+    let odd: Vec<&str> = r
+        .streams
+        .iter()
+        .filter(|s| s.id.is_some() && s.seq.as_ref().is_some_and(|q| q.reordered > 0 || q.lost > 0))
+        .map(|s| s.name.as_str())
+        .collect();
+    (!odd.is_empty()).then(|| {
+        format!(
+            "{} show(s) loss or reordering, and no --profile was given: if the traffic came from `gapless run --cores`, a stream split over send loops numbers its frames in interleaved lanes, which look like reordering and loss to a meter that does not know them. Fix: give the run's result with --profile RESULT.json",
+            odd.join(", ")
+        )
+    })
+}
+
 pub fn cmd_analyze(a: AnalyzeArgs) -> Result<i32> {
     let targets = match &a.profile {
         Some(p) => targets_from_file(p)?,
@@ -460,6 +480,9 @@ pub fn cmd_analyze(a: AnalyzeArgs) -> Result<i32> {
     report.calibration = cal;
     report.started_unix_ns = report.streams.iter().map(|s| s.first_rx_ns).min().unwrap_or(0);
     report.warnings.extend(warnings);
+    if a.profile.is_none() {
+        report.warnings.extend(unknown_lanes_warning(&report));
+    }
     finish_report(&mut report, None);
     deliver(&report, a.json.as_deref(), a.meter.report_dir.as_deref())?;
     Ok(0)

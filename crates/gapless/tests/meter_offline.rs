@@ -138,6 +138,19 @@ fn analyze_counts_injected_loss_reorder_and_duplicates_exactly() {
     assert!(ia["rate_error_rel"].as_f64().unwrap().abs() < 1e-9, "{ia}");
     assert_eq!(ia["mse_ns2"], 0.0);
     assert!(s["latency"].is_null(), "--no-latency");
+    // With the profile the meter knows the stream has one lane: no warning about lanes.
+    assert!(
+        !r["warnings"].to_string().contains("interleaved lanes"),
+        "{}",
+        r["warnings"]
+    );
+    // Without it, loss and reordering may be a --cores run's lanes: the result says so.
+    let r = analyze(&[faulty.to_str().unwrap(), "--no-latency"], &dir.path().join("b.json"));
+    let w = r["warnings"].to_string();
+    assert!(
+        w.contains("interleaved lanes") && w.contains("--profile RESULT.json"),
+        "{w}"
+    );
 
     // The clean pcap: no faults, and latency = 0 (pcap times are the signature's times).
     let r = analyze(
