@@ -626,6 +626,16 @@ fn compile_stream(
         let d = dur(d, "duration_s")?;
         duration_ns = Some(duration_ns.map_or(d, |x| x.min(d)));
     }
+    if let Some(d) = p.duration_s.filter(|d| t.start_offset_ns as f64 >= d * 1e9) {
+        return Err(ProfileError::invalid(
+            format!("{tpath}.start_offset_ns"),
+            format!(
+                "the stream starts {} s into a run of {d} s (duration_s, or --duration), so it would send nothing",
+                t.start_offset_ns as f64 / 1e9
+            ),
+            "start it earlier than the run's duration, or lengthen the run",
+        ));
+    }
     let mean_size = sizes.mean();
     if s.split == SplitKind::Phase && gap_depends_on_size(&rate, &sizes) {
         return Err(ProfileError::invalid(

@@ -66,8 +66,15 @@ pub fn meter_loop(rx: &mut dyn RxSource, meter: &mut Meter, stop: &RxStop<'_>, l
     }
 }
 
-/// Fills in the capture counters and warns about capture loss.
-pub fn finish_report(r: &mut MeterReport, stats: Option<RxStats>) {
+/// Fills in the capture counters, warns about capture loss and what else the reader must
+/// know, and judges the measurement. `failed`: the meter's own error, which ended it early.
+pub fn finish_report(r: &mut MeterReport, stats: Option<RxStats>, failed: Option<&str>) {
+    if let Some(e) = failed {
+        r.interrupted = true;
+        r.warnings.push(format!(
+            "the meter stopped early: {e}. The figures cover what arrived until then"
+        ));
+    }
     r.tool = "gapless".into();
     r.version = env!("CARGO_PKG_VERSION").into();
     let env = crate::report::host_environment();
@@ -116,7 +123,7 @@ pub fn finish_report(r: &mut MeterReport, stats: Option<RxStats>) {
             format!("the calibration {} is invalid ({why}): its offset was NOT subtracted. Fix: calibrate again on a quiet machine (or pass --use-invalid-calibration)", c.path)
         });
     }
-    r.verdict = gapless_core::meter::report::MeterVerdict::of(r, None);
+    r.verdict = gapless_core::meter::report::MeterVerdict::of(r, failed);
 }
 
 /// Joins TX and RX per stream: the sender's count, and loss including the tail.

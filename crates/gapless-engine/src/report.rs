@@ -1,6 +1,5 @@
 //! Result assembly, the environment probe, the atomic result writer and the text summary.
 
-use std::io::Write;
 use std::path::Path;
 
 use gapless_core::config::Profile;
@@ -254,24 +253,12 @@ fn judge_run(stats: &RunStats, meta: &RunMeta) -> gapless_core::verdict::Verdict
     )
 }
 
-/// Writes `result` as JSON to `path` atomically: a temporary file in the same directory,
-/// fsync, then rename.
+/// Writes `value` as JSON to `path` atomically (see [`gapless_io::files`]: a temporary file
+/// with a random name beside it, fsync, the old file's mode, rename).
 pub fn write_json_atomic<T: serde::Serialize>(path: &Path, value: &T) -> std::io::Result<()> {
-    let name = path
-        .file_name()
-        .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a file name"))?;
-    let tmp = path.with_file_name(format!(".{}.tmp{}", name.to_string_lossy(), std::process::id()));
-    let res = (|| {
-        let mut f = std::fs::File::create(&tmp)?;
-        serde_json::to_writer_pretty(&mut f, value).map_err(std::io::Error::other)?;
-        f.write_all(b"\n")?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, path)
-    })();
-    if res.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    res
+    let mut text = serde_json::to_vec_pretty(value).map_err(std::io::Error::other)?;
+    text.push(b'\n');
+    gapless_io::files::write_atomic(path, &text)
 }
 
 pub fn si(v: f64, unit: &str) -> String {
@@ -345,7 +332,7 @@ pub fn summary_text(r: &RunResult) -> String {
     }
     if r.send_errors > 0 {
         s.push_str(&format!(
-            "WARNING: {} of {} frames failed to send (last error: {}). Check the link: `ip link show {}`\n",
+            "WARNING: {} frames failed to send ({} left; last error: {}). Check the link: `ip link show {}`\n",
             r.send_errors,
             r.sent_frames,
             r.last_send_error.as_deref().unwrap_or("unknown"),

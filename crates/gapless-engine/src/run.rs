@@ -335,6 +335,7 @@ pub fn run(profile: &Profile, backend: &mut dyn TxBackend, opts: &RunOptions) ->
         let coalesce = opts.batch > 1 && dep.frames == 1;
         let mut left = dep.frames as usize;
         let mut bytes_dep = 0u64;
+        let mut failed_bytes = 0u64;
         let mut first_chunk = true;
         while left > 0 {
             lens.clear();
@@ -371,9 +372,18 @@ pub fn run(profile: &Profile, backend: &mut dyn TxBackend, opts: &RunOptions) ->
             } else {
                 0
             };
-            if let Err(e) = stamp_and_send(g, backend, &lens, &ats, stamp_real) {
-                backend_error = Some(e.to_string());
-                break 'outer;
+            let left = match stamp_and_send(g, backend, &lens, &ats, stamp_real) {
+                Ok(left) => left.min(n),
+                Err(e) => {
+                    backend_error = Some(e.to_string());
+                    break 'outer;
+                }
+            };
+            // Frames the backend failed to send are not counted as sent (their bytes by the
+            // chunk's mean size).
+            if left < n {
+                let chunk: u64 = lens.iter().map(|&l| l as u64 + 4).sum();
+                failed_bytes += chunk * (n - left) as u64 / n as u64;
             }
             let when = if sched_time { at } else { t_send };
             if pace {
@@ -407,12 +417,12 @@ pub fn run(profile: &Profile, backend: &mut dyn TxBackend, opts: &RunOptions) ->
             if timed || sched_time {
                 st.last_ns = when;
             }
-            st.last_frames = n as u64;
-            st.sent += n as u64;
+            st.last_frames = left as u64;
+            st.sent += left as u64;
             end_ns = end_ns.max(when);
             first_chunk = false;
         }
-        st.bytes += bytes_dep;
+        st.bytes += bytes_dep - failed_bytes.min(bytes_dep);
         if !coalesce {
             g.advance(bytes_dep);
         }

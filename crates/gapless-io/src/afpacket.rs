@@ -207,6 +207,7 @@ impl TxBackend for AfPacketTx {
         }
         let mut done = 0usize;
         let mut retries = 0u32;
+        let mut failed = 0usize;
         while done < n {
             // SAFETY: msgs[done..n] are valid mmsghdrs pointing at live iovecs and buffers.
             let rc = unsafe {
@@ -236,9 +237,10 @@ impl TxBackend for AfPacketTx {
             }
             // The frame at `done` failed: count it and go on with the rest.
             self.sock.fail(1, e);
+            failed += 1;
             done += 1;
         }
-        Ok(n)
+        Ok(n - failed)
     }
     fn finish(&mut self) -> Result<(), IoError> {
         Ok(())
@@ -408,16 +410,18 @@ impl TxBackend for AfPacketRingTx {
                 return Err(fatal);
             }
         }
+        let mut failed = 0;
         for i in 0..lens.len() {
             let slot = (self.head + i) % self.frame_nr;
             let st = self.status(slot).load(Ordering::Acquire);
             if st & TP_STATUS_WRONG_FORMAT != 0 || (rc < 0 && st != TP_STATUS_AVAILABLE) {
                 self.sock.fail(1, if errno != 0 { errno } else { libc::EINVAL });
                 self.status(slot).store(TP_STATUS_AVAILABLE, Ordering::Release);
+                failed += 1;
             }
         }
         self.head = (self.head + lens.len()) % self.frame_nr;
-        Ok(lens.len())
+        Ok(lens.len() - failed)
     }
     fn finish(&mut self) -> Result<(), IoError> {
         Ok(())

@@ -571,6 +571,7 @@ impl TxBackend for AfXdpTx {
         self.batch.clear();
         // Kick until the kernel has taken every descriptor: the frames leave now.
         let mut tries = 0u32;
+        let mut stuck = 0usize;
         loop {
             let need = self.tx.flags().load(Ordering::Acquire) & libc::XDP_RING_NEED_WAKEUP != 0;
             if need || !self.xsk.zerocopy {
@@ -587,12 +588,13 @@ impl TxBackend for AfXdpTx {
                 }
             }
             if tries > 100_000 {
-                self.errors += u64::from(self.in_tx_ring());
+                stuck = self.in_tx_ring() as usize;
+                self.errors += stuck as u64;
                 break;
             }
         }
         self.reclaim();
-        Ok(n)
+        Ok(n.saturating_sub(stuck))
     }
 
     fn finish(&mut self) -> Result<(), IoError> {

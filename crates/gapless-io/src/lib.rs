@@ -8,6 +8,7 @@ pub mod afpacket;
 pub mod afxdp;
 pub mod capture;
 pub mod error;
+pub mod files;
 pub mod nic;
 pub mod null;
 pub mod pcap;
@@ -32,7 +33,7 @@ pub trait TxBackend: Send {
     /// Buffer for frame `i` of the next batch.
     fn buf(&mut self, i: usize) -> &mut [u8];
     /// Sends the batch. `at_ns` are the frames' scheduled times (the pcap backend writes them).
-    /// Returns how many frames left.
+    /// Returns how many frames left (the rest failed and are counted in `errors`).
     fn send(&mut self, lens: &[usize], at_ns: &[u64]) -> Result<usize, IoError>;
     /// Completes pending output (the pcap file is renamed into place here).
     fn finish(&mut self) -> Result<(), IoError>;

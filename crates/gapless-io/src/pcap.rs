@@ -11,11 +11,12 @@ use std::time::Duration;
 use pcap_file::pcap::{PcapHeader, PcapPacket, PcapTsResolution, PcapWriter};
 use pcap_file::{DataLink, Endianness};
 
+use crate::files::AtomicFile;
 use crate::{IoError, TxBackend};
 
 pub struct PcapTx {
     path: PathBuf,
-    tmp: PathBuf,
+    tmp: Option<AtomicFile>,
     writer: Option<PcapWriter<BufWriter<File>>>,
     bufs: Vec<Vec<u8>>,
     frames: u64,
@@ -27,9 +28,9 @@ impl PcapTx {
             path: path.display().to_string(),
             message: m,
         };
-        let name = path.file_name().ok_or_else(|| err("not a file name".into()))?;
-        let tmp = path.with_file_name(format!(".{}.tmp{}", name.to_string_lossy(), std::process::id()));
-        let f = File::create(&tmp).map_err(|e| err(e.to_string()))?;
+        path.file_name().ok_or_else(|| err("not a file name".into()))?;
+        let mut tmp = AtomicFile::create(path).map_err(|e| err(e.to_string()))?;
+        let f = tmp.file().try_clone().map_err(|e| err(e.to_string()))?;
         let header = PcapHeader {
             version_major: 2,
             version_minor: 4,
@@ -44,7 +45,7 @@ impl PcapTx {
             PcapWriter::with_header(BufWriter::with_capacity(1 << 20, f), header).map_err(|e| err(e.to_string()))?;
         Ok(PcapTx {
             path: path.to_path_buf(),
-            tmp,
+            tmp: Some(tmp),
             writer: Some(writer),
             bufs: vec![vec![0; max_frame]; max_batch.max(1)],
             frames: 0,
@@ -94,9 +95,9 @@ impl TxBackend for PcapTx {
         };
         if let Some(w) = self.writer.take() {
             let buf = w.into_inner();
-            let f = buf.into_inner().map_err(|e| err(e.to_string()))?;
-            f.sync_all().map_err(|e| err(e.to_string()))?;
-            std::fs::rename(&self.tmp, &self.path).map_err(|e| err(e.to_string()))?;
+            buf.into_inner().map_err(|e| err(e.to_string()))?;
+            let tmp = self.tmp.take().ok_or_else(|| err("already finished".into()))?;
+            tmp.commit().map_err(|e| err(e.to_string()))?;
         }
         Ok(())
     }

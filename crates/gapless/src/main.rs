@@ -1,6 +1,7 @@
 //! The `gapless` command line.
 
 mod meter_cmd;
+mod outputs;
 mod plots;
 
 use std::io::IsTerminal;
@@ -379,6 +380,16 @@ pub(crate) fn cmd_run(a: RunArgs) -> Result<i32> {
         bail!("--rx-linger {}: give a number of seconds, 0 or more", a.rx_linger);
     }
     a.meter.check()?;
+    let mut inputs = vec![("profile", a.profile.as_path())];
+    inputs.extend(a.meter.calibration.as_deref().map(|c| ("--calibration", c)));
+    let outs: Vec<(&str, &Path)> = [("--json", a.json.as_deref()), ("--out", pcap.as_deref())]
+        .into_iter()
+        .filter_map(|(f, p)| p.map(|p| (f, p)))
+        .collect();
+    outputs::check(&inputs, &outs)?;
+    if let Some(d) = &a.meter.report_dir {
+        outputs::check_dir("--report-dir", d)?;
+    }
     let mut rx = match &a.rx {
         Some(r) => Some(meter_cmd::open_rx_in(
             r,
@@ -533,8 +544,7 @@ pub(crate) fn cmd_run(a: RunArgs) -> Result<i32> {
     let mut backends = (0..k).map(open_backend).collect::<Result<Vec<_>>>()?;
 
     let stop = Arc::new(AtomicBool::new(false));
-    signal_hook::flag::register(signal_hook::consts::SIGINT, stop.clone())?;
-    signal_hook::flag::register(signal_hook::consts::SIGTERM, stop.clone())?;
+    stop_on_signals(&stop)?;
     let live = Arc::new(Live::new(profile.streams.iter().map(|s| s.name.clone()).collect()));
     let worker_live: Vec<Arc<Live>> = workers
         .iter()
@@ -702,12 +712,15 @@ pub(crate) fn cmd_run(a: RunArgs) -> Result<i32> {
             .extend(cal.as_ref().and_then(|c| c.mismatch(&rep.rx_timestamp_source)));
         rep.calibration = cal;
         rep.interrupted = out.interrupted || stats.interrupted;
-        gapless_engine::meter::finish_report(&mut rep, Some(out.stats));
+        gapless_engine::meter::finish_report(&mut rep, Some(out.stats), out.error.as_deref());
         gapless_engine::meter::join(&mut result, rep);
     }
-    if let Some(j) = &a.json {
-        write_json_atomic(j, &result).with_context(|| format!("writing the result file {}", j.display()))?;
-    }
+    // A result that cannot be written is reported after the summary, which is printed anyway.
+    let json_err = a.json.as_ref().and_then(|j| {
+        write_json_atomic(j, &result)
+            .with_context(|| format!("writing the result file {}", j.display()))
+            .err()
+    });
     if !a.no_summary {
         say(&summary_text(&result));
         if let Some(r) = &result.rx {
@@ -717,16 +730,19 @@ pub(crate) fn cmd_run(a: RunArgs) -> Result<i32> {
                 say(&format!("report: {n} files in {}\n", d.display()));
             }
         }
-        if let Some(j) = &a.json {
+        if let (Some(j), None) = (&a.json, &json_err) {
             say(&format!("result: {}\n", j.display()));
         }
-        if let Some(p) = &pcap {
+        if let (Some(p), None) = (&pcap, &finish_err) {
             say(&format!("pcap: {}\n", p.display()));
         }
         say(&gapless_engine::report::verdict_text(&result));
     }
+    if let Some(e) = json_err {
+        return Err(e);
+    }
     if let Some(e) = finish_err {
-        return Err(e.into());
+        return Err(anyhow!("{e} (no pcap was written)"));
     }
     if let Some(e) = rx_out.as_ref().and_then(|o| o.error.as_ref()) {
         bail!("the meter failed during the run: {e} (the result file has what was measured until then)");
@@ -734,7 +750,24 @@ pub(crate) fn cmd_run(a: RunArgs) -> Result<i32> {
     if let Some(e) = &stats.backend_error {
         bail!("the backend failed during the run: {e} (the result file has what was sent until then)");
     }
+    if stats.send_errors > 0 {
+        bail!(
+            "{} frames failed to send (last error: {}); the counts above are what left. Fix: check the link (`ip link show`) and the rate",
+            stats.send_errors,
+            stats.last_send_error.as_deref().unwrap_or("unknown")
+        );
+    }
     Ok(if stats.interrupted { 130 } else { 0 })
+}
+
+/// Ctrl-C, SIGTERM and SIGHUP (a dropped ssh session) raise `stop`: the run ends after the
+/// current departure and still writes its result.
+pub(crate) fn stop_on_signals(stop: &Arc<AtomicBool>) -> Result<()> {
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+    for sig in [SIGINT, SIGTERM, SIGHUP] {
+        signal_hook::flag::register(sig, stop.clone())?;
+    }
+    Ok(())
 }
 
 /// Writes to stdout; a closed pipe (`gapless run ... | head`) ends the output quietly.

@@ -183,16 +183,32 @@ pub fn targets_from_file(path: &Path) -> Result<HashMap<u16, StreamTarget>> {
 
 /// Writes the result, the CSV exports and plots, and prints the summary.
 pub fn deliver(report: &MeterReport, json: Option<&Path>, dir: Option<&Path>) -> Result<()> {
-    if let Some(j) = json {
-        write_json_atomic(j, report).with_context(|| format!("writing the result file {}", j.display()))?;
-    }
-    print!("{}", summary_text(report));
-    if let Some(j) = json {
-        println!("result: {}", j.display());
+    let json_err = json.and_then(|j| {
+        write_json_atomic(j, report)
+            .with_context(|| format!("writing the result file {}", j.display()))
+            .err()
+    });
+    crate::say(&summary_text(report));
+    if let (Some(j), None) = (json, &json_err) {
+        crate::say(&format!("result: {}\n", j.display()));
     }
     if let Some(d) = dir {
         let files = plots::write_all(report, d)?;
-        println!("report: {} files in {}", files, d.display());
+        crate::say(&format!("report: {} files in {}\n", files, d.display()));
+    }
+    json_err.map_or(Ok(()), Err)
+}
+
+/// The files a meter command reads and writes, checked before it starts.
+fn check_files(input: Option<&Path>, profile: Option<&Path>, json: Option<&Path>, meter: &MeterOpts) -> Result<()> {
+    let mut inputs: Vec<(&str, &Path)> = Vec::new();
+    inputs.extend(input.map(|p| ("capture", p)));
+    inputs.extend(profile.map(|p| ("--profile", p)));
+    inputs.extend(meter.calibration.as_deref().map(|p| ("--calibration", p)));
+    let outs: Vec<(&str, &Path)> = json.map(|j| ("--json", j)).into_iter().collect();
+    crate::outputs::check(&inputs, &outs)?;
+    if let Some(d) = &meter.report_dir {
+        crate::outputs::check_dir("--report-dir", d)?;
     }
     Ok(())
 }
@@ -289,6 +305,7 @@ pub fn iface_source(iface: &str, netns: Option<&str>) -> String {
 }
 
 pub fn cmd_measure(a: MeasureArgs) -> Result<i32> {
+    check_files(None, a.profile.as_deref(), a.json.as_deref(), &a.meter)?;
     if let Some(d) = a.duration {
         if !(d.is_finite() && d > 0.0) {
             bail!("--duration {d}: give a positive number of seconds");
@@ -304,8 +321,7 @@ pub fn cmd_measure(a: MeasureArgs) -> Result<i32> {
     }
     let mut rx = open_rx(&a.iface, a.timestamps, &a.path)?;
     let stop = Arc::new(AtomicBool::new(false));
-    signal_hook::flag::register(signal_hook::consts::SIGINT, stop.clone())?;
-    signal_hook::flag::register(signal_hook::consts::SIGTERM, stop.clone())?;
+    crate::stop_on_signals(&stop)?;
     let mut meter = Meter::new(cfg);
     let live = AtomicU64::new(0);
     let started = gapless_engine::clock::RunClock::realtime_now_ns();
@@ -349,7 +365,7 @@ pub fn cmd_measure(a: MeasureArgs) -> Result<i32> {
     if a.profile.is_none() {
         report.warnings.extend(unknown_lanes_warning(&report));
     }
-    finish_report(&mut report, Some(out.stats));
+    finish_report(&mut report, Some(out.stats), out.error.as_deref());
     if a.timestamps == TsArg::Hardware {
         report.warnings.push("hardware RX stamps are on the NIC's clock: latency against the sender's CLOCK_REALTIME is meaningful only when the PHC is synchronised (phc2sys)".into());
     }
@@ -425,6 +441,7 @@ fn unknown_lanes_warning(r: &MeterReport) -> Option<String> {
 }
 
 pub fn cmd_analyze(a: AnalyzeArgs) -> Result<i32> {
+    check_files(Some(&a.file), a.profile.as_deref(), a.json.as_deref(), &a.meter)?;
     let targets = match &a.profile {
         Some(p) => targets_from_file(p)?,
         None => HashMap::new(),
@@ -483,7 +500,7 @@ pub fn cmd_analyze(a: AnalyzeArgs) -> Result<i32> {
     if a.profile.is_none() {
         report.warnings.extend(unknown_lanes_warning(&report));
     }
-    finish_report(&mut report, None);
+    finish_report(&mut report, None, None);
     deliver(&report, a.json.as_deref(), a.meter.report_dir.as_deref())?;
     Ok(0)
 }
@@ -528,6 +545,11 @@ pub fn cmd_calibrate(a: CalibrateArgs) -> Result<i32> {
     if !(a.duration.is_finite() && a.duration >= 0.5) {
         bail!("--duration {}: give at least 0.5 s", a.duration);
     }
+    let outs: Vec<(&str, &Path)> = [("--out", Some(a.out.as_path())), ("--json", a.json.as_deref())]
+        .into_iter()
+        .filter_map(|(f, p)| p.map(|p| (f, p)))
+        .collect();
+    crate::outputs::check(&[], &outs)?;
     let dir = tempfile_dir()?;
     let profile = dir.join("calibration.toml");
     std::fs::write(

@@ -46,10 +46,7 @@ fn slug(s: &str) -> String {
 }
 
 fn write_atomic(path: &Path, text: &str) -> Result<()> {
-    let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, text).with_context(|| format!("writing {}", tmp.display()))?;
-    std::fs::rename(&tmp, path).with_context(|| format!("renaming to {}", path.display()))?;
-    Ok(())
+    gapless_io::files::write_atomic(path, text.as_bytes()).with_context(|| format!("writing {}", path.display()))
 }
 
 /// (lowest, highest value in ns, count) of every recorded bucket: the histogram keeps 3

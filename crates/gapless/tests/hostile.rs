@@ -1,0 +1,234 @@
+//! Hostile input and faults: outputs that would destroy inputs, unwritable outputs, stale
+//! temporary files, SIGHUP, a start after the run's end, and captures whose timestamps
+//! would blow up memory.
+
+mod common;
+use common::*;
+
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+const P: &str = "seed = 1\n[[stream]]\nname = \"s\"\nsize = 64\n[stream.timing]\nrate_pps = 1000\ncount = 100\n";
+
+#[test]
+fn an_output_that_is_an_input_is_refused_and_nothing_is_lost() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = write(dir.path(), "my.toml", P);
+    let ps = p.to_str().unwrap();
+    expect_error(
+        &gapless(&["run", ps, "--null", "--json", ps]),
+        &["--json", "is also the profile", "Fix:"],
+    );
+    assert_eq!(std::fs::read_to_string(&p).unwrap(), P, "the profile must be untouched");
+    let x = dir.path().join("x.pcap");
+    let xs = x.to_str().unwrap();
+    expect_error(
+        &gapless(&["run", ps, "--out", xs, "--json", xs]),
+        &["both name", "Fix:"],
+    );
+    assert!(!x.exists(), "nothing may be written when refused");
+    let o = gapless(&["run", ps, "--out", xs, "-q"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let before = std::fs::read(&x).unwrap();
+    // The same file reached through another spelling of its path.
+    let other = dir.path().join(".").join("x.pcap");
+    expect_error(
+        &gapless(&["analyze", xs, "--json", other.to_str().unwrap()]),
+        &["is also the capture"],
+    );
+    assert_eq!(std::fs::read(&x).unwrap(), before, "the capture must be untouched");
+}
+
+#[test]
+fn an_unwritable_result_path_is_found_before_sending() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = write(dir.path(), "p.toml", &P.replace("count = 100", "count = 100_000"));
+    let t0 = std::time::Instant::now();
+    let o = gapless(&[
+        "run",
+        p.to_str().unwrap(),
+        "--null",
+        "--pace",
+        "on",
+        "--json",
+        "/nonexistent/dir/r.json",
+    ]);
+    expect_error(
+        &o,
+        &["--json /nonexistent/dir/r.json", "cannot write there", "before sending"],
+    );
+    // 100 000 frames at 1 kpps would take 100 s: the refusal came first.
+    assert!(
+        t0.elapsed() < Duration::from_secs(10),
+        "expected a refusal before sending, took {:?}",
+        t0.elapsed()
+    );
+    assert!(!String::from_utf8_lossy(&o.stdout).contains("sent"), "{}", text(&o));
+    expect_error(
+        &gapless(&["analyze", p.to_str().unwrap(), "--report-dir", "/proc/nope"]),
+        &["--report-dir /proc/nope", "cannot create it"],
+    );
+}
+
+#[test]
+fn stale_temporary_files_of_ours_are_removed() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = write(dir.path(), "p.toml", P);
+    // What a SIGKILLed run leaves: a temporary file of a process that is gone.
+    let stale = dir.path().join(".gapless-3999999-Ab12Cd.tmp");
+    std::fs::write(&stale, vec![0u8; 4096]).unwrap();
+    let out = dir.path().join("o.pcap");
+    let o = gapless(&["run", p.to_str().unwrap(), "--out", out.to_str().unwrap(), "-q"]);
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    assert!(!stale.exists(), "expected the stale temporary file removed: {t}");
+    assert!(
+        t.contains("removed") && t.contains(".gapless-3999999-Ab12Cd.tmp"),
+        "expected a note naming it, got {t}"
+    );
+    let names: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        names.iter().all(|n| !n.ends_with(".tmp")),
+        "expected no temporary file left, got {names:?}"
+    );
+}
+
+#[test]
+fn sighup_writes_the_result_like_sigterm() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = write(dir.path(), "p.toml", &P.replace("count = 100", "count = 100_000"));
+    let j = dir.path().join("r.json");
+    let mut c = KillOnDrop(Some(
+        Command::new(bin())
+            .args([
+                "run",
+                p.to_str().unwrap(),
+                "--null",
+                "--pace",
+                "on",
+                "-q",
+                "--json",
+                j.to_str().unwrap(),
+            ])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    ));
+    std::thread::sleep(Duration::from_millis(800));
+    let child = c.take();
+    // SAFETY: kill(2) on our own child's pid.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGHUP) }, 0);
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(130),
+        "expected exit 130 after SIGHUP, got {:?}: {}",
+        o.status.code(),
+        text(&o)
+    );
+    let r = read_json(&j);
+    assert_eq!(r["interrupted"], true);
+    let sent = r["sent_frames"].as_u64().unwrap();
+    assert!(sent > 0 && sent < 100_000, "expected a partial run, got {sent} frames");
+}
+
+#[test]
+fn a_stream_that_starts_after_the_run_ends_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = write(
+        dir.path(),
+        "p.toml",
+        "duration_s = 1\n[[stream]]\nname = \"late\"\n[stream.timing]\nrate_pps = 1000\nstart_offset_ns = 5_000_000_000\n",
+    );
+    expect_error(
+        &gapless(&["check", p.to_str().unwrap()]),
+        &["stream[0].timing.start_offset_ns", "would send nothing", "Fix:"],
+    );
+}
+
+/// A nanosecond pcap of 64-byte Ethernet/IPv4/UDP frames at the given times.
+fn pcap_with_times(times: &[u64]) -> Vec<u8> {
+    let mut b = Vec::new();
+    b.extend_from_slice(&0xa1b2_3c4du32.to_le_bytes());
+    b.extend_from_slice(&2u16.to_le_bytes());
+    b.extend_from_slice(&4u16.to_le_bytes());
+    b.extend_from_slice(&[0; 8]);
+    b.extend_from_slice(&65535u32.to_le_bytes());
+    b.extend_from_slice(&1u32.to_le_bytes());
+    let mut frame = Vec::new();
+    etherparse::PacketBuilder::ethernet2([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2])
+        .ipv4([198, 18, 0, 1], [198, 18, 0, 2], 64)
+        .udp(1024, 1024)
+        .write(&mut frame, &[0u8; 18])
+        .unwrap();
+    for &t in times {
+        b.extend_from_slice(&((t / 1_000_000_000) as u32).to_le_bytes());
+        b.extend_from_slice(&((t % 1_000_000_000) as u32).to_le_bytes());
+        b.extend_from_slice(&(frame.len() as u32).to_le_bytes());
+        b.extend_from_slice(&(frame.len() as u32).to_le_bytes());
+        b.extend_from_slice(&frame);
+    }
+    b
+}
+
+fn children_max_rss_kib() -> i64 {
+    // SAFETY: getrusage fills a valid rusage.
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut u) };
+    u.ru_maxrss
+}
+
+#[test]
+fn hostile_timestamps_are_analysed_in_bounded_memory() {
+    let _x = exclusive();
+    let dir = tempfile::tempdir().unwrap();
+    let now = 1_700_000_000_000_000_000u64;
+    let mut x = 0x2545_f491_4f6c_dd1du64;
+    let mut random = Vec::new();
+    for _ in 0..20_000 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        random.push(x % (u64::from(u32::MAX) * 1_000_000_000));
+    }
+    let cases: Vec<(&str, Vec<u64>)> = vec![
+        (
+            "one frame at 0",
+            std::iter::once(0).chain((0..999).map(|k| now + k * 10_000)).collect(),
+        ),
+        ("4e9 s apart", vec![1_000, 4_000_000_000 * 1_000_000_000 + 1_000, 2_000]),
+        ("all ones", vec![u64::from(u32::MAX) * 1_000_000_000 + 999_999_999; 100]),
+        ("random", random),
+    ];
+    for (what, times) in cases {
+        let f = dir.path().join("h.pcap");
+        std::fs::write(&f, pcap_with_times(&times)).unwrap();
+        let j = dir.path().join("h.json");
+        let o = gapless(&["analyze", f.to_str().unwrap(), "--json", j.to_str().unwrap()]);
+        let t = text(&o);
+        assert!(o.status.success(), "{what}: {t}");
+        let r = read_json(&j);
+        assert_eq!(r["capture"]["frames"], times.len(), "{what}");
+        let points = r["streams"][0]["series"].as_array().unwrap().len();
+        assert!(
+            points <= times.len(),
+            "{what}: expected at most one point per frame, got {points}"
+        );
+        let rss = children_max_rss_kib();
+        assert!(
+            rss < 200 * 1024,
+            "{what}: expected under 200 MB RSS, a child reached {rss} KiB"
+        );
+        if what != "all ones" {
+            assert!(
+                t.contains("jumped forward") || t.contains("stamped earlier"),
+                "{what}: expected a warning about the timestamps, got {t}"
+            );
+        }
+    }
+}
