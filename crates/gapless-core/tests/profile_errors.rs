@@ -136,3 +136,54 @@ fn template_and_field_errors() {
     let m = compile_err("", None);
     assert!(m.contains("no streams"), "{m}");
 }
+
+#[test]
+fn rates_above_any_link_are_refused_with_the_ceiling() {
+    let m = compile_err("[[stream]]\n[stream.timing]\nrate_pps = 1e12\ncount = 1\n", None);
+    assert!(
+        m.contains("stream[0].timing") && m.contains("595 Mpps") && m.contains("at most 600000000 pps"),
+        "{m}"
+    );
+}
+
+#[test]
+fn distributions_whose_mean_cannot_converge_are_refused() {
+    for (dist, key) in [
+        ("kind = \"pareto\", shape = 1.0000001", "dist"),
+        ("kind = \"gamma\", shape = 1e-300", "dist"),
+        ("kind = \"weibull\", shape = 0.06", "dist"),
+        ("kind = \"lognormal\", sigma = 5.0", "dist"),
+    ] {
+        let p = format!("[[stream]]\n[stream.timing]\nrate_pps = 1000\ncount = 100000\npattern = \"distribution\"\ndist = {{ {dist} }}\n");
+        let m = compile_err(&p, None);
+        assert!(
+            m.contains(&format!("stream[0].timing.{key}"))
+                && m.contains("too heavy for its mean to converge")
+                && m.contains("Fix:"),
+            "{dist}: {m}"
+        );
+    }
+    // An off-time distribution of a bursty stream is checked the same way.
+    let m = compile_err(
+        "[[stream]]\n[stream.timing]\nrate_pps = 1000\nduration_s = 10\npattern = \"bursty\"\nburst_size = 8\noff = { kind = \"pareto\", shape = 1.000001 }\n",
+        None,
+    );
+    assert!(m.contains("stream[0].timing.off") && m.contains("converge"), "{m}");
+    // Heavy but convergent tails still compile.
+    for dist in [
+        "kind = \"pareto\", shape = 1.5",
+        "kind = \"weibull\", shape = 0.5",
+        "kind = \"lognormal\", sigma = 1.0",
+    ] {
+        let p = format!("[[stream]]\n[stream.timing]\nrate_pps = 1000\ncount = 100000\npattern = \"distribution\"\ndist = {{ {dist} }}\n");
+        let spec = ProfileSpec::from_toml(&p, "p.toml").unwrap();
+        assert!(
+            spec.compile(&CompileCtx {
+                link_speed_bps: None,
+                files: &NoFiles
+            })
+            .is_ok(),
+            "{dist} should compile"
+        );
+    }
+}
