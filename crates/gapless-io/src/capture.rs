@@ -4,6 +4,7 @@
 use std::fs::File;
 use std::io::{BufReader, Read};
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use gapless_core::signature::Signature;
 use pcap_file::pcap::PcapReader;
@@ -38,6 +39,8 @@ pub struct ReadInfo {
     pub resolution: String,
     /// Set when the file ends early or breaks off: what was read before is kept.
     pub truncated: Option<String>,
+    /// The reading was stopped (Ctrl-C): what was read before is kept.
+    pub stopped: bool,
 }
 
 fn input(path: &Path, message: impl Into<String>, fix: impl Into<String>) -> IoError {
@@ -93,7 +96,8 @@ fn not_ethernet(path: &Path, dl: DataLink) -> IoError {
 }
 
 /// Reads a pcap or pcapng file, handing each frame (RX ns, data, length on the wire) to `f`.
-pub fn read_pcap(path: &Path, f: &mut dyn FnMut(u64, &[u8], u32)) -> Result<ReadInfo, IoError> {
+/// Stops early, keeping what was read, when `stop` is raised.
+pub fn read_pcap(path: &Path, stop: &AtomicBool, f: &mut dyn FnMut(u64, &[u8], u32)) -> Result<ReadInfo, IoError> {
     let fmt = detect(path)?;
     let file = BufReader::with_capacity(1 << 20, open(path)?);
     let mut info = ReadInfo::default();
@@ -115,6 +119,10 @@ pub fn read_pcap(path: &Path, f: &mut dyn FnMut(u64, &[u8], u32)) -> Result<Read
             }
             info.resolution = format!("{:?}", h.ts_resolution).to_lowercase();
             while let Some(p) = r.next_packet() {
+                if stop.load(Ordering::Relaxed) {
+                    info.stopped = true;
+                    break;
+                }
                 match p {
                     Ok(p) => {
                         f(ns(p.timestamp()), p.data(), p.orig_len());
@@ -137,6 +145,10 @@ pub fn read_pcap(path: &Path, f: &mut dyn FnMut(u64, &[u8], u32)) -> Result<Read
             })?;
             info.resolution = "per interface (pcapng if_tsresol)".into();
             while let Some(b) = r.next_block() {
+                if stop.load(Ordering::Relaxed) {
+                    info.stopped = true;
+                    break;
+                }
                 match b {
                     Ok((Block::EnhancedPacket(p), st)) => {
                         let dl = st
@@ -249,13 +261,17 @@ impl CsvTimestamps {
 
     /// Hands each row to `f`. A bad row is an error naming its line; rows before it are kept
     /// by the caller.
-    pub fn read(&mut self, f: &mut dyn FnMut(CsvRow)) -> Result<ReadInfo, IoError> {
+    pub fn read(&mut self, stop: &AtomicBool, f: &mut dyn FnMut(CsvRow)) -> Result<ReadInfo, IoError> {
         let mut info = ReadInfo {
             resolution: "ns".into(),
             ..Default::default()
         };
         let mut rec = csv::StringRecord::new();
         loop {
+            if stop.load(Ordering::Relaxed) {
+                info.stopped = true;
+                break;
+            }
             match self.rdr.read_record(&mut rec) {
                 Ok(false) => break,
                 Ok(true) => {}

@@ -449,19 +449,27 @@ pub fn cmd_analyze(a: AnalyzeArgs) -> Result<i32> {
     let (mut cfg, cal) = a.meter.config(targets)?;
     cfg.latency = !a.no_latency;
     let fmt = detect(&a.file)?;
+    let stop = Arc::new(AtomicBool::new(false));
+    crate::stop_on_signals(&stop)?;
     let mut report;
     let mut warnings = Vec::new();
     let ts_source;
+    let stopped;
     match fmt {
         CaptureFormat::Pcap | CaptureFormat::PcapNg => {
             let mut meter = Meter::new(cfg);
-            let info = read_pcap(&a.file, &mut |ts, data, len| meter.on_frame(ts, data, len))?;
+            let info = read_pcap(&a.file, &stop, &mut |ts, data, len| meter.on_frame(ts, data, len))?;
             if info.frames == 0 {
-                bail!(
-                    "{}: the capture holds no frames. Fix: check that the capture ran while traffic flowed",
-                    a.file.display()
-                );
+                match &info.truncated {
+                    Some(why) => bail!("{}: no frame could be read: {why}", a.file.display()),
+                    None if info.stopped => bail!("{}: stopped before the first frame", a.file.display()),
+                    None => bail!(
+                        "{}: the capture holds no frames. Fix: check that the capture ran while traffic flowed",
+                        a.file.display()
+                    ),
+                }
             }
+            stopped = info.stopped;
             if let Some(t) = info.truncated {
                 warnings.push(t);
             }
@@ -475,14 +483,14 @@ pub fn cmd_analyze(a: AnalyzeArgs) -> Result<i32> {
             let mut csv = CsvTimestamps::open(&a.file)?;
             cfg.latency = cfg.latency && csv.has_tx();
             let mut meter = Meter::new(cfg);
-            let res = csv.read(&mut |row| {
+            let res = csv.read(&stop, &mut |row| {
                 let len = row.len.unwrap_or(0);
                 match row.sig {
                     Some(sig) => meter.on_signed(row.rx_ns, len, sig),
                     None => meter.on_flow(row.rx_ns, len, None),
                 }
             });
-            res?;
+            stopped = res?.stopped;
             ts_source = "CSV rx_ns column".into();
             report = meter.report();
         }
@@ -500,9 +508,16 @@ pub fn cmd_analyze(a: AnalyzeArgs) -> Result<i32> {
     if a.profile.is_none() {
         report.warnings.extend(unknown_lanes_warning(&report));
     }
+    if stopped {
+        report.interrupted = true;
+        report.warnings.push(format!(
+            "the analysis was stopped by a signal after {} frames: the figures cover those",
+            report.capture.frames
+        ));
+    }
     finish_report(&mut report, None, None);
     deliver(&report, a.json.as_deref(), a.meter.report_dir.as_deref())?;
-    Ok(0)
+    Ok(if stopped { 130 } else { 0 })
 }
 
 #[derive(clap::Args)]

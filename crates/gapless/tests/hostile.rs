@@ -232,3 +232,42 @@ fn hostile_timestamps_are_analysed_in_bounded_memory() {
         }
     }
 }
+
+#[test]
+fn analyze_stops_on_ctrl_c_and_writes_what_it_has() {
+    let _x = exclusive();
+    let dir = tempfile::tempdir().unwrap();
+    let csv = dir.path().join("big.csv");
+    let mut rows = String::from("rx_ns\n");
+    for i in 0..5_000_000u64 {
+        rows.push_str(&(1_000_000_000 + i * 1_000).to_string());
+        rows.push('\n');
+    }
+    std::fs::write(&csv, rows).unwrap();
+    let j = dir.path().join("a.json");
+    let mut c = KillOnDrop(Some(
+        Command::new(bin())
+            .args(["analyze", csv.to_str().unwrap(), "--json", j.to_str().unwrap()])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    ));
+    std::thread::sleep(Duration::from_millis(300));
+    let child = c.take();
+    // SAFETY: kill(2) on our own child's pid.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGINT) }, 0);
+    let o = child.wait_with_output().unwrap();
+    let t = text(&o);
+    assert_eq!(
+        o.status.code(),
+        Some(130),
+        "expected exit 130 after Ctrl-C (5 M rows take over 1 s), got {:?}: {t}",
+        o.status.code()
+    );
+    let r = read_json(&j);
+    assert_eq!(r["interrupted"], true);
+    let n = r["capture"]["frames"].as_u64().unwrap();
+    assert!(n > 0 && n < 5_000_000, "expected a partial analysis, got {n} frames");
+    assert!(t.contains("stopped by a signal"), "{t}");
+}
