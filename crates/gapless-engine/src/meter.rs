@@ -112,6 +112,21 @@ pub fn finish_report(r: &mut MeterReport, stats: Option<RxStats>, failed: Option
             "the timestamps jumped forward by more than an hour {jumped} time(s) (a clock step, or a capture with a bad timestamp): rates and gaps over such a jump mean little"
         ));
     }
+    for st in &r.streams {
+        let Some(q) = &st.seq else { continue };
+        if q.restarts > 0 {
+            r.warnings.push(format!(
+                "{}: its sequence numbers restarted {} time(s) (a new sender run, or another run's frames): loss and reordering are counted per run and added up",
+                st.name, q.restarts
+            ));
+        }
+        if q.wild > 0 {
+            r.warnings.push(format!(
+                "{}: {} frame(s) had a sequence number far from the stream's (over 2^20 ahead) and were left out of loss and reordering (a corrupted or foreign frame with a valid signature)",
+                st.name, q.wild
+            ));
+        }
+    }
     if let Some(c) = &r.capture.cut {
         r.warnings.push(c.warning());
     }

@@ -355,3 +355,28 @@ fn report_redraws_exports_and_plots_from_a_result() {
         &["send-only result", "--rx"],
     );
 }
+
+#[test]
+fn a_wild_sequence_number_is_reported_as_such_not_as_loss() {
+    let dir = tempfile::tempdir().unwrap();
+    let (prof, mut frames) = base(dir.path());
+    // Frame 500 carries a sequence number near 2^31 (a corrupted or foreign signed frame).
+    let f = &mut frames[500].1;
+    let n = f.len();
+    f[n - 12..n - 8].copy_from_slice(&((1u32 << 31) - 1000).to_be_bytes());
+    let p = dir.path().join("wild.pcap");
+    write_pcap(&p, &frames);
+    let r = analyze(
+        &[p.to_str().unwrap(), "--profile", prof.to_str().unwrap()],
+        &dir.path().join("w.json"),
+    );
+    let q = &r["streams"][0]["seq"];
+    assert_eq!(q["lost"], 1, "expected only frame 500's own number missing, got {q}");
+    assert_eq!(q["wild"], 1, "{q}");
+    assert_eq!(q["restarts"], 0, "{q}");
+    let w = r["warnings"].to_string();
+    assert!(
+        w.contains("far from the stream's"),
+        "expected a warning about the wild number, got {w}"
+    );
+}

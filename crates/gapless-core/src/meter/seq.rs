@@ -10,6 +10,11 @@ use serde::{Deserialize, Serialize};
 
 /// Sequence numbers tracked below the highest one seen.
 pub const WINDOW: u64 = 1 << 16;
+/// A number more than this far ahead of the highest seen is not taken as loss at once: it is
+/// wild (one bad frame), or the start of a restart (a new sender run).
+pub const JUMP: i64 = 1 << 20;
+/// Consecutive numbers after a far jump that make it a restart: a new epoch begins there.
+const RESTART_RUN: usize = 3;
 
 /// What one sequence number turned out to be.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -22,6 +27,8 @@ pub enum SeqEvent {
     Duplicate,
     /// So far below the highest seen that the window no longer says whether it is a copy.
     BeyondWindow,
+    /// Far ahead of the stream's numbers: a wild number, or the start of a restart.
+    Wild,
 }
 
 /// The counters of one stream.
@@ -46,10 +53,114 @@ pub struct SeqSummary {
     pub duplicated: u64,
     /// Arrivals more than the window (65536 numbers) behind the highest; counted as received.
     pub beyond_window: u64,
+    /// Times the numbers jumped far and went on from there (a sender restarted, or another
+    /// run's frames): each starts a new epoch, and the counts above add up the epochs.
+    #[serde(default)]
+    pub restarts: u64,
+    /// Frames whose number was far from the stream's (over 2^20 ahead) and not followed:
+    /// received, but left out of loss and reordering.
+    #[serde(default)]
+    pub wild: u64,
 }
 
-#[derive(Debug, Clone)]
+/// The sequence tracker of one stream (or lane): epochs of numbers, with wild numbers and
+/// restarts told apart from loss.
+#[derive(Debug, Clone, Default)]
 pub struct SeqTracker {
+    cur: Epoch,
+    /// The closed epochs, added up.
+    prior: Option<SeqSummary>,
+    restarts: u64,
+    wild: u64,
+    /// Far numbers that may start a new epoch: (number, ahead of the highest).
+    pending: Vec<(u32, bool)>,
+}
+
+impl SeqTracker {
+    pub fn new() -> SeqTracker {
+        SeqTracker::default()
+    }
+
+    /// Takes one received sequence number.
+    #[inline]
+    pub fn observe(&mut self, seq: u32) -> SeqEvent {
+        if let Some(&(last, ahead)) = self.pending.last() {
+            if (1..=64).contains(&(seq.wrapping_sub(last) as i32)) && self.cur.far(seq) == Some(ahead) {
+                if self.pending.len() + 1 >= RESTART_RUN {
+                    // This one is not counted as far: the restart replays it in the new epoch.
+                    self.pending.push((seq, ahead));
+                    self.restart_with_last_uncounted();
+                    return SeqEvent::InOrder { gap: 0 };
+                }
+                self.pending.push((seq, ahead));
+                return self.count_far(seq, ahead);
+            }
+            self.pending.clear();
+        }
+        if let Some(ahead) = self.cur.far(seq) {
+            self.pending.push((seq, ahead));
+            return self.count_far(seq, ahead);
+        }
+        self.cur.observe(seq)
+    }
+
+    /// A far number, for now: wild when ahead, beyond the window when behind.
+    fn count_far(&mut self, seq: u32, ahead: bool) -> SeqEvent {
+        if ahead {
+            self.wild += 1;
+            SeqEvent::Wild
+        } else {
+            self.cur.observe(seq)
+        }
+    }
+
+    /// The far numbers went on: close the epoch and start one at them. The last pending
+    /// number was not counted yet.
+    fn restart_with_last_uncounted(&mut self) {
+        let pending = std::mem::take(&mut self.pending);
+        let counted = pending.len() - 1;
+        for &(_, ahead) in &pending[..counted] {
+            if ahead {
+                self.wild -= 1;
+            } else {
+                self.cur.beyond -= 1;
+                self.cur.unique -= 1;
+            }
+        }
+        let closed = self.cur.summary();
+        self.prior = merge(&[self.prior.take(), closed].into_iter().flatten().collect::<Vec<_>>());
+        self.cur = Epoch::default();
+        self.restarts += 1;
+        for (s, _) in pending {
+            self.cur.observe(s);
+        }
+    }
+
+    /// Distinct numbers from the lowest to the highest received, epochs added up.
+    pub fn expected(&self) -> u64 {
+        self.prior.as_ref().map_or(0, |p| p.expected) + self.cur.expected()
+    }
+
+    /// Distinct numbers received, epochs added up.
+    pub fn unique(&self) -> u64 {
+        self.prior.as_ref().map_or(0, |p| p.unique) + self.cur.unique
+    }
+
+    pub fn summary(&self) -> Option<SeqSummary> {
+        let parts: Vec<SeqSummary> = [self.prior.clone(), self.cur.summary()].into_iter().flatten().collect();
+        let mut m = merge(&parts)?;
+        if let Some(c) = self.cur.summary() {
+            m.highest_seq = c.highest_seq;
+        }
+        m.restarts = self.restarts;
+        m.wild = self.wild;
+        Some(m)
+    }
+}
+
+/// One epoch: numbers unwrapped against the highest seen, and the window's bitmap.
+#[derive(Debug, Clone)]
+struct Epoch {
     started: bool,
     first_raw: u32,
     max_raw: u32,
@@ -64,7 +175,7 @@ pub struct SeqTracker {
     beyond: u64,
 }
 
-impl Default for SeqTracker {
+impl Default for Epoch {
     fn default() -> Self {
         Self::new()
     }
@@ -72,15 +183,17 @@ impl Default for SeqTracker {
 
 const ORIGIN: u64 = 1 << 40;
 
-impl SeqTracker {
-    pub fn new() -> SeqTracker {
-        SeqTracker {
+impl Epoch {
+    fn new() -> Epoch {
+        Epoch {
             started: false,
             first_raw: 0,
             max_raw: 0,
             max: ORIGIN,
             min: ORIGIN,
-            bits: vec![0; (WINDOW / 64) as usize],
+            // Grown as the numbers need it, up to the window: a stream that sends little
+            // costs little.
+            bits: Vec::new(),
             unique: 0,
             reordered: 0,
             extent_max: 0,
@@ -92,24 +205,46 @@ impl SeqTracker {
     #[inline]
     fn bit(&self, u: u64) -> bool {
         let i = (u % WINDOW) as usize;
-        self.bits[i / 64] >> (i % 64) & 1 == 1
+        self.bits.get(i / 64).is_some_and(|w| w >> (i % 64) & 1 == 1)
     }
 
     #[inline]
     fn set(&mut self, u: u64) {
         let i = (u % WINDOW) as usize;
+        if i / 64 >= self.bits.len() {
+            self.bits.resize(i / 64 + 1, 0);
+        }
         self.bits[i / 64] |= 1 << (i % 64);
     }
 
     #[inline]
     fn clear(&mut self, u: u64) {
         let i = (u % WINDOW) as usize;
-        self.bits[i / 64] &= !(1 << (i % 64));
+        if let Some(w) = self.bits.get_mut(i / 64) {
+            *w &= !(1 << (i % 64));
+        }
+    }
+
+    /// Whether `seq` is far from this epoch's numbers: Some(true) over [`JUMP`] ahead of the
+    /// highest, Some(false) beyond the window behind it.
+    #[inline]
+    fn far(&self, seq: u32) -> Option<bool> {
+        if !self.started {
+            return None;
+        }
+        let d = seq.wrapping_sub(self.max_raw) as i32 as i64;
+        if d > JUMP {
+            Some(true)
+        } else if d <= -(WINDOW as i64) {
+            Some(false)
+        } else {
+            None
+        }
     }
 
     /// Takes one received sequence number.
     #[inline]
-    pub fn observe(&mut self, seq: u32) -> SeqEvent {
+    fn observe(&mut self, seq: u32) -> SeqEvent {
         if !self.started {
             self.started = true;
             self.first_raw = seq;
@@ -143,9 +278,10 @@ impl SeqTracker {
         }
         let extent = (-d) as u64;
         if extent >= WINDOW {
+            // Counted apart; it does not stretch the range (that would count every number
+            // between as lost).
             self.beyond += 1;
             self.unique += 1;
-            self.min = self.min.min(u);
             return SeqEvent::BeyondWindow;
         }
         if self.bit(u) {
@@ -161,7 +297,7 @@ impl SeqTracker {
     }
 
     /// Distinct numbers from the lowest to the highest received so far (0 before the first).
-    pub fn expected(&self) -> u64 {
+    fn expected(&self) -> u64 {
         if self.started {
             self.max - self.min + 1
         } else {
@@ -169,12 +305,7 @@ impl SeqTracker {
         }
     }
 
-    /// Distinct numbers received so far.
-    pub fn unique(&self) -> u64 {
-        self.unique
-    }
-
-    pub fn summary(&self) -> Option<SeqSummary> {
+    fn summary(&self) -> Option<SeqSummary> {
         if !self.started {
             return None;
         }
@@ -189,6 +320,7 @@ impl SeqTracker {
             reorder_extent_max: self.extent_max,
             duplicated: self.dup,
             beyond_window: self.beyond,
+            ..Default::default()
         })
     }
 }
@@ -207,6 +339,8 @@ pub fn merge(parts: &[SeqSummary]) -> Option<SeqSummary> {
         m.reorder_extent_max = m.reorder_extent_max.max(p.reorder_extent_max);
         m.duplicated += p.duplicated;
         m.beyond_window += p.beyond_window;
+        m.restarts += p.restarts;
+        m.wild += p.wild;
     }
     Some(m)
 }
@@ -273,6 +407,39 @@ mod tests {
         let s = run(&[100_000, 1]);
         assert_eq!(s.beyond_window, 1);
         assert_eq!(s.unique, 2);
+    }
+
+    #[test]
+    fn a_wild_number_is_not_loss() {
+        // One frame numbered 2^31 - 1000 among 0..1000 (the case that reported 2147482633 lost).
+        let mut seqs: Vec<u32> = (0..500).collect();
+        seqs.push((1 << 31) - 1000);
+        seqs.extend(500..1000);
+        let s = run(&seqs);
+        assert_eq!((s.lost, s.wild, s.restarts, s.unique), (0, 1, 0, 1000), "{s:?}");
+    }
+
+    #[test]
+    fn a_restart_starts_a_new_epoch() {
+        // A meter that spans two sender runs: 0..5000, then 0..3000 again, with 2 lost.
+        let mut seqs: Vec<u32> = (0..5000).collect();
+        seqs.extend((0..3000).filter(|&s| s != 10 && s != 20));
+        let s = run(&seqs);
+        assert_eq!(s.restarts, 0, "a restart from 0 after 5000 is within the window: {s:?}");
+        // After more than a window, the old numbers are far behind: a restart.
+        let mut seqs: Vec<u32> = (0..100_000).collect();
+        seqs.extend((0..3000).filter(|&s| s != 10 && s != 20));
+        let s = run(&seqs);
+        assert_eq!(
+            (s.restarts, s.unique, s.lost, s.beyond_window, s.wild),
+            (1, 102_998, 2, 0, 0),
+            "{s:?}"
+        );
+        // Forward: a jump of 2^24 that goes on is a restart too.
+        let mut seqs: Vec<u32> = (0..100).collect();
+        seqs.extend(1 << 24..(1 << 24) + 100);
+        let s = run(&seqs);
+        assert_eq!((s.restarts, s.unique, s.lost, s.wild), (1, 200, 0, 0), "{s:?}");
     }
 
     #[test]
