@@ -2,6 +2,7 @@
 //! The live RX ring, pcap/pcapng files and CSV timestamp tables all feed the same [`Meter`].
 
 pub mod classify;
+pub mod lazy;
 pub mod report;
 pub mod seq;
 pub mod signed;

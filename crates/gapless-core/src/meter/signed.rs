@@ -9,12 +9,12 @@
 
 use hdrhistogram::Histogram;
 
-const HIST_MAX: u64 = 1_000_000_000_000;
+use super::lazy::LazyHist;
 
 #[derive(Clone, Debug)]
 pub struct SignedHist {
-    pub(crate) pos: Histogram<u64>,
-    pub(crate) neg: Histogram<u64>,
+    pub(crate) pos: LazyHist,
+    pub(crate) neg: LazyHist,
     unit: u64,
 }
 
@@ -32,10 +32,9 @@ fn at_rank(h: &Histogram<u64>, rank: u64) -> u64 {
 
 impl SignedHist {
     pub fn new(unit_ns: u64, sigfig: u8) -> SignedHist {
-        let h = || Histogram::new_with_bounds(1, HIST_MAX, sigfig).expect("valid bounds");
         SignedHist {
-            pos: h(),
-            neg: h(),
+            pos: LazyHist::new(sigfig),
+            neg: LazyHist::new(sigfig),
             unit: unit_ns.max(1),
         }
     }
@@ -43,9 +42,9 @@ impl SignedHist {
     #[inline]
     pub fn record(&mut self, v_ns: i64) {
         if v_ns >= 0 {
-            self.pos.saturating_record((v_ns as u64).div_ceil(self.unit));
+            self.pos.record((v_ns as u64).div_ceil(self.unit));
         } else {
-            self.neg.saturating_record(v_ns.unsigned_abs() / self.unit);
+            self.neg.record(v_ns.unsigned_abs() / self.unit);
         }
     }
 
@@ -77,10 +76,11 @@ impl SignedHist {
         let nn = self.neg.len();
         let v = if rank <= nn {
             // The rank-th smallest value is the (nn - rank + 1)-th smallest magnitude, negated.
-            let m = at_rank(&self.neg, nn - rank + 1);
-            -((self.neg.lowest_equivalent(m) * self.unit) as i64)
+            let neg = self.neg.view();
+            let m = at_rank(&neg, nn - rank + 1);
+            -((neg.lowest_equivalent(m) * self.unit) as i64)
         } else {
-            (at_rank(&self.pos, rank - nn) * self.unit) as i64
+            (at_rank(&self.pos.view(), rank - nn) * self.unit) as i64
         };
         v.clamp(min_ns, max_ns.max(min_ns))
     }

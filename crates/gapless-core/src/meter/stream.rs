@@ -1,8 +1,7 @@
 //! One stream's meter: counts, sequence, latency, inter-arrival, rate jitter, IPDV and a
 //! per-second series. Fed one frame at a time in arrival order; no allocation per frame.
 
-use hdrhistogram::Histogram;
-
+use super::lazy::LazyHist;
 use super::report::{
     hist_b64, InterArrivalSummary, IpdvSummary, LatencySummary, Percentiles, SecondPoint, StreamRx, WindowRate,
 };
@@ -17,15 +16,10 @@ const RING: usize = 8192;
 /// counted and warned about.
 pub const TIME_JUMP_NS: u64 = 3_600_000_000_000;
 
-/// Histogram bounds: values up to 1000 s in ns (or latency units), 3 significant digits.
-const HIST_MAX: u64 = 1_000_000_000_000;
-
-fn hist() -> Histogram<u64> {
-    Histogram::new_with_bounds(1, HIST_MAX, 3).expect("valid bounds")
-}
-
 struct Windows {
-    ring: Box<[u64; RING]>,
+    /// The last RING arrival times, grown as frames come (a stream of a few frames costs a
+    /// few bytes).
+    ring: Vec<u64>,
     n: u64,
     min_span: [u64; 7],
     max_span: [u64; 7],
@@ -36,7 +30,7 @@ struct Windows {
 impl Windows {
     fn new() -> Windows {
         Windows {
-            ring: Box::new([0; RING]),
+            ring: Vec::new(),
             n: 0,
             min_span: [u64::MAX; 7],
             max_span: [0; 7],
@@ -48,7 +42,12 @@ impl Windows {
     /// A window of W packets spans W - 1 gaps: from the arrival W - 1 packets ago to now.
     #[inline]
     fn push(&mut self, t: u64) {
-        self.ring[(self.n as usize) % RING] = t;
+        let i = (self.n as usize) % RING;
+        if self.ring.len() < RING {
+            self.ring.push(t);
+        } else {
+            self.ring[i] = t;
+        }
         self.n += 1;
         for (k, &w) in RATE_WINDOWS.iter().enumerate() {
             if self.n < w as u64 {
@@ -130,17 +129,17 @@ pub struct StreamMeter {
     lat_sum: f64,
     prev_seq_lat: Option<(u32, i64)>,
     // inter-arrival
-    gaps: Histogram<u64>,
+    gaps: LazyHist,
     gap_min: u64,
     gap_max: u64,
     backwards: u64,
     jumps: u64,
-    err: Option<Histogram<u64>>,
+    err: Option<LazyHist>,
     sq_sum: f64,
     bursts: u64,
     windows: Windows,
     // IPDV
-    ipdv: Option<Histogram<u64>>,
+    ipdv: Option<LazyHist>,
     ipdv_min: i64,
     ipdv_max: i64,
     // per second
@@ -186,16 +185,16 @@ impl StreamMeter {
             lat_max: i64::MIN,
             lat_sum: 0.0,
             prev_seq_lat: None,
-            gaps: hist(),
+            gaps: LazyHist::new(3),
             gap_min: u64::MAX,
             gap_max: 0,
             backwards: 0,
             jumps: 0,
-            err: target_pps.map(|_| hist()),
+            err: target_pps.map(|_| LazyHist::new(3)),
             sq_sum: 0.0,
             bursts: 0,
             windows: Windows::new(),
-            ipdv: latency_on.then(hist),
+            ipdv: latency_on.then(|| LazyHist::new(3)),
             ipdv_min: i64::MAX,
             ipdv_max: i64::MIN,
             t0,
@@ -225,13 +224,13 @@ impl StreamMeter {
                 self.backwards += 1;
                 0
             };
-            self.gaps.saturating_record(gap);
+            self.gaps.record(gap);
             self.gap_min = self.gap_min.min(gap);
             self.gap_max = self.gap_max.max(gap);
             if let (Some(tg), Some(err)) = (self.target_gap_ns, self.err.as_mut()) {
                 let e = gap as f64 - tg;
                 self.sq_sum += e * e;
-                err.saturating_record(e.abs().round() as u64);
+                err.record(e.abs().round() as u64);
                 if (gap as f64) < tg / 2.0 {
                     self.bursts += 1;
                 }
@@ -275,7 +274,7 @@ impl StreamMeter {
                     self.ipdv_min = self.ipdv_min.min(d);
                     self.ipdv_max = self.ipdv_max.max(d);
                     if let Some(h) = self.ipdv.as_mut() {
-                        h.saturating_record(d.unsigned_abs());
+                        h.record(d.unsigned_abs());
                     }
                 }
             }
@@ -361,8 +360,9 @@ impl StreamMeter {
         let span = self.last_ns - self.first_ns;
         let rate_pps = if span > 0 { gaps as f64 * 1e9 / span as f64 } else { 0.0 };
         let inter = (gaps > 0).then(|| {
-            let h = &self.gaps;
-            let err = self.err.as_ref();
+            let h = self.gaps.view();
+            let err = self.err.as_ref().map(|e| e.view());
+            let err = err.as_deref();
             InterArrivalSummary {
                 gaps,
                 min_ns: self.gap_min,
@@ -385,7 +385,7 @@ impl StreamMeter {
                 timestamps_backwards: self.backwards,
                 timestamps_jumped: self.jumps,
                 histogram_unit_ns: 1,
-                histogram_v2_deflate_b64: hist_b64(h),
+                histogram_v2_deflate_b64: hist_b64(&h),
             }
         });
         let latency = self.lat.as_ref().filter(|h| !h.is_empty()).map(|h| {
@@ -401,17 +401,21 @@ impl StreamMeter {
                 percentiles_ns: Percentiles::of_signed(h, self.lat_min, self.lat_max),
                 negative: neg,
                 negative_fraction: neg as f64 / h.len() as f64,
-                histogram_v2_deflate_b64: hist_b64(&h.pos),
-                negative_histogram_v2_deflate_b64: (neg > 0).then(|| hist_b64(&h.neg)),
+                histogram_v2_deflate_b64: hist_b64(&h.pos.view()),
+                negative_histogram_v2_deflate_b64: (neg > 0).then(|| hist_b64(&h.neg.view())),
             }
         });
-        let ipdv = self.ipdv.as_ref().filter(|h| !h.is_empty()).map(|h| IpdvSummary {
-            pairs: h.len(),
-            min_ns: self.ipdv_min,
-            max_ns: self.ipdv_max,
-            max_abs_ns: self.ipdv_min.unsigned_abs().max(self.ipdv_max.unsigned_abs()),
-            abs_percentiles_ns: Percentiles::of(h, 1, self.ipdv_min.unsigned_abs().max(self.ipdv_max.unsigned_abs())),
-            histogram_v2_deflate_b64: hist_b64(h),
+        let ipdv = self.ipdv.as_ref().filter(|h| !h.is_empty()).map(|h| {
+            let h = h.view();
+            let max_abs = self.ipdv_min.unsigned_abs().max(self.ipdv_max.unsigned_abs());
+            IpdvSummary {
+                pairs: h.len(),
+                min_ns: self.ipdv_min,
+                max_ns: self.ipdv_max,
+                max_abs_ns: max_abs,
+                abs_percentiles_ns: Percentiles::of(&h, 1, max_abs),
+                histogram_v2_deflate_b64: hist_b64(&h),
+            }
         });
         let reference = self.target_pps.unwrap_or(rate_pps);
         StreamRx {

@@ -1,0 +1,106 @@
+//! A histogram that costs little until it is used: its first values are kept as they are,
+//! and only past [`SMALL`] of them does it become an HdrHistogram (about 245 KB with 3
+//! significant digits over 1 ns .. 1000 s). A stream that sends a handful of frames costs a
+//! few hundred bytes, so 65 536 streams fit in well under a gigabyte. Reads build the
+//! HdrHistogram when the values are still few.
+
+use std::borrow::Cow;
+
+use hdrhistogram::Histogram;
+
+/// Values kept as they are before the histogram is built.
+pub const SMALL: usize = 64;
+const HIST_MAX: u64 = 1_000_000_000_000;
+
+#[derive(Clone, Debug)]
+pub struct LazyHist {
+    sigfig: u8,
+    small: Vec<u64>,
+    full: Option<Box<Histogram<u64>>>,
+}
+
+impl LazyHist {
+    pub fn new(sigfig: u8) -> LazyHist {
+        LazyHist {
+            sigfig,
+            small: Vec::new(),
+            full: None,
+        }
+    }
+
+    fn empty(&self) -> Histogram<u64> {
+        Histogram::new_with_bounds(1, HIST_MAX, self.sigfig).expect("valid bounds")
+    }
+
+    #[inline]
+    pub fn record(&mut self, v: u64) {
+        match &mut self.full {
+            Some(h) => h.saturating_record(v),
+            None => {
+                self.small.push(v);
+                if self.small.len() > SMALL {
+                    let mut h = self.empty();
+                    for &x in &self.small {
+                        h.saturating_record(x);
+                    }
+                    self.full = Some(Box::new(h));
+                    self.small = Vec::new();
+                }
+            }
+        }
+    }
+
+    pub fn len(&self) -> u64 {
+        self.full.as_ref().map_or(self.small.len() as u64, |h| h.len())
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The values as an HdrHistogram (built now while they are few).
+    pub fn view(&self) -> Cow<'_, Histogram<u64>> {
+        match &self.full {
+            Some(h) => Cow::Borrowed(&**h),
+            None => {
+                let mut h = self.empty();
+                for &x in &self.small {
+                    h.saturating_record(x);
+                }
+                Cow::Owned(h)
+            }
+        }
+    }
+
+    /// Empties it, keeping a built histogram's memory for reuse.
+    pub fn reset(&mut self) {
+        self.small.clear();
+        if let Some(h) = &mut self.full {
+            h.reset();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_same_figures_before_and_after_it_is_built() {
+        let mut a = LazyHist::new(3);
+        let mut b = Histogram::<u64>::new_with_bounds(1, HIST_MAX, 3).unwrap();
+        for i in 0..1000u64 {
+            let v = (i * 7919) % 100_003;
+            a.record(v);
+            b.saturating_record(v);
+            if i == 10 || i == 999 {
+                let h = a.view();
+                assert_eq!(
+                    (h.len(), h.max(), h.value_at_quantile(0.5)),
+                    (b.len(), b.max(), b.value_at_quantile(0.5))
+                );
+            }
+        }
+        assert!(a.full.is_some() && a.small.is_empty());
+    }
+}
