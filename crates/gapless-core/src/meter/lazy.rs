@@ -16,7 +16,7 @@ const HIST_MAX: u64 = 1_000_000_000_000;
 pub struct LazyHist {
     sigfig: u8,
     small: Vec<u64>,
-    full: Option<Box<Histogram<u64>>>,
+    full: Option<Histogram<u64>>,
 }
 
 impl LazyHist {
@@ -32,21 +32,25 @@ impl LazyHist {
         Histogram::new_with_bounds(1, HIST_MAX, self.sigfig).expect("valid bounds")
     }
 
-    #[inline]
+    #[inline(always)]
     pub fn record(&mut self, v: u64) {
         match &mut self.full {
             Some(h) => h.saturating_record(v),
-            None => {
-                self.small.push(v);
-                if self.small.len() > SMALL {
-                    let mut h = self.empty();
-                    for &x in &self.small {
-                        h.saturating_record(x);
-                    }
-                    self.full = Some(Box::new(h));
-                    self.small = Vec::new();
-                }
+            None => self.record_small(v),
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn record_small(&mut self, v: u64) {
+        self.small.push(v);
+        if self.small.len() > SMALL {
+            let mut h = self.empty();
+            for &x in &self.small {
+                h.saturating_record(x);
             }
+            self.full = Some(h);
+            self.small = Vec::new();
         }
     }
 
@@ -61,7 +65,7 @@ impl LazyHist {
     /// The values as an HdrHistogram (built now while they are few).
     pub fn view(&self) -> Cow<'_, Histogram<u64>> {
         match &self.full {
-            Some(h) => Cow::Borrowed(&**h),
+            Some(h) => Cow::Borrowed(h),
             None => {
                 let mut h = self.empty();
                 for &x in &self.small {
