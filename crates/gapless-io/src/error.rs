@@ -11,11 +11,14 @@ pub enum IoError {
     /// The interface is administratively down or has no carrier.
     #[error("interface {0} is down. Fix: `ip link set {0} up` (and check that its peer or cable is up)")]
     InterfaceDown(String),
+    /// The process lacks capabilities the command needs.
+    #[error("{what} needs {missing}, which this process does not have. Fix: {fix}")]
+    MissingCapabilities { what: String, missing: String, fix: String },
     /// The link went down, lost its carrier or went away during a run.
     #[error("{iface} {what} during the run; the run ended there. Fix: check the link with `ip link show {iface}` (and its peer), then run again")]
     LinkLost { iface: String, what: String },
     /// The process may not open raw sockets.
-    #[error("opening an AF_PACKET socket needs CAP_NET_RAW. Fix: run as root (sudo), or `setcap cap_net_raw,cap_net_admin+ep` on the gapless binary")]
+    #[error("opening an AF_PACKET socket needs CAP_NET_RAW. Fix: run as root (sudo), or `setcap cap_net_raw,cap_net_admin,cap_sys_admin+ep` on the gapless binary (cap_sys_admin for --netns)")]
     NoPermission,
     /// A frame exceeds what the interface's MTU allows.
     #[error("stream {stream:?} has frames of up to {frame} B (with FCS) but {iface}'s MTU of {mtu} B allows at most {max} B. Fix: lower the frame size to {max} B, or raise the MTU: `ip link set {iface} mtu {need}`")]

@@ -6,6 +6,7 @@
 
 pub mod afpacket;
 pub mod afxdp;
+pub mod caps;
 pub mod capture;
 pub mod error;
 pub mod files;

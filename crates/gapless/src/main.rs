@@ -390,6 +390,7 @@ pub(crate) fn cmd_run(a: RunArgs) -> Result<i32> {
     if let Some(d) = &a.meter.report_dir {
         outputs::check_dir("--report-dir", d)?;
     }
+    check_caps(&a, iface.is_some(), netns.is_some())?;
     let mut rx = match &a.rx {
         Some(r) => Some(meter_cmd::open_rx_in(
             r,
@@ -768,6 +769,25 @@ pub(crate) fn stop_on_signals(stop: &Arc<AtomicBool>) -> Result<()> {
         signal_hook::flag::register(sig, stop.clone())?;
     }
     Ok(())
+}
+
+/// The capabilities `run` needs for what it was asked, checked before anything starts.
+fn check_caps(a: &RunArgs, iface: bool, netns: bool) -> Result<(), IoError> {
+    use gapless_io::caps::{require, Cap};
+    let mut need = Vec::new();
+    if iface || a.rx.is_some() {
+        need.push(Cap::NetRaw);
+    }
+    if a.rx.is_some() {
+        need.push(Cap::NetAdmin);
+    }
+    if netns || a.rx_netns.is_some() {
+        need.push(Cap::SysAdmin);
+    }
+    if a.rt_priority.is_some() {
+        need.push(Cap::SysNice);
+    }
+    require("this run", &need, gapless_io::caps::effective())
 }
 
 /// Writes to stdout; a closed pipe (`gapless run ... | head`) ends the output quietly.

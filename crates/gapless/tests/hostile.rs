@@ -342,3 +342,37 @@ fn every_stream_id_is_metered_in_under_a_gigabyte() {
         rss / 1024
     );
 }
+
+#[test]
+fn a_missing_capability_is_named_up_front() {
+    require_root();
+    let dir = tempfile::tempdir().unwrap();
+    let p = write(dir.path(), "p.toml", P);
+    // As root with CAP_SYS_ADMIN dropped from the bounding set: entering a namespace is
+    // refused before anything starts, with the capability and the setcap line.
+    let o = Command::new("setpriv")
+        .args([
+            "--bounding-set=-sys_admin",
+            bin(),
+            "run",
+            p.to_str().unwrap(),
+            "--null",
+            "--netns",
+            "gl-tx",
+        ])
+        .output()
+        .expect("setpriv (util-linux)");
+    expect_error(&o, &["needs cap_sys_admin", "setcap cap_sys_admin+ep"]);
+    let o = Command::new("setpriv")
+        .args([
+            "--bounding-set=-net_raw",
+            bin(),
+            "run",
+            p.to_str().unwrap(),
+            "--iface",
+            "lo",
+        ])
+        .output()
+        .unwrap();
+    expect_error(&o, &["needs cap_net_raw", "setcap cap_net_raw+ep"]);
+}
