@@ -35,6 +35,11 @@ if ! command -v cargo >/dev/null 2>&1; then
   echo "setup: Rust is missing. Install Rust 1.85 or newer with rustup (https://rustup.rs), then run this again" >&2
   exit 1
 fi
+if [[ "${1:-}" == "--fuzz" ]]; then
+  # The nightly toolchain and cargo-fuzz, for bench/fuzz.sh.
+  rustup toolchain list | grep -q '^nightly' || rustup toolchain install nightly --profile minimal
+  command -v cargo-fuzz >/dev/null 2>&1 || cargo install cargo-fuzz --locked
+fi
 # One build for the demo and the tests: the test binaries are built here too, with the same
 # release profile, so `cargo test --release` after it compiles nothing more.
 cargo build --release --locked --quiet --all-targets

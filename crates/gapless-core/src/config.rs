@@ -18,7 +18,7 @@ pub const MAX_FRAME: u32 = 16_384;
 /// The highest frame rate a stream may ask for: 400 GbE at 64 B (84 B on the wire with
 /// preamble and inter-frame gap) is 595 Mpps. No backend of any kind sends faster.
 pub const MAX_RATE_PPS: f64 = 600e6;
-/// Gaps drawn to check that a distribution's mean converges within a run, at most.
+/// Gaps drawn to check that a distribution's mean converges.
 const CONVERGENCE_SAMPLES: u64 = 1_000_000;
 /// Smallest frame (with FCS).
 pub const MIN_FRAME: u32 = 64;
@@ -391,13 +391,14 @@ fn imix_preset_name(spec: Option<&SizeSpec>) -> Option<&str> {
     }
 }
 
-/// Refuses a gap (or off-time) distribution whose mean the run cannot reach: the gaps a
-/// run of `departures` draws (at most a million; a million when the run has no end) are drawn
-/// here with the stream's seed, and their mean must be within 5 % + 3/√n of the asked one.
-/// A tail too heavy to converge (Pareto shape near 1, Weibull shape near 0, lognormal σ of
-/// several units, Gamma shape near 0) would otherwise send at a rate far from the one asked,
-/// with the schedule "held".
-fn check_convergence(pattern: &Pattern, departures: Option<f64>, seed: u64, tpath: &str) -> Result<(), ProfileError> {
+/// Refuses a gap (or off-time) distribution whose mean does not converge in practice: a
+/// million gaps are drawn with the stream's seed, and their mean must be within a factor of
+/// 2 of the asked one. Tails that heavy (Pareto shape near 1, Weibull shape near 0, lognormal
+/// σ of several units, Gamma shape near 0) would send at a rate far from the one asked, with
+/// the schedule "held". Heavy tails that converge slowly (Pareto 1.5) pass: a short run of
+/// them misses its rate by chance, and the result reports the rate achieved. The bound is
+/// loose on purpose: a Pareto of shape 1.5 misses it once in about 5000 seeds.
+fn check_convergence(pattern: &Pattern, seed: u64, tpath: &str) -> Result<(), ProfileError> {
     use rand::SeedableRng;
     let (unit, key) = match pattern {
         Pattern::Random(u) => (u, "dist"),
@@ -410,21 +411,19 @@ fn check_convergence(pattern: &Pattern, departures: Option<f64>, seed: u64, tpat
     ) {
         return Ok(());
     }
-    let n = departures.map_or(CONVERGENCE_SAMPLES, |d| (d.ceil() as u64).clamp(1, CONVERGENCE_SAMPLES));
+    let n = CONVERGENCE_SAMPLES;
     let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(seed ^ 0x5eed_c0de);
     let mean = (0..n).map(|_| unit.sample(&mut rng)).sum::<f64>() / n as f64;
-    let tol = 0.05 + 3.0 / (n as f64).sqrt();
-    if mean.is_finite() && (mean - 1.0).abs() <= tol {
+    if mean.is_finite() && (0.5..=2.0).contains(&mean) {
         return Ok(());
     }
     Err(ProfileError::invalid(
         format!("{tpath}.{key}"),
         format!(
-            "this distribution's tail is too heavy for its mean to converge in {n} gaps: their mean came out {mean:.3e} times the one asked (allowed: within {:.1} %), so the stream would send at {} the asked rate",
-            tol * 100.0,
+            "this distribution's tail is too heavy for its mean to converge: a million gaps drawn from it average {mean:.3e} times the mean asked, so the stream would send at {} the asked rate",
             if mean.is_finite() && mean > 0.0 { format!("{:.3e} times", 1.0 / mean) } else { "nothing like".into() }
         ),
-        "use a lighter tail (Pareto shape ≥ 1.5, Weibull shape ≥ 0.3, lognormal sigma ≤ 2, Gamma shape ≥ 0.05) or a longer run",
+        "use a lighter tail (Pareto shape ≥ 1.5, Weibull shape ≥ 0.3, lognormal sigma ≤ 2, Gamma shape ≥ 0.05)",
     ))
 }
 
@@ -695,11 +694,7 @@ fn compile_stream(
             format!("ask for at most {MAX_RATE_PPS:.0} pps"),
         ));
     }
-    let departures = t
-        .count
-        .map(|c| c as f64)
-        .or(duration_ns.map(|d| d as f64 * 1e-9 * target_pps));
-    check_convergence(&pattern, departures, seed, &tpath)?;
+    check_convergence(&pattern, seed, &tpath)?;
     if let Some(l) = link {
         if target_bps_l1 > l * 1.000_001 {
             return Err(ProfileError::invalid(

@@ -154,6 +154,12 @@ fn bad(path: &str, key: &str, problem: String, fix: &str) -> ProfileError {
 impl UnitDist {
     /// Compiles the shape of `spec` into a unit-mean distribution. `path` names it in errors.
     pub fn from_spec(spec: &DistSpec, path: &str, files: &dyn FileLoader) -> Result<UnitDist, ProfileError> {
+        let u = Self::from_spec_unchecked(spec, path, files)?;
+        check_variance(spec, path)?;
+        Ok(u)
+    }
+
+    fn from_spec_unchecked(spec: &DistSpec, path: &str, files: &dyn FileLoader) -> Result<UnitDist, ProfileError> {
         Ok(match spec.kind {
             DistKind::Constant => UnitDist::Constant,
             DistKind::Uniform => {
@@ -299,6 +305,36 @@ impl UnitDist {
             UnitDist::Empirical(t) => t.mean(),
             _ => 1.0,
         }
+    }
+}
+
+/// Largest squared coefficient of variation (variance / mean²) a gap distribution may have:
+/// the mean of n gaps is within about 100·sqrt(CV² / n) % of the asked one, so above 10⁴ even
+/// a million gaps miss it by 10 % or more, and a run would not send at the asked rate.
+pub const MAX_CV2: f64 = 1e4;
+
+/// The squared coefficient of variation of the families that have one in closed form.
+pub fn cv2(spec: &DistSpec) -> Option<f64> {
+    let lg = libm::lgamma;
+    match (spec.kind, spec.shape, spec.sigma) {
+        (DistKind::Weibull, Some(k), _) => Some((lg(1.0 + 2.0 / k) - 2.0 * lg(1.0 + 1.0 / k)).exp() - 1.0),
+        (DistKind::Gamma, Some(k), _) => Some(1.0 / k),
+        (DistKind::Lognormal, _, Some(s)) => Some((s * s).exp() - 1.0),
+        (DistKind::Pareto, Some(a), _) if a > 2.0 => Some(1.0 / (a * (a - 2.0))),
+        _ => None,
+    }
+}
+
+fn check_variance(spec: &DistSpec, path: &str) -> Result<(), ProfileError> {
+    match cv2(spec) {
+        Some(c) if c > MAX_CV2 => Err(ProfileError::invalid(
+            path,
+            format!(
+                "these gaps vary too much for their mean to hold: variance / mean² = {c:.3e} (at most {MAX_CV2:.0e}), so even a million of them would average 10 % or more off the asked gap and the stream would not send at its rate"
+            ),
+            "use a lighter tail (Weibull shape ≥ 0.15, lognormal sigma ≤ 3, Gamma shape ≥ 0.0001)",
+        )),
+        _ => Ok(()),
     }
 }
 

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Fuzz smoke run: each cargo-fuzz target for SECONDS (60) from the committed corpus in
+# fuzz/corpus/; a crash fails the script and leaves its input in fuzz/artifacts/. Needs the
+# nightly toolchain and cargo-fuzz (`bash scripts/setup.sh --fuzz`).
+#   bash bench/fuzz.sh [SECONDS]
+set -euo pipefail
+cd "$(dirname "$0")/../fuzz"
+secs=${1:-60}
+stamp=$(date -u +%Y%m%dT%H%M%SZ)
+out=../bench/results/fuzz-$stamp.txt
+: >"$out"
+for t in profile capture csv classify; do
+  # Work on a copy of the corpus: new inputs found in the run are not committed by accident.
+  work=$(mktemp -d)
+  cp -r "corpus/$t/." "$work/"
+  log=$(mktemp)
+  if cargo +nightly fuzz run "$t" "$work" -- -max_total_time="$secs" -rss_limit_mb=1024 -max_len=65536 >"$log" 2>&1; then
+    echo "$t: ok, $(grep -Eo '#[0-9]+' "$log" | tail -1 | tr -d '#') runs in ${secs} s, $(grep -Eo 'cov: [0-9]+' "$log" | tail -1)" | tee -a "$out"
+  else
+    echo "$t: FAILED (see fuzz/artifacts/$t/)" | tee -a "$out"
+    tail -30 "$log" | tee -a "$out"
+    exit 1
+  fi
+  rm -rf "$work" "$log"
+done
+echo "results: $out"
