@@ -178,6 +178,8 @@ fn pcap_with_times(times: &[u64]) -> Vec<u8> {
 
 /// Runs gapless with `args` and returns its exit code, its output (stdout then stderr) and
 /// its own peak RSS in KiB (wait4 on that child, not the maximum over every child so far).
+// The child is reaped by wait4 (which std's wait cannot give the rusage of).
+#[allow(clippy::zombie_processes)]
 fn gapless_rss(args: &[&str]) -> (Option<i32>, String, i64) {
     let dir = tempfile::tempdir().unwrap();
     let (out, err) = (dir.path().join("out"), dir.path().join("err"));
