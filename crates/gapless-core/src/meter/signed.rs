@@ -78,9 +78,11 @@ impl SignedHist {
             // The rank-th smallest value is the (nn - rank + 1)-th smallest magnitude, negated.
             let neg = self.neg.view();
             let m = at_rank(&neg, nn - rank + 1);
-            -((neg.lowest_equivalent(m) * self.unit) as i64)
+            let mag = neg.lowest_equivalent(m).saturating_mul(self.unit);
+            i64::try_from(mag).unwrap_or(i64::MAX).saturating_neg()
         } else {
-            (at_rank(&self.pos.view(), rank - nn) * self.unit) as i64
+            let v = at_rank(&self.pos.view(), rank - nn).saturating_mul(self.unit);
+            i64::try_from(v).unwrap_or(i64::MAX)
         };
         v.clamp(min_ns, max_ns.max(min_ns))
     }

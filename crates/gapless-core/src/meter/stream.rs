@@ -256,7 +256,9 @@ impl StreamMeter {
         if !self.latency_on {
             return;
         }
-        let lat = ts as i64 - tx_ns as i64 - self.offset_ns;
+        // In i128, saturated into i64: stamps from a hostile capture may be anything.
+        let lat = (i128::from(ts) - i128::from(tx_ns) - i128::from(self.offset_ns))
+            .clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64;
         self.lat_min = self.lat_min.min(lat);
         self.lat_max = self.lat_max.max(lat);
         self.lat_sum += lat as f64;
@@ -270,7 +272,7 @@ impl StreamMeter {
         if !matches!(ev, Some(SeqEvent::Duplicate)) {
             if let Some((ps, pl)) = self.prev_seq_lat {
                 if seq == ps.wrapping_add(self.lanes) {
-                    let d = lat - pl;
+                    let d = lat.saturating_sub(pl);
                     self.ipdv_min = self.ipdv_min.min(d);
                     self.ipdv_max = self.ipdv_max.max(d);
                     if let Some(h) = self.ipdv.as_mut() {

@@ -310,3 +310,15 @@ fn a_calibration_judges_itself() {
     }
     assert!(!c.reference("x").valid);
 }
+
+#[test]
+fn hostile_stamps_saturate_instead_of_wrapping() {
+    // Found by the classify fuzz target: RX and TX stamps far apart overflowed i64.
+    let mut m = meter(None);
+    m.on_frame(u64::MAX, &frame(0, 0, 0), 60);
+    m.on_frame(0, &frame(0, 1, u64::MAX), 60);
+    let l = m.report().streams.remove(0).latency.unwrap();
+    assert_eq!((l.max_ns, l.min_ns), (i64::MAX, i64::MIN), "{l:?}");
+    let p = &l.percentiles_ns;
+    assert!(p.p50 >= l.min_ns && p.p99_9999 <= l.max_ns, "{p:?}");
+}
