@@ -74,6 +74,18 @@ fn an_overloaded_paced_run_says_not_held_and_why() {
     );
 }
 
+/// A busy loop pinned to `core`, running once this returns; killed when dropped.
+fn hog(core: usize) -> KillOnDrop {
+    let h = KillOnDrop(Some(
+        Command::new("taskset")
+            .args(["-c", &core.to_string(), "sh", "-c", "while :; do :; done"])
+            .spawn()
+            .expect("taskset (util-linux)"),
+    ));
+    std::thread::sleep(Duration::from_millis(200));
+    h
+}
+
 #[test]
 fn the_send_loop_takes_the_quietest_core() {
     let _x = exclusive();
@@ -81,13 +93,7 @@ fn the_send_loop_takes_the_quietest_core() {
     assert!(allowed.len() >= 2, "this test needs 2 cores, got {allowed:?}");
     let hog_core = *allowed.last().unwrap();
     // A busy loop pinned to the core that used to be the default.
-    let mut hog = KillOnDrop(Some(
-        Command::new("taskset")
-            .args(["-c", &hog_core.to_string(), "sh", "-c", "while :; do :; done"])
-            .spawn()
-            .expect("taskset (util-linux)"),
-    ));
-    std::thread::sleep(Duration::from_millis(200));
+    let mut hog = hog(hog_core);
     let dir = tempfile::tempdir().unwrap();
     let p = write(
         dir.path(),
@@ -136,13 +142,7 @@ fn the_send_loop_takes_the_quietest_core() {
 fn a_busy_core_chosen_by_hand_gets_a_warning_that_names_it() {
     let _x = exclusive();
     let c = *gapless_engine::meter::allowed_cores().last().unwrap();
-    let mut hog = KillOnDrop(Some(
-        Command::new("taskset")
-            .args(["-c", &c.to_string(), "sh", "-c", "while :; do :; done"])
-            .spawn()
-            .unwrap(),
-    ));
-    std::thread::sleep(Duration::from_millis(200));
+    let mut hog = hog(c);
     let dir = tempfile::tempdir().unwrap();
     let p = write(
         dir.path(),
@@ -351,23 +351,30 @@ fn latencies_below_zero_stay_in_the_percentiles() {
     // On a pcap written by --out every latency is 0; an offset of 401 ns makes them −401.
     let cal = dir.path().join("cal.json");
     std::fs::write(&cal, calibration_json(401, true)).unwrap();
-    let j = dir.path().join("a.json");
-    let o = gapless(&[
-        "analyze",
-        full.to_str().unwrap(),
-        "--calibration",
-        cal.to_str().unwrap(),
-        "--json",
-        j.to_str().unwrap(),
-    ]);
-    let t = text(&o);
-    assert!(o.status.success(), "{t}");
-    let l = &read_json(&j)["streams"][0]["latency"];
+    let (t, r) = analyze_calibrated(&full, &cal, &[]);
+    let l = &r["streams"][0]["latency"];
     assert_eq!(l["negative"], 2_000, "{l}");
     assert_eq!(l["percentiles_ns"]["p50"], -401, "expected p50 −401 ns, got {l}");
     assert_eq!(l["percentiles_ns"]["p99_9999"], -401, "{l}");
     assert!(t.contains("2000 latencies (100.0 %) are below zero"), "{t}");
     assert!(t.contains("lat p50*"), "expected the calibrated columns starred: {t}");
+}
+
+/// `analyze CAPTURE --calibration CAL` plus `extra`: its output and result.
+fn analyze_calibrated(capture: &std::path::Path, cal: &std::path::Path, extra: &[&str]) -> (String, Value) {
+    let j = capture.with_extension("json");
+    let mut args = vec![
+        "analyze",
+        capture.to_str().unwrap(),
+        "--calibration",
+        cal.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    args.extend_from_slice(&["--json", j.to_str().unwrap()]);
+    let o = gapless(&args);
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    (t, read_json(&j))
 }
 
 fn calibration_json(offset: i64, valid: bool) -> String {
@@ -389,32 +396,11 @@ fn an_invalid_calibration_warns_and_is_not_subtracted_unless_asked() {
     let full = pcap_of(dir.path(), 64);
     let cal = dir.path().join("cal.json");
     std::fs::write(&cal, calibration_json(401, false)).unwrap();
-    let j = dir.path().join("a.json");
-    let o = gapless(&[
-        "analyze",
-        full.to_str().unwrap(),
-        "--calibration",
-        cal.to_str().unwrap(),
-        "--json",
-        j.to_str().unwrap(),
-    ]);
-    let t = text(&o);
-    assert!(o.status.success(), "{t}");
+    let (t, r) = analyze_calibrated(&full, &cal, &[]);
     assert!(t.contains("is invalid") && t.contains("NOT subtracted"), "{t}");
-    let r = read_json(&j);
     assert_eq!(r["streams"][0]["latency"]["offset_subtracted_ns"], 0);
     assert_eq!(r["calibration"]["subtracted"], false);
-    let o = gapless(&[
-        "analyze",
-        full.to_str().unwrap(),
-        "--calibration",
-        cal.to_str().unwrap(),
-        "--use-invalid-calibration",
-        "--json",
-        j.to_str().unwrap(),
-    ]);
-    assert!(o.status.success(), "{}", text(&o));
-    let r = read_json(&j);
+    let (_, r) = analyze_calibrated(&full, &cal, &["--use-invalid-calibration"]);
     assert_eq!(r["streams"][0]["latency"]["offset_subtracted_ns"], 401);
     assert!(
         r["warnings"].to_string().contains("--use-invalid-calibration"),

@@ -55,22 +55,16 @@ impl Percentiles {
     /// the recorded ones at that rank (HdrHistogram's rule), so it never understates, capped
     /// at the exact maximum `max_ns`.
     pub fn of(h: &Histogram<u64>, unit: u64, max_ns: u64) -> Percentiles {
-        let q = |p: f64| (h.highest_equivalent(h.value_at_quantile(p)) * unit).min(max_ns) as i64;
-        Percentiles {
-            p50: q(0.5),
-            p90: q(0.9),
-            p99: q(0.99),
-            p99_9: q(0.999),
-            p99_99: q(0.9999),
-            p99_999: q(0.99999),
-            p99_9999: q(0.999999),
-        }
+        Self::from_quantiles(|p| (h.highest_equivalent(h.value_at_quantile(p)) * unit).min(max_ns) as i64)
     }
 
     /// From a signed histogram (see [`super::signed`] for the never-understated rule),
     /// clamped to the exact min and max.
     pub fn of_signed(h: &super::signed::SignedHist, min_ns: i64, max_ns: i64) -> Percentiles {
-        let q = |p: f64| h.quantile(p, min_ns, max_ns);
+        Self::from_quantiles(|p| h.quantile(p, min_ns, max_ns))
+    }
+
+    fn from_quantiles(q: impl Fn(f64) -> i64) -> Percentiles {
         Percentiles {
             p50: q(0.5),
             p90: q(0.9),

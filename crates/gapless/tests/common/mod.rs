@@ -298,3 +298,47 @@ pub fn held_or_honest(r: &serde_json::Value, sink: &[(usize, f64)], timing: impl
     eprintln!("schedule NOT held, and the verdict explains it: {causes:?}");
     false
 }
+
+// The child is reaped by wait4 (which std's wait cannot give the rusage of).
+#[allow(clippy::zombie_processes)]
+/// Runs gapless with `args` and returns its exit code, its output (stdout then stderr) and
+/// its own peak RSS in KiB (wait4 on that child, not the maximum over every child so far).
+// The child is reaped by wait4 (which std's wait cannot give the rusage of).
+#[allow(clippy::zombie_processes)]
+pub fn gapless_rss(args: &[&str]) -> (Option<i32>, String, i64) {
+    let dir = tempfile::tempdir().unwrap();
+    let (out, err) = (dir.path().join("out"), dir.path().join("err"));
+    let child = std::process::Command::new(bin())
+        .args(args)
+        .stdout(std::fs::File::create(&out).unwrap())
+        .stderr(std::fs::File::create(&err).unwrap())
+        .spawn()
+        .unwrap();
+    let mut status = 0;
+    // SAFETY: wait4 on our own child with valid out-pointers.
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    let pid = unsafe { libc::wait4(child.id() as i32, &mut status, 0, &mut u) };
+    assert_eq!(pid, child.id() as i32);
+    let code = libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status));
+    let text = std::fs::read_to_string(&out).unwrap() + &std::fs::read_to_string(&err).unwrap();
+    (code, text, u.ru_maxrss)
+}
+
+/// A nanosecond pcap of the given frames.
+pub fn pcap_of_frames(frames: &[(u64, Vec<u8>)]) -> Vec<u8> {
+    let mut b = Vec::new();
+    b.extend_from_slice(&0xa1b2_3c4du32.to_le_bytes());
+    b.extend_from_slice(&2u16.to_le_bytes());
+    b.extend_from_slice(&4u16.to_le_bytes());
+    b.extend_from_slice(&[0; 8]);
+    b.extend_from_slice(&65535u32.to_le_bytes());
+    b.extend_from_slice(&1u32.to_le_bytes());
+    for (t, f) in frames {
+        b.extend_from_slice(&((t / 1_000_000_000) as u32).to_le_bytes());
+        b.extend_from_slice(&((t % 1_000_000_000) as u32).to_le_bytes());
+        b.extend_from_slice(&(f.len() as u32).to_le_bytes());
+        b.extend_from_slice(&(f.len() as u32).to_le_bytes());
+        b.extend_from_slice(f);
+    }
+    b
+}
