@@ -299,8 +299,6 @@ pub fn held_or_honest(r: &serde_json::Value, sink: &[(usize, f64)], timing: impl
     false
 }
 
-// The child is reaped by wait4 (which std's wait cannot give the rusage of).
-#[allow(clippy::zombie_processes)]
 /// Runs gapless with `args` and returns its exit code, its output (stdout then stderr) and
 /// its own peak RSS in KiB (wait4 on that child, not the maximum over every child so far).
 // The child is reaped by wait4 (which std's wait cannot give the rusage of).
