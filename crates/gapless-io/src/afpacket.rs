@@ -83,6 +83,9 @@ pub(crate) fn bind_packet(fd: &OwnedFd, ifindex: u32, protocol: u16) -> i32 {
     }
 }
 
+/// How long a frame the kernel refuses for a full queue (ENOBUFS, EAGAIN) is retried.
+const RETRY_FOR: std::time::Duration = std::time::Duration::from_millis(2);
+
 /// A bound AF_PACKET TX socket with PACKET_QDISC_BYPASS and a raised send buffer.
 struct TxSocket {
     fd: OwnedFd,
@@ -206,7 +209,10 @@ impl TxBackend for AfPacketTx {
             iov.iov_len = l;
         }
         let mut done = 0usize;
+        // Retries of the frame at `done`, and when they began: a full queue is retried for
+        // at most RETRY_FOR, so a frame the kernel will not take costs 2 ms, not seconds.
         let mut retries = 0u32;
+        let mut since: Option<std::time::Instant> = None;
         let mut failed = 0usize;
         while done < n {
             // SAFETY: msgs[done..n] are valid mmsghdrs pointing at live iovecs and buffers.
@@ -220,6 +226,7 @@ impl TxBackend for AfPacketTx {
             };
             if rc > 0 {
                 done += rc as usize;
+                (retries, since) = (0, None);
                 continue;
             }
             let e = std::io::Error::last_os_error().raw_os_error().unwrap_or(0);
@@ -230,7 +237,8 @@ impl TxBackend for AfPacketTx {
                     return Err(fatal);
                 }
             }
-            if (e == libc::ENOBUFS || e == libc::EAGAIN || e == libc::EINTR) && retries < 10_000 {
+            let transient = e == libc::ENOBUFS || e == libc::EAGAIN || e == libc::EINTR;
+            if transient && since.get_or_insert_with(std::time::Instant::now).elapsed() < RETRY_FOR {
                 retries += 1;
                 std::hint::spin_loop();
                 continue;
@@ -239,6 +247,7 @@ impl TxBackend for AfPacketTx {
             self.sock.fail(1, e);
             failed += 1;
             done += 1;
+            (retries, since) = (0, None);
         }
         Ok(n - failed)
     }
