@@ -23,16 +23,7 @@ fn an_overloaded_paced_run_says_not_held_and_why() {
         "[[stream]]\nname = \"fast\"\n[stream.timing]\nrate_pps = 50_000_000\ncount = 3_000_000\n",
     );
     let j = dir.path().join("r.json");
-    let o = gapless(&[
-        "run",
-        p.to_str().unwrap(),
-        "--null",
-        "--pace",
-        "on",
-        "-q",
-        "--json",
-        j.to_str().unwrap(),
-    ]);
+    let o = paced_null(&p, &j, &[]);
     let t = text(&o);
     assert!(o.status.success(), "{t}");
     let r = read_json(&j);
@@ -74,6 +65,22 @@ fn an_overloaded_paced_run_says_not_held_and_why() {
     );
 }
 
+/// `run P --null --pace on -q --json J` plus `extra`: a paced run with no wire.
+fn paced_null(p: &std::path::Path, j: &std::path::Path, extra: &[&str]) -> std::process::Output {
+    let mut args = vec![
+        "run",
+        p.to_str().unwrap(),
+        "--null",
+        "--pace",
+        "on",
+        "-q",
+        "--json",
+        j.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    gapless(&args)
+}
+
 /// A busy loop pinned to `core`, running once this returns; killed when dropped.
 fn hog(core: usize) -> KillOnDrop {
     let h = KillOnDrop(Some(
@@ -101,16 +108,7 @@ fn the_send_loop_takes_the_quietest_core() {
         "[[stream]]\nname = \"c\"\n[stream.timing]\nrate_pps = 10_000\ncount = 2_000\n",
     );
     let j = dir.path().join("r.json");
-    let o = gapless(&[
-        "run",
-        p.to_str().unwrap(),
-        "--null",
-        "--pace",
-        "on",
-        "-q",
-        "--json",
-        j.to_str().unwrap(),
-    ]);
+    let o = paced_null(&p, &j, &[]);
     drop(hog.take().kill());
     assert!(o.status.success(), "{}", text(&o));
     let r = read_json(&j);
@@ -150,18 +148,7 @@ fn a_busy_core_chosen_by_hand_gets_a_warning_that_names_it() {
         "[[stream]]\nname = \"c\"\n[stream.timing]\nrate_pps = 10_000\ncount = 500\n",
     );
     let j = dir.path().join("r.json");
-    let o = gapless(&[
-        "run",
-        p.to_str().unwrap(),
-        "--null",
-        "--pace",
-        "on",
-        "--core",
-        &c.to_string(),
-        "-q",
-        "--json",
-        j.to_str().unwrap(),
-    ]);
+    let o = paced_null(&p, &j, &["--core", &c.to_string()]);
     drop(hog.take().kill());
     let t = text(&o);
     assert!(o.status.success(), "{t}");
