@@ -230,9 +230,9 @@ impl TxBackend for AfPacketTx {
                 continue;
             }
             let e = std::io::Error::last_os_error().raw_os_error().unwrap_or(0);
-            // A full queue may be a dead link: look every 256 retries, and at once for errors
-            // that only a dead link gives.
-            if e != libc::ENOBUFS || retries % 256 == 255 {
+            // A full queue may be a dead link: look at the first retry and every 256th, and
+            // at once for errors that only a dead link gives.
+            if e != libc::ENOBUFS || retries.is_multiple_of(256) {
                 if let Some(fatal) = self.sock.fatal(e) {
                     return Err(fatal);
                 }
