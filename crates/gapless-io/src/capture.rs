@@ -8,7 +8,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use gapless_core::signature::Signature;
 use pcap_file::pcap::PcapReader;
-use pcap_file::pcapng::{Block, PcapNgReader};
 use pcap_file::DataLink;
 
 use crate::error::IoError;
@@ -37,10 +36,14 @@ pub struct ReadInfo {
     pub frames: u64,
     /// The timestamp resolution the file declares, e.g. "ns" or "µs".
     pub resolution: String,
+    /// Its coarsest unit in ns: 1 for ns and finer, 1000 for µs.
+    pub step_ns: u64,
     /// Set when the file ends early or breaks off: what was read before is kept.
     pub truncated: Option<String>,
     /// The reading was stopped (Ctrl-C): what was read before is kept.
     pub stopped: bool,
+    /// pcapng Simple Packet Blocks: frames without a timestamp, which cannot be metered.
+    pub untimed: u64,
 }
 
 fn input(path: &Path, message: impl Into<String>, fix: impl Into<String>) -> IoError {
@@ -117,7 +120,10 @@ pub fn read_pcap(path: &Path, stop: &AtomicBool, f: &mut dyn FnMut(u64, &[u8], u
             if h.datalink != DataLink::ETHERNET {
                 return Err(not_ethernet(path, h.datalink));
             }
-            info.resolution = format!("{:?}", h.ts_resolution).to_lowercase();
+            (info.resolution, info.step_ns) = match h.ts_resolution {
+                pcap_file::pcap::PcapTsResolution::MicroSecond => ("µs".into(), 1000),
+                pcap_file::pcap::PcapTsResolution::NanoSecond => ("ns".into(), 1),
+            };
             while let Some(p) = r.next_packet() {
                 if stop.load(Ordering::Relaxed) {
                     info.stopped = true;
@@ -136,38 +142,34 @@ pub fn read_pcap(path: &Path, stop: &AtomicBool, f: &mut dyn FnMut(u64, &[u8], u
             }
         }
         CaptureFormat::PcapNg => {
-            let mut r = PcapNgReader::new(file).map_err(|e| {
-                input(
-                    path,
-                    format!("not a readable pcapng section header: {e}"),
-                    "check that the file is a complete capture",
-                )
-            })?;
-            info.resolution = "per interface (pcapng if_tsresol)".into();
-            while let Some(b) = r.next_block() {
+            let mut r = crate::pcapng::Reader::new(file);
+            while let Some(p) = r.next_packet() {
                 if stop.load(Ordering::Relaxed) {
                     info.stopped = true;
                     break;
                 }
-                match b {
-                    Ok((Block::EnhancedPacket(p), st)) => {
-                        let dl = st
-                            .interfaces()
-                            .get(p.interface_id as usize)
-                            .map(|i| i.linktype)
-                            .unwrap_or(DataLink::ETHERNET);
-                        if dl != DataLink::ETHERNET {
-                            return Err(not_ethernet(path, dl));
-                        }
-                        f(ns(p.timestamp), &p.data, p.original_len);
+                match p {
+                    Ok(p) if p.linktype != 1 => return Err(not_ethernet(path, DataLink::from(u32::from(p.linktype)))),
+                    Ok(p) => {
+                        f(p.ts_ns, p.data, p.orig_len);
                         info.frames += 1;
                     }
-                    Ok(_) => {}
                     Err(e) => {
-                        info.truncated = Some(broke(info.frames, &e));
+                        info.truncated = Some(e);
                         break;
                     }
                 }
+            }
+            info.resolution = r.resolutions();
+            info.step_ns = r.step_ns();
+            if let Some(e) = info.truncated.take() {
+                if info.frames == 0 && info.resolution.is_empty() {
+                    return Err(input(path, e, "check that the file is a complete pcapng capture"));
+                }
+                info.truncated = Some(broke(info.frames, &e));
+            }
+            if r.simple_packets > 0 {
+                info.untimed = r.simple_packets;
             }
         }
         CaptureFormat::Csv => {

@@ -13,6 +13,7 @@ pub mod files;
 pub mod nic;
 pub mod null;
 pub mod pcap;
+pub mod pcapng;
 pub mod rx;
 pub mod testbed;
 pub mod xdp_prog;

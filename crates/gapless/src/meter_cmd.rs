@@ -473,8 +473,11 @@ pub fn cmd_analyze(a: AnalyzeArgs) -> Result<i32> {
             if let Some(t) = info.truncated {
                 warnings.push(t);
             }
-            if info.resolution.contains("micro") {
-                warnings.push("the capture has µs timestamps: inter-arrival and latency figures are rounded to 1 µs. Fix: capture with `tcpdump --time-stamp-precision=nano`".into());
+            if info.step_ns > 1 {
+                warnings.push(format!("the capture has {} timestamps: inter-arrival and latency figures are rounded to {}. Fix: capture with `tcpdump --time-stamp-precision=nano`", info.resolution, gapless_engine::report::ns(info.step_ns)));
+            }
+            if info.untimed > 0 {
+                warnings.push(format!("{} frames are in pcapng Simple Packet Blocks, which have no timestamp, and were not metered. Fix: capture to Enhanced Packet Blocks (tcpdump, dumpcap and editcap write them)", info.untimed));
             }
             ts_source = format!("{} timestamps ({})", fmt.name(), info.resolution);
             report = meter.report();

@@ -280,3 +280,107 @@ fn a_missing_capability_is_named_up_front() {
         .unwrap();
     expect_error(&o, &["needs cap_net_raw", "setcap cap_net_raw+ep"]);
 }
+
+/// A little-endian pcapng of `frames` on one Ethernet interface with `if_tsresol` = `resol`,
+/// each time given in that unit.
+fn pcapng_with_resolution(resol: u8, frames: &[(u64, Vec<u8>)]) -> Vec<u8> {
+    fn block(out: &mut Vec<u8>, t: u32, body: &[u8]) {
+        let len = (12 + body.len().div_ceil(4) * 4) as u32;
+        out.extend(t.to_le_bytes());
+        out.extend(len.to_le_bytes());
+        out.extend(body);
+        out.resize(out.len() + (len as usize - 12 - body.len()), 0);
+        out.extend(len.to_le_bytes());
+    }
+    let mut out = Vec::new();
+    let shb = [&0x1a2b_3c4du32.to_le_bytes()[..], &[1, 0, 0, 0], &[0xff; 8]].concat();
+    block(&mut out, 0x0a0d_0d0a, &shb);
+    let idb = [
+        &[1, 0, 0, 0][..],
+        &65535u32.to_le_bytes(),
+        &[9, 0, 1, 0, resol, 0, 0, 0],
+        &[0; 4],
+    ]
+    .concat();
+    block(&mut out, 1, &idb);
+    for (t, f) in frames {
+        let len = (f.len() as u32).to_le_bytes();
+        let head = [
+            &[0u8; 4][..],
+            &((t >> 32) as u32).to_le_bytes(),
+            &(*t as u32).to_le_bytes(),
+            &len,
+            &len,
+        ]
+        .concat();
+        block(&mut out, 6, &[&head[..], f].concat());
+    }
+    out
+}
+
+#[test]
+fn a_picosecond_pcapng_is_read_as_tshark_reads_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let frame = pcap_with_times(&[0])[40..].to_vec();
+    // 2,000 frames 1.0000000005 ms apart from 1 s, in ps (u64 ps reach only 213 days).
+    let t0 = 1_000_000_000_000u64;
+    let frames: Vec<(u64, Vec<u8>)> = (0..2_000u64).map(|k| (t0 + k * 1_000_000_500, frame.clone())).collect();
+    let f = dir.path().join("ps.pcapng");
+    std::fs::write(&f, pcapng_with_resolution(12, &frames)).unwrap();
+    let o = Command::new("tshark")
+        .args(["-r", f.to_str().unwrap(), "-T", "fields", "-e", "frame.time_epoch"])
+        .output()
+        .expect("tshark is installed by scripts/setup.sh");
+    assert!(o.status.success(), "tshark refused the test's pcapng: {}", text(&o));
+    let tshark: Vec<String> = String::from_utf8_lossy(&o.stdout).lines().map(String::from).collect();
+    assert_eq!(tshark.len(), 2_000, "expected tshark to read 2000 frames");
+    let j = dir.path().join("a.json");
+    let o = gapless(&["analyze", f.to_str().unwrap(), "--json", j.to_str().unwrap()]);
+    let t = text(&o);
+    assert!(
+        o.status.success(),
+        "expected the picosecond capture to be analysed, got {t}"
+    );
+    let r = read_json(&j);
+    assert_eq!(r["capture"]["frames"], 2_000, "{t}");
+    assert!(t.contains("ps (kept to ns)"), "expected the resolution named, got {t}");
+    // tshark 4.0 reads the file but wraps ps fractions past 18.4 ms (2^64 / 10^9 ps): its
+    // first 18 gaps are right, and match the file; gapless's whole-run mean is checked below.
+    let times: Vec<f64> = tshark.iter().take(18).map(|l| l.parse().unwrap()).collect();
+    for w in times.windows(2) {
+        let gap = (w[1] - w[0]) * 1e9;
+        assert!(
+            (gap - 1_000_000.0).abs() < 2.0,
+            "expected tshark's early gaps to be 1 ms, got {gap} ns"
+        );
+    }
+    // Kept to the ns: 10^12 ps and (10^12 + 1999 × 1,000,000,500) ps, floored.
+    let st = &r["streams"][0];
+    assert_eq!(st["first_rx_ns"], 1_000_000_000u64, "first frame");
+    assert_eq!(st["last_rx_ns"], 2_999_000_999u64, "last frame");
+}
+
+#[test]
+fn a_pcapng_block_that_breaks_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let frame = pcap_with_times(&[0])[40..].to_vec();
+    let frames: Vec<(u64, Vec<u8>)> = (0..100).map(|k| (1_000_000 + k * 1000, frame.clone())).collect();
+    let mut b = pcapng_with_resolution(6, &frames);
+    // Corrupt the trailing length of the 51st packet block.
+    let shb_idb = 28 + 32;
+    let epb = (b.len() - shb_idb) / 100;
+    let at = shb_idb + 51 * epb - 4;
+    b[at] ^= 0x40;
+    let f = dir.path().join("bad.pcapng");
+    std::fs::write(&f, b).unwrap();
+    let j = dir.path().join("a.json");
+    let o = gapless(&["analyze", f.to_str().unwrap(), "--json", j.to_str().unwrap()]);
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    assert_eq!(read_json(&j)["capture"]["frames"], 50, "{t}");
+    assert!(
+        t.contains("says length") && t.contains("after 50 frames"),
+        "expected the broken block named, got {t}"
+    );
+    assert!(t.contains("µs timestamps"), "expected the µs warning, got {t}");
+}
