@@ -384,3 +384,103 @@ fn a_pcapng_block_that_breaks_is_named() {
     );
     assert!(t.contains("µs timestamps"), "expected the µs warning, got {t}");
 }
+
+/// A 256 KiB tmpfs mounted on a temporary directory, unmounted on drop.
+struct SmallDisk(tempfile::TempDir);
+
+impl SmallDisk {
+    fn mount() -> SmallDisk {
+        require_root();
+        let d = tempfile::tempdir().unwrap();
+        let s = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", "size=256k", "tmpfs", d.path().to_str().unwrap()])
+            .status()
+            .unwrap();
+        assert!(s.success(), "expected to mount a small tmpfs (the test runs as root)");
+        SmallDisk(d)
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(self.0.path()).status();
+    }
+}
+
+#[test]
+fn a_full_disk_ends_the_run_and_leaves_no_file_it_did_not_write() {
+    let disk = SmallDisk::mount();
+    let dir = tempfile::tempdir().unwrap();
+    // 2,000 frames of 1000 bytes: 2 MB into 256 KiB.
+    let p = write(
+        dir.path(),
+        "p.toml",
+        "[[stream]]\nname = \"c\"\nsize = 1000\n[stream.timing]\nrate_pps = 100_000\ncount = 2000\n",
+    );
+    let pcap = disk.0.path().join("x.pcap");
+    let j = dir.path().join("r.json");
+    let o = gapless(&[
+        "run",
+        p.to_str().unwrap(),
+        "--out",
+        pcap.to_str().unwrap(),
+        "--json",
+        j.to_str().unwrap(),
+    ]);
+    let t = text(&o);
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "expected exit 2 on a full disk, got {:?}: {t}",
+        o.status.code()
+    );
+    assert!(t.contains("disk has space"), "expected the fix named, got {t}");
+    let left: Vec<_> = std::fs::read_dir(disk.0.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert!(
+        left.is_empty(),
+        "expected no partial or temporary file on the full disk, got {left:?}"
+    );
+    assert!(
+        !t.contains(&format!("pcap: {}", pcap.display())),
+        "a pcap that was not written was claimed: {t}"
+    );
+    let r = read_json(&j);
+    assert_eq!(r["interrupted"], true);
+    assert!(
+        r["stop_reason"].as_str().unwrap().contains("x.pcap"),
+        "{}",
+        r["stop_reason"]
+    );
+    // A disk that fills up before the result is written: the summary is still printed, the
+    // error says why, and no partial result is left.
+    let mut fill = std::fs::File::create(disk.0.path().join("fill")).unwrap();
+    while std::io::Write::write_all(&mut fill, &[0u8; 4096]).is_ok() {}
+    let j2 = disk.0.path().join("r.json");
+    let o = gapless(&["run", p.to_str().unwrap(), "--null", "--json", j2.to_str().unwrap()]);
+    let t = text(&o);
+    assert_ne!(
+        o.status.code(),
+        Some(0),
+        "expected a failed result write to fail the run: {t}"
+    );
+    assert!(
+        t.contains("No space left on device"),
+        "expected the cause named, got {t}"
+    );
+    assert!(
+        t.contains("achieved") && t.contains("sent"),
+        "expected the summary printed, got {t}"
+    );
+    let left: Vec<_> = std::fs::read_dir(disk.0.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(
+        left,
+        vec![std::ffi::OsString::from("fill")],
+        "expected no partial result file"
+    );
+}
