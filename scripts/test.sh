@@ -5,7 +5,7 @@
 # the exit code is non-zero when any test, binary or check failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh || exit 1
+bash scripts/setup.sh --fuzz || exit 1
 command -v cargo >/dev/null 2>&1 || export PATH="$HOME/.cargo/bin:/root/.cargo/bin:$PATH"
 status=0
 cargo fmt --all -- --check || { echo "test.sh: cargo fmt --check failed (run cargo fmt --all)"; status=1; }
@@ -13,6 +13,13 @@ cargo clippy --release --locked --all-targets --quiet -- -D warnings || { echo "
 log=$(mktemp)
 cargo test --release --locked --workspace --no-fail-fast 2>&1 | tee "$log"
 cargo_rc=${PIPESTATUS[0]}
+# Fuzz smoke: each cargo-fuzz target for 20 s from the committed corpus (bench/fuzz.sh runs
+# them longer and records the result). A crash, or a target that does not build, fails.
+if bash bench/fuzz.sh 20 --smoke; then
+  echo "test result: ok. 1 passed; 0 failed (fuzz smoke, 4 targets x 20 s)" | tee -a "$log"
+else
+  echo "test.sh: the fuzz smoke failed (see above)"; status=1
+fi
 # One closing line for the whole workspace (cargo's own last line is an empty doc-test block).
 # A test binary that failed to build or crashed has no 'test result' line: count it as failed.
 awk -v rc="$cargo_rc" -v st="$status" '
