@@ -1,8 +1,12 @@
 //! # gapless-io
 //!
-//! Thin Linux IO under one TX trait ([`TxBackend`]): AF_PACKET, a pcap file, and null. Also the
+//! Thin Linux IO under one TX trait ([`TxBackend`]): AF_PACKET (sendmmsg or a TX ring), AF_XDP
+//! ([`afxdp`], with its XDP program in [`xdp_prog`]), a pcap file, and null; and one RX trait
+//! ([`rx::RxSource`]) for the meter: a TPACKET_V3 ring or an AF_XDP socket. Also the
 //! interface queries the engine needs (MTU, link speed, driver, by ioctl so that they answer
 //! for the current network namespace), network-namespace entry, and the veth testbed.
+//! Captures for offline metering are read by [`capture`] (pcap via pcap-file, pcapng by our
+//! own [`pcapng`] reader, which takes every timestamp resolution the format allows).
 
 pub mod afpacket;
 pub mod afxdp;
