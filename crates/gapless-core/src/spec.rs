@@ -35,7 +35,7 @@ pub struct ProfileSpec {
 }
 
 /// The `[output]` table.
-#[derive(Debug, Clone, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct OutputSpec {
     pub iface: Option<String>,

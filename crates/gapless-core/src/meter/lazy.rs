@@ -54,6 +54,36 @@ impl LazyHist {
         }
     }
 
+    /// Records `v` `n` times.
+    #[inline(always)]
+    pub fn record_n(&mut self, v: u64, n: u64) {
+        match &mut self.full {
+            Some(h) => h.saturating_record_n(v, n),
+            None => {
+                for _ in 0..n {
+                    self.record(v);
+                }
+            }
+        }
+    }
+
+    /// Adds every value of `other`.
+    pub fn add(&mut self, other: &LazyHist) {
+        match &other.full {
+            None => other.small.iter().for_each(|&v| self.record(v)),
+            Some(o) => {
+                let sigfig = self.sigfig;
+                let h = self
+                    .full
+                    .get_or_insert_with(|| Histogram::new_with_bounds(1, HIST_MAX, sigfig).expect("valid bounds"));
+                let _ = h.add(o);
+                for v in std::mem::take(&mut self.small) {
+                    h.saturating_record(v);
+                }
+            }
+        }
+    }
+
     pub fn len(&self) -> u64 {
         self.full.as_ref().map_or(self.small.len() as u64, |h| h.len())
     }

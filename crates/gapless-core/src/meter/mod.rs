@@ -25,6 +25,21 @@ pub struct StreamTarget {
     pub lanes: u32,
 }
 
+/// One stream's running counts while the meter runs. Loss here is the gaps in the sequence
+/// numbers so far; the tail is known only when the sender's count is joined at the end.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct LiveRx {
+    pub name: String,
+    pub id: Option<u16>,
+    pub received: u64,
+    pub bytes: u64,
+    pub lost: u64,
+    pub reordered: u64,
+    pub duplicated: u64,
+    pub latency_p50_ns: Option<i64>,
+    pub latency_p99_ns: Option<i64>,
+}
+
 /// How to meter.
 #[derive(Debug, Clone)]
 pub struct MeterConfig {
@@ -189,6 +204,14 @@ impl Meter {
             }
         };
         self.unsigned[i].on_frame(ts_ns, wire_len, None);
+    }
+
+    /// Every stream's running counts (signed by id, then flows): see [`StreamMeter::live`].
+    pub fn live(&self) -> Vec<LiveRx> {
+        let mut v: Vec<LiveRx> = self.signed.iter().map(StreamMeter::live).collect();
+        v.sort_by_key(|s| s.id);
+        v.extend(self.unsigned.iter().map(StreamMeter::live));
+        v
     }
 
     /// The report so far: signed streams by id, then unsigned flows in order of appearance.

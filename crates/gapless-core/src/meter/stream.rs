@@ -351,6 +351,24 @@ impl StreamMeter {
         super::seq::merge(&parts)
     }
 
+    /// The running counts, cheap enough to take several times a second (no histogram is
+    /// serialised): for live views while the meter runs.
+    pub fn live(&self) -> super::LiveRx {
+        let q = self.seq_summary();
+        let lat = self.lat.as_ref().filter(|h| !h.is_empty());
+        super::LiveRx {
+            name: self.name.clone(),
+            id: self.id,
+            received: self.rx,
+            bytes: self.bytes,
+            lost: q.as_ref().map_or(0, |q| q.lost),
+            reordered: q.as_ref().map_or(0, |q| q.reordered),
+            duplicated: q.as_ref().map_or(0, |q| q.duplicated),
+            latency_p50_ns: lat.map(|h| h.quantile(0.5, self.lat_min, self.lat_max)),
+            latency_p99_ns: lat.map(|h| h.quantile(0.99, self.lat_min, self.lat_max)),
+        }
+    }
+
     /// The stream's report so far (the current second included).
     pub fn report(&self) -> StreamRx {
         let mut series = self.series.clone();
