@@ -158,6 +158,48 @@ pub fn set_rt_priority(prio: u32) -> Result<(), std::io::Error> {
     }
 }
 
+/// Pins the calling thread to `core`, or else to an allowed core other than `avoid`: the
+/// last such (a send loop) or the first (a meter). Returns the core, None if pinning failed.
+pub fn pin(core: Option<usize>, avoid: Option<usize>, last: bool) -> Option<usize> {
+    let ids = core_affinity::get_core_ids()?;
+    let mut others = ids.iter().filter(|i| Some(i.id) != avoid);
+    let id = match core {
+        Some(c) => ids.iter().find(|i| i.id == c),
+        None if last => others.next_back(),
+        None => others.next(),
+    }?;
+    core_affinity::set_for_current(*id).then_some(id.id)
+}
+
+/// The send loops' cores: the ones asked for, else the quietest allowed core by a 100 ms
+/// pre-flight probe (paced runs only). Every chosen core that the probe found busy gets a
+/// warning.
+pub fn choose_cores(
+    cores: Vec<Option<usize>>,
+    allowed: &[usize],
+    probe: bool,
+) -> (Vec<Option<usize>>, Vec<String>, Vec<gapless_core::result::CoreLoad>) {
+    if !probe || allowed.is_empty() {
+        return (cores, Vec::new(), Vec::new());
+    }
+    let probes = probe_cores(allowed, Duration::from_millis(100));
+    let loads = probes
+        .iter()
+        .map(|p| gapless_core::result::CoreLoad {
+            core: p.core,
+            lost_fraction: p.lost_fraction,
+            longest_gap_ns: p.longest_gap_ns,
+        })
+        .collect();
+    if cores.iter().all(Option::is_none) && cores.len() == 1 {
+        let (c, w) = quietest(&probes, 1);
+        return (c.first().map(|&c| vec![Some(c)]).unwrap_or(cores), w, loads);
+    }
+    let mine: Vec<_> = probes.into_iter().filter(|p| cores.contains(&Some(p.core))).collect();
+    let (_, w) = quietest(&mine, mine.len());
+    (cores, w, loads)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,13 +1,47 @@
 //! # gapless-engine
 //!
-//! The send loop ([`run::run`]), its clock ([`clock::RunClock`], the TSC through quanta),
-//! live counters, the environment probe, and result assembly and atomic writing.
+//! The engine every front end drives (the CLI, experiments, Python, HTTP):
+//!
+//! - **Runs**: [`Run::start`] takes a [`RunSpec`] (a profile, a [`TxTarget`], an optional
+//!   [`RxSpec`] to meter while sending, cores, batch, pacing) and returns a [`RunHandle`]:
+//!   [`RunHandle::snapshot`] for live [`Snapshot`]s, [`RunHandle::stop`], and
+//!   [`RunHandle::wait`] for the [`RunReport`] (TX joined with RX).
+//! - **Meters**: [`measure`] (live, on an interface), [`analyze`] (a capture or a CSV of
+//!   timestamps), and [`calibrate`] (the setup's own latency offset and precision floor).
+//! - **Reports**: [`report`] (the result model filled, the summary text, the atomic result
+//!   writer) and [`plots`] (CSV exports and PNG/SVG plots).
+//!
+//! Errors are [`EngineError`]s, which describe the fault and the system fix; front ends add
+//! their own hints. Underneath: the send loop ([`run::run`]: TSC clock, busy-wait, backend),
+//! core probing and pinning ([`cpu`]), the meter loop ([`meter`]).
+//!
+//! ```no_run
+//! use gapless_engine::{ProfileSource, Run, RunSpec, TxTarget};
+//! let profile = ProfileSource::from_file("examples/cbr.toml".as_ref())?;
+//! let run = Run::start(RunSpec::new(profile, TxTarget::Null))?;
+//! println!("{:?}", run.snapshot().total.tx);
+//! run.stop();
+//! let report = run.wait()?;
+//! println!("sent {}", report.result.sent_frames);
+//! # Ok::<(), gapless_engine::EngineError>(())
+//! ```
 
 pub mod clock;
 pub mod cpu;
+pub mod error;
 pub mod live;
 pub mod meter;
+pub mod metering;
+pub mod plots;
 pub mod report;
 pub mod run;
+pub mod session;
+pub mod snapshot;
+pub mod spec;
 
+pub use error::EngineError;
+pub use metering::{analyze, calibrate, measure, AnalyzeSpec, Calibrated, CalibrationSpec, MeasureSpec, Metered};
 pub use run::{merge_workers, run, RunOptions, RunStats};
+pub use session::{Run, RunHandle, RunReport};
+pub use snapshot::{RxSnapshot, Snapshot, StreamSnapshot, TxSnapshot};
+pub use spec::{MeterSetup, Pacing, ProfileSource, RunSpec, RxSocket, RxSpec, TxMethod, TxSocket, TxTarget};

@@ -1,5 +1,6 @@
-//! Counters the send loop publishes for the live line: one writer (the loop), read by
-//! another thread once a second. Relaxed atomics, no locks on the hot path.
+//! Counters the send loop publishes while it runs: one writer (the loop), read by any other
+//! thread. Relaxed atomics, no locks on the hot path. [`crate::RunHandle::snapshot`] sums
+//! them per stream.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -9,32 +10,56 @@ pub struct StreamLive {
     pub bytes: AtomicU64,
     /// Lateness of the last departure, ns.
     pub lag_ns: AtomicU64,
+    /// Frames that left more than one gap late so far.
+    pub late_over_gap: AtomicU64,
 }
 
+/// One loop's counters, a [`StreamLive`] per stream it sends.
 pub struct Live {
     pub streams: Vec<StreamLive>,
-    pub names: Vec<String>,
+}
+
+/// One stream's counters as read.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TxCounts {
+    pub sent: u64,
+    pub bytes: u64,
+    pub lag_ns: u64,
+    pub late_over_gap: u64,
 }
 
 impl Live {
-    pub fn new(names: Vec<String>) -> Live {
+    pub fn new(streams: usize) -> Live {
         Live {
-            streams: names.iter().map(|_| StreamLive::default()).collect(),
-            names,
+            streams: (0..streams).map(|_| StreamLive::default()).collect(),
         }
     }
 
-    /// (sent, bytes, lag) per stream.
-    pub fn snapshot(&self) -> Vec<(u64, u64, u64)> {
+    /// The counts of every stream now.
+    pub fn read(&self) -> Vec<TxCounts> {
         self.streams
             .iter()
-            .map(|s| {
-                (
-                    s.sent.load(Ordering::Relaxed),
-                    s.bytes.load(Ordering::Relaxed),
-                    s.lag_ns.load(Ordering::Relaxed),
-                )
+            .map(|s| TxCounts {
+                sent: s.sent.load(Ordering::Relaxed),
+                bytes: s.bytes.load(Ordering::Relaxed),
+                lag_ns: s.lag_ns.load(Ordering::Relaxed),
+                late_over_gap: s.late_over_gap.load(Ordering::Relaxed),
             })
             .collect()
+    }
+}
+
+/// What the meter loop publishes: the frames it took (every poll) and each stream's running
+/// counts (ten times a second, under a lock the send loops never touch).
+#[derive(Default)]
+pub struct RxLive {
+    pub frames: AtomicU64,
+    pub streams: std::sync::Mutex<Vec<gapless_core::meter::LiveRx>>,
+}
+
+impl RxLive {
+    /// The streams' counts as last published.
+    pub fn streams(&self) -> Vec<gapless_core::meter::LiveRx> {
+        self.streams.lock().map(|v| v.clone()).unwrap_or_default()
     }
 }

@@ -1,12 +1,14 @@
 //! The RX side: the loop that drains the ring into the meter, the join of TX and RX
 //! results, and the meter's text summary.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use gapless_core::meter::{Meter, MeterReport};
 use gapless_core::result::RunResult;
 use gapless_io::rx::{RxSource, RxStats};
+
+use crate::live::RxLive;
 
 /// When the meter loop ends.
 pub struct RxStop<'a> {
@@ -26,9 +28,10 @@ pub struct RxOutcome {
     pub error: Option<String>,
 }
 
-/// Drains the ring into the meter until told to stop. `live` counts frames for the live line.
-pub fn meter_loop(rx: &mut dyn RxSource, meter: &mut Meter, stop: &RxStop<'_>, live: &AtomicU64) -> RxOutcome {
+/// Drains the ring into the meter until told to stop, publishing its counts into `live`.
+pub fn meter_loop(rx: &mut dyn RxSource, meter: &mut Meter, stop: &RxStop<'_>, live: &RxLive) -> RxOutcome {
     let mut interrupted = false;
+    let mut published = Instant::now();
     let mut error = None;
     let mut done_at: Option<Instant> = None;
     loop {
@@ -50,7 +53,13 @@ pub fn meter_loop(rx: &mut dyn RxSource, meter: &mut Meter, stop: &RxStop<'_>, l
         }
         let res = rx.poll(20, &mut |f| meter.on_frame(f.ts_ns, f.data, f.wire_len));
         match res {
-            Ok(_) => live.store(meter.frames(), Ordering::Relaxed),
+            Ok(_) => {
+                live.frames.store(meter.frames(), Ordering::Relaxed);
+                if published.elapsed() >= PUBLISH_EVERY {
+                    publish(meter, live);
+                    published = Instant::now();
+                }
+            }
             Err(e) => {
                 error = Some(e.to_string());
                 break;
@@ -59,10 +68,22 @@ pub fn meter_loop(rx: &mut dyn RxSource, meter: &mut Meter, stop: &RxStop<'_>, l
     }
     // What is already in the ring belongs to the run.
     let _ = rx.poll(0, &mut |f| meter.on_frame(f.ts_ns, f.data, f.wire_len));
+    live.frames.store(meter.frames(), Ordering::Relaxed);
+    publish(meter, live);
     RxOutcome {
         interrupted,
         stats: rx.stats(),
         error,
+    }
+}
+
+/// How often the meter publishes its streams' counts.
+const PUBLISH_EVERY: Duration = Duration::from_millis(100);
+
+fn publish(meter: &Meter, live: &RxLive) {
+    let v = meter.live();
+    if let Ok(mut s) = live.streams.lock() {
+        *s = v;
     }
 }
 
@@ -281,16 +302,6 @@ pub fn summary_text(r: &MeterReport) -> String {
     }
     s.push_str(&r.verdict.text());
     s
-}
-
-/// Pins the calling thread: to `core`, or else to the first allowed core other than `avoid`.
-pub fn pin(core: Option<usize>, avoid: Option<usize>) -> Option<usize> {
-    let ids = core_affinity::get_core_ids()?;
-    let id = match core {
-        Some(c) => ids.into_iter().find(|i| i.id == c)?,
-        None => ids.into_iter().find(|i| Some(i.id) != avoid)?,
-    };
-    core_affinity::set_for_current(id).then_some(id.id)
 }
 
 /// The cores this process may run on.

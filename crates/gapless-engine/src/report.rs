@@ -1,8 +1,10 @@
 //! Result assembly, the environment probe, the atomic result writer and the text summary.
 
+use std::borrow::Cow;
 use std::path::Path;
 
 use gapless_core::config::Profile;
+use gapless_core::meter::lazy::LazyHist;
 use gapless_core::result::{
     EarlySummary, Environment, LateActions, LatenessSummary, RunResult, SplitSummary, StreamTx,
 };
@@ -106,9 +108,22 @@ fn split_summary(cfg: &gapless_core::StreamConfig, lateness: &Histogram<u64>) ->
     }
 }
 
+/// The histogram of `h`, or `empty` when it holds nothing.
+fn view_or<'a>(h: &'a LazyHist, empty: &'a Histogram<u64>) -> Cow<'a, Histogram<u64>> {
+    if h.is_empty() {
+        Cow::Borrowed(empty)
+    } else {
+        h.view()
+    }
+}
+
 /// Builds the result file from the run's counters.
 pub fn build_result(profile: &Profile, stats: &RunStats, meta: &RunMeta) -> RunResult {
     let mut total_h: Histogram<u64> = Histogram::new_with_bounds(1, 1_000_000_000_000, 3).expect("valid bounds");
+    // Streams that recorded nothing (unpaced runs) share one empty histogram: 10 000 streams
+    // must not build 10 000 of them.
+    let empty = total_h.clone();
+    let view = |h| view_or(h, &empty);
     let mut late_total = LateActions {
         policy: profile.on_late.as_str().into(),
         ..Default::default()
@@ -116,7 +131,8 @@ pub fn build_result(profile: &Profile, stats: &RunStats, meta: &RunMeta) -> RunR
     let mut streams = Vec::new();
     let mut over_gap = 0;
     for (cfg, st) in profile.streams.iter().zip(&stats.streams) {
-        let _ = total_h.add(&st.lateness);
+        let lateness = view(&st.lateness);
+        let _ = total_h.add(&*lateness);
         over_gap += st.late_over_gap;
         late_total.events += st.late_events;
         late_total.skipped_frames += st.skipped;
@@ -132,7 +148,7 @@ pub fn build_result(profile: &Profile, stats: &RunStats, meta: &RunMeta) -> RunR
             achieved_pps: pps,
             achieved_bps_l1: l1_bps(pps, st.sent, st.bytes),
             rate_error_rel: if pps > 0.0 { pps / cfg.target_pps - 1.0 } else { 0.0 },
-            lateness: LatenessSummary::from_histogram(&st.lateness, st.late_over_gap),
+            lateness: LatenessSummary::from_histogram(&lateness, st.late_over_gap),
             late: LateActions {
                 policy: profile.on_late.as_str().into(),
                 events: st.late_events,
@@ -140,10 +156,11 @@ pub fn build_result(profile: &Profile, stats: &RunStats, meta: &RunMeta) -> RunR
                 shifted_ns: st.shifted_ns,
             },
             lanes: cfg.lanes,
-            early: (meta.batch > 1 && meta.pace)
-                .then(|| EarlySummary::from_histogram(&st.early, meta.batch as u64, st.early_over_half_gap, st.sent)),
+            early: (meta.batch > 1 && meta.pace).then(|| {
+                EarlySummary::from_histogram(&view(&st.early), meta.batch as u64, st.early_over_half_gap, st.sent)
+            }),
             cores: meta.stream_cores.get(cfg.index).cloned().unwrap_or_default(),
-            split: (cfg.lanes > 1).then(|| split_summary(cfg, &st.lateness)),
+            split: (cfg.lanes > 1).then(|| split_summary(cfg, &lateness)),
         });
     }
     let sent: u64 = streams.iter().map(|s| s.sent_frames).sum();
@@ -389,4 +406,88 @@ pub fn summary_text(r: &RunResult) -> String {
 /// which ends with the meter's own).
 pub fn verdict_text(r: &RunResult) -> String {
     r.verdict.text()
+}
+
+/// What `check` prints of a compiled profile: a line for it and one per stream.
+pub fn profile_text(label: &str, p: &Profile) -> String {
+    let mut t = format!(
+        "{label}: {} stream(s), seed {}, on_late = {}\n",
+        p.streams.len(),
+        p.seed,
+        p.on_late.as_str()
+    );
+    for s in &p.streams {
+        let end = match (s.count, s.duration_ns) {
+            (Some(c), Some(d)) => format!("{c} frames or {:.3} s", d as f64 / 1e9),
+            (Some(c), None) => format!("{c} frames"),
+            (None, Some(d)) => format!("{:.3} s", d as f64 / 1e9),
+            (None, None) => "until stopped".into(),
+        };
+        t.push_str(&format!(
+            "  {} (id {}): {}, {} L1, frames {}..{} B (mean {:.1}), {} field op(s), until {end}\n",
+            s.name,
+            s.id,
+            si(s.target_pps, "pps"),
+            si(s.target_bps_l1, "bit/s"),
+            s.sizes.min(),
+            s.sizes.max(),
+            s.mean_size,
+            s.ops.len()
+        ));
+    }
+    t
+}
+
+/// The line `calibrate` prints of its result.
+pub fn calibration_text(c: &gapless_core::meter::Calibration) -> String {
+    format!(
+        "calibration: {} frames at {:.0} pps, {} lost; latency offset {} ns (min {} ns, p99 {} ns); precision floor |err| p50 {} ns, p99 {} ns, MSE {:.3e} ns²\n",
+        c.frames,
+        c.rate_pps,
+        c.lost,
+        c.latency_offset_ns,
+        c.latency_min_ns,
+        c.latency_p99_ns,
+        c.floor_abs_err_p50_ns,
+        c.floor_abs_err_p99_ns,
+        c.floor_mse_ns2
+    )
+}
+
+/// The meter report in a result file: a meter's (`measure`, `analyze`) or the RX side of a
+/// run with a meter.
+pub fn read_meter_report(path: &Path) -> Result<gapless_core::meter::MeterReport, crate::EngineError> {
+    let bad = |problem: String, fix: &str| crate::EngineError::BadFile {
+        path: path.display().to_string(),
+        problem,
+        fix: fix.into(),
+    };
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        bad(
+            format!("cannot read it: {e}"),
+            "give a result file from `run --rx`, `measure` or `analyze` (--json)",
+        )
+    })?;
+    let v: serde_json::Value = serde_json::from_str(&text)
+        .map_err(|e| bad(format!("not JSON: {e}"), "give a result file that gapless wrote"))?;
+    if v.get("sent_frames").is_none() {
+        return serde_json::from_value(v).map_err(|e| {
+            bad(
+                format!("not a gapless meter result: {e}"),
+                "give a file written by --json",
+            )
+        });
+    }
+    let r: RunResult = serde_json::from_value(v).map_err(|e| {
+        bad(
+            format!("not a gapless run result: {e}"),
+            "give a file written by --json",
+        )
+    })?;
+    r.rx.ok_or_else(|| {
+        bad(
+            "a send-only result: it has no meter data to draw".into(),
+            "run with --rx IFACE, or use `gapless measure`",
+        )
+    })
 }

@@ -862,7 +862,7 @@ mod tests {
         let e = socket_failed(std::io::Error::from_raw_os_error(libc::EAFNOSUPPORT)).to_string();
         assert!(e.contains("this kernel has no AF_XDP sockets"), "{e}");
         assert!(
-            e.contains("--backend afpacket") && e.contains("CONFIG_XDP_SOCKETS"),
+            e.contains("AF_PACKET socket") && e.contains("CONFIG_XDP_SOCKETS"),
             "{e}"
         );
         assert!(matches!(

@@ -6,7 +6,7 @@ use thiserror::Error;
 #[non_exhaustive]
 pub enum IoError {
     /// No interface of that name in the current network namespace.
-    #[error("interface {0:?} does not exist in this network namespace. Fix: check the name with `ip link`; for the testbed run `gapless testbed up` and add `--netns gl-tx --iface gl-tx0`")]
+    #[error("interface {0:?} does not exist in this network namespace. Fix: check the name with `ip link`; for the testbed, `gapless testbed up` makes gl-tx0 in the namespace gl-tx")]
     NoSuchInterface(String),
     /// The interface is administratively down or has no carrier.
     #[error("interface {0} is down. Fix: `ip link set {0} up` (and check that its peer or cable is up)")]
@@ -18,7 +18,7 @@ pub enum IoError {
     #[error("{iface} {what} during the run; the run ended there. Fix: check the link with `ip link show {iface}` (and its peer), then run again")]
     LinkLost { iface: String, what: String },
     /// The process may not open raw sockets.
-    #[error("opening an AF_PACKET socket needs CAP_NET_RAW. Fix: run as root (sudo), or `setcap cap_net_raw,cap_net_admin,cap_sys_admin+ep` on the gapless binary (cap_sys_admin for --netns)")]
+    #[error("opening an AF_PACKET socket needs CAP_NET_RAW. Fix: run as root (sudo), or `setcap cap_net_raw,cap_net_admin,cap_sys_admin+ep` on the gapless binary (cap_sys_admin to enter a network namespace)")]
     NoPermission,
     /// A frame exceeds what the interface's MTU allows.
     #[error("stream {stream:?} has frames of up to {frame} B (with FCS) but {iface}'s MTU of {mtu} B allows at most {max} B. Fix: lower the frame size to {max} B, or raise the MTU: `ip link set {iface} mtu {need}`")]
@@ -37,28 +37,31 @@ pub enum IoError {
     #[error("{0} needs root (CAP_SYS_ADMIN and CAP_NET_ADMIN). Fix: run it with sudo")]
     NotRoot(&'static str),
     /// Hardware timestamps asked of an interface without them.
-    #[error("{iface} cannot timestamp received frames in hardware ({caps}). Fix: use software timestamps (`--timestamps software`, the default); `ethtool -T {iface}` lists what the driver can do")]
+    #[error("{iface} cannot timestamp received frames in hardware ({caps}). Fix: use the kernel's software timestamps; `ethtool -T {iface}` lists what the driver can do")]
     NoHwTimestamps { iface: String, caps: String },
     /// A capture or timestamp file that cannot be read.
     #[error("{path}: {message}. Fix: {fix}")]
     Input { path: String, message: String, fix: String },
     /// The kernel has no AF_XDP.
-    #[error("this kernel has no AF_XDP sockets (socket(AF_XDP) failed: {0}). Fix: use --backend afpacket (--rx-backend afpacket for a meter), or a kernel built with CONFIG_XDP_SOCKETS=y (Linux 4.18+)")]
+    #[error("this kernel has no AF_XDP sockets (socket(AF_XDP) failed: {0}). Fix: use an AF_PACKET socket, or a kernel built with CONFIG_XDP_SOCKETS=y (Linux 4.18+)")]
     XdpUnsupported(String),
     /// Zero-copy asked of a driver without it.
-    #[error("{iface} refuses AF_XDP zero-copy (EOPNOTSUPP): its driver has no zero-copy support (veth never has). Fix: --xdp-mode copy, or --xdp-mode auto to take the best the driver offers")]
+    #[error("{iface} refuses AF_XDP zero-copy (EOPNOTSUPP): its driver has no zero-copy support (veth never has). Fix: bind in copy mode, or in auto mode to take the best the driver offers")]
     XdpZeroCopyUnsupported { iface: String },
     /// Another AF_XDP socket already owns the queue.
-    #[error("queue {queue} of {iface} is busy: another AF_XDP socket (another gapless, DPDK's af_xdp, an xdp-tools program) is bound to it. Fix: stop that program, or pick a free queue with --xdp-queue")]
+    #[error("queue {queue} of {iface} is busy: another AF_XDP socket (another gapless, DPDK's af_xdp, an xdp-tools program) is bound to it. Fix: stop that program, or pick a free queue")]
     XdpQueueBusy { iface: String, queue: u32 },
     /// An XDP program is already on the interface.
-    #[error("{iface} already has an XDP program attached, and an interface runs one at a time. Fix: `ip -d link show dev {iface}` shows it; remove it with `ip link set dev {iface} xdp off` (or `xdpgeneric off`) if it is not needed, or meter with --rx-backend afpacket, which works beside it")]
+    #[error("{iface} already has an XDP program attached, and an interface runs one at a time. Fix: `ip -d link show dev {iface}` shows it; remove it with `ip link set dev {iface} xdp off` (or `xdpgeneric off`) if it is not needed, or meter with an AF_PACKET socket, which works beside it")]
     XdpProgramAttached { iface: String },
+    /// The driver has no native XDP, and native was asked for.
+    #[error("attaching XDP natively to {iface}: the driver has no native XDP ({detail}). Fix: attach in generic mode (or auto, which falls back to it)")]
+    XdpNoNative { iface: String, detail: String },
     /// Loading or attaching the XDP program failed.
     #[error("{what}: {detail}. Fix: {fix}")]
     Xdp { what: String, detail: String, fix: String },
     /// A frame does not fit a UMEM frame.
-    #[error("stream {stream:?} has frames of up to {frame} B but an AF_XDP UMEM frame holds {max} B. Fix: lower the frame size to {max} B, or use --backend afpacket")]
+    #[error("stream {stream:?} has frames of up to {frame} B but an AF_XDP UMEM frame holds {max} B. Fix: lower the frame size to {max} B, or send with an AF_PACKET socket")]
     XdpFrameTooLarge { stream: String, frame: usize, max: usize },
     /// A system call failed.
     /// (`cause`, not `source`: the message already holds it, and a `source` would be printed

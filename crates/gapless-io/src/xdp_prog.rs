@@ -73,7 +73,8 @@ impl XdpProgram {
                 IoError::Xdp {
                     what: "loading the AF_XDP receive program".into(),
                     detail: chain(&e),
-                    fix: "run as root on a kernel with BPF and XDP (Linux 5.9+), or use --rx-backend afpacket".into(),
+                    fix: "run as root on a kernel with BPF and XDP (Linux 5.9+), or meter with an AF_PACKET socket"
+                        .into(),
                 }
             }
         })?;
@@ -95,7 +96,8 @@ impl XdpProgram {
             _ => IoError::Xdp {
                 what: "the kernel refused the AF_XDP receive program".into(),
                 detail: chain(&e),
-                fix: "it needs bpf_ktime_get_tai_ns (Linux 6.1+); use --rx-backend afpacket on older kernels".into(),
+                fix: "it needs bpf_ktime_get_tai_ns (Linux 6.1+); meter with an AF_PACKET socket on older kernels"
+                    .into(),
             },
         })?;
         let order: &[XdpAttach] = match want {
@@ -127,15 +129,14 @@ impl XdpProgram {
         }
         let (m, e) = last.expect("at least one mode tried");
         Err(match (m, errno(&e)) {
-            (XdpAttach::Native, Some(libc::EOPNOTSUPP)) => IoError::Xdp {
-                what: format!("attaching XDP natively to {iface}"),
-                detail: format!("the driver has no native XDP ({})", chain(&e)),
-                fix: "--xdp-attach generic (or auto, which falls back to it)".into(),
+            (XdpAttach::Native, Some(libc::EOPNOTSUPP)) => IoError::XdpNoNative {
+                iface: iface.to_string(),
+                detail: chain(&e),
             },
             _ => IoError::Xdp {
                 what: format!("attaching XDP to {iface} ({})", attach_name(m)),
                 detail: chain(&e),
-                fix: "check `ip -d link show` for the interface; or use --rx-backend afpacket".into(),
+                fix: "check `ip -d link show` for the interface; or meter with an AF_PACKET socket".into(),
             },
         })
     }

@@ -424,8 +424,13 @@ where
     Ok(())
 }
 
-/// Writes every export and plot of `r` into `dir`. Returns the number of files.
-pub fn write_all(r: &MeterReport, dir: &Path) -> Result<usize> {
+/// Writes every export (CSV, each file atomically) and plot (PNG and SVG) of `r` into `dir`.
+/// Returns the number of files.
+pub fn write_all(r: &MeterReport, dir: &Path) -> std::result::Result<usize, crate::EngineError> {
+    write_all_files(r, dir).map_err(|e| crate::EngineError::Report(format!("{e:#}")))
+}
+
+fn write_all_files(r: &MeterReport, dir: &Path) -> Result<usize> {
     font();
     std::fs::create_dir_all(dir).with_context(|| format!("creating the report directory {}", dir.display()))?;
     let mut files = 0;

@@ -1,0 +1,84 @@
+//! The engine's errors: what went wrong, with the data a front end needs to match on it and
+//! to add its own hints (a CLI flag, a form field). Messages describe the fault and the
+//! system's fix; they never name a front end's options.
+
+use gapless_core::plan::PlanError;
+use gapless_core::ProfileError;
+use gapless_io::IoError;
+use thiserror::Error;
+
+#[derive(Debug, Error)]
+#[non_exhaustive]
+pub enum EngineError {
+    /// The profile does not compile (the TOML path and the fix are in the error).
+    #[error(transparent)]
+    Profile(#[from] ProfileError),
+    /// The streams cannot be shared out over the send loops asked for.
+    #[error(transparent)]
+    Plan(#[from] PlanError),
+    /// A socket, interface, namespace or file refused (the system fix is in the error).
+    #[error(transparent)]
+    Io(#[from] IoError),
+    /// Metering while sending needs the frames on a wire.
+    #[error(
+        "metering while sending needs an interface target (a pcap file or the null backend puts nothing on a wire)"
+    )]
+    RxWithoutInterface,
+    /// A pcap target with a stream that never ends.
+    #[error(
+        "a pcap target needs every stream to end. Fix: give each stream a count or a duration, or the run a duration"
+    )]
+    UnboundedPcap,
+    /// Pacing asked of a pcap target, which is written on schedule time.
+    #[error("pacing does not apply to a pcap target: it is written as fast as possible and stamped with the scheduled times")]
+    PacedPcap,
+    /// Several send loops asked of a pcap target.
+    #[error("a pcap file is written by one send loop; several were asked for")]
+    LoopsWithPcap,
+    /// A batch size out of range.
+    #[error("batch {0}: give 1 (precise mode) to 256")]
+    Batch(usize),
+    /// A core this process may not run on.
+    #[error("core {core} is not one this process may run on (allowed: {allowed:?}). Fix: pick cores from that list")]
+    CoreNotAllowed { core: usize, allowed: Vec<usize> },
+    /// A number out of range (`what` names it, `want` says what is accepted).
+    #[error("{what} {value}: give {want}")]
+    OutOfRange {
+        what: &'static str,
+        value: f64,
+        want: &'static str,
+    },
+    /// A file the engine reads (a calibration, a result) that is not what it should be.
+    #[error("{path}: {problem}. Fix: {fix}")]
+    BadFile { path: String, problem: String, fix: String },
+    /// A capture with no frame in it.
+    #[error("{path}: {why}")]
+    EmptyCapture { path: String, why: String },
+    /// The calibration saw none of its frames.
+    #[error("no calibration frame arrived on {rx}. Fix: check that {tx} and {rx} are the two ends of one link (`gapless testbed up` makes gl-tx0/gl-rx0)")]
+    CalibrationNoFrames { tx: String, rx: String },
+    /// The calibration's figures could not be made.
+    #[error("calibration failed: {0}")]
+    CalibrationFailed(String),
+    /// Stopped (Ctrl-C, a stop call) before there was anything to keep.
+    #[error("{0} was interrupted; nothing was written")]
+    Interrupted(&'static str),
+    /// The meter failed during the run; the report has what it measured until then.
+    #[error("the meter failed during the run: {0} (the result has what was measured until then)")]
+    MeterFailed(String),
+    /// The backend failed for good during the run.
+    #[error("the backend failed during the run: {0} (the result has what was sent until then)")]
+    BackendFailed(String),
+    /// Frames that failed to send (counted, not as sent).
+    #[error("{frames} frames failed to send (last error: {last}); the counts are what left. Fix: check the link (`ip link show`) and the rate")]
+    SendFailed { frames: u64, last: String },
+    /// The pcap file could not be finished: nothing was written.
+    #[error("{0} (no pcap was written)")]
+    PcapNotWritten(IoError),
+    /// A report's exports or plots could not be written.
+    #[error("{0}")]
+    Report(String),
+    /// A thread of the engine panicked (a bug: please report it).
+    #[error("{0} panicked")]
+    Panicked(&'static str),
+}

@@ -1,0 +1,534 @@
+//! The run API: [`Run::start`] opens everything a [`RunSpec`] asks for and starts the send
+//! loops (and the meter); the [`RunHandle`] it returns gives live [`Snapshot`]s, stops the
+//! run, and [`RunHandle::wait`]s for the [`RunReport`].
+//!
+//! The run lives on a thread of its own, which enters the run's network namespace: the
+//! caller's thread stays where it is.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use gapless_core::meter::{Meter, MeterReport};
+use gapless_core::plan::{self, Plan};
+use gapless_core::result::{CoreLoad, RunResult};
+use gapless_core::schedule::Pattern;
+use gapless_core::spec::BackendKind;
+use gapless_core::Profile;
+use gapless_io::afpacket::{AfPacketRingTx, AfPacketTx};
+use gapless_io::afxdp::{AfXdpTx, XdpMode, UMEM_FRAME};
+use gapless_io::nic::{enter_netns, iface_info, IfaceInfo};
+use gapless_io::null::NullTx;
+use gapless_io::pcap::PcapTx;
+use gapless_io::rx::RxSource;
+use gapless_io::{IoError, TxBackend};
+
+use crate::live::{Live, RxLive};
+use crate::meter::{finish_report, join, meter_loop, RxOutcome, RxStop};
+use crate::report::{build_result, RunMeta};
+use crate::snapshot::{Board, Snapshot};
+use crate::spec::{Pacing, RunSpec, TxMethod, TxSocket, TxTarget};
+use crate::{EngineError, RunOptions, RunStats};
+
+/// Starts runs.
+pub struct Run;
+
+impl Run {
+    /// Opens the run's sockets and files and starts it. Errors here mean nothing was sent.
+    pub fn start(spec: RunSpec) -> Result<RunHandle, EngineError> {
+        Run::start_with_stop(spec, Arc::new(AtomicBool::new(false)))
+    }
+
+    /// As [`Run::start`], stopped also when `stop` is raised (e.g. by a signal handler).
+    pub fn start_with_stop(spec: RunSpec, stop: Arc<AtomicBool>) -> Result<RunHandle, EngineError> {
+        let (tx, rx) = mpsc::channel();
+        let flag = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("gapless-run".into())
+            .spawn(move || {
+                let prepared = match prepare(spec) {
+                    Ok(p) => p,
+                    Err(e) => {
+                        let _ = tx.send(Err(e));
+                        return None;
+                    }
+                };
+                let _ = tx.send(Ok(prepared.board.clone()));
+                Some(execute(prepared, &flag))
+            })
+            .map_err(|e| IoError::Os {
+                context: "starting the run's thread".into(),
+                cause: e,
+            })?;
+        match rx.recv() {
+            Ok(Ok(board)) => Ok(RunHandle { stop, board, thread }),
+            Ok(Err(e)) => {
+                let _ = thread.join();
+                Err(e)
+            }
+            Err(_) => Err(EngineError::Panicked("the run's thread")),
+        }
+    }
+}
+
+/// A run going on.
+pub struct RunHandle {
+    stop: Arc<AtomicBool>,
+    board: Arc<Board>,
+    thread: JoinHandle<Option<Result<RunReport, EngineError>>>,
+}
+
+impl RunHandle {
+    /// The run as it stands. Cheap: atomic loads, and the meter's last published counts.
+    pub fn snapshot(&self) -> Snapshot {
+        self.board.snapshot()
+    }
+
+    /// Asks the run to end after the current departure; it still reports what it did.
+    pub fn stop(&self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether the run has ended ([`RunHandle::wait`] will not block).
+    pub fn is_finished(&self) -> bool {
+        self.thread.is_finished()
+    }
+
+    /// Waits for the end and returns the joined TX and RX result.
+    pub fn wait(self) -> Result<RunReport, EngineError> {
+        match self.thread.join() {
+            Ok(Some(r)) => r,
+            _ => Err(EngineError::Panicked("the run")),
+        }
+    }
+}
+
+/// What a run did: the result (TX joined with RX), and what went wrong on the way.
+#[derive(Debug)]
+pub struct RunReport {
+    pub result: RunResult,
+    /// The pcap target, when one was written whole.
+    pub pcap: Option<std::path::PathBuf>,
+    /// The pcap target could not be finished: it was not written.
+    pub pcap_error: Option<IoError>,
+    /// The meter's error, which ended it early.
+    pub meter_error: Option<String>,
+    /// The backend's error (or the link's fault), which ended the run early.
+    pub backend_error: Option<String>,
+}
+
+impl RunReport {
+    /// Stopped before its end (a stop call, a signal, a fault).
+    pub fn interrupted(&self) -> bool {
+        self.result.interrupted
+    }
+
+    /// The first thing that went wrong, in the order a user must hear of it: the pcap not
+    /// written, the meter failed, the backend failed, frames not sent.
+    pub fn failure(&self) -> Option<EngineError> {
+        if let Some(e) = &self.pcap_error {
+            return Some(EngineError::PcapNotWritten(IoError::Pcap {
+                path: self.pcap.as_ref().map(|p| p.display().to_string()).unwrap_or_default(),
+                message: e.to_string(),
+            }));
+        }
+        if let Some(e) = &self.meter_error {
+            return Some(EngineError::MeterFailed(e.clone()));
+        }
+        if let Some(e) = &self.backend_error {
+            return Some(EngineError::BackendFailed(e.clone()));
+        }
+        (self.result.send_errors > 0).then(|| EngineError::SendFailed {
+            frames: self.result.send_errors,
+            last: self.result.last_send_error.clone().unwrap_or_else(|| "unknown".into()),
+        })
+    }
+}
+
+/// A run with everything open, ready to start.
+struct Prepared {
+    spec: RunSpec,
+    plan: Plan,
+    pace: bool,
+    iface: Option<String>,
+    info: Option<IfaceInfo>,
+    backends: Vec<Box<dyn TxBackend>>,
+    rx: Option<(Box<dyn RxSource>, Meter, Option<gapless_core::meter::CalibrationRef>)>,
+    warnings: Vec<String>,
+    core_probe: Vec<CoreLoad>,
+    board: Arc<Board>,
+}
+
+fn check_spec(spec: &RunSpec) -> Result<(), EngineError> {
+    if spec.rx.is_some() && !matches!(spec.target, TxTarget::Iface { .. }) {
+        return Err(EngineError::RxWithoutInterface);
+    }
+    if let Some(r) = &spec.rx {
+        let l = r.linger.as_secs_f64();
+        r.meter.check()?;
+        if !l.is_finite() {
+            return Err(EngineError::OutOfRange {
+                what: "linger",
+                value: l,
+                want: "a number of seconds, 0 or more",
+            });
+        }
+    }
+    if spec.batch == 0 || spec.batch > 256 {
+        return Err(EngineError::Batch(spec.batch));
+    }
+    match (&spec.target, spec.pacing) {
+        (TxTarget::Pcap(_), Pacing::On) => Err(EngineError::PacedPcap),
+        (TxTarget::Pcap(_), _) if spec.cores.len() > 1 => Err(EngineError::LoopsWithPcap),
+        _ => Ok(()),
+    }
+}
+
+/// The capabilities the run needs, checked before anything starts.
+fn check_caps(spec: &RunSpec) -> Result<(), IoError> {
+    use gapless_io::caps::{require, Cap};
+    let mut need = Vec::new();
+    if matches!(spec.target, TxTarget::Iface { .. }) || spec.rx.is_some() {
+        need.push(Cap::NetRaw);
+    }
+    if spec.rx.is_some() {
+        need.push(Cap::NetAdmin);
+    }
+    if spec.netns.is_some() || spec.rx.as_ref().is_some_and(|r| r.netns.is_some()) {
+        need.push(Cap::SysAdmin);
+    }
+    if spec.rt_priority.is_some() {
+        need.push(Cap::SysNice);
+    }
+    require("this run", &need, gapless_io::caps::effective())
+}
+
+fn prepare(spec: RunSpec) -> Result<Prepared, EngineError> {
+    check_spec(&spec)?;
+    check_caps(&spec)?;
+    let rx = spec.rx.as_ref().map(|r| r.open()).transpose()?;
+    if let Some(ns) = &spec.netns {
+        enter_netns(ns)?;
+    }
+    let iface = match &spec.target {
+        TxTarget::Iface { name, .. } => Some(name.clone()),
+        _ => None,
+    };
+    let info = iface.as_deref().map(iface_info).transpose()?;
+    let profile = spec.profile.compile(info.as_ref().and_then(|i| i.speed_bps))?;
+    if matches!(spec.target, TxTarget::Pcap(_)) && !profile.is_bounded() {
+        return Err(EngineError::UnboundedPcap);
+    }
+    let pace = match spec.pacing {
+        Pacing::Auto => iface.is_some(),
+        p => p == Pacing::On,
+    };
+    let (plan, warnings, core_probe) = plan_loops(&spec, profile, pace)?;
+    if let Some(inf) = &info {
+        check_frames(&plan.profile, inf, socket_of(&spec, &plan.profile))?;
+    }
+    let backends = (0..plan.loops.len())
+        .map(|w| open_backend(&spec, &plan.profile, w))
+        .collect::<Result<Vec<_>, _>>()?;
+    let rx = match (rx, &spec.rx) {
+        (Some(src), Some(r)) => {
+            let (cfg, cal) = r.meter.config(crate::metering::targets_of(&plan.profile))?;
+            Some((src, Meter::new(cfg), cal))
+        }
+        _ => None,
+    };
+    let board = board_of(&plan, rx.is_some());
+    Ok(Prepared {
+        spec,
+        plan,
+        pace,
+        iface,
+        info,
+        backends,
+        rx,
+        warnings,
+        core_probe,
+        board,
+    })
+}
+
+fn board_of(plan: &Plan, rx: bool) -> Arc<Board> {
+    let p = &plan.profile;
+    Arc::new(Board::new(
+        p.streams.iter().map(|s| s.name.clone()).collect(),
+        p.streams.iter().map(|s| s.id).collect(),
+        plan.loops
+            .iter()
+            .map(|l| (Arc::new(Live::new(l.profile.streams.len())), l.map.clone()))
+            .collect(),
+        rx.then(|| Arc::new(RxLive::default())),
+    ))
+}
+
+/// The send loops: the plan over the cores asked for (or the quietest one).
+fn plan_loops(
+    spec: &RunSpec,
+    mut profile: Profile,
+    pace: bool,
+) -> Result<(Plan, Vec<String>, Vec<CoreLoad>), EngineError> {
+    let cores = plan::loop_cores(&profile, &spec.cores, spec.core);
+    if spec.split_cbr {
+        plan::split_all_cbr(&mut profile)?;
+    }
+    let allowed = crate::meter::allowed_cores();
+    if let Some(&c) = cores.iter().flatten().find(|c| !allowed.contains(c)) {
+        return Err(EngineError::CoreNotAllowed { core: c, allowed });
+    }
+    if cores.len() > 1 && matches!(spec.target, TxTarget::Pcap(_)) {
+        return Err(EngineError::LoopsWithPcap);
+    }
+    plan::check_cores(&profile, &cores)?;
+    let (cores, warnings, probe) = crate::cpu::choose_cores(cores, &allowed, pace);
+    Ok((plan::plan(profile, &cores)?, warnings, probe))
+}
+
+fn socket_of(spec: &RunSpec, profile: &Profile) -> TxSocket {
+    let from_profile = profile.spec.output.as_ref().and_then(|o| o.backend);
+    match &spec.target {
+        TxTarget::Iface { socket: Some(s), .. } => *s,
+        _ if from_profile == Some(BackendKind::Afxdp) => TxSocket::AfXdp {
+            mode: XdpMode::Auto,
+            queue: 0,
+        },
+        _ => TxSocket::AfPacket(TxMethod::Sendmmsg),
+    }
+}
+
+/// Frames one departure may carry: the backend's batch size.
+fn max_departure_frames(p: &Profile) -> usize {
+    p.streams
+        .iter()
+        .map(|s| match &s.pattern {
+            Pattern::OnOff {
+                size,
+                peak_gap_ns: None,
+                ..
+            } => size.max() as usize,
+            Pattern::OnOff { .. } => 1,
+            _ => s.burst as usize,
+        })
+        .max()
+        .unwrap_or(1)
+        .clamp(1, 256)
+}
+
+fn open_backend(spec: &RunSpec, profile: &Profile, w: usize) -> Result<Box<dyn TxBackend>, EngineError> {
+    let batch = max_departure_frames(profile).max(spec.batch);
+    let max_frame = profile.max_frame() as usize;
+    Ok(match &spec.target {
+        TxTarget::Iface { name, .. } => match socket_of(spec, profile) {
+            TxSocket::AfPacket(TxMethod::Sendmmsg) => Box::new(AfPacketTx::open(name, max_frame, batch)?),
+            TxSocket::AfPacket(TxMethod::Ring) => Box::new(AfPacketRingTx::open(name, max_frame, batch)?),
+            TxSocket::AfXdp { mode, queue } => Box::new(AfXdpTx::open(name, queue + w as u32, mode, max_frame, batch)?),
+        },
+        TxTarget::Pcap(p) => Box::new(PcapTx::create(p, max_frame, batch)?),
+        TxTarget::Null => Box::new(NullTx::new(max_frame, batch)),
+    })
+}
+
+/// Every frame fits the interface's MTU (and an AF_XDP UMEM frame).
+fn check_frames(p: &Profile, info: &IfaceInfo, socket: TxSocket) -> Result<(), IoError> {
+    for s in &p.streams {
+        let vlan_extra = if s.template.layout.vlan_tci.is_empty() { 0 } else { 4 };
+        let max = info.mtu as usize + 14 + vlan_extra + 4;
+        let frame = s.sizes.max() as usize;
+        if frame > max {
+            return Err(IoError::FrameTooLarge {
+                stream: s.name.clone(),
+                iface: info.name.clone(),
+                frame,
+                mtu: info.mtu,
+                max,
+                need: frame - 14 - vlan_extra - 4,
+            });
+        }
+        if matches!(socket, TxSocket::AfXdp { .. }) && frame - 4 > UMEM_FRAME {
+            return Err(IoError::XdpFrameTooLarge {
+                stream: s.name.clone(),
+                frame,
+                max: UMEM_FRAME + 4,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// What the threads of a run hand back.
+struct Ran {
+    stats: RunStats,
+    rx: Option<RxOutcome>,
+}
+
+fn execute(mut p: Prepared, stop: &Arc<AtomicBool>) -> Result<RunReport, EngineError> {
+    let ran = run_threads(&mut p, stop)?;
+    let mut pcap_error = None;
+    for be in p.backends.iter_mut() {
+        if let Err(e) = be.finish() {
+            pcap_error.get_or_insert(e);
+        }
+    }
+    let meta = run_meta(&p);
+    let mut result = build_result(&p.plan.profile, &ran.stats, &meta);
+    let meter_error = ran.rx.as_ref().and_then(|o| o.error.clone());
+    if let (Some(out), Some((src, meter, cal))) = (ran.rx, p.rx.take()) {
+        let rep = rx_report(&p, &result, src.as_ref(), &meter, cal, out, ran.stats.interrupted);
+        join(&mut result, rep);
+    }
+    let pcap = match &p.spec.target {
+        TxTarget::Pcap(path) if pcap_error.is_none() => Some(path.clone()),
+        _ => None,
+    };
+    Ok(RunReport {
+        result,
+        pcap,
+        pcap_error,
+        meter_error,
+        backend_error: ran.stats.backend_error,
+    })
+}
+
+fn run_meta(p: &Prepared) -> RunMeta {
+    let k = p.backends.len();
+    let backend = &p.backends[0];
+    let tx_cores: Vec<usize> = p.plan.loops.iter().filter_map(|l| l.core).collect();
+    RunMeta {
+        stream_cores: p.plan.stream_cores.clone(),
+        profile_path: p.spec.profile.label.clone(),
+        backend: backend.name().into(),
+        backend_detail: if k > 1 {
+            let each: Vec<String> = p
+                .backends
+                .iter()
+                .enumerate()
+                .map(|(w, b)| format!("[{w}] {}", b.describe()))
+                .collect();
+            format!("{k} send loops on cores {tx_cores:?}: {}", each.join("; "))
+        } else {
+            backend.describe()
+        },
+        pace: p.pace,
+        live_backend: backend.is_live(),
+        iface: p.iface.clone(),
+        driver: p.info.as_ref().and_then(|i| i.driver.clone()),
+        mtu: p.info.as_ref().map(|i| i.mtu),
+        netns: p.spec.netns.clone(),
+        batch: p.spec.batch,
+        warnings: p.warnings.clone(),
+        core_probe: p.core_probe.clone(),
+    }
+}
+
+fn rx_report(
+    p: &Prepared,
+    result: &RunResult,
+    src: &dyn RxSource,
+    meter: &Meter,
+    cal: Option<gapless_core::meter::CalibrationRef>,
+    out: RxOutcome,
+    tx_interrupted: bool,
+) -> MeterReport {
+    let spec = p.spec.rx.as_ref().expect("a meter was opened");
+    let mut rep = meter.report();
+    rep.source = spec.source();
+    rep.rx_timestamp_source = src.timestamp_source();
+    rep.environment.iface = Some(spec.iface.clone());
+    rep.environment.driver = src.info().driver.clone();
+    rep.environment.mtu = Some(src.info().mtu);
+    rep.capture.method = src.describe();
+    rep.warnings.extend(src.warnings());
+    rep.environment.netns = spec.netns.clone();
+    rep.tx_timestamp_source = result.tx_timestamp_source.clone();
+    rep.started_unix_ns = result.started_unix_ns;
+    rep.warnings
+        .extend(cal.as_ref().and_then(|c| c.mismatch(&rep.rx_timestamp_source)));
+    rep.calibration = cal;
+    rep.interrupted = out.interrupted || tx_interrupted;
+    finish_report(&mut rep, Some(out.stats), out.error.as_deref());
+    rep
+}
+
+/// Starts the send loops and the meter, watches the link, and joins them.
+fn run_threads(p: &mut Prepared, stop: &Arc<AtomicBool>) -> Result<Ran, EngineError> {
+    let k = p.plan.loops.len();
+    let sync = (k > 1).then(|| Arc::new(crate::run::SyncStart::new(k)));
+    let opts: Vec<RunOptions> = (0..k)
+        .map(|w| RunOptions {
+            sync: sync.clone(),
+            pace: p.pace,
+            core: p.plan.loops[w].core,
+            stop: stop.clone(),
+            live: p.board.loops[w].0.clone(),
+            batch: p.spec.batch,
+            rt_priority: p.spec.rt_priority,
+        })
+        .collect();
+    let tx_done = AtomicBool::new(false);
+    let avoid = p.plan.loops.first().and_then(|l| l.core);
+    let (rt, iface) = (p.spec.rt_priority, p.iface.clone());
+    let rx_spec = p.spec.rx.clone();
+    let rx_live = p.board.rx.clone();
+    let mut link_fault = None;
+    let (parts, rx_out) = std::thread::scope(|sc| {
+        let rx_h = match (p.rx.as_mut(), &rx_spec, &rx_live) {
+            (Some((src, meter, _)), Some(r), Some(live)) => {
+                let s = RxStop {
+                    signal: stop,
+                    tx_done: Some(&tx_done),
+                    linger: r.linger,
+                    deadline: None,
+                };
+                let core = r.core;
+                Some(sc.spawn(move || {
+                    crate::cpu::pin(core, avoid, false);
+                    if let Some(prio) = rt {
+                        let _ = crate::cpu::set_rt_priority(prio);
+                    }
+                    meter_loop(src.as_mut(), meter, &s, live)
+                }))
+            }
+            _ => None,
+        };
+        let hs: Vec<_> = p
+            .backends
+            .iter_mut()
+            .zip(&p.plan.loops)
+            .zip(&opts)
+            .map(|((be, lp), o)| {
+                let be = &mut **be;
+                sc.spawn(move || crate::run(&lp.profile, be, o))
+            })
+            .collect();
+        while !hs.iter().all(|h| h.is_finished()) {
+            std::thread::sleep(Duration::from_millis(50));
+            // A link that goes down ends the run within a tick: no spin, no backlog burst.
+            if let (Some(i), None) = (&iface, &link_fault) {
+                if let Some(e) = gapless_io::nic::link_fault(i) {
+                    link_fault = Some(e.to_string());
+                    stop.store(true, Ordering::Relaxed);
+                }
+            }
+        }
+        let parts: Vec<_> = hs.into_iter().map(|h| h.join()).collect();
+        tx_done.store(true, Ordering::Release);
+        (parts, rx_h.map(|h| h.join()))
+    });
+    let parts = parts
+        .into_iter()
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|_| EngineError::Panicked("a send loop"))?;
+    let rx = rx_out
+        .transpose()
+        .map_err(|_| EngineError::Panicked("the meter loop"))?;
+    let mut stats = crate::merge_workers(parts, &p.plan.maps(), p.plan.profile.streams.len());
+    if stats.backend_error.is_none() {
+        stats.backend_error = link_fault;
+    }
+    Ok(Ran { stats, rx })
+}

@@ -1,0 +1,302 @@
+//! What a run, a meter or a calibration needs, as plain data: no command-line types. Front
+//! ends (the CLI, Python, the HTTP server) fill these in and hand them to [`crate::Run`],
+//! [`crate::measure`], [`crate::analyze`] or [`crate::calibrate`].
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use gapless_core::dist::FileLoader;
+use gapless_core::meter::{Calibration, CalibrationRef, MeterConfig, StreamTarget};
+use gapless_core::{CompileCtx, Profile, ProfileSpec};
+use gapless_io::afxdp::{AfXdpRx, XdpMode};
+use gapless_io::nic::{current_netns, enter_netns, return_to_netns};
+use gapless_io::rx::{AfPacketRx, RxSource, RxTimestamps};
+use gapless_io::xdp_prog::XdpAttach;
+
+use crate::EngineError;
+
+/// A profile and where the files it names (empirical tables, gap lists) are read from.
+#[derive(Debug, Clone)]
+pub struct ProfileSource {
+    pub spec: ProfileSpec,
+    /// Files named in the profile are relative to this directory.
+    pub dir: PathBuf,
+    /// How results name the profile (its path, or "python", …).
+    pub label: String,
+}
+
+impl ProfileSource {
+    /// Reads and parses a profile file.
+    pub fn from_file(path: &Path) -> Result<ProfileSource, EngineError> {
+        let text = std::fs::read_to_string(path).map_err(|e| EngineError::BadFile {
+            path: path.display().to_string(),
+            problem: format!("cannot read the profile: {e}"),
+            fix: "check the path (examples/ has profiles to start from)".into(),
+        })?;
+        Ok(ProfileSource {
+            spec: ProfileSpec::from_toml(&text, &path.display().to_string())?,
+            dir: path.parent().map(Path::to_path_buf).unwrap_or_default(),
+            label: path.display().to_string(),
+        })
+    }
+
+    /// Compiles the profile against a link speed (for `%` rates).
+    pub fn compile(&self, link_speed_bps: Option<f64>) -> Result<Profile, EngineError> {
+        Ok(self.spec.compile(&CompileCtx {
+            link_speed_bps,
+            files: &DirLoader(self.dir.clone()),
+        })?)
+    }
+}
+
+/// Reads files named in a profile relative to the profile's directory.
+struct DirLoader(PathBuf);
+impl FileLoader for DirLoader {
+    fn load(&self, path: &str) -> Result<String, String> {
+        let p = self.0.join(path);
+        std::fs::read_to_string(&p).map_err(|e| format!("{}: {e}", p.display()))
+    }
+}
+
+/// How AF_PACKET hands frames to the kernel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TxMethod {
+    /// One sendmmsg system call per departure.
+    Sendmmsg,
+    /// PACKET_TX_RING: frames built in the shared ring, one kick per departure.
+    Ring,
+}
+
+/// The socket that sends on an interface.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TxSocket {
+    AfPacket(TxMethod),
+    /// AF_XDP; send loop j binds queue `queue + j`.
+    AfXdp {
+        mode: XdpMode,
+        queue: u32,
+    },
+}
+
+/// Where the frames go.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TxTarget {
+    /// An interface (in the run's network namespace); `socket: None` takes the profile's
+    /// `[output] backend`, else AF_PACKET sendmmsg.
+    Iface { name: String, socket: Option<TxSocket> },
+    /// A nanosecond pcap file stamped with the scheduled departure times.
+    Pcap(PathBuf),
+    /// Frames built and dropped: the engine alone.
+    Null,
+}
+
+/// Software pacing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Pacing {
+    /// On for interfaces, off for pcap and null.
+    #[default]
+    Auto,
+    On,
+    Off,
+}
+
+/// The meter's socket.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RxSocket {
+    /// AF_PACKET TPACKET_V3 ring.
+    #[default]
+    AfPacket,
+    /// AF_XDP fed by gapless's XDP program, on one RX queue.
+    AfXdp { queue: u32, attach: XdpAttach },
+}
+
+/// How to meter: what every meter front end asks.
+#[derive(Debug, Clone)]
+pub struct MeterSetup {
+    /// A target rate for streams without one.
+    pub target_pps: Option<f64>,
+    /// Latency histogram resolution, ns.
+    pub latency_unit_ns: u64,
+    /// A calibration and the path it was read from.
+    pub calibration: Option<(Calibration, String)>,
+    /// Subtract the offset of a calibration that failed its own checks.
+    pub use_invalid_calibration: bool,
+    /// Meter only signed frames; other TCP/UDP frames count as foreign.
+    pub signed_only: bool,
+    /// Compute latency (the signature's TX time and the RX clock agree).
+    pub latency: bool,
+}
+
+impl Default for MeterSetup {
+    fn default() -> Self {
+        MeterSetup {
+            target_pps: None,
+            latency_unit_ns: 10,
+            calibration: None,
+            use_invalid_calibration: false,
+            signed_only: false,
+            latency: true,
+        }
+    }
+}
+
+impl MeterSetup {
+    /// Checks the numbers.
+    pub fn check(&self) -> Result<(), EngineError> {
+        if let Some(t) = self.target_pps {
+            if !(t.is_finite() && t > 0.0) {
+                return Err(EngineError::OutOfRange {
+                    what: "target rate",
+                    value: t,
+                    want: "a positive rate in packets per second",
+                });
+            }
+        }
+        if self.latency_unit_ns == 0 || self.latency_unit_ns > 1_000_000 {
+            return Err(EngineError::OutOfRange {
+                what: "latency unit (ns)",
+                value: self.latency_unit_ns as f64,
+                want: "a resolution from 1 to 1000000 ns (10 is the default)",
+            });
+        }
+        Ok(())
+    }
+
+    /// The meter's configuration for these stream targets, and the calibration's reference
+    /// for the report.
+    pub fn config(
+        &self,
+        targets: HashMap<u16, StreamTarget>,
+    ) -> Result<(MeterConfig, Option<CalibrationRef>), EngineError> {
+        self.check()?;
+        let subtract = |c: &Calibration| c.valid || self.use_invalid_calibration;
+        let cfg = MeterConfig {
+            latency_unit_ns: self.latency_unit_ns,
+            targets,
+            default_target_pps: self.target_pps,
+            latency_offset_ns: self
+                .calibration
+                .as_ref()
+                .filter(|c| subtract(&c.0))
+                .map_or(0, |c| c.0.latency_offset_ns),
+            unsigned_flows: !self.signed_only,
+            latency: self.latency,
+            ..Default::default()
+        };
+        let cal = self.calibration.as_ref().map(|(c, p)| CalibrationRef {
+            subtracted: subtract(c),
+            ..c.reference(p)
+        });
+        Ok((cfg, cal))
+    }
+}
+
+/// The receive side: an interface to meter on.
+#[derive(Debug, Clone)]
+pub struct RxSpec {
+    pub iface: String,
+    pub netns: Option<String>,
+    pub socket: RxSocket,
+    pub timestamps: RxTimestamps,
+    pub meter: MeterSetup,
+    /// Core for the meter loop (None: the first the send loop does not use).
+    pub core: Option<usize>,
+    /// How long to keep metering after the last frame left.
+    pub linger: Duration,
+}
+
+impl RxSpec {
+    /// A software-stamped AF_PACKET meter on `iface`.
+    pub fn new(iface: impl Into<String>) -> RxSpec {
+        RxSpec {
+            iface: iface.into(),
+            netns: None,
+            socket: RxSocket::AfPacket,
+            timestamps: RxTimestamps::Software,
+            meter: MeterSetup::default(),
+            core: None,
+            linger: Duration::from_millis(500),
+        }
+    }
+
+    /// Opens the meter's socket in its namespace and comes back to the current one: a socket
+    /// keeps the namespace it was made in.
+    pub fn open(&self) -> Result<Box<dyn RxSource>, EngineError> {
+        let home = current_netns()?;
+        if let Some(ns) = &self.netns {
+            enter_netns(ns)?;
+        }
+        let rx = open_rx(&self.iface, self.timestamps, self.socket);
+        return_to_netns(&home)?;
+        rx
+    }
+
+    /// How results name where the meter read.
+    pub fn source(&self) -> String {
+        iface_source(&self.iface, self.netns.as_deref())
+    }
+}
+
+/// How results name an interface and its namespace.
+pub fn iface_source(iface: &str, netns: Option<&str>) -> String {
+    match netns {
+        Some(n) => format!("iface {iface} (netns {n})"),
+        None => format!("iface {iface}"),
+    }
+}
+
+/// Opens a meter's socket on `iface` in the current network namespace.
+pub fn open_rx(iface: &str, ts: RxTimestamps, socket: RxSocket) -> Result<Box<dyn RxSource>, EngineError> {
+    Ok(match socket {
+        RxSocket::AfPacket => Box::new(AfPacketRx::open(iface, ts)?),
+        RxSocket::AfXdp { .. } if ts == RxTimestamps::Hardware => {
+            return Err(EngineError::Io(gapless_io::IoError::Xdp {
+                what: "hardware RX stamps with an AF_XDP meter".into(),
+                detail: "gapless's XDP program stamps frames with the kernel's clock at the XDP hook, and reading the NIC's stamp there (the bpf_xdp_metadata_rx_timestamp kfunc) is driver-specific and not built".into(),
+                fix: "meter hardware stamps with the AF_PACKET socket".into(),
+            }))
+        }
+        RxSocket::AfXdp { queue, attach } => Box::new(AfXdpRx::open(iface, queue, XdpMode::Auto, attach)?),
+    })
+}
+
+/// Everything a run needs.
+#[derive(Debug, Clone)]
+pub struct RunSpec {
+    pub profile: ProfileSource,
+    pub target: TxTarget,
+    /// Enter this network namespace (from `ip netns`) before opening the interface.
+    pub netns: Option<String>,
+    pub pacing: Pacing,
+    /// Throughput mode above 1: up to this many single-frame departures per send.
+    pub batch: usize,
+    /// Send loops on these cores (empty: see `core`).
+    pub cores: Vec<usize>,
+    /// The one send loop's core (None: the quietest allowed, by a probe, when paced).
+    pub core: Option<usize>,
+    /// Split CBR streams over the loops, phase-shifted.
+    pub split_cbr: bool,
+    /// SCHED_FIFO priority for the send loops and the meter.
+    pub rt_priority: Option<u32>,
+    /// Meter while sending.
+    pub rx: Option<RxSpec>,
+}
+
+impl RunSpec {
+    /// A run of `profile` to `target` with every option at its default.
+    pub fn new(profile: ProfileSource, target: TxTarget) -> RunSpec {
+        RunSpec {
+            profile,
+            target,
+            netns: None,
+            pacing: Pacing::Auto,
+            batch: 1,
+            cores: Vec::new(),
+            core: None,
+            split_cbr: false,
+            rt_priority: None,
+            rx: None,
+        }
+    }
+}

@@ -1,0 +1,338 @@
+//! `gapless run`: its options, mapped to a [`RunSpec`], and what it prints.
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context, Result};
+use clap::ValueEnum;
+use gapless_engine::report::{ns, si, summary_text, verdict_text, write_json_atomic};
+use gapless_engine::{Pacing, ProfileSource, Run, RunHandle, RunReport, RunSpec, Snapshot, TxSocket, TxTarget};
+use gapless_io::afxdp::XdpMode;
+
+use crate::{meter_cmd, outputs, say};
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum TxMethod {
+    /// One sendmmsg system call per departure (its frames in one call).
+    Sendmmsg,
+    /// PACKET_TX_RING (TPACKET_V2): frames built in the shared ring, one kick per departure.
+    Ring,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Backend {
+    /// AF_PACKET raw socket (any interface; --tx-method picks sendmmsg or the TX ring).
+    Afpacket,
+    /// AF_XDP socket with its own UMEM (zero-copy where the driver has it).
+    Afxdp,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum XdpModeArg {
+    /// Zero-copy where the driver has it, else copy.
+    Auto,
+    Copy,
+    Zerocopy,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Pace {
+    /// On for interfaces, off for pcap and null.
+    Auto,
+    On,
+    Off,
+}
+
+#[derive(clap::Args)]
+pub struct RunArgs {
+    /// The profile (TOML).
+    profile: PathBuf,
+    /// Send on this interface (AF_PACKET).
+    #[arg(long, conflicts_with_all = ["out", "null"])]
+    iface: Option<String>,
+    /// Write a nanosecond pcap whose timestamps are the scheduled departure times.
+    #[arg(long, conflicts_with = "null")]
+    out: Option<PathBuf>,
+    /// Build frames and drop them: measures the engine alone.
+    #[arg(long)]
+    null: bool,
+    /// Enter this network namespace (from `ip netns`) before opening the interface.
+    #[arg(long)]
+    netns: Option<String>,
+    /// Write the result file (JSON), atomically, also after Ctrl-C.
+    #[arg(long)]
+    json: Option<PathBuf>,
+    /// Stop every stream after this many seconds.
+    #[arg(long, allow_negative_numbers = true)]
+    duration: Option<f64>,
+    /// Override the profile's seed.
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Software pacing.
+    #[arg(long, value_enum, default_value_t = Pace::Auto)]
+    pace: Pace,
+    /// The socket that sends on --iface (default: the profile's [output] backend, else afpacket).
+    #[arg(long, value_enum)]
+    backend: Option<Backend>,
+    /// How AF_PACKET hands frames to the kernel.
+    #[arg(long, value_enum, default_value_t = TxMethod::Sendmmsg)]
+    tx_method: TxMethod,
+    /// AF_XDP mode (--backend afxdp).
+    #[arg(long, value_enum, default_value_t = XdpModeArg::Auto)]
+    xdp_mode: XdpModeArg,
+    /// AF_XDP queue (--backend afxdp).
+    #[arg(long, default_value_t = 0)]
+    xdp_queue: u32,
+    /// Throughput mode: send up to N single-frame departures of a stream in one system call
+    /// at the first one's time (1: precise mode, one departure per call). The result reports
+    /// the bursts this makes.
+    #[arg(long, default_value_t = 1)]
+    batch: usize,
+    /// Send loops on these cores, e.g. 0,1. Poisson streams are split over all of them at
+    /// rate/k each; other streams stay whole, one loop each, round robin.
+    #[arg(long, value_delimiter = ',', conflicts_with = "core")]
+    cores: Option<Vec<usize>>,
+    /// Split CBR streams over the --cores loops too, phase-shifted: loop j of k sends
+    /// departures j, j + k, … of the whole schedule (as `split = "phase"` in the profile).
+    /// The result reports how often a loop ran late enough to bunch with its neighbour.
+    #[arg(long)]
+    split_cbr: bool,
+    /// CPU core for the send loop (default: the quietest allowed core, by a 100 ms
+    /// pre-flight probe of each).
+    #[arg(long)]
+    core: Option<usize>,
+    /// Run the send loops (and the meter) under SCHED_FIFO at this priority (1-99). The
+    /// kernel's RT throttling still takes 5 % of each second (kernel.sched_rt_runtime_us).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=99))]
+    rt_priority: Option<u32>,
+    /// No live line.
+    #[arg(long, short)]
+    quiet: bool,
+    /// Also meter on this interface while sending (a loopback, or the far side of a device
+    /// under test); the result joins TX and RX per stream.
+    #[arg(long)]
+    rx: Option<String>,
+    /// The network namespace of --rx.
+    #[arg(long, requires = "rx")]
+    rx_netns: Option<String>,
+    /// CPU core for the meter loop (default: the first one the send loop does not use).
+    #[arg(long, requires = "rx")]
+    rx_core: Option<usize>,
+    /// Seconds to keep metering after the last frame left.
+    #[arg(long, default_value_t = 0.5, requires = "rx")]
+    rx_linger: f64,
+    /// RX timestamps for --rx.
+    #[arg(long, value_enum, default_value_t = meter_cmd::TsArg::Software)]
+    timestamps: meter_cmd::TsArg,
+    #[command(flatten)]
+    rx_path: meter_cmd::RxPathArgs,
+    #[command(flatten)]
+    meter: meter_cmd::MeterOpts,
+}
+
+impl RunArgs {
+    /// The target: the flags first, then the profile's `[output]`.
+    fn target(&self, src: &ProfileSource) -> Result<TxTarget> {
+        let out = src.spec.output.clone().unwrap_or_default();
+        let flagged = self.iface.is_some() || self.out.is_some() || self.null;
+        let iface = self.iface.clone().or(if flagged { None } else { out.iface });
+        let pcap = self
+            .out
+            .clone()
+            .or(if flagged { None } else { out.pcap.map(PathBuf::from) });
+        Ok(match (iface, pcap) {
+            (Some(name), _) => TxTarget::Iface {
+                name,
+                socket: self.socket(out.backend),
+            },
+            (None, Some(p)) => TxTarget::Pcap(p),
+            _ if self.null || out.null => TxTarget::Null,
+            _ => bail!("no output: give --iface IF (send on an interface), --out FILE.pcap, or --null; or set [output] in the profile"),
+        })
+    }
+
+    fn socket(&self, profile: Option<gapless_core::spec::BackendKind>) -> Option<TxSocket> {
+        let mode = match self.xdp_mode {
+            XdpModeArg::Auto => XdpMode::Auto,
+            XdpModeArg::Copy => XdpMode::Copy,
+            XdpModeArg::Zerocopy => XdpMode::ZeroCopy,
+        };
+        let method = match self.tx_method {
+            TxMethod::Sendmmsg => gapless_engine::TxMethod::Sendmmsg,
+            TxMethod::Ring => gapless_engine::TxMethod::Ring,
+        };
+        let xdp = TxSocket::AfXdp {
+            mode,
+            queue: self.xdp_queue,
+        };
+        let profile_xdp = profile == Some(gapless_core::spec::BackendKind::Afxdp);
+        Some(match self.backend {
+            Some(Backend::Afxdp) => xdp,
+            None if profile_xdp => xdp,
+            _ => TxSocket::AfPacket(method),
+        })
+    }
+
+    /// The run asked for, with every file it reads and writes checked first.
+    fn spec(&self) -> Result<RunSpec> {
+        let mut src = crate::profile(&self.profile)?;
+        if let Some(d) = self.duration {
+            if !(d.is_finite() && d > 0.0) {
+                bail!("--duration {d}: give a positive number of seconds");
+            }
+            src.spec.duration_s = Some(d);
+        }
+        src.spec.seed = self.seed.or(src.spec.seed);
+        let target = self.target(&src)?;
+        if self.rx.is_some() && !matches!(target, TxTarget::Iface { .. }) {
+            bail!("--rx meters what an interface sends: give --iface too (not --out or --null)");
+        }
+        if !(self.rx_linger.is_finite() && self.rx_linger >= 0.0) {
+            bail!("--rx-linger {}: give a number of seconds, 0 or more", self.rx_linger);
+        }
+        let pcap = match &target {
+            TxTarget::Pcap(p) => Some(p.as_path()),
+            _ => None,
+        };
+        let mut inputs = vec![("profile", self.profile.as_path())];
+        inputs.extend(self.meter.calibration.as_deref().map(|c| ("--calibration", c)));
+        let outs: Vec<_> = [("--json", self.json.as_deref()), ("--out", pcap)]
+            .into_iter()
+            .filter_map(|(f, p)| p.map(|p| (f, p)))
+            .collect();
+        outputs::check(&inputs, &outs)?;
+        if let Some(d) = &self.meter.report_dir {
+            outputs::check_dir("--report-dir", d)?;
+        }
+        let netns = self
+            .netns
+            .clone()
+            .or(src.spec.output.as_ref().and_then(|o| o.netns.clone()));
+        let rx = match &self.rx {
+            Some(iface) => Some(self.rx_spec(iface)?),
+            None => None,
+        };
+        Ok(RunSpec {
+            netns,
+            pacing: match self.pace {
+                Pace::Auto => Pacing::Auto,
+                Pace::On => Pacing::On,
+                Pace::Off => Pacing::Off,
+            },
+            batch: self.batch,
+            cores: self.cores.clone().unwrap_or_default(),
+            core: self.core,
+            split_cbr: self.split_cbr,
+            rt_priority: self.rt_priority,
+            rx,
+            ..RunSpec::new(src, target)
+        })
+    }
+
+    fn rx_spec(&self, iface: &str) -> Result<gapless_engine::RxSpec> {
+        Ok(gapless_engine::RxSpec {
+            netns: self.rx_netns.clone(),
+            socket: self.rx_path.socket(),
+            timestamps: self.timestamps.rx(),
+            meter: self.meter.setup()?,
+            core: self.rx_core,
+            linger: Duration::from_secs_f64(self.rx_linger),
+            ..gapless_engine::RxSpec::new(iface)
+        })
+    }
+}
+
+/// The live line: per stream and in total, sent, rate and lag.
+fn live_line(s: &Snapshot) -> String {
+    let parts: Vec<String> = s
+        .streams
+        .iter()
+        .map(|st| {
+            format!(
+                "{} {} ({}, lag {})",
+                st.name,
+                st.tx.sent,
+                si(st.tx.rate_pps, "pps"),
+                ns(st.tx.lag_ns)
+            )
+        })
+        .collect();
+    let mut line = format!(
+        "[{:6.1}s] {} | total {} {}",
+        s.elapsed_s,
+        parts.join(" | "),
+        s.total.tx.sent,
+        si(s.total.tx.rate_pps, "pps")
+    );
+    if let Some(n) = s.rx_frames {
+        line.push_str(&format!(" | rx {n}"));
+    }
+    line
+}
+
+/// Prints a line every second until `done` says the run ended.
+pub fn live_lines(quiet: bool, done: impl Fn() -> bool, line: impl Fn() -> String) {
+    let tty = std::io::stderr().is_terminal();
+    let mut last = Instant::now();
+    while !done() {
+        std::thread::sleep(Duration::from_millis(50));
+        if !quiet && last.elapsed() >= Duration::from_secs(1) {
+            last = Instant::now();
+            if tty {
+                eprint!("\r\x1b[2K{}", line());
+            } else {
+                eprintln!("{}", line());
+            }
+        }
+    }
+    if !quiet && tty {
+        eprintln!();
+    }
+}
+
+pub fn cmd_run(a: RunArgs) -> Result<i32> {
+    let spec = a.spec()?;
+    let stop = Arc::new(AtomicBool::new(false));
+    crate::stop_on_signals(&stop)?;
+    let run: RunHandle = Run::start_with_stop(spec, stop).map_err(crate::explain)?;
+    run.snapshot();
+    live_lines(a.quiet, || run.is_finished(), || live_line(&run.snapshot()));
+    let report = run.wait().map_err(crate::explain)?;
+    print_run(&a, &report)
+}
+
+/// Writes the result file, prints the summary, and says what failed.
+fn print_run(a: &RunArgs, report: &RunReport) -> Result<i32> {
+    let result = &report.result;
+    // A result that cannot be written is reported after the summary, which is printed anyway.
+    let json_err = a.json.as_ref().and_then(|j| {
+        write_json_atomic(j, result)
+            .with_context(|| format!("writing the result file {}", j.display()))
+            .err()
+    });
+    say(&summary_text(result));
+    if let Some(r) = &result.rx {
+        say(&gapless_engine::meter::summary_text(r));
+        if let Some(d) = &a.meter.report_dir {
+            let n = gapless_engine::plots::write_all(r, d)?;
+            say(&format!("report: {n} files in {}\n", d.display()));
+        }
+    }
+    if let (Some(j), None) = (&a.json, &json_err) {
+        say(&format!("result: {}\n", j.display()));
+    }
+    if let Some(p) = &report.pcap {
+        say(&format!("pcap: {}\n", p.display()));
+    }
+    say(&verdict_text(result));
+    if let Some(e) = json_err {
+        return Err(e);
+    }
+    if let Some(e) = report.failure() {
+        return Err(anyhow!(crate::explain(e)));
+    }
+    Ok(if report.interrupted() { 130 } else { 0 })
+}
