@@ -3,16 +3,24 @@
 # stream without field ops and one with 4 field ops (2 inc, 2 random). 5 interleaved runs of
 # 20 M frames each; prints every run and the medians, and appends the raw lines to
 # bench/results/engine-<UTC time>.txt. Goal: under 50 ns per frame (> 20 Mpps per core).
+#
+#   bash bench/engine.sh                 # this tree's binary
+#   bash bench/engine.sh OLD NEW ...     # several binaries, interleaved run by run (a
+#                                        # before/after comparison on this noisy machine)
+# Instructions per frame are added where `perf stat` can count them (not in this VM: no PMU).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-G=target/release/gapless
-[[ -x $G ]] || bash scripts/setup.sh
+if [[ $# -eq 0 ]]; then
+  [[ -x target/release/gapless ]] || bash scripts/setup.sh
+  set -- target/release/gapless
+fi
+insn() { perf stat -x, -e instructions:u "$@" 2>&1 >/dev/null | awk -F, '/instructions/ && $1 ~ /^[0-9]+$/ {print $1}'; }
 tmp=$(mktemp -d)
 cat > "$tmp/one.toml" <<'P'
 [[stream]]
 size = 64
 [stream.timing]
-rate_pps = 1e9
+rate_pps = 5e8
 count = 20_000_000
 P
 cat > "$tmp/four.toml" <<'P'
@@ -39,35 +47,47 @@ op = "inc"
 from = 1
 to = 100
 [stream.timing]
-rate_pps = 1e9
+rate_pps = 5e8
 count = 20_000_000
 P
 mkdir -p bench/results
 out=bench/results/engine-$(date -u +%Y%m%dT%H%M%SZ).txt
 echo "# $(uname -r) $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2) $(git rev-parse --short HEAD 2>/dev/null)" > "$out"
-for rep in 1 2 3 4 5; do
+for G in "$@"; do echo "# binary $G $(sha256sum "$G" | cut -c1-12)" >> "$out"; done
+for rep in $(seq "${REPS:-5}"); do
   for p in one four; do
-    "$G" run "$tmp/$p.toml" --null --json "$tmp/r.json" -q > /dev/null
-    python3 -c "import json,sys; r=json.load(open('$tmp/r.json')); print('$p', $rep, r['sent_frames'], r['duration_ns'], '%.1f' % (r['duration_ns']/r['sent_frames']))" | tee -a "$out"
+    for G in "$@"; do
+      n=$(insn "$G" run "$tmp/$p.toml" --null --json "$tmp/r.json" -q || true)
+      python3 -c "import json,sys; r=json.load(open('$tmp/r.json')); n='${n:-}'; print('$p', $rep, '$G', r['sent_frames'], r['duration_ns'], '%.1f' % (r['duration_ns']/r['sent_frames']), '%.1f' % (int(n)/r['sent_frames']) if n else '-')" | tee -a "$out"
+    done
   done
 done
 python3 - "$out" <<'PY'
 import statistics, sys
 rows = [l.split() for l in open(sys.argv[1]) if not l.startswith("#")]
+bins = list(dict.fromkeys(r[2] for r in rows))
 for name, label in (("one", "1 stream, no field ops"), ("four", "1 stream, 4 field ops")):
-    v = [float(r[4]) for r in rows if r[0] == name]
-    print(f"{label}: median {statistics.median(v):.1f} ns/frame ({1e3 / statistics.median(v):.1f} Mpps), runs {v}")
+    base = None
+    for b in bins:
+        v = [float(r[5]) for r in rows if r[0] == name and r[2] == b]
+        i = [float(r[6]) for r in rows if r[0] == name and r[2] == b and r[6] != "-"]
+        m = statistics.median(v)
+        base = base or m
+        ins = f", {statistics.median(i):.0f} instructions/frame" if i else ""
+        print(f"{label} [{b}]: median {m:.1f} ns/frame ({1e3 / m:.1f} Mpps, {m / base:.3f}x the first), min {min(v):.1f}{ins}, runs {v}")
 PY
 # Instructions per frame (callgrind): repeatable whatever else the machine does. The
 # marginal count between 1 M and 2 M frames cancels start-up and calibration.
 if command -v valgrind >/dev/null; then
-  for p in one four; do
-    ir=()
-    for n in 1000000 2000000; do
-      sed "s/count = .*/count = $n/" "$tmp/$p.toml" > "$tmp/cg.toml"
-      ir+=("$(valgrind --tool=callgrind --callgrind-out-file="$tmp/cg.out" "$G" run "$tmp/cg.toml" --null -q 2>&1 | sed -n 's/.*Collected : //p')")
+  for G in "$@"; do
+    for p in one four; do
+      ir=()
+      for n in 1000000 2000000; do
+        sed "s/count = .*/count = $n/" "$tmp/$p.toml" > "$tmp/cg.toml"
+        ir+=("$(valgrind --tool=callgrind --callgrind-out-file="$tmp/cg.out" "$G" run "$tmp/cg.toml" --null -q 2>&1 | sed -n 's/.*Collected : //p')")
+      done
+      echo "callgrind $p $G instructions/frame $(( (ir[1] - ir[0]) / 1000000 ))" | tee -a "$out"
     done
-    echo "callgrind $p instructions/frame $(( (ir[1] - ir[0]) / 1000000 ))" | tee -a "$out"
   done
 fi
 echo "raw: $out"
