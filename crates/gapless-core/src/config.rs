@@ -8,7 +8,7 @@ use crate::error::ProfileError;
 use crate::fields::{self, FieldOp};
 use crate::schedule::{Pattern, Rate, L1_OVERHEAD_BYTES};
 use crate::spec::{
-    DistKind, DistSpec, ImixSpec, NumOrDist, OnLate, PatternKind, ProfileSpec, SizeSpec, SizeTable, SplitKind,
+    DistKind, DistSpec, ImixSpec, NumOrDist, OnLate, PatternKind, Phases, ProfileSpec, SizeSpec, SizeTable, SplitKind,
     StreamSpec,
 };
 use crate::template::{Template, FCS_LEN};
@@ -733,6 +733,22 @@ fn compile_stream(
     })
 }
 
+/// CBR streams that start with the run (no `start_offset_ns`) are spread over their gap:
+/// stream k of the n such streams starts k/n of its own gap late.
+fn spread_phases(streams: &mut [StreamConfig]) {
+    let cbr: Vec<usize> = streams
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| matches!(s.pattern, Pattern::Cbr) && s.start_offset_ns == 0)
+        .map(|(i, _)| i)
+        .collect();
+    let n = cbr.len() as f64;
+    for (k, &i) in cbr.iter().enumerate() {
+        let s = &mut streams[i];
+        s.start_offset_ns = (k as f64 * s.phase_gap_ns() / n).round() as u64;
+    }
+}
+
 impl ProfileSpec {
     /// Validates and compiles the profile.
     pub fn compile(&self, ctx: &CompileCtx) -> Result<Profile, ProfileError> {
@@ -756,6 +772,9 @@ impl ProfileSpec {
         let mut streams = Vec::with_capacity(self.streams.len());
         for (i, s) in self.streams.iter().enumerate() {
             streams.push(compile_stream(i, s, self, ctx.link_speed_bps, ctx.files)?);
+        }
+        if self.phases == Phases::Spread {
+            spread_phases(&mut streams);
         }
         let mut ids: Vec<u16> = streams.iter().map(|s| s.id).collect();
         ids.sort_unstable();

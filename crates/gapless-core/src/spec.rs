@@ -19,6 +19,9 @@ pub struct ProfileSpec {
     /// What the pacer does when a departure is already more than one gap late.
     #[serde(default)]
     pub on_late: OnLate,
+    /// Where CBR streams start within their gap: spread (default) or aligned.
+    #[serde(default)]
+    pub phases: Phases,
     /// Link speed in bit/s, used for `rate_pct` and the over-link-speed check. Default: read
     /// from the interface (sysfs), none for pcap/null.
     #[serde(default)]
@@ -54,6 +57,19 @@ pub struct OutputSpec {
 pub enum BackendKind {
     Afpacket,
     Afxdp,
+}
+
+/// Where CBR streams without a `start_offset_ns` start within their gap.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Phases {
+    /// Stream k of n starts k/n of its own gap after the run's start: n streams of one rate
+    /// take turns instead of firing together (500 aligned 1 kpps streams leave in bursts of
+    /// 500, late by up to their whole burst).
+    #[default]
+    Spread,
+    /// Every stream starts at the run's start (the schedule before the phases were spread).
+    Aligned,
 }
 
 /// Policy when the schedule has fallen behind (stall or overload).

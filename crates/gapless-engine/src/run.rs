@@ -68,11 +68,16 @@ impl SyncStart {
 /// Merges the stats of several send loops into one per original stream: `parts[w]` ran the
 /// streams `map[w][i]` (indices into the original profile) of `n` in all.
 pub fn merge_workers(parts: Vec<RunStats>, map: &[Vec<usize>], n: usize) -> RunStats {
-    let mut streams: Vec<StreamStats> = (0..n).map(|_| StreamStats::new()).collect();
+    // A stream sent whole by one loop keeps its stats as they are (no copy of its
+    // histograms); the lanes of a split stream are added into the first lane's.
+    let mut streams: Vec<Option<StreamStats>> = (0..n).map(|_| None).collect();
     let mut out: Option<RunStats> = None;
-    for (w, p) in parts.into_iter().enumerate() {
-        for (i, st) in p.streams.iter().enumerate() {
-            streams[map[w][i]].absorb(st);
+    for (w, mut p) in parts.into_iter().enumerate() {
+        for (i, st) in std::mem::take(&mut p.streams).into_iter().enumerate() {
+            match &mut streams[map[w][i]] {
+                Some(into) => into.absorb(&st),
+                slot => *slot = Some(st),
+            }
         }
         let o = out.get_or_insert(RunStats {
             streams: Vec::new(),
@@ -97,7 +102,7 @@ pub fn merge_workers(parts: Vec<RunStats>, map: &[Vec<usize>], n: usize) -> RunS
         o.realtime0_ns = o.realtime0_ns.min(p.realtime0_ns);
     }
     let mut o = out.expect("at least one send loop");
-    o.streams = streams;
+    o.streams = streams.into_iter().map(Option::unwrap_or_default).collect();
     o
 }
 
@@ -177,7 +182,7 @@ pub fn run(profile: &Profile, backend: &mut dyn TxBackend, opts: &RunOptions) ->
         }
     }
     let mut clock = RunClock::new();
-    let raw_hz = clock.raw_hz(20);
+    let raw_hz = clock.raw_hz();
     // A pcap file is written on schedule time: waiting for it would only slow the writing.
     let t = Timing {
         pace: opts.pace && !backend.on_schedule_time(),

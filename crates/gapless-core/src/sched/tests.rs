@@ -99,7 +99,7 @@ fn assert_lateness(st: &StreamStats, want: &[u64]) {
 #[test]
 fn three_streams_are_merged_in_time_order_ties_by_stream() {
     let p = profile(
-        "[[stream]]\n[stream.timing]\nrate_pps = 1000\ncount = 4\n\
+        "phases = \"aligned\"\n[[stream]]\n[stream.timing]\nrate_pps = 1000\ncount = 4\n\
          [[stream]]\n[stream.timing]\nrate_pps = 500\ncount = 4\n\
          [[stream]]\n[stream.timing]\nrate_pps = 250\ncount = 4\nstart_offset_ns = 500000\n",
     );
@@ -213,4 +213,27 @@ fn an_unpaced_scheduler_never_applies_on_late_or_measures_lateness() {
     drive(&mut s, stall_at_3);
     let st = &s.stats()[0];
     assert_eq!((st.sent, st.skipped, st.late_events, st.lateness.len()), (10, 0, 0, 0));
+}
+
+#[test]
+fn cbr_streams_are_spread_over_their_gap_unless_aligned() {
+    let streams = "[[stream]]\n[stream.timing]\nrate_pps = 1000\ncount = 2\n\
+         [[stream]]\n[stream.timing]\nrate_pps = 1000\ncount = 2\n\
+         [[stream]]\n[stream.timing]\nrate_pps = 1000\ncount = 2\npattern = \"poisson\"\n\
+         [[stream]]\n[stream.timing]\nrate_pps = 1000\ncount = 2\nstart_offset_ns = 7\n\
+         [[stream]]\n[stream.timing]\nrate_pps = 500\ncount = 2\n";
+    let offsets = |p: &Profile| -> Vec<u64> { p.streams.iter().map(|s| s.start_offset_ns).collect() };
+    // Three CBR streams start with the run: k/3 of their own gap each. The Poisson stream and
+    // the one with its own offset keep theirs.
+    assert_eq!(offsets(&profile(streams)), vec![0, 333_333, 0, 7, 1_333_333]);
+    let aligned = profile(&format!("phases = \"aligned\"\n{streams}"));
+    assert_eq!(offsets(&aligned), vec![0, 0, 0, 7, 0]);
+    let mut s = Scheduler::new(&profile(streams), false, 1);
+    let log = drive(&mut s, |_| 0);
+    let first = |i: usize| log.iter().find(|c| c.stream == i).map(|c| c.ats[0]);
+    assert_eq!(
+        (first(1), first(4)),
+        (Some(333_333), Some(1_333_333)),
+        "the schedules start at their offsets"
+    );
 }
