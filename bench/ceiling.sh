@@ -53,7 +53,7 @@ import sys, collections
 rows = [l.split() for l in open(sys.argv[1]) if not l.startswith("#")]
 best = collections.defaultdict(list)
 for r in rows:
-    best[(int(r[1]), r[2])].append(abs(float(r[7])))
+    best[(int(r[1]), r[2])].append(abs(float(r[8])))
 print("rate_pps  " + "  ".join(f"{w:>22}" for w in ("c", "afpacket", "afxdp")))
 for rate in sorted({k[0] for k in best}):
     cells = []
