@@ -9,7 +9,7 @@ use crate::fields::{self, FieldOp};
 use crate::schedule::{Pattern, Rate, L1_OVERHEAD_BYTES};
 use crate::spec::{
     DistKind, DistSpec, ImixSpec, NumOrDist, OnLate, PatternKind, Phases, ProfileSpec, SizeSpec, SizeTable, SplitKind,
-    StreamSpec,
+    StreamSpec, TimingSpec,
 };
 use crate::template::{Template, FCS_LEN};
 
@@ -427,18 +427,14 @@ fn check_convergence(pattern: &Pattern, seed: u64, tpath: &str) -> Result<(), Pr
     ))
 }
 
-fn compile_stream(
-    i: usize,
+/// The stream's template, its size checked against the smallest frame, and its field ops
+/// bound to it.
+fn compile_template(
     s: &StreamSpec,
-    p: &ProfileSpec,
-    link: Option<f64>,
-    files: &dyn FileLoader,
-) -> Result<StreamConfig, ProfileError> {
-    let path = format!("stream[{i}]");
-    let tpath = format!("{path}.timing");
-    let seed = derive_seed(p.seed.unwrap_or(1), i as u64, 0);
-    let sizes = compile_sizes(s.size.as_ref(), &path, files)?;
-
+    sizes: &SizeGen,
+    seed: u64,
+    path: &str,
+) -> Result<(Template, Vec<FieldOp>), ProfileError> {
     // Payload regions must be known before the template is built.
     let mut regions = Vec::new();
     for f in &s.fields {
@@ -485,9 +481,12 @@ fn compile_stream(
         let (earlier, rest) = ops.split_at_mut(j);
         rest[0].bind(&template, earlier);
     }
+    Ok((template, ops))
+}
 
-    let t = &s.timing;
-    let link = p.link_speed_bps.or(link);
+/// The stream's rate: exactly one of rate_pps, rate_bps_l1, rate_bps_l2, rate_pct (an
+/// empirical table of absolute gaps may give none: its mean sets the rate later).
+fn compile_rate(t: &TimingSpec, tpath: &str, link: Option<f64>, is_empirical_abs: bool) -> Result<Rate, ProfileError> {
     let given: Vec<&str> = [
         ("rate_pps", t.rate_pps),
         ("rate_bps_l1", t.rate_bps_l1),
@@ -498,18 +497,15 @@ fn compile_stream(
     .filter(|(_, v)| v.is_some())
     .map(|(k, _)| *k)
     .collect();
-    let is_empirical_abs = t.pattern == PatternKind::Distribution
-        && t.dist.as_ref().is_some_and(|d| d.kind == DistKind::Empirical)
-        && given.is_empty();
     if given.len() > 1 {
         return Err(ProfileError::invalid(
-            &tpath,
+            tpath,
             format!("several rates are given ({})", given.join(", ")),
             "give exactly one of rate_pps, rate_bps_l1, rate_bps_l2, rate_pct",
         ));
     }
     let fix_rate = "give a rate above 0, e.g. rate_pps = 100000";
-    let rate = if let Some(v) = t.rate_pps {
+    Ok(if let Some(v) = t.rate_pps {
         Rate::Pps(positive(v, &format!("{tpath}.rate_pps"), fix_rate)?)
     } else if let Some(v) = t.rate_bps_l1 {
         Rate::Bps {
@@ -538,22 +534,24 @@ fn compile_stream(
         Rate::Pps(1.0) // replaced below from the table's own mean
     } else {
         return Err(ProfileError::invalid(
-            &tpath,
+            tpath,
             "no rate is given",
             "add one of rate_pps, rate_bps_l1, rate_bps_l2 or rate_pct",
         ));
-    };
+    })
+}
 
-    let burst = t.burst.unwrap_or(1);
-    if burst == 0 {
-        return Err(ProfileError::invalid(
-            format!("{tpath}.burst"),
-            "burst is 0",
-            "use burst >= 1 (1 = one frame per departure)",
-        ));
-    }
-    let mut rate = rate;
-    let pattern = match t.pattern {
+/// The departure pattern. An empirical table of absolute gaps sets the rate from its mean.
+fn compile_pattern(
+    t: &TimingSpec,
+    tpath: &str,
+    rate: &mut Rate,
+    sizes: &SizeGen,
+    burst: u32,
+    is_empirical_abs: bool,
+    files: &dyn FileLoader,
+) -> Result<Pattern, ProfileError> {
+    Ok(match t.pattern {
         PatternKind::Cbr => Pattern::Cbr,
         PatternKind::Poisson => Pattern::Random(UnitDist::Exponential(rand_distr::Exp::new(1.0).expect("valid"))),
         PatternKind::Distribution => {
@@ -566,58 +564,72 @@ fn compile_stream(
             })?;
             let u = UnitDist::from_spec(d, &format!("{tpath}.dist"), files)?;
             if is_empirical_abs {
-                rate = Rate::Pps(1e9 / u.raw_mean() * f64::from(burst));
+                *rate = Rate::Pps(1e9 / u.raw_mean() * f64::from(burst));
             }
             Pattern::Random(u)
         }
-        PatternKind::Bursty => {
-            if t.burst.is_some() {
+        PatternKind::Bursty => compile_bursty(t, tpath, rate, sizes, files)?,
+    })
+}
+
+/// Bursty on/off: burst sizes, idle times, and the rate inside a burst.
+fn compile_bursty(
+    t: &TimingSpec,
+    tpath: &str,
+    rate: &Rate,
+    sizes: &SizeGen,
+    files: &dyn FileLoader,
+) -> Result<Pattern, ProfileError> {
+    if t.burst.is_some() {
+        return Err(ProfileError::invalid(
+            format!("{tpath}.burst"),
+            "`burst` does not apply to pattern \"bursty\"",
+            "set the burst length with burst_size",
+        ));
+    }
+    let bs = t.burst_size.as_ref().ok_or_else(|| {
+        ProfileError::invalid(
+            format!("{tpath}.burst_size"),
+            "pattern \"bursty\" needs `burst_size`",
+            "add burst_size = 16, or a table such as { kind = \"uniform\", min = 1, max = 64 }",
+        )
+    })?;
+    let size = match bs {
+        NumOrDist::Num(n) if *n >= 1.0 && n.fract() == 0.0 => ScaledDist::constant(*n),
+        NumOrDist::Num(n) => {
+            return Err(ProfileError::invalid(
+                format!("{tpath}.burst_size"),
+                format!("{n} is not a whole number >= 1"),
+                "use a whole number of frames",
+            ))
+        }
+        NumOrDist::Dist(d) => ScaledDist::from_spec(d, &format!("{tpath}.burst_size"), 1.0, 1e6, files)?,
+    };
+    let off = match &t.off {
+        None => UnitDist::Constant,
+        Some(d) => UnitDist::from_spec(d, &format!("{tpath}.off"), files)?,
+    };
+    let peak_gap_ns = match t.peak_pps {
+        None => None,
+        Some(pk) => {
+            let pk = positive(pk, &format!("{tpath}.peak_pps"), "give the frame rate inside a burst")?;
+            let mean_pps = rate.pps_for(sizes.mean());
+            if pk <= mean_pps {
                 return Err(ProfileError::invalid(
-                    format!("{tpath}.burst"),
-                    "`burst` does not apply to pattern \"bursty\"",
-                    "set the burst length with burst_size",
+                    format!("{tpath}.peak_pps"),
+                    format!("peak_pps {pk} is not above the mean rate {mean_pps:.1} pps"),
+                    "raise peak_pps above the mean rate, or lower the rate",
                 ));
             }
-            let bs = t.burst_size.as_ref().ok_or_else(|| {
-                ProfileError::invalid(
-                    format!("{tpath}.burst_size"),
-                    "pattern \"bursty\" needs `burst_size`",
-                    "add burst_size = 16, or a table such as { kind = \"uniform\", min = 1, max = 64 }",
-                )
-            })?;
-            let size = match bs {
-                NumOrDist::Num(n) if *n >= 1.0 && n.fract() == 0.0 => ScaledDist::constant(*n),
-                NumOrDist::Num(n) => {
-                    return Err(ProfileError::invalid(
-                        format!("{tpath}.burst_size"),
-                        format!("{n} is not a whole number >= 1"),
-                        "use a whole number of frames",
-                    ))
-                }
-                NumOrDist::Dist(d) => ScaledDist::from_spec(d, &format!("{tpath}.burst_size"), 1.0, 1e6, files)?,
-            };
-            let off = match &t.off {
-                None => UnitDist::Constant,
-                Some(d) => UnitDist::from_spec(d, &format!("{tpath}.off"), files)?,
-            };
-            let peak_gap_ns = match t.peak_pps {
-                None => None,
-                Some(pk) => {
-                    let pk = positive(pk, &format!("{tpath}.peak_pps"), "give the frame rate inside a burst")?;
-                    let mean_pps = rate.pps_for(sizes.mean());
-                    if pk <= mean_pps {
-                        return Err(ProfileError::invalid(
-                            format!("{tpath}.peak_pps"),
-                            format!("peak_pps {pk} is not above the mean rate {mean_pps:.1} pps"),
-                            "raise peak_pps above the mean rate, or lower the rate",
-                        ));
-                    }
-                    Some(1e9 / pk)
-                }
-            };
-            Pattern::OnOff { size, off, peak_gap_ns }
+            Some(1e9 / pk)
         }
     };
+    Ok(Pattern::OnOff { size, off, peak_gap_ns })
+}
+
+/// Keys that belong to another pattern, and a phase split where it cannot apply.
+fn check_pattern_keys(s: &StreamSpec, path: &str, tpath: &str) -> Result<(), ProfileError> {
+    let t = &s.timing;
     if t.pattern != PatternKind::Distribution && t.dist.is_some() {
         return Err(ProfileError::invalid(
             format!("{tpath}.dist"),
@@ -627,7 +639,7 @@ fn compile_stream(
     }
     if t.pattern != PatternKind::Bursty && (t.burst_size.is_some() || t.off.is_some() || t.peak_pps.is_some()) {
         return Err(ProfileError::invalid(
-            &tpath,
+            tpath,
             "burst_size/off/peak_pps are set but the pattern is not \"bursty\"",
             "set pattern = \"bursty\" or remove them",
         ));
@@ -649,6 +661,11 @@ fn compile_stream(
             ));
         }
     }
+    Ok(())
+}
+
+/// The stream's duration (capped by the profile's), checked against its start.
+fn compile_duration(t: &TimingSpec, p: &ProfileSpec, tpath: &str) -> Result<Option<u64>, ProfileError> {
     if t.count == Some(0) {
         return Err(ProfileError::invalid(
             format!("{tpath}.count"),
@@ -677,6 +694,40 @@ fn compile_stream(
             "start it earlier than the run's duration, or lengthen the run",
         ));
     }
+    Ok(duration_ns)
+}
+
+fn compile_stream(
+    i: usize,
+    s: &StreamSpec,
+    p: &ProfileSpec,
+    link: Option<f64>,
+    files: &dyn FileLoader,
+) -> Result<StreamConfig, ProfileError> {
+    let path = format!("stream[{i}]");
+    let tpath = format!("{path}.timing");
+    let seed = derive_seed(p.seed.unwrap_or(1), i as u64, 0);
+    let sizes = compile_sizes(s.size.as_ref(), &path, files)?;
+    let (template, ops) = compile_template(s, &sizes, seed, &path)?;
+    let t = &s.timing;
+    let link = p.link_speed_bps.or(link);
+    let is_empirical_abs = t.pattern == PatternKind::Distribution
+        && t.dist.as_ref().is_some_and(|d| d.kind == DistKind::Empirical)
+        && [t.rate_pps, t.rate_bps_l1, t.rate_bps_l2, t.rate_pct]
+            .iter()
+            .all(Option::is_none);
+    let mut rate = compile_rate(t, &tpath, link, is_empirical_abs)?;
+    let burst = t.burst.unwrap_or(1);
+    if burst == 0 {
+        return Err(ProfileError::invalid(
+            format!("{tpath}.burst"),
+            "burst is 0",
+            "use burst >= 1 (1 = one frame per departure)",
+        ));
+    }
+    let pattern = compile_pattern(t, &tpath, &mut rate, &sizes, burst, is_empirical_abs, files)?;
+    check_pattern_keys(s, &path, &tpath)?;
+    let duration_ns = compile_duration(t, p, &tpath)?;
     let mean_size = sizes.mean();
     if s.split == SplitKind::Phase && gap_depends_on_size(&rate, &sizes) {
         return Err(ProfileError::invalid(

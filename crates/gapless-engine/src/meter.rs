@@ -77,6 +77,19 @@ pub fn meter_loop(rx: &mut dyn RxSource, meter: &mut Meter, stop: &RxStop<'_>, l
     }
 }
 
+/// What a report says of the interface and socket it was metered on.
+pub fn describe_source(r: &mut MeterReport, spec: &crate::spec::RxSpec, src: &dyn RxSource) {
+    r.source = spec.source();
+    r.rx_timestamp_source = src.timestamp_source();
+    r.environment.iface = Some(spec.iface.clone());
+    r.environment.driver = src.info().driver.clone();
+    r.environment.mtu = Some(src.info().mtu);
+    r.environment.link_speed_bps = src.info().speed_bps;
+    r.environment.netns = spec.netns.clone();
+    r.capture.method = src.describe();
+    r.warnings.extend(src.warnings());
+}
+
 /// How often the meter publishes its streams' counts.
 const PUBLISH_EVERY: Duration = Duration::from_millis(100);
 

@@ -129,15 +129,7 @@ pub fn measure(spec: &MeasureSpec, stop: &AtomicBool, live: &RxLive) -> Result<M
     })
     .map_err(|_| EngineError::Panicked("the meter loop"))?;
     let mut report = meter.report();
-    report.source = r.source();
-    report.environment.iface = Some(r.iface.clone());
-    report.environment.driver = rx.info().driver.clone();
-    report.environment.mtu = Some(rx.info().mtu);
-    report.environment.link_speed_bps = rx.info().speed_bps;
-    report.capture.method = rx.describe();
-    report.warnings.extend(rx.warnings());
-    report.environment.netns = r.netns.clone();
-    report.rx_timestamp_source = rx.timestamp_source();
+    crate::meter::describe_source(&mut report, r, rx.as_ref());
     report.tx_timestamp_source = "the signature's TX time (the sender's CLOCK_REALTIME just before its send)".into();
     report.started_unix_ns = started;
     report

@@ -124,6 +124,8 @@ pub fn build_result(profile: &Profile, stats: &RunStats, meta: &RunMeta) -> RunR
     // must not build 10 000 of them.
     let empty = total_h.clone();
     let view = |h| view_or(h, &empty);
+    // Its summary once: quantiles of an empty full-size histogram walk all its buckets.
+    let empty_summary = LatenessSummary::from_histogram(&empty, 0);
     let mut late_total = LateActions {
         policy: profile.on_late.as_str().into(),
         ..Default::default()
@@ -132,7 +134,9 @@ pub fn build_result(profile: &Profile, stats: &RunStats, meta: &RunMeta) -> RunR
     let mut over_gap = 0;
     for (cfg, st) in profile.streams.iter().zip(&stats.streams) {
         let lateness = view(&st.lateness);
-        let _ = total_h.add(&*lateness);
+        if !st.lateness.is_empty() {
+            let _ = total_h.add(&*lateness);
+        }
         over_gap += st.late_over_gap;
         late_total.events += st.late_events;
         late_total.skipped_frames += st.skipped;
@@ -148,7 +152,14 @@ pub fn build_result(profile: &Profile, stats: &RunStats, meta: &RunMeta) -> RunR
             achieved_pps: pps,
             achieved_bps_l1: l1_bps(pps, st.sent, st.bytes),
             rate_error_rel: if pps > 0.0 { pps / cfg.target_pps - 1.0 } else { 0.0 },
-            lateness: LatenessSummary::from_histogram(&lateness, st.late_over_gap),
+            lateness: if st.lateness.is_empty() {
+                LatenessSummary {
+                    late_over_one_gap: st.late_over_gap,
+                    ..empty_summary.clone()
+                }
+            } else {
+                LatenessSummary::from_histogram(&lateness, st.late_over_gap)
+            },
             late: LateActions {
                 policy: profile.on_late.as_str().into(),
                 events: st.late_events,

@@ -436,14 +436,7 @@ fn rx_report(
 ) -> MeterReport {
     let spec = p.spec.rx.as_ref().expect("a meter was opened");
     let mut rep = meter.report();
-    rep.source = spec.source();
-    rep.rx_timestamp_source = src.timestamp_source();
-    rep.environment.iface = Some(spec.iface.clone());
-    rep.environment.driver = src.info().driver.clone();
-    rep.environment.mtu = Some(src.info().mtu);
-    rep.capture.method = src.describe();
-    rep.warnings.extend(src.warnings());
-    rep.environment.netns = spec.netns.clone();
+    crate::meter::describe_source(&mut rep, spec, src);
     rep.tx_timestamp_source = result.tx_timestamp_source.clone();
     rep.started_unix_ns = result.started_unix_ns;
     rep.warnings
