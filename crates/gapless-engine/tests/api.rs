@@ -284,6 +284,18 @@ impl Bed {
         t.up().expect("testbed up");
         Bed(t)
     }
+
+    /// A run of `prof` from the testbed's sender.
+    fn send(&self, prof: &str) -> RunSpec {
+        let target = TxTarget::Iface {
+            name: self.0.tx_if(),
+            socket: None,
+        };
+        RunSpec {
+            netns: Some(self.0.tx_ns()),
+            ..RunSpec::new(source(prof), target)
+        }
+    }
 }
 impl Drop for Bed {
     fn drop(&mut self) {
@@ -300,15 +312,8 @@ fn a_run_metered_over_the_testbed_joins_tx_and_rx_and_snapshots_show_rx_while_it
         ..RxSpec::new(bed.0.rx_if())
     };
     let spec = RunSpec {
-        netns: Some(bed.0.tx_ns()),
         rx: Some(rx),
-        ..RunSpec::new(
-            source(prof),
-            TxTarget::Iface {
-                name: bed.0.tx_if(),
-                socket: None,
-            },
-        )
+        ..bed.send(prof)
     };
     let run = Run::start(spec).expect("starts");
     std::thread::sleep(Duration::from_millis(900));
@@ -361,17 +366,7 @@ fn a_calibration_without_its_frames_and_a_stopped_one_are_their_own_errors() {
 fn a_link_that_goes_down_is_a_backend_failure_of_the_report() {
     let bed = Bed::up(&format!("el{}", std::process::id() % 10_000));
     let prof = "[[stream]]\nname = \"d\"\n[stream.timing]\nrate_pps = 10000\nduration_s = 5\n";
-    let spec = RunSpec {
-        netns: Some(bed.0.tx_ns()),
-        ..RunSpec::new(
-            source(prof),
-            TxTarget::Iface {
-                name: bed.0.tx_if(),
-                socket: None,
-            },
-        )
-    };
-    let run = Run::start(spec).expect("starts");
+    let run = Run::start(bed.send(prof)).expect("starts");
     std::thread::sleep(Duration::from_millis(500));
     let ok = std::process::Command::new("ip")
         .args(["-n", &bed.0.rx_ns(), "link", "set", &bed.0.rx_if(), "down"])
