@@ -284,6 +284,19 @@ pub fn compile(
     l4: L4Kind,
     path: &str,
 ) -> Result<(FieldOp, Option<u64>), ProfileError> {
+    let (target, kind) = field_target(spec, layout, l4, path)?;
+    let gen = field_gen(spec, &kind, target.max_value(), path)?;
+    let high = ipv6_high(spec, layout.ipv6);
+    Ok((FieldOp::new(&spec.field, target, gen), high))
+}
+
+/// Where in the frame the field is, and how its values are written.
+fn field_target(
+    spec: &FieldSpec,
+    layout: &Layout,
+    l4: L4Kind,
+    path: &str,
+) -> Result<(FieldTarget, Kind), ProfileError> {
     let v6 = layout.ipv6;
     let vlan_tci = |spec: &FieldSpec| -> Result<usize, ProfileError> {
         let i = spec.vlan.unwrap_or(0);
@@ -390,9 +403,13 @@ pub fn compile(
             "remove offset and width",
         ));
     }
-    let maxv = target.max_value();
+    Ok((target, kind))
+}
+
+/// The op's values (list, inc, dec, random), each checked against the field's width.
+fn field_gen(spec: &FieldSpec, kind: &Kind, maxv: u64, path: &str) -> Result<Gen, ProfileError> {
     let val = |v: &FieldValue, key: &str| -> Result<u64, ProfileError> {
-        let x = parse_value(v, &kind, &format!("{path}.{key}"))?;
+        let x = parse_value(v, kind, &format!("{path}.{key}"))?;
         if x > maxv {
             return Err(ProfileError::invalid(
                 format!("{path}.{key}"),
@@ -466,8 +483,12 @@ pub fn compile(
             ))
         }
     };
-    // IPv6 ops vary the low 64 bits; the high 64 come from the first value.
-    let high = if v6 && spec.field.starts_with("ip_") {
+    Ok(gen)
+}
+
+/// IPv6 ops vary the low 64 bits; the high 64 come from the first value.
+fn ipv6_high(spec: &FieldSpec, v6: bool) -> Option<u64> {
+    if v6 && spec.field.starts_with("ip_") {
         let first = spec.values.as_ref().and_then(|v| v.first()).or(spec.from.as_ref());
         match first {
             Some(FieldValue::Str(s)) => s
@@ -478,8 +499,7 @@ pub fn compile(
         }
     } else {
         None
-    };
-    Ok((FieldOp::new(&spec.field, target, gen), high))
+    }
 }
 
 #[cfg(test)]

@@ -158,6 +158,199 @@ fn payload_bytes(spec: &TemplateSpec, len: usize, seed: u64, path: &str) -> Resu
     }
 }
 
+/// The template's MAC and IP addresses, parsed, of one IP version.
+fn parse_addrs(spec: &TemplateSpec, path: &str) -> Result<Addrs, ProfileError> {
+    let mac = |s: &str, key: &str| {
+        parse_mac(s).ok_or_else(|| {
+            ProfileError::invalid(
+                format!("{path}.{key}"),
+                format!("{s:?} is not a MAC address"),
+                "write six hex pairs, e.g. \"02:00:00:00:00:01\"",
+            )
+        })
+    };
+    let ip = |s: &str, key: &str| {
+        s.parse::<IpAddr>().map_err(|_| {
+            ProfileError::invalid(
+                format!("{path}.{key}"),
+                format!("{s:?} is not an IP address"),
+                "write an IPv4 (198.18.0.1) or IPv6 (2001:2::1) address",
+            )
+        })
+    };
+    let src = mac(&spec.eth_src, "eth_src")?;
+    let dst = mac(&spec.eth_dst, "eth_dst")?;
+    let ip_src = ip(&spec.ip_src, "ip_src")?;
+    let ip_dst = ip(&spec.ip_dst, "ip_dst")?;
+    if ip_src.is_ipv4() != ip_dst.is_ipv4() {
+        return Err(ProfileError::invalid(
+            format!("{path}.ip_dst"),
+            "ip_src and ip_dst are of different IP versions",
+            "use two IPv4 or two IPv6 addresses",
+        ));
+    }
+    Ok((src, dst, ip_src, ip_dst))
+}
+
+/// The header fields' ranges; returns the TOS / traffic-class byte.
+fn check_fields(spec: &TemplateSpec, path: &str) -> Result<u8, ProfileError> {
+    let tos = match (spec.tos, spec.dscp, spec.ecn) {
+        (Some(_), Some(_), _) | (Some(_), _, Some(_)) => {
+            return Err(ProfileError::invalid(
+                format!("{path}.tos"),
+                "tos is set together with dscp/ecn",
+                "set either tos (whole byte) or dscp and ecn",
+            ));
+        }
+        (Some(t), None, None) => t,
+        (None, d, e) => {
+            let d = d.unwrap_or(0);
+            let e = e.unwrap_or(0);
+            if d > 63 {
+                return Err(ProfileError::invalid(
+                    format!("{path}.dscp"),
+                    format!("dscp {d} is above 63"),
+                    "use 0..=63",
+                ));
+            }
+            if e > 3 {
+                return Err(ProfileError::invalid(
+                    format!("{path}.ecn"),
+                    format!("ecn {e} is above 3"),
+                    "use 0..=3",
+                ));
+            }
+            (d << 2) | e
+        }
+    };
+    if spec.vlan.len() > 2 {
+        return Err(ProfileError::invalid(
+            format!("{path}.vlan"),
+            format!("{} VLAN tags given", spec.vlan.len()),
+            "give at most two tags (QinQ)",
+        ));
+    }
+    for (i, v) in spec.vlan.iter().enumerate() {
+        if v.id > 4095 {
+            return Err(ProfileError::invalid(
+                format!("{path}.vlan[{i}].id"),
+                format!("VLAN id {} is above 4095", v.id),
+                "use 0..=4095",
+            ));
+        }
+        if v.pcp > 7 {
+            return Err(ProfileError::invalid(
+                format!("{path}.vlan[{i}].pcp"),
+                format!("pcp {} is above 7", v.pcp),
+                "use 0..=7",
+            ));
+        }
+    }
+    if spec.flow_label > 0xf_ffff {
+        return Err(ProfileError::invalid(
+            format!("{path}.flow_label"),
+            "flow_label is above 20 bits",
+            "use 0..=1048575",
+        ));
+    }
+
+    Ok(tos)
+}
+
+/// The headers and `filler` as etherparse writes them (checksums and lengths included).
+fn write_headers(
+    spec: &TemplateSpec,
+    addrs: Addrs,
+    filler: &[u8],
+    max_len: usize,
+    path: &str,
+) -> Result<Vec<u8>, ProfileError> {
+    let (src, dst, ip_src, ip_dst) = addrs;
+    let ipv6 = ip_src.is_ipv6();
+    // Structure from etherparse.
+    let b = PacketBuilder::ethernet2(src, dst);
+    let vid = |i: usize| VlanId::try_new(spec.vlan[i].id).expect("checked above");
+    let b = match spec.vlan.len() {
+        0 => None,
+        1 => Some(b.single_vlan(vid(0))),
+        _ => Some(b.double_vlan(vid(0), vid(1))),
+    };
+    macro_rules! l3 {
+        ($b:expr) => {
+            match (ip_src, ip_dst) {
+                (IpAddr::V4(s), IpAddr::V4(d)) => $b.ipv4(s.octets(), d.octets(), spec.ttl),
+                (IpAddr::V6(s), IpAddr::V6(d)) => $b.ipv6(s.octets(), d.octets(), spec.ttl),
+                _ => unreachable!("versions checked above"),
+            }
+        };
+    }
+    let ipb = match b {
+        None => l3!(PacketBuilder::ethernet2(src, dst)),
+        Some(v) => l3!(v),
+    };
+    let mut bytes = Vec::with_capacity(max_len);
+    let write_err = |e: String| {
+        ProfileError::invalid(
+            path.to_string(),
+            format!("cannot build the template: {e}"),
+            "check the template's values",
+        )
+    };
+    match spec.l4 {
+        L4Kind::Udp => ipb
+            .udp(spec.src_port, spec.dst_port)
+            .write(&mut bytes, filler)
+            .map_err(|e| write_err(e.to_string()))?,
+        L4Kind::Tcp => {
+            let mut h = TcpHeader::new(spec.src_port, spec.dst_port, spec.tcp_seq, spec.tcp_window);
+            tcp_flags(&mut h, &spec.tcp_flags, path)?;
+            h.acknowledgment_number = spec.tcp_ack;
+            ipb.tcp_header(h)
+                .write(&mut bytes, filler)
+                .map_err(|e| write_err(e.to_string()))?
+        }
+        L4Kind::Icmp if ipv6 => ipb
+            .icmpv6_echo_request(spec.icmp_id, spec.icmp_seq)
+            .write(&mut bytes, filler)
+            .map_err(|e| write_err(e.to_string()))?,
+        L4Kind::Icmp => ipb
+            .icmpv4_echo_request(spec.icmp_id, spec.icmp_seq)
+            .write(&mut bytes, filler)
+            .map_err(|e| write_err(e.to_string()))?,
+    }
+    debug_assert_eq!(bytes.len(), max_len);
+
+    Ok(bytes)
+}
+
+/// What the builder does not set: PCP/DEI/TPID, TOS/TC, flow label, ident, DF. Returns the
+/// offsets of the VLAN TCIs.
+fn patch_extras(spec: &TemplateSpec, bytes: &mut [u8], l3: usize, ipv6: bool, tos: u8) -> Vec<usize> {
+    let mut vlan_tci = Vec::new();
+    for (i, v) in spec.vlan.iter().enumerate() {
+        let tpid_at = 12 + 4 * i;
+        let default_tpid = if spec.vlan.len() == 2 && i == 0 { 0x88a8 } else { 0x8100 };
+        bytes[tpid_at..tpid_at + 2].copy_from_slice(&v.tpid.unwrap_or(default_tpid).to_be_bytes());
+        let tci = (u16::from(v.pcp) << 13) | (u16::from(v.dei) << 12) | v.id;
+        bytes[tpid_at + 2..tpid_at + 4].copy_from_slice(&tci.to_be_bytes());
+        vlan_tci.push(tpid_at + 2);
+    }
+    if ipv6 {
+        let w = (6u32 << 28) | (u32::from(tos) << 20) | spec.flow_label;
+        bytes[l3..l3 + 4].copy_from_slice(&w.to_be_bytes());
+    } else {
+        bytes[l3 + 1] = tos;
+        bytes[l3 + 4..l3 + 6].copy_from_slice(&spec.ip_id.to_be_bytes());
+        let flags: u16 = if spec.dont_fragment { 0x4000 } else { 0 };
+        bytes[l3 + 6..l3 + 8].copy_from_slice(&flags.to_be_bytes());
+    }
+
+    vlan_tci
+}
+
+/// Source and destination MAC, source and destination IP.
+type Addrs = ([u8; 6], [u8; 6], IpAddr, IpAddr);
+
 impl Template {
     /// Builds the template for frames up to `max_len` bytes (without FCS).
     /// `regions` are the payload byte ranges the field engine will write.
@@ -169,96 +362,9 @@ impl Template {
         seed: u64,
         path: &str,
     ) -> Result<Template, ProfileError> {
-        let mac = |s: &str, key: &str| {
-            parse_mac(s).ok_or_else(|| {
-                ProfileError::invalid(
-                    format!("{path}.{key}"),
-                    format!("{s:?} is not a MAC address"),
-                    "write six hex pairs, e.g. \"02:00:00:00:00:01\"",
-                )
-            })
-        };
-        let ip = |s: &str, key: &str| {
-            s.parse::<IpAddr>().map_err(|_| {
-                ProfileError::invalid(
-                    format!("{path}.{key}"),
-                    format!("{s:?} is not an IP address"),
-                    "write an IPv4 (198.18.0.1) or IPv6 (2001:2::1) address",
-                )
-            })
-        };
-        let src = mac(&spec.eth_src, "eth_src")?;
-        let dst = mac(&spec.eth_dst, "eth_dst")?;
-        let ip_src = ip(&spec.ip_src, "ip_src")?;
-        let ip_dst = ip(&spec.ip_dst, "ip_dst")?;
-        if ip_src.is_ipv4() != ip_dst.is_ipv4() {
-            return Err(ProfileError::invalid(
-                format!("{path}.ip_dst"),
-                "ip_src and ip_dst are of different IP versions",
-                "use two IPv4 or two IPv6 addresses",
-            ));
-        }
-        let ipv6 = ip_src.is_ipv6();
-        let tos = match (spec.tos, spec.dscp, spec.ecn) {
-            (Some(_), Some(_), _) | (Some(_), _, Some(_)) => {
-                return Err(ProfileError::invalid(
-                    format!("{path}.tos"),
-                    "tos is set together with dscp/ecn",
-                    "set either tos (whole byte) or dscp and ecn",
-                ));
-            }
-            (Some(t), None, None) => t,
-            (None, d, e) => {
-                let d = d.unwrap_or(0);
-                let e = e.unwrap_or(0);
-                if d > 63 {
-                    return Err(ProfileError::invalid(
-                        format!("{path}.dscp"),
-                        format!("dscp {d} is above 63"),
-                        "use 0..=63",
-                    ));
-                }
-                if e > 3 {
-                    return Err(ProfileError::invalid(
-                        format!("{path}.ecn"),
-                        format!("ecn {e} is above 3"),
-                        "use 0..=3",
-                    ));
-                }
-                (d << 2) | e
-            }
-        };
-        if spec.vlan.len() > 2 {
-            return Err(ProfileError::invalid(
-                format!("{path}.vlan"),
-                format!("{} VLAN tags given", spec.vlan.len()),
-                "give at most two tags (QinQ)",
-            ));
-        }
-        for (i, v) in spec.vlan.iter().enumerate() {
-            if v.id > 4095 {
-                return Err(ProfileError::invalid(
-                    format!("{path}.vlan[{i}].id"),
-                    format!("VLAN id {} is above 4095", v.id),
-                    "use 0..=4095",
-                ));
-            }
-            if v.pcp > 7 {
-                return Err(ProfileError::invalid(
-                    format!("{path}.vlan[{i}].pcp"),
-                    format!("pcp {} is above 7", v.pcp),
-                    "use 0..=7",
-                ));
-            }
-        }
-        if spec.flow_label > 0xf_ffff {
-            return Err(ProfileError::invalid(
-                format!("{path}.flow_label"),
-                "flow_label is above 20 bits",
-                "use 0..=1048575",
-            ));
-        }
-
+        let addrs = parse_addrs(spec, path)?;
+        let ipv6 = addrs.2.is_ipv6();
+        let tos = check_fields(spec, path)?;
         let l3 = 14 + 4 * spec.vlan.len();
         let l4 = l3 + if ipv6 { 40 } else { 20 };
         let payload = l4
@@ -279,79 +385,8 @@ impl Template {
         let payload_len = max_len - payload;
         let filler = payload_bytes(spec, payload_len, seed, path)?;
 
-        // Structure from etherparse.
-        let b = PacketBuilder::ethernet2(src, dst);
-        let vid = |i: usize| VlanId::try_new(spec.vlan[i].id).expect("checked above");
-        let b = match spec.vlan.len() {
-            0 => None,
-            1 => Some(b.single_vlan(vid(0))),
-            _ => Some(b.double_vlan(vid(0), vid(1))),
-        };
-        macro_rules! l3 {
-            ($b:expr) => {
-                match (ip_src, ip_dst) {
-                    (IpAddr::V4(s), IpAddr::V4(d)) => $b.ipv4(s.octets(), d.octets(), spec.ttl),
-                    (IpAddr::V6(s), IpAddr::V6(d)) => $b.ipv6(s.octets(), d.octets(), spec.ttl),
-                    _ => unreachable!("versions checked above"),
-                }
-            };
-        }
-        let ipb = match b {
-            None => l3!(PacketBuilder::ethernet2(src, dst)),
-            Some(v) => l3!(v),
-        };
-        let mut bytes = Vec::with_capacity(max_len);
-        let write_err = |e: String| {
-            ProfileError::invalid(
-                path.to_string(),
-                format!("cannot build the template: {e}"),
-                "check the template's values",
-            )
-        };
-        match spec.l4 {
-            L4Kind::Udp => ipb
-                .udp(spec.src_port, spec.dst_port)
-                .write(&mut bytes, &filler)
-                .map_err(|e| write_err(e.to_string()))?,
-            L4Kind::Tcp => {
-                let mut h = TcpHeader::new(spec.src_port, spec.dst_port, spec.tcp_seq, spec.tcp_window);
-                tcp_flags(&mut h, &spec.tcp_flags, path)?;
-                h.acknowledgment_number = spec.tcp_ack;
-                ipb.tcp_header(h)
-                    .write(&mut bytes, &filler)
-                    .map_err(|e| write_err(e.to_string()))?
-            }
-            L4Kind::Icmp if ipv6 => ipb
-                .icmpv6_echo_request(spec.icmp_id, spec.icmp_seq)
-                .write(&mut bytes, &filler)
-                .map_err(|e| write_err(e.to_string()))?,
-            L4Kind::Icmp => ipb
-                .icmpv4_echo_request(spec.icmp_id, spec.icmp_seq)
-                .write(&mut bytes, &filler)
-                .map_err(|e| write_err(e.to_string()))?,
-        }
-        debug_assert_eq!(bytes.len(), max_len);
-
-        // What the builder does not set: PCP/DEI/TPID, TOS/TC, flow label, ident, DF.
-        let mut vlan_tci = Vec::new();
-        for (i, v) in spec.vlan.iter().enumerate() {
-            let tpid_at = 12 + 4 * i;
-            let default_tpid = if spec.vlan.len() == 2 && i == 0 { 0x88a8 } else { 0x8100 };
-            bytes[tpid_at..tpid_at + 2].copy_from_slice(&v.tpid.unwrap_or(default_tpid).to_be_bytes());
-            let tci = (u16::from(v.pcp) << 13) | (u16::from(v.dei) << 12) | v.id;
-            bytes[tpid_at + 2..tpid_at + 4].copy_from_slice(&tci.to_be_bytes());
-            vlan_tci.push(tpid_at + 2);
-        }
-        if ipv6 {
-            let w = (6u32 << 28) | (u32::from(tos) << 20) | spec.flow_label;
-            bytes[l3..l3 + 4].copy_from_slice(&w.to_be_bytes());
-        } else {
-            bytes[l3 + 1] = tos;
-            bytes[l3 + 4..l3 + 6].copy_from_slice(&spec.ip_id.to_be_bytes());
-            let flags: u16 = if spec.dont_fragment { 0x4000 } else { 0 };
-            bytes[l3 + 6..l3 + 8].copy_from_slice(&flags.to_be_bytes());
-        }
-
+        let mut bytes = write_headers(spec, addrs, &filler, max_len, path)?;
+        let vlan_tci = patch_extras(spec, &mut bytes, l3, ipv6, tos);
         let layout = Layout {
             vlan_tci,
             l3,

@@ -1,14 +1,8 @@
-//! The pacer's clock: the TSC read through quanta, scaled to ns by gapless's own calibration
-//! against CLOCK_MONOTONIC (once per process, shared by every send loop), read as ns since
-//! the run's start; and CLOCK_REALTIME read directly for the run's start time and the
+//! The pacer's clock: the TSC through quanta, calibrated against CLOCK_MONOTONIC, read as ns
+//! since the run's start, and CLOCK_REALTIME read directly for the run's start time and the
 //! signature timestamps.
-//!
-//! Why not quanta's own scale: it calibrates over a short window and was 35-70 ppm fast on
-//! this project's VMs (a 100 kpps run arrived at 100 004.5-100 007 pps at the sink), where a
-//! 100 ms calibration is within 10-15 ppm (bench/ceiling.sh; DESIGN-NOTES 28).
 
 use std::cell::Cell;
-use std::sync::OnceLock;
 use std::time::Instant;
 
 use gapless_core::verdict::STALL_NS;
@@ -47,7 +41,7 @@ impl RunClock {
     /// ns since the clock was made.
     #[inline(always)]
     pub fn now_ns(&self) -> u64 {
-        scale().ns(self.clock.raw().saturating_sub(self.t0_raw))
+        self.clock.delta_as_nanos(self.t0_raw, self.clock.raw())
     }
 
     /// CLOCK_REALTIME now, ns since the Unix epoch: the clock the kernel stamps received
@@ -71,7 +65,7 @@ impl RunClock {
     /// another core), and the wall-clock start to match it.
     pub fn restart_at(&mut self, t0_raw: u64) {
         self.t0_raw = t0_raw;
-        let since = scale().ns(self.clock.raw().saturating_sub(t0_raw));
+        let since = self.clock.delta_as_nanos(t0_raw, self.clock.raw());
         self.realtime0_ns = Self::realtime_now_ns() - since;
     }
 
@@ -81,10 +75,14 @@ impl RunClock {
         self.realtime0_ns = Self::realtime_now_ns();
     }
 
-    /// Raw ticks per second, as calibrated: about the TSC frequency when quanta runs on the
-    /// TSC, 1e9 when it fell back to the OS clock.
-    pub fn raw_hz(&self) -> f64 {
-        scale().hz
+    /// Counts raw ticks against CLOCK_MONOTONIC for `ms` milliseconds. Returns ticks per
+    /// second: about the TSC frequency when quanta runs on the TSC, 1e9 when it fell back
+    /// to the OS clock.
+    pub fn raw_hz(&self, ms: u64) -> f64 {
+        let (r0, i0) = (self.clock.raw(), Instant::now());
+        std::thread::sleep(std::time::Duration::from_millis(ms));
+        let (r1, i1) = (self.clock.raw(), Instant::now());
+        (r1 - r0) as f64 / (i1 - i0).as_secs_f64()
     }
 
     /// What the busy-wait saw so far.
@@ -133,80 +131,8 @@ impl RunClock {
     }
 }
 
-/// ns from raw ticks: `ns = ticks · mult / 2^32`, one multiply.
-struct Scale {
-    mult: u128,
-    hz: f64,
-}
-
-impl Scale {
-    #[inline(always)]
-    fn ns(&self, ticks: u64) -> u64 {
-        ((u128::from(ticks) * self.mult) >> 32) as u64
-    }
-}
-
-/// The process's calibration, made on first use.
-fn scale() -> &'static Scale {
-    static SCALE: OnceLock<Scale> = OnceLock::new();
-    SCALE.get_or_init(|| calibrate(std::time::Duration::from_millis(100)))
-}
-
-/// Counts raw ticks against CLOCK_MONOTONIC over `span`. Each end is the tightest of a few
-/// (monotonic, raw, monotonic) reads, so a preemption between two reads costs nothing.
-fn calibrate(span: std::time::Duration) -> Scale {
-    let clock = quanta::Clock::new();
-    let pair = || {
-        (0..16)
-            .map(|_| {
-                let a = Instant::now();
-                let r = clock.raw();
-                let b = Instant::now();
-                (b - a, a + (b - a) / 2, r)
-            })
-            .min_by_key(|p| p.0)
-            .map(|p| (p.1, p.2))
-            .expect("16 reads")
-    };
-    let (i0, r0) = pair();
-    std::thread::sleep(span);
-    let (i1, r1) = pair();
-    let hz = r1.wrapping_sub(r0) as f64 / (i1 - i0).as_secs_f64();
-    Scale {
-        mult: ((1e9 / hz) * 4_294_967_296.0).round() as u128,
-        hz,
-    }
-}
-
 impl Default for RunClock {
     fn default() -> Self {
         Self::new()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_scale_turns_ticks_into_the_monotonic_clocks_ns() {
-        let c = RunClock::new();
-        let (a, i0) = (c.now_ns(), Instant::now());
-        std::thread::sleep(std::time::Duration::from_millis(300));
-        let (b, i1) = (c.now_ns(), Instant::now());
-        let want = (i1 - i0).as_nanos() as f64;
-        let err = (b - a) as f64 / want - 1.0;
-        // A preemption between the paired reads here costs at most a few µs of 300 ms.
-        assert!(
-            err.abs() < 1e-4,
-            "expected within 100 ppm of CLOCK_MONOTONIC, got {:.1} ppm",
-            err * 1e6
-        );
-        let s = scale();
-        assert_eq!(s.ns(0), 0);
-        assert!(
-            (s.ns(s.hz as u64) as f64 - 1e9).abs() < 2.0,
-            "one second of ticks is 1e9 ns"
-        );
     }
 }

@@ -316,6 +316,34 @@ pub fn ns(v: u64) -> String {
     }
 }
 
+/// A snapshot as one line (the CLI's live line): per stream and in total, sent, rate, lag.
+pub fn snapshot_text(s: &crate::Snapshot) -> String {
+    let parts: Vec<String> = s
+        .streams
+        .iter()
+        .map(|st| {
+            format!(
+                "{} {} ({}, lag {})",
+                st.name,
+                st.tx.sent,
+                si(st.tx.rate_pps, "pps"),
+                ns(st.tx.lag_ns)
+            )
+        })
+        .collect();
+    let mut line = format!(
+        "[{:6.1}s] {} | total {} {}",
+        s.elapsed_s,
+        parts.join(" | "),
+        s.total.tx.sent,
+        si(s.total.tx.rate_pps, "pps")
+    );
+    if let Some(n) = s.rx_frames {
+        line.push_str(&format!(" | rx {n}"));
+    }
+    line
+}
+
 /// The end-of-run summary for a terminal.
 pub fn summary_text(r: &RunResult) -> String {
     let mut s = String::new();

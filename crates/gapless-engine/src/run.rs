@@ -182,7 +182,7 @@ pub fn run(profile: &Profile, backend: &mut dyn TxBackend, opts: &RunOptions) ->
         }
     }
     let mut clock = RunClock::new();
-    let raw_hz = clock.raw_hz();
+    let raw_hz = clock.raw_hz(20);
     // A pcap file is written on schedule time: waiting for it would only slow the writing.
     let t = Timing {
         pace: opts.pace && !backend.on_schedule_time(),

@@ -20,6 +20,14 @@ use crate::rx::{wait_readable, RxFrame, RxSource, RxStats};
 use crate::xdp_prog::{attach_name, XdpAttach, XdpProgram, META_LEN, META_MAGIC};
 use crate::TxBackend;
 
+/// An OS error with what was being done.
+fn os_err(what: &'static str) -> impl Fn(std::io::Error) -> IoError {
+    move |e| IoError::Os {
+        context: what.into(),
+        cause: e,
+    }
+}
+
 /// Which AF_XDP mode to bind in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum XdpMode {
@@ -171,42 +179,9 @@ impl Drop for Xsk {
 impl Xsk {
     /// Makes the socket, registers a UMEM, maps the rings and binds to `queue` of the
     /// interface (the caller has looked it up and checked that it is up).
-    fn open(info: IfaceInfo, queue: u32, mode: XdpMode, dir: Dir) -> Result<(Xsk, Ring), IoError> {
-        let iface = info.name.as_str();
-        // SAFETY: plain socket(2).
-        let fd = unsafe { libc::socket(libc::AF_XDP, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
-        if fd < 0 {
-            return Err(socket_failed(std::io::Error::last_os_error()));
-        }
-        // SAFETY: fd is fresh and valid.
-        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-        let os = |what: &'static str| {
-            move |e: std::io::Error| IoError::Os {
-                context: what.into(),
-                cause: e,
-            }
-        };
-        let umem_len = dir.umem_frames() as usize * UMEM_FRAME;
-        // SAFETY: an anonymous private mapping for the UMEM.
-        let umem = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                umem_len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_POPULATE,
-                -1,
-                0,
-            )
-        };
-        if umem == libc::MAP_FAILED {
-            return Err(IoError::last_os("mmap of the AF_XDP UMEM"));
-        }
-        let umem = umem as *mut u8;
-        let unmap = |e: IoError| {
-            // SAFETY: unmapping the UMEM mapped above, on an error path before it is owned.
-            unsafe { libc::munmap(umem as *mut libc::c_void, umem_len) };
-            e
-        };
+    /// Registers the UMEM with the socket and sizes its fill, completion and data rings.
+    fn register(fd: &OwnedFd, umem: *mut u8, umem_len: usize, dir: Dir) -> Result<(), IoError> {
+        let os = os_err;
         let reg = libc::xdp_umem_reg {
             addr: umem as u64,
             len: umem_len as u64,
@@ -215,34 +190,34 @@ impl Xsk {
             flags: 0,
             tx_metadata_len: 0,
         };
-        setsockopt(&fd, libc::XDP_UMEM_REG, &reg)
-            .map_err(|e| {
-                if e.raw_os_error() == Some(libc::ENOMEM) || e.raw_os_error() == Some(libc::EPERM) {
-                    IoError::Os {
-                        context: format!(
-                            "XDP_UMEM_REG of {} MiB (the locked-memory limit; raise it with `ulimit -l unlimited`)",
-                            umem_len >> 20
-                        ),
-                        cause: e,
-                    }
-                } else {
-                    os("XDP_UMEM_REG")(e)
+        setsockopt(fd, libc::XDP_UMEM_REG, &reg).map_err(|e| {
+            if e.raw_os_error() == Some(libc::ENOMEM) || e.raw_os_error() == Some(libc::EPERM) {
+                IoError::Os {
+                    context: format!(
+                        "XDP_UMEM_REG of {} MiB (the locked-memory limit; raise it with `ulimit -l unlimited`)",
+                        umem_len >> 20
+                    ),
+                    cause: e,
                 }
-            })
-            .map_err(unmap)?;
+            } else {
+                os("XDP_UMEM_REG")(e)
+            }
+        })?;
         let ring_n = dir.ring();
         let n = ring_n as libc::c_int;
-        setsockopt(&fd, libc::XDP_UMEM_FILL_RING, &n)
-            .map_err(os("XDP_UMEM_FILL_RING"))
-            .map_err(unmap)?;
-        setsockopt(&fd, libc::XDP_UMEM_COMPLETION_RING, &n)
-            .map_err(os("XDP_UMEM_COMPLETION_RING"))
-            .map_err(unmap)?;
+        setsockopt(fd, libc::XDP_UMEM_FILL_RING, &n).map_err(os("XDP_UMEM_FILL_RING"))?;
+        setsockopt(fd, libc::XDP_UMEM_COMPLETION_RING, &n).map_err(os("XDP_UMEM_COMPLETION_RING"))?;
         let (ring_opt, ring_name) = match dir {
             Dir::Tx => (libc::XDP_TX_RING, "XDP_TX_RING"),
             Dir::Rx => (libc::XDP_RX_RING, "XDP_RX_RING"),
         };
-        setsockopt(&fd, ring_opt, &n).map_err(os(ring_name)).map_err(unmap)?;
+        setsockopt(fd, ring_opt, &n).map_err(os(ring_name))?;
+        Ok(())
+    }
+
+    /// Maps the fill, completion and data (TX or RX) rings.
+    fn map_rings(fd: &OwnedFd, dir: Dir) -> Result<(Ring, Ring, Ring), IoError> {
+        let ring_n = dir.ring();
         // SAFETY: xdp_mmap_offsets is plain data.
         let mut off: libc::xdp_mmap_offsets = unsafe { std::mem::zeroed() };
         let mut len = std::mem::size_of::<libc::xdp_mmap_offsets>() as libc::socklen_t;
@@ -257,24 +232,29 @@ impl Xsk {
             )
         };
         if rc < 0 {
-            return Err(unmap(IoError::last_os("XDP_MMAP_OFFSETS")));
+            return Err(IoError::last_os("XDP_MMAP_OFFSETS"));
         }
-        let fq = Ring::map(&fd, &off.fr, 8, libc::XDP_UMEM_PGOFF_FILL_RING, "fill", ring_n).map_err(unmap)?;
+        let fq = Ring::map(fd, &off.fr, 8, libc::XDP_UMEM_PGOFF_FILL_RING, "fill", ring_n)?;
         let cq = Ring::map(
-            &fd,
+            fd,
             &off.cr,
             8,
             libc::XDP_UMEM_PGOFF_COMPLETION_RING,
             "completion",
             ring_n,
-        )
-        .map_err(unmap)?;
+        )?;
         let desc = std::mem::size_of::<libc::xdp_desc>();
         let ring = match dir {
-            Dir::Tx => Ring::map(&fd, &off.tx, desc, libc::XDP_PGOFF_TX_RING as u64, "TX", ring_n),
-            Dir::Rx => Ring::map(&fd, &off.rx, desc, libc::XDP_PGOFF_RX_RING as u64, "RX", ring_n),
-        }
-        .map_err(unmap)?;
+            Dir::Tx => Ring::map(fd, &off.tx, desc, libc::XDP_PGOFF_TX_RING as u64, "TX", ring_n),
+            Dir::Rx => Ring::map(fd, &off.rx, desc, libc::XDP_PGOFF_RX_RING as u64, "RX", ring_n),
+        }?;
+        Ok((fq, cq, ring))
+    }
+
+    /// Binds the socket to `queue` of the interface, in need-wakeup mode. A socket closed just
+    /// before (the previous run on this queue) is released by the kernel a little later.
+    fn bind(fd: &OwnedFd, info: &IfaceInfo, queue: u32, mode: XdpMode) -> Result<(), IoError> {
+        let iface = info.name.as_str();
         let mode_flag = match mode {
             XdpMode::Auto => 0,
             XdpMode::Copy => libc::XDP_COPY,
@@ -307,7 +287,7 @@ impl Xsk {
         };
         if rc < 0 {
             let e = std::io::Error::last_os_error();
-            return Err(unmap(match e.raw_os_error() {
+            return Err(match e.raw_os_error() {
                 Some(libc::EOPNOTSUPP) if mode == XdpMode::ZeroCopy => IoError::XdpZeroCopyUnsupported {
                     iface: iface.to_string(),
                 },
@@ -325,8 +305,13 @@ impl Xsk {
                     context: format!("bind AF_XDP to {iface} queue {queue}"),
                     cause: e,
                 },
-            }));
+            });
         }
+        Ok(())
+    }
+
+    /// Whether the kernel bound the socket in zero-copy mode.
+    fn is_zerocopy(fd: &OwnedFd) -> bool {
         let mut opts = libc::xdp_options { flags: 0 };
         let mut len = std::mem::size_of::<libc::xdp_options>() as libc::socklen_t;
         // SAFETY: opts and len are valid for the call.
@@ -339,7 +324,44 @@ impl Xsk {
                 &mut len,
             )
         };
-        let zerocopy = rc == 0 && opts.flags & libc::XDP_OPTIONS_ZEROCOPY != 0;
+        rc == 0 && opts.flags & libc::XDP_OPTIONS_ZEROCOPY != 0
+    }
+
+    fn open(info: IfaceInfo, queue: u32, mode: XdpMode, dir: Dir) -> Result<(Xsk, Ring), IoError> {
+        // SAFETY: plain socket(2).
+        let fd = unsafe { libc::socket(libc::AF_XDP, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
+        if fd < 0 {
+            return Err(socket_failed(std::io::Error::last_os_error()));
+        }
+        // SAFETY: fd is fresh and valid.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        let umem_len = dir.umem_frames() as usize * UMEM_FRAME;
+        // SAFETY: an anonymous private mapping for the UMEM.
+        let umem = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                umem_len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_POPULATE,
+                -1,
+                0,
+            )
+        };
+        if umem == libc::MAP_FAILED {
+            return Err(IoError::last_os("mmap of the AF_XDP UMEM"));
+        }
+        let umem = umem as *mut u8;
+        let set_up = || -> Result<(Ring, Ring, Ring), IoError> {
+            Xsk::register(&fd, umem, umem_len, dir)?;
+            let rings = Xsk::map_rings(&fd, dir)?;
+            Xsk::bind(&fd, &info, queue, mode)?;
+            Ok(rings)
+        };
+        let (fq, cq, ring) = set_up().inspect_err(|_| {
+            // SAFETY: unmapping the UMEM mapped above, on an error path before it is owned.
+            unsafe { libc::munmap(umem as *mut libc::c_void, umem_len) };
+        })?;
+        let zerocopy = Xsk::is_zerocopy(&fd);
         Ok((
             Xsk {
                 cq,

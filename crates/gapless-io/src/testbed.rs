@@ -66,6 +66,16 @@ impl Testbed {
         format!("{}-rx0", self.name)
     }
 
+    /// Its two ends, their addresses, and how to send from the first, one line each.
+    pub fn ends_text(&self) -> String {
+        let (tx_ns, tx_if) = (self.tx_ns(), self.tx_if());
+        format!(
+            "  sender:   netns {tx_ns} iface {tx_if} (198.18.0.1, 02:67:6c:00:00:01): gapless run --netns {tx_ns} --iface {tx_if} ...\n  receiver: netns {} iface {} (198.18.0.2, 02:67:6c:00:00:02)\n",
+            self.rx_ns(),
+            self.rx_if()
+        )
+    }
+
     /// Whether both ends exist.
     pub fn is_up(&self) -> bool {
         ip(&["-n", &self.tx_ns(), "link", "show", &self.tx_if()]).is_ok()

@@ -166,18 +166,7 @@ fn cmd_testbed(action: TestbedCmd) -> Result<i32> {
                 UpOutcome::Created => println!("testbed {name} is up"),
                 UpOutcome::AlreadyUp => println!("testbed {name} was already up"),
             }
-            println!(
-                "  sender:   netns {} iface {} (198.18.0.1, 02:67:6c:00:00:01): gapless run --netns {} --iface {} ...",
-                t.tx_ns(),
-                t.tx_if(),
-                t.tx_ns(),
-                t.tx_if()
-            );
-            println!(
-                "  receiver: netns {} iface {} (198.18.0.2, 02:67:6c:00:00:02)",
-                t.rx_ns(),
-                t.rx_if()
-            );
+            say(&t.ends_text());
         }
         TestbedCmd::Down { name } => {
             let t = Testbed::new(&name).map_err(|e| anyhow!("{e}"))?;

@@ -379,12 +379,10 @@ pub fn cmd_calibrate(a: CalibrateArgs) -> Result<i32> {
     }
     say(&gapless_engine::report::calibration_text(c));
     say(&done.run.verdict.text());
-    match &c.invalid_reason {
-        None => println!("written: {} (use it with --calibration {})", a.out.display(), a.out.display()),
-        Some(why) => println!(
-            "written: {} marked INVALID ({why}). Runs given it will warn and subtract nothing. Fix: calibrate again with other work stopped, or on a quieter --core",
-            a.out.display()
-        ),
-    }
+    let how = match &c.invalid_reason {
+        None => format!("(use it with --calibration {})", a.out.display()),
+        Some(why) => format!("marked INVALID ({why}). Runs given it will warn and subtract nothing. Fix: calibrate again with other work stopped, or on a quieter --core"),
+    };
+    println!("written: {} {how}", a.out.display());
     Ok(0)
 }

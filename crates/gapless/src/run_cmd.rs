@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
 use clap::ValueEnum;
-use gapless_engine::report::{ns, si, summary_text, verdict_text, write_json_atomic};
-use gapless_engine::{Pacing, ProfileSource, Run, RunHandle, RunReport, RunSpec, Snapshot, TxSocket, TxTarget};
+use gapless_engine::report::{snapshot_text, summary_text, verdict_text, write_json_atomic};
+use gapless_engine::{Pacing, ProfileSource, Run, RunHandle, RunReport, RunSpec, TxSocket, TxTarget};
 use gapless_io::afxdp::XdpMode;
 
 use crate::{meter_cmd, outputs, say};
@@ -245,34 +245,6 @@ impl RunArgs {
     }
 }
 
-/// The live line: per stream and in total, sent, rate and lag.
-fn live_line(s: &Snapshot) -> String {
-    let parts: Vec<String> = s
-        .streams
-        .iter()
-        .map(|st| {
-            format!(
-                "{} {} ({}, lag {})",
-                st.name,
-                st.tx.sent,
-                si(st.tx.rate_pps, "pps"),
-                ns(st.tx.lag_ns)
-            )
-        })
-        .collect();
-    let mut line = format!(
-        "[{:6.1}s] {} | total {} {}",
-        s.elapsed_s,
-        parts.join(" | "),
-        s.total.tx.sent,
-        si(s.total.tx.rate_pps, "pps")
-    );
-    if let Some(n) = s.rx_frames {
-        line.push_str(&format!(" | rx {n}"));
-    }
-    line
-}
-
 /// Prints a line every second until `done` says the run ended.
 pub fn live_lines(quiet: bool, done: impl Fn() -> bool, line: impl Fn() -> String) {
     let tty = std::io::stderr().is_terminal();
@@ -298,8 +270,7 @@ pub fn cmd_run(a: RunArgs) -> Result<i32> {
     let stop = Arc::new(AtomicBool::new(false));
     crate::stop_on_signals(&stop)?;
     let run: RunHandle = Run::start_with_stop(spec, stop).map_err(crate::explain)?;
-    run.snapshot();
-    live_lines(a.quiet, || run.is_finished(), || live_line(&run.snapshot()));
+    live_lines(a.quiet, || run.is_finished(), || snapshot_text(&run.snapshot()));
     let report = run.wait().map_err(crate::explain)?;
     print_run(&a, &report)
 }
