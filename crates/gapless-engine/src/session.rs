@@ -45,6 +45,8 @@ impl Run {
     pub fn start_with_stop(spec: RunSpec, stop: Arc<AtomicBool>) -> Result<RunHandle, EngineError> {
         let (tx, rx) = mpsc::channel();
         let flag = stop.clone();
+        let done = Arc::new(Done::default());
+        let done_here = done.clone();
         let thread = std::thread::Builder::new()
             .name("gapless-run".into())
             .spawn(move || {
@@ -56,14 +58,21 @@ impl Run {
                     }
                 };
                 let _ = tx.send(Ok(prepared.board.clone()));
-                Some(execute(prepared, &flag))
+                let report = execute(prepared, &flag);
+                done_here.set();
+                Some(report)
             })
             .map_err(|e| IoError::Os {
                 context: "starting the run's thread".into(),
                 cause: e,
             })?;
         match rx.recv() {
-            Ok(Ok(board)) => Ok(RunHandle { stop, board, thread }),
+            Ok(Ok(board)) => Ok(RunHandle {
+                stop,
+                board,
+                thread,
+                done,
+            }),
             Ok(Err(e)) => {
                 let _ = thread.join();
                 Err(e)
@@ -78,6 +87,30 @@ pub struct RunHandle {
     stop: Arc<AtomicBool>,
     board: Arc<Board>,
     thread: JoinHandle<Option<Result<RunReport, EngineError>>>,
+    done: Arc<Done>,
+}
+
+/// Raised when the run has ended, for waits with a timeout.
+#[derive(Default)]
+struct Done {
+    ended: std::sync::Mutex<bool>,
+    cv: std::sync::Condvar,
+}
+
+impl Done {
+    fn set(&self) {
+        *self.ended.lock().unwrap_or_else(|e| e.into_inner()) = true;
+        self.cv.notify_all();
+    }
+
+    fn wait(&self, d: Duration) -> bool {
+        let g = self.ended.lock().unwrap_or_else(|e| e.into_inner());
+        let (g, _) = self
+            .cv
+            .wait_timeout_while(g, d, |ended| !*ended)
+            .unwrap_or_else(|e| e.into_inner());
+        *g
+    }
 }
 
 impl RunHandle {
@@ -94,6 +127,12 @@ impl RunHandle {
     /// Whether the run has ended ([`RunHandle::wait`] will not block).
     pub fn is_finished(&self) -> bool {
         self.thread.is_finished()
+    }
+
+    /// Blocks until the run ends or `d` has passed; true if it ended. A front end that
+    /// prints once a second waits here instead of polling: no wakeups near the send loops.
+    pub fn wait_timeout(&self, d: Duration) -> bool {
+        self.done.wait(d) || self.thread.is_finished()
     }
 
     /// Waits for the end and returns the joined TX and RX result.
@@ -447,6 +486,15 @@ fn rx_report(
     rep
 }
 
+/// Moves the calling thread (the link watcher) to a core no send loop runs on, if there is
+/// one: its wakeups then never take a send loop's core.
+fn step_aside(tx_cores: &[usize]) {
+    let allowed = crate::meter::allowed_cores();
+    if let Some(&c) = allowed.iter().find(|c| !tx_cores.contains(c)) {
+        crate::cpu::pin(Some(c), None, false);
+    }
+}
+
 /// Starts the send loops and the meter, watches the link, and joins them.
 fn run_threads(p: &mut Prepared, stop: &Arc<AtomicBool>) -> Result<Ran, EngineError> {
     let k = p.plan.loops.len();
@@ -467,6 +515,7 @@ fn run_threads(p: &mut Prepared, stop: &Arc<AtomicBool>) -> Result<Ran, EngineEr
     let (rt, iface) = (p.spec.rt_priority, p.iface.clone());
     let rx_spec = p.spec.rx.clone();
     let rx_live = p.board.rx.clone();
+    let tx_cores: Vec<usize> = p.plan.loops.iter().filter_map(|l| l.core).collect();
     let mut link_fault = None;
     let (parts, rx_out) = std::thread::scope(|sc| {
         let rx_h = match (p.rx.as_mut(), &rx_spec, &rx_live) {
@@ -498,6 +547,7 @@ fn run_threads(p: &mut Prepared, stop: &Arc<AtomicBool>) -> Result<Ran, EngineEr
                 sc.spawn(move || crate::run(&lp.profile, be, o))
             })
             .collect();
+        step_aside(&tx_cores);
         while !hs.iter().all(|h| h.is_finished()) {
             std::thread::sleep(Duration::from_millis(50));
             // A link that goes down ends the run within a tick: no spin, no backlog burst.

@@ -293,20 +293,18 @@ pub fn cmd_measure(a: MeasureArgs) -> Result<i32> {
     let stop = Arc::new(AtomicBool::new(false));
     crate::stop_on_signals(&stop)?;
     let live = RxLive::default();
-    let done = AtomicBool::new(false);
     let t0 = std::time::Instant::now();
+    let (ended, end) = std::sync::mpsc::channel::<()>();
     let out = std::thread::scope(|sc| {
-        let h = sc.spawn(|| {
-            let r = gapless_engine::measure(&spec, &stop, &live);
-            done.store(true, std::sync::atomic::Ordering::Release);
+        let (spec, stop, live) = (&spec, &stop, &live);
+        let h = sc.spawn(move || {
+            let r = gapless_engine::measure(spec, stop, live);
+            let _ = ended.send(());
             r
         });
         let prev = std::sync::Mutex::new((std::time::Instant::now(), 0u64));
-        crate::run_cmd::live_lines(
-            a.quiet,
-            || done.load(std::sync::atomic::Ordering::Acquire),
-            || rx_line(&live, t0, &prev),
-        );
+        let wait = |d| !matches!(end.recv_timeout(d), Err(std::sync::mpsc::RecvTimeoutError::Timeout));
+        crate::run_cmd::live_lines(a.quiet, wait, || rx_line(live, t0, &prev));
         h.join()
     })
     .map_err(|_| anyhow::anyhow!("the meter panicked"))?

@@ -4,7 +4,7 @@ use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context, Result};
 use clap::ValueEnum;
@@ -245,19 +245,18 @@ impl RunArgs {
     }
 }
 
-/// Prints a line every second until `done` says the run ended.
-pub fn live_lines(quiet: bool, done: impl Fn() -> bool, line: impl Fn() -> String) {
+/// Prints a line every second until `wait` (which blocks up to the time it is given) says
+/// the run ended.
+pub fn live_lines(quiet: bool, wait: impl Fn(Duration) -> bool, line: impl Fn() -> String) {
     let tty = std::io::stderr().is_terminal();
-    let mut last = Instant::now();
-    while !done() {
-        std::thread::sleep(Duration::from_millis(50));
-        if !quiet && last.elapsed() >= Duration::from_secs(1) {
-            last = Instant::now();
-            if tty {
-                eprint!("\r\x1b[2K{}", line());
-            } else {
-                eprintln!("{}", line());
-            }
+    while !wait(Duration::from_secs(1)) {
+        if quiet {
+            continue;
+        }
+        if tty {
+            eprint!("\r\x1b[2K{}", line());
+        } else {
+            eprintln!("{}", line());
         }
     }
     if !quiet && tty {
@@ -270,7 +269,7 @@ pub fn cmd_run(a: RunArgs) -> Result<i32> {
     let stop = Arc::new(AtomicBool::new(false));
     crate::stop_on_signals(&stop)?;
     let run: RunHandle = Run::start_with_stop(spec, stop).map_err(crate::explain)?;
-    live_lines(a.quiet, || run.is_finished(), || snapshot_text(&run.snapshot()));
+    live_lines(a.quiet, |d| run.wait_timeout(d), || snapshot_text(&run.snapshot()));
     let report = run.wait().map_err(crate::explain)?;
     print_run(&a, &report)
 }
