@@ -7,6 +7,15 @@ use gapless_core::ProfileError;
 use gapless_io::IoError;
 use thiserror::Error;
 
+/// "profile " for "profile", nothing for "".
+fn named(what: &str) -> String {
+    if what.is_empty() {
+        String::new()
+    } else {
+        format!("{what} ")
+    }
+}
+
 #[derive(Debug, Error)]
 #[non_exhaustive]
 pub enum EngineError {
@@ -48,9 +57,20 @@ pub enum EngineError {
         value: f64,
         want: &'static str,
     },
+    /// A file the engine reads (a profile, a calibration, a result) that cannot be read.
+    #[error("cannot read {}{path}: {cause}. Fix: {fix}", named(.what))]
+    Unreadable {
+        what: &'static str,
+        path: String,
+        cause: std::io::Error,
+        fix: &'static str,
+    },
     /// A file the engine reads (a calibration, a result) that is not what it should be.
     #[error("{path}: {problem}. Fix: {fix}")]
     BadFile { path: String, problem: String, fix: String },
+    /// Hardware RX stamps asked of an AF_XDP meter.
+    #[error("gapless's XDP program stamps frames with the kernel's clock at the XDP hook, and reading the NIC's stamp there (the bpf_xdp_metadata_rx_timestamp kfunc) is driver-specific and not built. Fix: meter hardware stamps with the AF_PACKET socket")]
+    HardwareStampsNeedAfPacket,
     /// A capture with no frame in it.
     #[error("{path}: {why}")]
     EmptyCapture { path: String, why: String },

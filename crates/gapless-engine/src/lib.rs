@@ -40,6 +40,16 @@ pub mod snapshot;
 pub mod spec;
 
 pub use error::EngineError;
+
+/// Reads a text file the engine was given; `what` names it in the error ("profile", …).
+pub(crate) fn read_text(path: &std::path::Path, what: &'static str, fix: &'static str) -> Result<String, EngineError> {
+    std::fs::read_to_string(path).map_err(|cause| EngineError::Unreadable {
+        what,
+        path: path.display().to_string(),
+        cause,
+        fix,
+    })
+}
 pub use metering::{analyze, calibrate, measure, AnalyzeSpec, Calibrated, CalibrationSpec, MeasureSpec, Metered};
 pub use run::{merge_workers, run, RunOptions, RunStats};
 pub use session::{Run, RunHandle, RunReport};

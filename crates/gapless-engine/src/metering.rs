@@ -39,11 +39,7 @@ fn target_map<'a>(streams: impl Iterator<Item = (u16, &'a str, f64, u32)>) -> Ha
 
 /// Stream names and targets from a profile (TOML) or a run's result file (JSON).
 pub fn targets_from_file(path: &Path) -> Result<HashMap<u16, StreamTarget>, EngineError> {
-    let text = std::fs::read_to_string(path).map_err(|e| EngineError::BadFile {
-        path: path.display().to_string(),
-        problem: format!("cannot read it: {e}"),
-        fix: "give the profile or the result file of the run".into(),
-    })?;
+    let text = crate::read_text(path, "", "give the profile or the result file of the run")?;
     if text.trim_start().starts_with('{') {
         let r: RunResult = serde_json::from_str(&text).map_err(|e| EngineError::BadFile {
             path: path.display().to_string(),
@@ -62,9 +58,13 @@ pub fn load_calibration(path: &Path) -> Result<Calibration, EngineError> {
     let bad = |problem: String| EngineError::BadFile {
         path: path.display().to_string(),
         problem,
-        fix: "give the file `gapless calibrate` wrote (make one with `gapless calibrate --tx IF --rx IF`)".into(),
+        fix: "give the file `gapless calibrate` wrote".into(),
     };
-    let text = std::fs::read_to_string(path).map_err(|e| bad(format!("cannot read the calibration: {e}")))?;
+    let text = crate::read_text(
+        path,
+        "calibration",
+        "check the path, or make one with `gapless calibrate`",
+    )?;
     let c: Calibration =
         serde_json::from_str(&text).map_err(|e| bad(format!("not a gapless calibration file: {e}")))?;
     if c.kind != Calibration::KIND {
@@ -166,7 +166,12 @@ struct Read {
     warnings: Vec<String>,
 }
 
-fn read_capture(file: &Path, cfg: gapless_core::meter::MeterConfig, stop: &AtomicBool) -> Result<Read, EngineError> {
+fn read_capture(
+    file: &Path,
+    fmt: CaptureFormat,
+    cfg: gapless_core::meter::MeterConfig,
+    stop: &AtomicBool,
+) -> Result<Read, EngineError> {
     let mut meter = Meter::new(cfg);
     let info = read_pcap(file, stop, &mut |ts, data, len| meter.on_frame(ts, data, len))?;
     if info.frames == 0 {
@@ -185,7 +190,6 @@ fn read_capture(file: &Path, cfg: gapless_core::meter::MeterConfig, stop: &Atomi
     if info.untimed > 0 {
         warnings.push(format!("{} frames are in pcapng Simple Packet Blocks, which have no timestamp, and were not metered. Fix: capture to Enhanced Packet Blocks (tcpdump, dumpcap and editcap write them)", info.untimed));
     }
-    let fmt = detect(file)?;
     Ok(Read {
         report: meter.report(),
         stopped: info.stopped,
@@ -218,7 +222,7 @@ pub fn analyze(spec: &AnalyzeSpec, stop: &AtomicBool) -> Result<MeterReport, Eng
     let (cfg, cal) = spec.meter.config(spec.targets.clone().unwrap_or_default())?;
     let fmt = detect(&spec.file)?;
     let read = match fmt {
-        CaptureFormat::Pcap | CaptureFormat::PcapNg => read_capture(&spec.file, cfg, stop)?,
+        CaptureFormat::Pcap | CaptureFormat::PcapNg => read_capture(&spec.file, fmt, cfg, stop)?,
         CaptureFormat::Csv => read_csv(&spec.file, cfg, stop)?,
     };
     let mut report = read.report;

@@ -501,12 +501,11 @@ pub fn read_meter_report(path: &Path) -> Result<gapless_core::meter::MeterReport
         problem,
         fix: fix.into(),
     };
-    let text = std::fs::read_to_string(path).map_err(|e| {
-        bad(
-            format!("cannot read it: {e}"),
-            "give a result file from `run --rx`, `measure` or `analyze` (--json)",
-        )
-    })?;
+    let text = crate::read_text(
+        path,
+        "",
+        "give a result file from `run --rx`, `measure` or `analyze` (--json)",
+    )?;
     let v: serde_json::Value = serde_json::from_str(&text)
         .map_err(|e| bad(format!("not JSON: {e}"), "give a result file that gapless wrote"))?;
     if v.get("sent_frames").is_none() {

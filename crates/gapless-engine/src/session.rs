@@ -205,22 +205,13 @@ fn check_spec(spec: &RunSpec) -> Result<(), EngineError> {
         return Err(EngineError::RxWithoutInterface);
     }
     if let Some(r) = &spec.rx {
-        let l = r.linger.as_secs_f64();
         r.meter.check()?;
-        if !l.is_finite() {
-            return Err(EngineError::OutOfRange {
-                what: "linger",
-                value: l,
-                want: "a number of seconds, 0 or more",
-            });
-        }
     }
     if spec.batch == 0 || spec.batch > 256 {
         return Err(EngineError::Batch(spec.batch));
     }
     match (&spec.target, spec.pacing) {
         (TxTarget::Pcap(_), Pacing::On) => Err(EngineError::PacedPcap),
-        (TxTarget::Pcap(_), _) if spec.cores.len() > 1 => Err(EngineError::LoopsWithPcap),
         _ => Ok(()),
     }
 }

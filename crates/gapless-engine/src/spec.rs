@@ -29,11 +29,7 @@ pub struct ProfileSource {
 impl ProfileSource {
     /// Reads and parses a profile file.
     pub fn from_file(path: &Path) -> Result<ProfileSource, EngineError> {
-        let text = std::fs::read_to_string(path).map_err(|e| EngineError::BadFile {
-            path: path.display().to_string(),
-            problem: format!("cannot read the profile: {e}"),
-            fix: "check the path (examples/ has profiles to start from)".into(),
-        })?;
+        let text = crate::read_text(path, "profile", "check the path (examples/ has profiles to start from)")?;
         Ok(ProfileSource {
             spec: ProfileSpec::from_toml(&text, &path.display().to_string())?,
             dir: path.parent().map(Path::to_path_buf).unwrap_or_default(),
@@ -250,13 +246,7 @@ pub fn iface_source(iface: &str, netns: Option<&str>) -> String {
 pub fn open_rx(iface: &str, ts: RxTimestamps, socket: RxSocket) -> Result<Box<dyn RxSource>, EngineError> {
     Ok(match socket {
         RxSocket::AfPacket => Box::new(AfPacketRx::open(iface, ts)?),
-        RxSocket::AfXdp { .. } if ts == RxTimestamps::Hardware => {
-            return Err(EngineError::Io(gapless_io::IoError::Xdp {
-                what: "hardware RX stamps with an AF_XDP meter".into(),
-                detail: "gapless's XDP program stamps frames with the kernel's clock at the XDP hook, and reading the NIC's stamp there (the bpf_xdp_metadata_rx_timestamp kfunc) is driver-specific and not built".into(),
-                fix: "meter hardware stamps with the AF_PACKET socket".into(),
-            }))
-        }
+        RxSocket::AfXdp { .. } if ts == RxTimestamps::Hardware => return Err(EngineError::HardwareStampsNeedAfPacket),
         RxSocket::AfXdp { queue, attach } => Box::new(AfXdpRx::open(iface, queue, XdpMode::Auto, attach)?),
     })
 }

@@ -208,6 +208,16 @@ fn every_refusal_before_a_run_is_its_own_error_kind() {
         )
     });
     assert!(matches!(e, EngineError::OutOfRange { .. }), "got {e:?}");
+    let xdp = gapless_engine::RxSocket::AfXdp {
+        queue: 0,
+        attach: gapless_io::xdp_prog::XdpAttach::Auto,
+    };
+    let e = gapless_engine::spec::open_rx("lo", gapless_io::rx::RxTimestamps::Hardware, xdp).err();
+    assert!(
+        matches!(e, Some(EngineError::HardwareStampsNeedAfPacket)),
+        "got {:?}",
+        e.map(|e| e.to_string())
+    );
 }
 
 #[test]
@@ -218,7 +228,23 @@ fn bad_files_given_to_the_meter_are_their_own_error_kinds() {
     let e = gapless_engine::metering::load_calibration(&not_cal).unwrap_err();
     assert!(matches!(e, EngineError::BadFile { .. }), "got {e:?}");
     let e = gapless_engine::report::read_meter_report(Path::new("/nonexistent.json")).unwrap_err();
-    assert!(matches!(e, EngineError::BadFile { .. }), "got {e:?}");
+    assert!(matches!(e, EngineError::Unreadable { what: "", .. }), "got {e:?}");
+    let e = gapless_engine::metering::load_calibration(Path::new("/nonexistent.json")).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            EngineError::Unreadable {
+                what: "calibration",
+                ..
+            }
+        ),
+        "got {e:?}"
+    );
+    let e = ProfileSource::from_file(Path::new("/nonexistent.toml")).unwrap_err();
+    assert!(
+        matches!(e, EngineError::Unreadable { what: "profile", .. }),
+        "got {e:?}"
+    );
     // A pcap of a header and no frame.
     let empty = dir.path().join("empty.pcap");
     let mut hdr = vec![0x4d, 0x3c, 0xb2, 0xa1, 2, 0, 4, 0];

@@ -79,23 +79,16 @@ enum TestbedCmd {
 
 /// Reads and parses a profile file.
 pub(crate) fn profile(path: &Path) -> Result<ProfileSource> {
-    let text = std::fs::read_to_string(path).map_err(|e| {
-        anyhow!(
-            "cannot read profile {}: {e}. Fix: check the path (examples/ has profiles to start from)",
-            path.display()
-        )
-    })?;
-    Ok(ProfileSource {
-        spec: gapless_core::ProfileSpec::from_toml(&text, &path.display().to_string())?,
-        dir: path.parent().map(Path::to_path_buf).unwrap_or_default(),
-        label: path.display().to_string(),
-    })
+    ProfileSource::from_file(path).map_err(explain)
 }
 
 /// The engine's error with this command line's hints: which flag to change.
 pub(crate) fn explain(e: EngineError) -> anyhow::Error {
     let hint = match &e {
         EngineError::Batch(b) => return anyhow!("--batch {b}: give 1 (precise mode) to 256"),
+        EngineError::RxWithoutInterface => {
+            return anyhow!("--rx meters what an interface sends: give --iface too (not --out or --null)")
+        }
         EngineError::PacedPcap => return anyhow!("--pace on with --out: a pcap file is written as fast as possible and stamped with the scheduled times. Fix: drop --pace"),
         EngineError::LoopsWithPcap => return anyhow!("--cores with --out: a pcap file is written by one loop. Fix: drop --cores, or send on --iface"),
         EngineError::UnboundedPcap => return anyhow!("a pcap output needs every stream to end. Fix: set count or duration_s in each [stream.timing], duration_s at the top, or pass --duration"),
@@ -106,9 +99,14 @@ pub(crate) fn explain(e: EngineError) -> anyhow::Error {
         EngineError::Plan(PlanError::PhaseSplitNeedsFixedGap { .. }) => {
             return anyhow!("--split-cbr: {e}. Fix: give it rate_pps, or split = \"none\" in the profile")
         }
-        EngineError::Io(IoError::Xdp { what, .. }) if what.starts_with("hardware RX stamps") => {
+        EngineError::HardwareStampsNeedAfPacket => {
             return anyhow!("--timestamps hardware needs --rx-backend afpacket: {e}")
         }
+        EngineError::Unreadable {
+            what: "calibration",
+            path,
+            ..
+        } => format!("(gapless: `gapless calibrate --tx IF --rx IF --out {path}`)"),
         EngineError::Io(io) => match io_hint(io) {
             Some(h) => format!("(gapless: {h})"),
             None => return anyhow!(e),

@@ -76,10 +76,7 @@ impl MeterOpts {
             );
         }
         let calibration = match &self.calibration {
-            Some(p) => Some((
-                load_calibration(p).map_err(|e| calibration_error(p, e))?,
-                p.display().to_string(),
-            )),
+            Some(p) => Some((load_calibration(p).map_err(explain)?, p.display().to_string())),
             None => None,
         };
         Ok(MeterSetup {
@@ -91,14 +88,6 @@ impl MeterOpts {
             latency: true,
         })
     }
-}
-
-fn calibration_error(p: &Path, e: gapless_engine::EngineError) -> anyhow::Error {
-    anyhow::anyhow!(
-        "cannot read calibration {}: {e}. Fix: make one with `gapless calibrate --tx IF --rx IF --out {}`",
-        p.display(),
-        p.display()
-    )
 }
 
 /// Stream names and targets from the file given with --profile.

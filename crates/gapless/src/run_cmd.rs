@@ -187,9 +187,6 @@ impl RunArgs {
         }
         src.spec.seed = self.seed.or(src.spec.seed);
         let target = self.target(&src)?;
-        if self.rx.is_some() && !matches!(target, TxTarget::Iface { .. }) {
-            bail!("--rx meters what an interface sends: give --iface too (not --out or --null)");
-        }
         if !(self.rx_linger.is_finite() && self.rx_linger >= 0.0) {
             bail!("--rx-linger {}: give a number of seconds, 0 or more", self.rx_linger);
         }
