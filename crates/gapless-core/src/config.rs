@@ -5,13 +5,14 @@ use rand::{Rng, RngExt};
 
 use crate::dist::{FileLoader, ScaledDist, UnitDist};
 use crate::error::ProfileError;
-use crate::fields::{self, FieldOp};
+use crate::fields;
 use crate::schedule::{Pattern, Rate, L1_OVERHEAD_BYTES};
 use crate::spec::{
-    DistKind, DistSpec, ImixSpec, NumOrDist, OnLate, PatternKind, Phases, ProfileSpec, SizeSpec, SizeTable, SplitKind,
-    StreamSpec, TimingSpec,
+    DistKind, DistSpec, FieldSpec, ImixSpec, NumOrDist, OnLate, PatternKind, Phases, ProfileSpec, SizeSpec, SizeTable,
+    SplitKind, StreamSpec, TemplateSpec, TimingSpec,
 };
 use crate::template::{Template, FCS_LEN};
+use crate::variant::{compile_pick, Variant, VariantPick};
 
 /// Largest frame (with FCS) a template may have.
 pub const MAX_FRAME: u32 = 16_384;
@@ -95,8 +96,21 @@ impl SizeGen {
     }
 }
 
-fn gap_depends_on_size(rate: &Rate, sizes: &SizeGen) -> bool {
-    matches!(rate, Rate::Bps { .. }) && !matches!(sizes, SizeGen::Fixed(_))
+fn gap_depends_on_size(rate: &Rate, variants: &[Variant]) -> bool {
+    let fixed = |v: &Variant| match v.sizes {
+        SizeGen::Fixed(s) => Some(s),
+        _ => None,
+    };
+    let one_size = variants
+        .iter()
+        .all(|v| fixed(v).is_some() && fixed(v) == fixed(&variants[0]));
+    matches!(rate, Rate::Bps { .. }) && !one_size
+}
+
+/// The mean frame size over the variants, each by its share of frames.
+fn mean_size_of(variants: &[Variant], pick: &VariantPick) -> f64 {
+    let shares = pick.shares(variants.len());
+    variants.iter().zip(shares).map(|(v, w)| v.sizes.mean() * w).sum()
 }
 
 /// One compiled stream.
@@ -105,9 +119,9 @@ pub struct StreamConfig {
     pub index: usize,
     pub name: String,
     pub id: u16,
-    pub template: Template,
-    pub ops: Vec<FieldOp>,
-    pub sizes: SizeGen,
+    /// The packets the stream sends (one, or several it cycles through), and how it picks.
+    pub variants: Vec<Variant>,
+    pub pick: VariantPick,
     pub pattern: Pattern,
     pub rate: Rate,
     pub burst: u32,
@@ -151,7 +165,17 @@ impl StreamConfig {
     /// Whether each gap depends on its frame's size (a bit rate with frames of several sizes),
     /// so the schedule cannot be phase-split.
     pub fn gap_depends_on_size(&self) -> bool {
-        gap_depends_on_size(&self.rate, &self.sizes)
+        gap_depends_on_size(&self.rate, &self.variants)
+    }
+
+    /// The largest frame of any variant (with FCS).
+    pub fn max_size(&self) -> u32 {
+        self.variants.iter().map(|v| v.sizes.max()).max().unwrap_or(0)
+    }
+
+    /// The smallest frame of any variant (with FCS).
+    pub fn min_size(&self) -> u32 {
+        self.variants.iter().map(|v| v.sizes.min()).min().unwrap_or(0)
     }
 
     /// The whole stream's gap between departures (ns), for a phase split.
@@ -221,7 +245,7 @@ pub struct Profile {
 impl Profile {
     /// Largest frame of any stream (with FCS).
     pub fn max_frame(&self) -> u32 {
-        self.streams.iter().map(|s| s.sizes.max()).max().unwrap_or(0)
+        self.streams.iter().map(|s| s.max_size()).max().unwrap_or(0)
     }
     /// Whether every stream ends by count or duration.
     pub fn is_bounded(&self) -> bool {
@@ -303,6 +327,12 @@ fn compile_sizes(spec: Option<&SizeSpec>, path: &str, files: &dyn FileLoader) ->
         Some(SizeSpec::Fixed(s)) => return Ok(SizeGen::Fixed(check(*s)?)),
         Some(SizeSpec::Table(t)) => t,
     };
+    if let Some(seq) = size_sequence(t, &path)? {
+        for s in &seq {
+            check(*s)?;
+        }
+        return Ok(SizeGen::Cycle(seq));
+    }
     match (&t.imix, t.kind) {
         (Some(_), Some(_)) => Err(ProfileError::invalid(
             &path,
@@ -354,6 +384,8 @@ fn compile_sizes(spec: Option<&SizeSpec>, path: &str, files: &dyn FileLoader) ->
                 scale: t.scale,
                 spread: t.spread,
                 file: t.file.clone(),
+                pdf: None,
+                support_us: None,
                 mean: t.mean,
                 min: t.min.map(f64::from),
                 max: t.max.map(f64::from),
@@ -381,12 +413,56 @@ fn compile_sizes(spec: Option<&SizeSpec>, path: &str, files: &dyn FileLoader) ->
     }
 }
 
+/// `list` or `ramp`: sizes in a fixed order (RFC 2544 sweeps, MTU probing).
+fn size_sequence(t: &SizeTable, path: &str) -> Result<Option<Vec<u32>>, ProfileError> {
+    let keys = [t.list.is_some(), t.ramp.is_some(), t.imix.is_some(), t.kind.is_some()];
+    if (t.list.is_some() || t.ramp.is_some()) && keys.iter().filter(|k| **k).count() > 1 {
+        return Err(ProfileError::invalid(
+            path,
+            "the size table sets more than one of list, ramp, imix and kind",
+            "keep one of them",
+        ));
+    }
+    if t.step.is_some() && t.ramp.is_none() {
+        return Err(ProfileError::invalid(
+            format!("{path}.step"),
+            "step is set without ramp",
+            "add ramp = [64, 1518], or remove step",
+        ));
+    }
+    if let Some(l) = &t.list {
+        if l.is_empty() {
+            return Err(ProfileError::invalid(
+                format!("{path}.list"),
+                "the list is empty",
+                "give at least one size, e.g. list = [64, 1518]",
+            ));
+        }
+        return Ok(Some(l.clone()));
+    }
+    let Some([a, b]) = t.ramp else { return Ok(None) };
+    let step = t.step.unwrap_or(1);
+    if step == 0 {
+        return Err(ProfileError::invalid(
+            format!("{path}.step"),
+            "step is 0",
+            "use a step of at least 1 byte",
+        ));
+    }
+    let seq: Vec<u32> = if a <= b {
+        (a..=b).step_by(step as usize).collect()
+    } else {
+        (b..=a).rev().step_by(step as usize).collect()
+    };
+    Ok(Some(seq))
+}
+
 fn imix_preset_name(spec: Option<&SizeSpec>) -> Option<&str> {
     match spec {
-        Some(SizeSpec::Table(SizeTable {
-            imix: Some(ImixSpec::Preset(p)),
-            ..
-        })) => Some(p.as_str()),
+        Some(SizeSpec::Table(t)) => match &t.imix {
+            Some(ImixSpec::Preset(p)) => Some(p.as_str()),
+            _ => None,
+        },
         _ => None,
     }
 }
@@ -407,7 +483,11 @@ fn check_convergence(pattern: &Pattern, seed: u64, tpath: &str) -> Result<(), Pr
     };
     if matches!(
         unit,
-        UnitDist::Constant | UnitDist::Uniform { .. } | UnitDist::Exponential(_) | UnitDist::Empirical(_)
+        UnitDist::Constant
+            | UnitDist::Uniform { .. }
+            | UnitDist::Exponential(_)
+            | UnitDist::Empirical(_)
+            | UnitDist::Pdf(_)
     ) {
         return Ok(());
     }
@@ -427,17 +507,67 @@ fn check_convergence(pattern: &Pattern, seed: u64, tpath: &str) -> Result<(), Pr
     ))
 }
 
-/// The stream's template, its size checked against the smallest frame, and its field ops
-/// bound to it.
-fn compile_template(
+/// What one packet of a stream is made of: the stream's own keys, or one variant's.
+struct PacketSpec<'a> {
+    template: &'a TemplateSpec,
+    size: Option<&'a SizeSpec>,
+    fields: &'a [FieldSpec],
+    signature: bool,
+    name: String,
+}
+
+/// The stream's variants: its own template, size and fields, or each `[[stream.variant]]`.
+fn compile_variants(
     s: &StreamSpec,
-    sizes: &SizeGen,
     seed: u64,
     path: &str,
-) -> Result<(Template, Vec<FieldOp>), ProfileError> {
+    files: &dyn FileLoader,
+) -> Result<(Vec<Variant>, VariantPick), ProfileError> {
+    let pick = compile_pick(s, path)?;
+    if s.variants.is_empty() {
+        let default = TemplateSpec::default();
+        let p = PacketSpec {
+            template: s.template.as_ref().unwrap_or(&default),
+            size: s.size.as_ref(),
+            fields: &s.fields,
+            signature: s.signature,
+            name: "packet".into(),
+        };
+        return Ok((vec![compile_packet(&p, seed, path, files)?], pick));
+    }
+    if s.template.is_some() || s.size.is_some() || !s.fields.is_empty() {
+        return Err(ProfileError::invalid(
+            path,
+            "the stream has [[stream.variant]] tables and its own template, size or fields",
+            "move the stream's template, size and fields into its variants",
+        ));
+    }
+    let mut out = Vec::with_capacity(s.variants.len());
+    for (j, v) in s.variants.iter().enumerate() {
+        let p = PacketSpec {
+            template: &v.template,
+            size: v.size.as_ref(),
+            fields: &v.fields,
+            signature: s.signature,
+            name: v.name.clone().unwrap_or_else(|| format!("variant{j}")),
+        };
+        let vseed = if j == 0 {
+            seed
+        } else {
+            derive_seed(seed, 10 + j as u64, 0)
+        };
+        out.push(compile_packet(&p, vseed, &format!("{path}.variant[{j}]"), files)?);
+    }
+    Ok((out, pick))
+}
+
+/// One packet: its sizes, its template checked against the smallest frame, and its field
+/// ops bound to it.
+fn compile_packet(p: &PacketSpec, seed: u64, path: &str, files: &dyn FileLoader) -> Result<Variant, ProfileError> {
+    let sizes = compile_sizes(p.size, path, files)?;
     // Payload regions must be known before the template is built.
     let mut regions = Vec::new();
-    for f in &s.fields {
+    for f in p.fields {
         if f.field == "payload" {
             if let Some(o) = f.offset {
                 regions.push((o, f.width.unwrap_or(1)));
@@ -445,31 +575,17 @@ fn compile_template(
         }
     }
     let mut template = Template::build(
-        &s.template,
+        p.template,
         sizes.max() as usize - FCS_LEN,
-        s.signature,
+        p.signature,
         regions,
         seed,
         &format!("{path}.template"),
     )?;
-    if (sizes.min() as usize) < template.min_len() + FCS_LEN {
-        if let Some(preset) = imix_preset_name(s.size.as_ref()) {
-            let need = template.min_len() + FCS_LEN;
-            return Err(ProfileError::invalid(
-                format!("{path}.size.imix"),
-                format!("the IMIX preset {preset:?} has {} B frames, but this template needs {need} B (headers, payload fields and the 16 B signature)", sizes.min()),
-                format!("give weights with {need} B in place of {} B, e.g. imix = [[{need}, 7], [570, 4], [1518, 1]], or set signature = false", sizes.min()),
-            ));
-        }
-        return Err(ProfileError::invalid(
-            format!("{path}.size"),
-            format!("the smallest frame is {} B but this template needs {} B (headers, payload fields and the 16 B signature)", sizes.min(), template.min_len() + FCS_LEN),
-            format!("use frame sizes of at least {} B, or set signature = false", template.min_len() + FCS_LEN),
-        ));
-    }
+    check_room(&template, &sizes, p.size, path)?;
     let mut ops = Vec::new();
-    for (j, f) in s.fields.iter().enumerate() {
-        let (op, high) = fields::compile(f, &template.layout, s.template.l4, &format!("{path}.field[{j}]"))?;
+    for (j, f) in p.fields.iter().enumerate() {
+        let (op, high) = fields::compile(f, &template.layout, p.template.l4, &format!("{path}.field[{j}]"))?;
         if let Some(h) = high {
             let at = op.target.offset - 8;
             template.bytes[at..at + 8].copy_from_slice(&h.to_be_bytes());
@@ -481,7 +597,39 @@ fn compile_template(
         let (earlier, rest) = ops.split_at_mut(j);
         rest[0].bind(&template, earlier);
     }
-    Ok((template, ops))
+    Ok(Variant {
+        name: p.name.clone(),
+        template,
+        ops,
+        sizes,
+    })
+}
+
+/// The smallest frame must hold the template's headers, payload fields and signature.
+fn check_room(template: &Template, sizes: &SizeGen, size: Option<&SizeSpec>, path: &str) -> Result<(), ProfileError> {
+    if (sizes.min() as usize) >= template.min_len() + FCS_LEN {
+        return Ok(());
+    }
+    if let Some(preset) = imix_preset_name(size) {
+        let need = template.min_len() + FCS_LEN;
+        return Err(ProfileError::invalid(
+            format!("{path}.size.imix"),
+            format!("the IMIX preset {preset:?} has {} B frames, but this template needs {need} B (headers, payload fields and the 16 B signature)", sizes.min()),
+            format!("give weights with {need} B in place of {} B, e.g. imix = [[{need}, 7], [570, 4], [1518, 1]], or set signature = false", sizes.min()),
+        ));
+    }
+    Err(ProfileError::invalid(
+        format!("{path}.size"),
+        format!(
+            "the smallest frame is {} B but this template needs {} B (headers, payload fields and the 16 B signature)",
+            sizes.min(),
+            template.min_len() + FCS_LEN
+        ),
+        format!(
+            "use frame sizes of at least {} B, or set signature = false",
+            template.min_len() + FCS_LEN
+        ),
+    ))
 }
 
 /// The stream's rate: exactly one of rate_pps, rate_bps_l1, rate_bps_l2, rate_pct (an
@@ -546,7 +694,7 @@ fn compile_pattern(
     t: &TimingSpec,
     tpath: &str,
     rate: &mut Rate,
-    sizes: &SizeGen,
+    mean_size: f64,
     burst: u32,
     is_empirical_abs: bool,
     files: &dyn FileLoader,
@@ -568,7 +716,7 @@ fn compile_pattern(
             }
             Pattern::Random(u)
         }
-        PatternKind::Bursty => compile_bursty(t, tpath, rate, sizes, files)?,
+        PatternKind::Bursty => compile_bursty(t, tpath, rate, mean_size, files)?,
     })
 }
 
@@ -577,7 +725,7 @@ fn compile_bursty(
     t: &TimingSpec,
     tpath: &str,
     rate: &Rate,
-    sizes: &SizeGen,
+    mean_size: f64,
     files: &dyn FileLoader,
 ) -> Result<Pattern, ProfileError> {
     if t.burst.is_some() {
@@ -613,7 +761,7 @@ fn compile_bursty(
         None => None,
         Some(pk) => {
             let pk = positive(pk, &format!("{tpath}.peak_pps"), "give the frame rate inside a burst")?;
-            let mean_pps = rate.pps_for(sizes.mean());
+            let mean_pps = rate.pps_for(mean_size);
             if pk <= mean_pps {
                 return Err(ProfileError::invalid(
                     format!("{tpath}.peak_pps"),
@@ -707,12 +855,14 @@ fn compile_stream(
     let path = format!("stream[{i}]");
     let tpath = format!("{path}.timing");
     let seed = derive_seed(p.seed.unwrap_or(1), i as u64, 0);
-    let sizes = compile_sizes(s.size.as_ref(), &path, files)?;
-    let (template, ops) = compile_template(s, &sizes, seed, &path)?;
+    let (variants, pick) = compile_variants(s, seed, &path, files)?;
+    let mean_size = mean_size_of(&variants, &pick);
     let t = &s.timing;
     let link = p.link_speed_bps.or(link);
     let is_empirical_abs = t.pattern == PatternKind::Distribution
-        && t.dist.as_ref().is_some_and(|d| d.kind == DistKind::Empirical)
+        && t.dist
+            .as_ref()
+            .is_some_and(|d| matches!(d.kind, DistKind::Empirical | DistKind::Pdf))
         && [t.rate_pps, t.rate_bps_l1, t.rate_bps_l2, t.rate_pct]
             .iter()
             .all(Option::is_none);
@@ -725,11 +875,10 @@ fn compile_stream(
             "use burst >= 1 (1 = one frame per departure)",
         ));
     }
-    let pattern = compile_pattern(t, &tpath, &mut rate, &sizes, burst, is_empirical_abs, files)?;
+    let pattern = compile_pattern(t, &tpath, &mut rate, mean_size, burst, is_empirical_abs, files)?;
     check_pattern_keys(s, &path, &tpath)?;
     let duration_ns = compile_duration(t, p, &tpath)?;
-    let mean_size = sizes.mean();
-    if s.split == SplitKind::Phase && gap_depends_on_size(&rate, &sizes) {
+    if s.split == SplitKind::Phase && gap_depends_on_size(&rate, &variants) {
         return Err(ProfileError::invalid(
             format!("{path}.split"),
             "split = \"phase\" needs a fixed gap, but a bit rate with frames of several sizes makes each gap depend on its frame",
@@ -764,9 +913,8 @@ fn compile_stream(
         index: i,
         name: s.name.clone().unwrap_or_else(|| format!("stream{i}")),
         id,
-        template,
-        ops,
-        sizes,
+        variants,
+        pick,
         pattern,
         rate,
         burst,

@@ -135,6 +135,8 @@ pub enum UnitDist {
     /// Cauchy(1, scale) truncated to [0, 2].
     Cauchy(Cauchy<f64>),
     Empirical(EmpiricalTable),
+    /// An analytic density, tabulated (absolute gaps in ns, like `Empirical`).
+    Pdf(crate::pdf::PdfTable),
 }
 
 fn need(spec: &DistSpec, v: Option<f64>, path: &str, key: &str, what: &str) -> Result<f64, ProfileError> {
@@ -268,6 +270,17 @@ impl UnitDist {
                 let t = EmpiricalTable::parse(&text, &format!("{path}.file ({file})"))?;
                 UnitDist::Empirical(t)
             }
+            DistKind::Pdf => {
+                let (Some(f), Some(support)) = (spec.pdf.as_deref(), spec.support_us) else {
+                    return Err(bad(
+                        path,
+                        if spec.pdf.is_none() { "pdf" } else { "support_us" },
+                        "a pdf distribution needs `pdf` (the formula) and `support_us` (its interval)".into(),
+                        "add pdf = \"x^2 * exp(-x/3)\" and support_us = [0, 60]",
+                    ));
+                };
+                UnitDist::Pdf(crate::pdf::PdfTable::new(f, support, path)?)
+            }
         })
     }
 
@@ -286,6 +299,7 @@ impl UnitDist {
             UnitDist::LogNormal(d) => d.sample(rng),
             UnitDist::Cauchy(d) => truncated(|| d.sample(rng)),
             UnitDist::Empirical(t) => t.quantile(rng.random::<f64>()) / t.mean(),
+            UnitDist::Pdf(t) => t.quantile(rng.random::<f64>()) / t.mean(),
         }
     }
 
@@ -303,6 +317,7 @@ impl UnitDist {
     pub fn raw_mean(&self) -> f64 {
         match self {
             UnitDist::Empirical(t) => t.mean(),
+            UnitDist::Pdf(t) => t.mean(),
             _ => 1.0,
         }
     }
@@ -377,6 +392,13 @@ impl ScaledDist {
                 path,
                 format!("the range [{min}, {max}] is not inside [{lo}, {hi}] or is empty"),
                 format!("set min and max within [{lo}, {hi}], min <= max"),
+            ));
+        }
+        if spec.kind == DistKind::Pdf {
+            return Err(ProfileError::invalid(
+                format!("{path}.kind"),
+                "a pdf formula is for inter-departure times only",
+                "use another kind here (uniform, normal, empirical, ...), or move the formula to timing.dist",
             ));
         }
         let mut s = spec.clone();

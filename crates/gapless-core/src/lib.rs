@@ -14,6 +14,7 @@ pub mod dist;
 pub mod error;
 pub mod fields;
 pub mod meter;
+pub mod pdf;
 pub mod plan;
 pub mod result;
 pub mod sched;
@@ -22,6 +23,7 @@ pub mod signature;
 pub mod spec;
 pub mod stream;
 pub mod template;
+pub mod variant;
 pub mod verdict;
 
 pub use config::{CompileCtx, Profile, StreamConfig};

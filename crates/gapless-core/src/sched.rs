@@ -298,6 +298,7 @@ impl Scheduler {
         while left > 0 {
             bufs.lens.clear();
             bufs.ats.clear();
+            bufs.variants.clear();
             if due.coalesce {
                 bytes += coalesce(g, out, bufs, self.batch.min(max_batch));
                 left = 0;
@@ -307,6 +308,7 @@ impl Scheduler {
                     let len = g.build(out.buf(j), due.at);
                     bufs.lens.push(len);
                     bufs.ats.push(due.at);
+                    bufs.variants.push(g.last_variant());
                     bytes += len as u64 + 4;
                 }
                 left -= n;
@@ -317,6 +319,7 @@ impl Scheduler {
                 out: &mut *out,
                 lens,
                 ats,
+                variants: &bufs.variants,
                 at: due.at,
                 first_chunk,
                 first_ns: &st.first_ns,
@@ -343,6 +346,7 @@ impl Scheduler {
 pub struct ChunkBufs {
     lens: Vec<usize>,
     ats: Vec<u64>,
+    variants: Vec<u16>,
 }
 
 impl ChunkBufs {
@@ -350,6 +354,7 @@ impl ChunkBufs {
         ChunkBufs {
             lens: Vec::with_capacity(n),
             ats: Vec::with_capacity(n),
+            variants: Vec::with_capacity(n),
         }
     }
 }
@@ -363,6 +368,8 @@ pub struct Chunk<'a, F> {
     pub lens: &'a [usize],
     /// Each frame's scheduled time.
     pub ats: &'a [u64],
+    /// Each frame's variant (whose template patches its TX stamp).
+    pub variants: &'a [u16],
     /// The departure's scheduled time.
     pub at: u64,
     /// The departure's first chunk: the engine waits for `at` before it.
@@ -388,6 +395,7 @@ fn coalesce<F: Frames>(g: &mut StreamGen, out: &mut F, bufs: &mut ChunkBufs, lim
         let len = g.build(out.buf(bufs.lens.len()), dp.at_ns);
         bufs.lens.push(len);
         bufs.ats.push(dp.at_ns);
+        bufs.variants.push(g.last_variant());
         bytes += len as u64 + 4;
         g.advance(len as u64 + 4);
         d = g.next_departure();

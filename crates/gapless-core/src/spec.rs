@@ -102,13 +102,23 @@ pub struct StreamSpec {
     pub name: Option<String>,
     /// Signature id of the stream; default: its index.
     pub id: Option<u16>,
+    /// The packet (the testbed's addresses when left out). Exclusive with `variant`.
     #[serde(default)]
-    pub template: TemplateSpec,
-    /// Frame size in bytes including the 4-byte FCS: a number, or a table (distribution / IMIX).
+    pub template: Option<TemplateSpec>,
+    /// Frame size in bytes including the 4-byte FCS: a number, or a table (distribution / IMIX
+    /// / list / ramp).
     #[serde(default)]
     pub size: Option<SizeSpec>,
     #[serde(rename = "field", default)]
     pub fields: Vec<FieldSpec>,
+    /// Several packets the stream cycles through, each with its own template, size and
+    /// fields. Exclusive with the stream's own `template`, `size` and `field`.
+    #[serde(rename = "variant", default)]
+    pub variants: Vec<VariantSpec>,
+    /// How the stream picks its next variant: `sequence` (default: each variant `repeat`
+    /// times in turn; round robin when every repeat is 1) or `random` (by `weight`).
+    #[serde(default)]
+    pub variant_order: VariantOrder,
     pub timing: TimingSpec,
     /// Append the signature trailer (default true).
     #[serde(default = "yes")]
@@ -138,6 +148,32 @@ pub enum SplitKind {
 
 fn yes() -> bool {
     true
+}
+
+/// One `[[stream.variant]]`: a packet of a stream that cycles through several.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct VariantSpec {
+    pub name: Option<String>,
+    #[serde(default)]
+    pub template: TemplateSpec,
+    #[serde(default)]
+    pub size: Option<SizeSpec>,
+    #[serde(rename = "field", default)]
+    pub fields: Vec<FieldSpec>,
+    /// `variant_order = "random"`: the relative weight (default 1).
+    pub weight: Option<u32>,
+    /// `variant_order = "sequence"`: frames in a row before the next variant (default 1).
+    pub repeat: Option<u32>,
+}
+
+/// `variant_order`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum VariantOrder {
+    #[default]
+    Sequence,
+    Random,
 }
 
 /// `[stream.template]`: the packet every frame of the stream starts from. Missing keys take
@@ -241,7 +277,7 @@ pub struct PayloadSpec {
 #[serde(untagged)]
 pub enum SizeSpec {
     Fixed(u32),
-    Table(SizeTable),
+    Table(Box<SizeTable>),
 }
 
 /// `size = { ... }`: a distribution or an IMIX.
@@ -264,6 +300,12 @@ pub struct SizeTable {
     pub imix: Option<ImixSpec>,
     /// `random` (default: each frame drawn) or `sequence` (a fixed interleaved cycle).
     pub order: Option<String>,
+    /// Sizes in this order, over and over, e.g. [64, 128, 256, 512, 1024, 1280, 1518].
+    pub list: Option<Vec<u32>>,
+    /// Sizes from the first to the second by `step`, over and over, e.g. [64, 1518].
+    pub ramp: Option<[u32; 2]>,
+    /// The ramp's step in bytes (default 1).
+    pub step: Option<u32>,
 }
 
 /// IMIX by preset name or by weights.
@@ -292,6 +334,10 @@ pub struct DistSpec {
     pub spread: Option<f64>,
     /// empirical: a file with one value a line (ns for gaps), sampled by inversion.
     pub file: Option<String>,
+    /// pdf: the density as a formula in one variable, the gap in µs, e.g. "x^2 * exp(-x/3)".
+    pub pdf: Option<String>,
+    /// pdf: the interval of gaps the density lives on, µs.
+    pub support_us: Option<[f64; 2]>,
     pub mean: Option<f64>,
     pub min: Option<f64>,
     pub max: Option<f64>,
@@ -311,6 +357,8 @@ pub enum DistKind {
     Lognormal,
     Cauchy,
     Empirical,
+    /// An analytic density (`pdf`, `support_us`), sampled by inversion of its integral.
+    Pdf,
 }
 
 /// `[stream.timing]`.
@@ -433,7 +481,7 @@ impl FromNumOrTable for SizeSpec {
         Ok(SizeSpec::Fixed(n as u32))
     }
     fn from_map<'de, A: MapAccess<'de>>(map: A) -> Result<Self, A::Error> {
-        SizeTable::deserialize(de::value::MapAccessDeserializer::new(map)).map(SizeSpec::Table)
+        SizeTable::deserialize(de::value::MapAccessDeserializer::new(map)).map(|t| SizeSpec::Table(Box::new(t)))
     }
 }
 

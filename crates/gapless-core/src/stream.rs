@@ -15,10 +15,14 @@ pub struct StreamGen {
     sched: Schedule,
     field_rng: Xoshiro256PlusPlus,
     size_rng: Xoshiro256PlusPlus,
-    /// Frames built so far (the field engine's index and the signature's sequence).
+    pick_rng: Xoshiro256PlusPlus,
+    /// Frames built so far (the signature's sequence and the variant pick's index).
     built: u64,
-    /// Each field op's position in its sequence.
-    op_state: Vec<u64>,
+    /// Per variant: frames built (its size sequence's index) and each field op's position.
+    vbuilt: Vec<u64>,
+    op_state: Vec<Vec<u64>>,
+    /// The variant of the frame built last.
+    last: u16,
     /// Frames still allowed by `count`.
     remaining: Option<u64>,
     /// Departures at or after this time (ns since the run's start) are not made.
@@ -38,9 +42,12 @@ impl StreamGen {
         let mut g = StreamGen {
             field_rng: Xoshiro256PlusPlus::seed_from_u64(derive_seed(cfg.seed, 1, 0)),
             size_rng: Xoshiro256PlusPlus::seed_from_u64(derive_seed(cfg.seed, 2, 0)),
+            pick_rng: Xoshiro256PlusPlus::seed_from_u64(derive_seed(cfg.seed, 4, 0)),
             remaining: cfg.count,
             end_ns,
-            op_state: vec![0; cfg.ops.len()],
+            vbuilt: vec![0; cfg.variants.len()],
+            op_state: cfg.variants.iter().map(|v| vec![0; v.ops.len()]).collect(),
+            last: 0,
             cfg,
             sched,
             built: 0,
@@ -70,12 +77,14 @@ impl StreamGen {
     #[inline]
     pub fn build(&mut self, buf: &mut [u8], tx_ns: u64) -> usize {
         let k = self.built;
-        let len = self.cfg.sizes.next(k, &mut self.size_rng) as usize - FCS_LEN;
-        let t = &self.cfg.template;
+        let vi = self.cfg.pick.pick(k, &mut self.pick_rng);
+        let v = &self.cfg.variants[vi];
+        let len = v.sizes.next(self.vbuilt[vi], &mut self.size_rng) as usize - FCS_LEN;
+        let t = &v.template;
         let frame = &mut buf[..len];
         frame.copy_from_slice(&t.bytes[..len]);
         let (mut d_ip, mut d_l4) = (0u64, 0u64);
-        for (op, st) in self.cfg.ops.iter().zip(&mut self.op_state) {
+        for (op, st) in v.ops.iter().zip(&mut self.op_state[vi]) {
             let d = op.apply(frame, st, &mut self.field_rng);
             if op.in_ip {
                 d_ip += d;
@@ -94,10 +103,24 @@ impl StreamGen {
         }
         t.finish_with(frame, d_ip, d_l4, t.sig.then_some(&sig));
         self.built += 1;
+        self.vbuilt[vi] += 1;
+        self.last = vi as u16;
         if let Some(r) = &mut self.remaining {
             *r -= 1;
         }
         len
+    }
+
+    /// The variant of the frame built last.
+    #[inline(always)]
+    pub fn last_variant(&self) -> u16 {
+        self.last
+    }
+
+    /// The template of variant `v` (to patch a built frame's TX stamp).
+    #[inline(always)]
+    pub fn template(&self, v: u16) -> &crate::template::Template {
+        &self.cfg.variants[usize::from(v)].template
     }
 
     /// Ends the current departure, whose frames had `bytes` bytes (with FCS) in total.
@@ -113,7 +136,9 @@ impl StreamGen {
         let d = self.sched.current();
         let mut bytes = 0;
         for _ in 0..d.frames {
-            bytes += u64::from(self.cfg.sizes.next(self.built, &mut self.size_rng));
+            let vi = self.cfg.pick.pick(self.built, &mut self.pick_rng);
+            let v = &self.cfg.variants[vi];
+            bytes += u64::from(v.sizes.next(self.vbuilt[vi], &mut self.size_rng));
         }
         self.sched.advance(bytes);
         d.frames

@@ -204,3 +204,43 @@ fn distributions_whose_mean_cannot_converge_are_refused() {
         );
     }
 }
+
+#[test]
+fn variant_and_size_sequence_errors() {
+    let t = "[stream.timing]\nrate_pps = 1\n";
+    let m = compile_err(
+        &format!("[[stream]]\nsize = 64\n{t}[[stream.variant]]\nsize = 64\n"),
+        None,
+    );
+    assert!(
+        m.starts_with("stream[0]: the stream has [[stream.variant]] tables and its own"),
+        "{m}"
+    );
+    let m = compile_err(&format!("[[stream]]\n{t}[[stream.variant]]\nweight = 2\n"), None);
+    assert!(
+        m.starts_with("stream[0].variant[0].weight: `weight` does not apply to variant_order = \"sequence\""),
+        "{m}"
+    );
+    let m = compile_err(
+        &format!("[[stream]]\nvariant_order = \"random\"\n{t}[[stream.variant]]\nweight = 0\n"),
+        None,
+    );
+    assert!(m.starts_with("stream[0].variant[0].weight: weight is 0"), "{m}");
+    let m = compile_err(
+        &format!("[[stream]]\n{t}[[stream.variant]]\n[[stream.variant]]\nsize = 9000000\n"),
+        None,
+    );
+    assert!(m.starts_with("stream[0].variant[1].size"), "{m}");
+    let m = compile_err(&format!("[[stream]]\nsize = {{ list = [64, 20] }}\n{t}"), None);
+    assert!(m.contains("frame size 20 B is outside 64..=16384"), "{m}");
+    let m = compile_err(
+        &format!("[[stream]]\nsize = {{ list = [64], imix = \"simple\" }}\n{t}"),
+        None,
+    );
+    assert!(m.contains("more than one of list, ramp, imix and kind"), "{m}");
+    let m = compile_err(
+        &format!("[[stream]]\nsize = {{ ramp = [64, 128], step = 0 }}\n{t}"),
+        None,
+    );
+    assert!(m.starts_with("stream[0].size.step: step is 0"), "{m}");
+}

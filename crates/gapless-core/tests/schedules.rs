@@ -27,6 +27,8 @@ fn spec(kind: DistKind) -> DistSpec {
         scale: None,
         spread: None,
         file: None,
+        pdf: None,
+        support_us: None,
         mean: None,
         min: None,
         max: None,

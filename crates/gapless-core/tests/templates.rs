@@ -348,7 +348,7 @@ fn patched_tx_timestamp_keeps_checksums_valid() {
         for k in 0..64u64 {
             let len = g.build(&mut buf, 0);
             let ts = 0x0123_4567_89ab_cdef_u64.wrapping_mul(k + 1);
-            g.cfg.template.patch_tx_ns(&mut buf[..len], ts);
+            g.template(0).patch_tx_ns(&mut buf[..len], ts);
             let c = check(&buf[..len]);
             assert_eq!(c.sig.unwrap().tx_ns, ts, "{l4} {ip}");
         }
@@ -409,7 +409,11 @@ fn ops_on_the_same_bytes_compose_and_keep_the_checksum() {
         rate_pps = 1
         "#,
     );
-    assert!(!p.streams[0].ops[0].rmw && p.streams[0].ops[1].rmw && p.streams[0].ops[3].rmw);
+    assert!(
+        !p.streams[0].variants[0].ops[0].rmw
+            && p.streams[0].variants[0].ops[1].rmw
+            && p.streams[0].variants[0].ops[3].rmw
+    );
     let mut g = StreamGen::new(p.streams[0].clone());
     let mut buf = vec![0u8; 100];
     for k in 0..6usize {

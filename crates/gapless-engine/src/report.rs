@@ -468,10 +468,10 @@ pub fn profile_text(label: &str, p: &Profile) -> String {
             s.id,
             si(s.target_pps, "pps"),
             si(s.target_bps_l1, "bit/s"),
-            s.sizes.min(),
-            s.sizes.max(),
+            s.min_size(),
+            s.max_size(),
             s.mean_size,
-            s.ops.len()
+            s.variants.iter().map(|v| v.ops.len()).sum::<usize>()
         ));
     }
     t

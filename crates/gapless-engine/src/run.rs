@@ -140,12 +140,13 @@ fn stamp_and_send(
     backend: &mut dyn TxBackend,
     lens: &[usize],
     ats: &[u64],
+    variants: &[u16],
     stamp_real: bool,
 ) -> Result<usize, gapless_io::IoError> {
     if stamp_real {
         let ts = RunClock::realtime_now_ns();
-        for (j, &len) in lens.iter().enumerate() {
-            g.cfg.template.patch_tx_ns(&mut backend.buf(j)[..len], ts);
+        for (j, (&len, &v)) in lens.iter().zip(variants).enumerate() {
+            g.template(v).patch_tx_ns(&mut backend.buf(j)[..len], ts);
         }
     }
     backend.send(lens, ats)
@@ -251,7 +252,7 @@ fn send_loop(
                 } else {
                     0
                 };
-                let left = stamp_and_send(c.g, c.out.0, c.lens, c.ats, t.stamp_real)?.min(c.lens.len());
+                let left = stamp_and_send(c.g, c.out.0, c.lens, c.ats, c.variants, t.stamp_real)?.min(c.lens.len());
                 if t.pace {
                     live.lag_ns.store(t_send.saturating_sub(c.at), Ordering::Relaxed);
                 }

@@ -16,6 +16,7 @@ use gapless_core::plan::{self, Plan};
 use gapless_core::result::{CoreLoad, RunResult};
 use gapless_core::schedule::Pattern;
 use gapless_core::spec::BackendKind;
+use gapless_core::variant::Variant;
 use gapless_core::Profile;
 use gapless_io::afpacket::{AfPacketRingTx, AfPacketTx};
 use gapless_io::afxdp::{AfXdpTx, XdpMode, UMEM_FRAME};
@@ -366,26 +367,33 @@ fn open_backend(spec: &RunSpec, profile: &Profile, w: usize) -> Result<Box<dyn T
 /// Every frame fits the interface's MTU (and an AF_XDP UMEM frame).
 fn check_frames(p: &Profile, info: &IfaceInfo, socket: TxSocket) -> Result<(), IoError> {
     for s in &p.streams {
-        let vlan_extra = if s.template.layout.vlan_tci.is_empty() { 0 } else { 4 };
-        let max = info.mtu as usize + 14 + vlan_extra + 4;
-        let frame = s.sizes.max() as usize;
-        if frame > max {
-            return Err(IoError::FrameTooLarge {
-                stream: s.name.clone(),
-                iface: info.name.clone(),
-                frame,
-                mtu: info.mtu,
-                max,
-                need: frame - 14 - vlan_extra - 4,
-            });
+        for v in &s.variants {
+            check_frame(&s.name, v, info, socket)?;
         }
-        if matches!(socket, TxSocket::AfXdp { .. }) && frame - 4 > UMEM_FRAME {
-            return Err(IoError::XdpFrameTooLarge {
-                stream: s.name.clone(),
-                frame,
-                max: UMEM_FRAME + 4,
-            });
-        }
+    }
+    Ok(())
+}
+
+fn check_frame(stream: &str, v: &Variant, info: &IfaceInfo, socket: TxSocket) -> Result<(), IoError> {
+    let vlan_extra = if v.template.layout.vlan_tci.is_empty() { 0 } else { 4 };
+    let max = info.mtu as usize + 14 + vlan_extra + 4;
+    let frame = v.sizes.max() as usize;
+    if frame > max {
+        return Err(IoError::FrameTooLarge {
+            stream: stream.to_string(),
+            iface: info.name.clone(),
+            frame,
+            mtu: info.mtu,
+            max,
+            need: frame - 14 - vlan_extra - 4,
+        });
+    }
+    if matches!(socket, TxSocket::AfXdp { .. }) && frame - 4 > UMEM_FRAME {
+        return Err(IoError::XdpFrameTooLarge {
+            stream: stream.to_string(),
+            frame,
+            max: UMEM_FRAME + 4,
+        });
     }
     Ok(())
 }
