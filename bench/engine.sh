@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Engine cost: ns per frame on the null backend (frames built and dropped, unpaced), for one
-# stream without field ops and one with 4 field ops (2 inc, 2 random). 5 interleaved runs of
+# stream without field ops, one with 4 field ops (2 inc, 2 random), and one of each pattern of
+# issue 12 (pdf gaps, self-similar, a varying rate, cycling variants). 5 interleaved runs of
 # 20 M frames each; prints every run and the medians, and appends the raw lines to
 # bench/results/engine-<UTC time>.txt. Goal: under 50 ns per frame (> 20 Mpps per core).
 #
@@ -50,12 +51,21 @@ to = 100
 rate_pps = 5e8
 count = 20_000_000
 P
+# The patterns of issue 12 (goal: none above 100 ns per frame).
+pat() { printf '[[stream]]\nsize = 64\n%s\n[stream.timing]\nrate_pps = 5e8\ncount = 20_000_000\n%s\n' "$1" "$2" > "$tmp/$3.toml"; }
+pat "" 'pattern = "distribution"
+dist = { kind = "pdf", pdf = "x^2 * exp(-x/3)", support_us = [0, 60] }' pdf
+pat "" 'pattern = "self_similar"
+self_similar = { hurst = 0.8, slot_us = 1 }' selfsim
+pat "" 'vary = { kind = "sine", amplitude = 0.5, period_s = 0.01 }' sine
+printf '[[stream]]\n[stream.timing]\nrate_pps = 5e8\ncount = 20_000_000\n[[stream.variant]]\nsize = 64\nrepeat = 3\n[[stream.variant]]\nsize = { ramp = [64, 1518] }\n[stream.variant.template]\nl4 = "tcp"\n' > "$tmp/cycle.toml"
+PROFILES=${PROFILES:-one four pdf selfsim sine cycle}
 mkdir -p bench/results
 out=bench/results/engine-$(date -u +%Y%m%dT%H%M%SZ).txt
 echo "# $(uname -r) $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2) $(git rev-parse --short HEAD 2>/dev/null)" > "$out"
 for G in "$@"; do echo "# binary $G $(sha256sum "$G" | cut -c1-12)" >> "$out"; done
 for rep in $(seq "${REPS:-5}"); do
-  for p in one four; do
+  for p in $PROFILES; do
     for G in "$@"; do
       n=$(insn "$G" run "$tmp/$p.toml" --null --json "$tmp/r.json" -q || true)
       python3 -c "import json,sys; r=json.load(open('$tmp/r.json')); n='${n:-}'; print('$p', $rep, '$G', r['sent_frames'], r['duration_ns'], '%.1f' % (r['duration_ns']/r['sent_frames']), '%.1f' % (int(n)/r['sent_frames']) if n else '-')" | tee -a "$out"
@@ -64,9 +74,13 @@ for rep in $(seq "${REPS:-5}"); do
 done
 python3 - "$out" <<'PY'
 import statistics, sys
+LABELS = {"one": "1 stream, no field ops", "four": "1 stream, 4 field ops", "pdf": "pdf gaps",
+          "selfsim": "self-similar fGn (1 µs slots)", "sine": "sine-varying rate",
+          "cycle": "2 variants, 3:1, one with a size ramp"}
 rows = [l.split() for l in open(sys.argv[1]) if not l.startswith("#")]
 bins = list(dict.fromkeys(r[2] for r in rows))
-for name, label in (("one", "1 stream, no field ops"), ("four", "1 stream, 4 field ops")):
+for name in dict.fromkeys(r[0] for r in rows):
+    label = LABELS.get(name, name)
     base = None
     for b in bins:
         v = [float(r[5]) for r in rows if r[0] == name and r[2] == b]
@@ -80,7 +94,7 @@ PY
 # marginal count between 1 M and 2 M frames cancels start-up and calibration.
 if command -v valgrind >/dev/null; then
   for G in "$@"; do
-    for p in one four; do
+    for p in $PROFILES; do
       ir=()
       for n in 1000000 2000000; do
         sed "s/count = .*/count = $n/" "$tmp/$p.toml" > "$tmp/cg.toml"

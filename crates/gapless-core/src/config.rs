@@ -1,7 +1,11 @@
 //! Validation: [`ProfileSpec`] -> [`Profile`], a compiled configuration that cannot fail at
 //! run time. Every error names the field path and the fix.
 
+use std::sync::Arc;
+
 use rand::{Rng, RngExt};
+
+use crate::curve::RateCurve;
 
 use crate::dist::{FileLoader, ScaledDist, UnitDist};
 use crate::error::ProfileError;
@@ -13,6 +17,7 @@ use crate::spec::{
 };
 use crate::template::{Template, FCS_LEN};
 use crate::variant::{compile_pick, Variant, VariantPick};
+use crate::varying;
 
 /// Largest frame (with FCS) a template may have.
 pub const MAX_FRAME: u32 = 16_384;
@@ -44,6 +49,12 @@ pub enum SizeGen {
     },
     /// A fixed interleaved cycle.
     Cycle(Vec<u32>),
+    /// Sizes known by their range only: a replayed capture's frames.
+    Range {
+        min: u32,
+        max: u32,
+        mean: f64,
+    },
 }
 
 impl SizeGen {
@@ -59,6 +70,7 @@ impl SizeGen {
                 sizes[cum.partition_point(|&c| c <= x)]
             }
             SizeGen::Cycle(c) => c[(k % c.len() as u64) as usize],
+            SizeGen::Range { mean, .. } => mean.round() as u32,
         }
     }
 
@@ -67,6 +79,7 @@ impl SizeGen {
             SizeGen::Fixed(s) => *s,
             SizeGen::Dist(d) => d.min().round() as u32,
             SizeGen::Imix { sizes, .. } | SizeGen::Cycle(sizes) => *sizes.iter().min().expect("non-empty"),
+            SizeGen::Range { min, .. } => *min,
         }
     }
 
@@ -75,6 +88,7 @@ impl SizeGen {
             SizeGen::Fixed(s) => *s,
             SizeGen::Dist(d) => d.max().round() as u32,
             SizeGen::Imix { sizes, .. } | SizeGen::Cycle(sizes) => *sizes.iter().max().expect("non-empty"),
+            SizeGen::Range { max, .. } => *max,
         }
     }
 
@@ -92,6 +106,7 @@ impl SizeGen {
                 acc / prev as f64
             }
             SizeGen::Cycle(c) => c.iter().map(|s| f64::from(*s)).sum::<f64>() / c.len() as f64,
+            SizeGen::Range { mean, .. } => *mean,
         }
     }
 }
@@ -141,6 +156,12 @@ pub struct StreamConfig {
     /// `core` from the profile: the send loop the whole stream runs on.
     pub core: Option<usize>,
     pub split: SplitKind,
+    /// A time-varying rate (vary, or a self-similar fGn): a factor on `rate` over time.
+    pub curve: Option<Arc<RateCurve>>,
+    /// The parameters of a varying or self-similar pattern and what its schedule achieved.
+    pub pattern_report: Option<serde_json::Value>,
+    /// A replayed capture: its frames, and its timing unless `rate` is fixed.
+    pub replay: Option<crate::replay::Replay>,
 }
 
 impl StreamConfig {
@@ -479,7 +500,7 @@ fn check_convergence(pattern: &Pattern, seed: u64, tpath: &str) -> Result<(), Pr
     let (unit, key) = match pattern {
         Pattern::Random(u) => (u, "dist"),
         Pattern::OnOff { off, .. } => (off, "off"),
-        Pattern::Cbr => return Ok(()),
+        Pattern::Cbr | Pattern::OnOffAggregate(_) => return Ok(()),
     };
     if matches!(
         unit,
@@ -717,6 +738,8 @@ fn compile_pattern(
             Pattern::Random(u)
         }
         PatternKind::Bursty => compile_bursty(t, tpath, rate, mean_size, files)?,
+        // Replaced by varying::compile (the on/off aggregate), or CBR under an fGn curve.
+        PatternKind::SelfSimilar => Pattern::Cbr,
     })
 }
 
@@ -855,7 +878,16 @@ fn compile_stream(
     let path = format!("stream[{i}]");
     let tpath = format!("{path}.timing");
     let seed = derive_seed(p.seed.unwrap_or(1), i as u64, 0);
-    let (variants, pick) = compile_variants(s, seed, &path, files)?;
+    let (variants, pick, replay) = match &s.replay {
+        Some(r) => {
+            let (v, rp) = crate::replay::compile(s, r, &path, seed, files)?;
+            (vec![v], VariantPick::One, Some(rp))
+        }
+        None => {
+            let (v, p) = compile_variants(s, seed, &path, files)?;
+            (v, p, None)
+        }
+    };
     let mean_size = mean_size_of(&variants, &pick);
     let t = &s.timing;
     let link = p.link_speed_bps.or(link);
@@ -866,7 +898,12 @@ fn compile_stream(
         && [t.rate_pps, t.rate_bps_l1, t.rate_bps_l2, t.rate_pct]
             .iter()
             .all(Option::is_none);
-    let mut rate = compile_rate(t, &tpath, link, is_empirical_abs)?;
+    let file_timing = replay.as_ref().filter(|r| !r.fixed_rate);
+    let mut rate = compile_rate(t, &tpath, link, is_empirical_abs || file_timing.is_some())?;
+    if let Some(r) = file_timing {
+        // The file's mean rate at its speed (a single frame: any rate, it leaves at once).
+        rate = Rate::Pps(r.stats.mean_pps().unwrap_or(1.0) * r.speed);
+    }
     let burst = t.burst.unwrap_or(1);
     if burst == 0 {
         return Err(ProfileError::invalid(
@@ -885,9 +922,23 @@ fn compile_stream(
             "give the rate in frames (rate_pps), or one frame size",
         ));
     }
-    let target_pps = rate.pps_for(mean_size);
+    let given_pps = rate.pps_for(mean_size);
+    let horizon = duration_ns
+        .map(|d| d as f64)
+        .or(t.count.map(|c| c as f64 * 1e9 / given_pps));
+    let vary = varying::compile(t, &tpath, given_pps, horizon, seed, files)?;
+    let pattern = vary.pattern.clone().unwrap_or(pattern);
+    if vary.curve.is_some() && s.split == SplitKind::Phase {
+        return Err(ProfileError::invalid(
+            format!("{path}.split"),
+            "split = \"phase\" needs a fixed gap, but this stream's rate varies",
+            "remove split, or the stream's vary / self_similar",
+        ));
+    }
+    let target_pps = given_pps * vary.mean_factor;
     let target_bps_l1 = target_pps * (mean_size + L1_OVERHEAD_BYTES as f64) * 8.0;
-    if target_pps > MAX_RATE_PPS {
+    let peak_bps_l1 = given_pps * vary.peak_factor * (mean_size + L1_OVERHEAD_BYTES as f64) * 8.0;
+    if given_pps * vary.peak_factor > MAX_RATE_PPS {
         return Err(ProfileError::invalid(
             &tpath,
             format!("{target_pps:.4e} frames/s is above what any link carries (400 GbE at 64 B is 595 Mpps)"),
@@ -896,12 +947,12 @@ fn compile_stream(
     }
     check_convergence(&pattern, seed, &tpath)?;
     if let Some(l) = link {
-        if target_bps_l1 > l * 1.000_001 {
+        if peak_bps_l1 > l * 1.000_001 {
             return Err(ProfileError::invalid(
                 &tpath,
                 format!(
-                    "the rate is {:.4} Gbit/s at L1, above the link speed of {:.4} Gbit/s",
-                    target_bps_l1 / 1e9,
+                    "the rate peaks at {:.4} Gbit/s at L1, above the link speed of {:.4} Gbit/s",
+                    peak_bps_l1 / 1e9,
                     l / 1e9
                 ),
                 "lower the rate, or raise link_speed_bps if the link is faster",
@@ -918,7 +969,10 @@ fn compile_stream(
         pattern,
         rate,
         burst,
-        count: t.count,
+        count: match replay.as_ref().and_then(|r| r.total_frames()) {
+            Some(n) => Some(t.count.map_or(n, |c| c.min(n))),
+            None => t.count,
+        },
         duration_ns,
         start_offset_ns: t.start_offset_ns,
         seed,
@@ -929,6 +983,36 @@ fn compile_stream(
         lane: 0,
         core: s.core,
         split: s.split,
+        curve: vary.curve,
+        pattern_report: vary.report.or(replay.as_ref().map(replay_report)),
+        replay,
+    })
+    .map(|mut c| {
+        if let Some(mut r) = c.pattern_report.take() {
+            if r["kind"] == "self_similar" {
+                let sched = crate::stream::schedule_of(&c);
+                varying::achieved(
+                    &mut r,
+                    sched,
+                    (c.count, c.duration_ns),
+                    c.mean_gap_ns(),
+                    c.mean_size.round() as u64,
+                );
+            }
+            c.pattern_report = Some(r);
+        }
+        c
+    })
+}
+
+/// What `check` and the result file say of a replayed capture.
+fn replay_report(r: &crate::replay::Replay) -> serde_json::Value {
+    let s = &r.stats;
+    serde_json::json!({
+        "kind": "replay", "file": r.path, "frames": s.frames, "duration_s": s.span_ns() as f64 / 1e9,
+        "mean_pps": s.mean_pps(), "resolution": s.resolution, "bytes": s.bytes,
+        "min_len": s.min_len, "max_len": s.max_len, "backwards": s.backwards, "cut": s.cut,
+        "speed": r.speed, "loops": r.loops, "timing": if r.fixed_rate { "fixed rate" } else { "file" },
     })
 }
 
@@ -939,6 +1023,7 @@ fn spread_phases(streams: &mut [StreamConfig]) {
         .iter()
         .enumerate()
         .filter(|(_, s)| matches!(s.pattern, Pattern::Cbr) && s.start_offset_ns == 0)
+        .filter(|(_, s)| s.replay.as_ref().is_none_or(|r| r.fixed_rate))
         .map(|(i, _)| i)
         .collect();
     let n = cbr.len() as f64;

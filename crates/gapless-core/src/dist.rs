@@ -15,6 +15,19 @@ use crate::spec::{DistKind, DistSpec};
 /// Reads the files a profile names (empirical tables). The core does no IO itself.
 pub trait FileLoader {
     fn load(&self, path: &str) -> Result<String, String>;
+    /// Opens a capture to replay, after a scan of it.
+    fn capture(
+        &self,
+        path: &str,
+    ) -> Result<
+        (
+            std::sync::Arc<dyn crate::replay::CaptureSource>,
+            crate::replay::CaptureStats,
+        ),
+        String,
+    > {
+        Err(format!("no capture access here (asked for {path})"))
+    }
 }
 
 /// A loader that refuses every file, for profiles that must not read any.

@@ -10,20 +10,25 @@
 
 pub mod checksum;
 pub mod config;
+pub mod curve;
 pub mod dist;
 pub mod error;
 pub mod fields;
+pub mod hurst;
 pub mod meter;
 pub mod pdf;
 pub mod plan;
+pub mod replay;
 pub mod result;
 pub mod sched;
 pub mod schedule;
+pub mod selfsim;
 pub mod signature;
 pub mod spec;
 pub mod stream;
 pub mod template;
 pub mod variant;
+pub mod varying;
 pub mod verdict;
 
 pub use config::{CompileCtx, Profile, StreamConfig};

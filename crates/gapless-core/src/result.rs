@@ -124,6 +124,10 @@ pub struct StreamTx {
     /// How the stream was shared out over several send loops.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub split: Option<SplitSummary>,
+    /// A varying or self-similar pattern: its parameters and what its schedule achieved
+    /// (for self-similar traffic, the Hurst parameter measured on the departure counts).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pattern: Option<serde_json::Value>,
 }
 
 /// A stream shared out over send loops, and the precision the split kept on the TX side.

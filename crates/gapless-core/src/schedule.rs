@@ -9,10 +9,14 @@
 //! unit-mean random variable (1 for CBR). The target mean rate therefore holds for any size
 //! mix and any gap distribution.
 
+use std::sync::Arc;
+
 use rand::SeedableRng;
 use rand_xoshiro::Xoshiro256PlusPlus;
 
+use crate::curve::{Cursor, RateCurve};
 use crate::dist::{ScaledDist, UnitDist};
+use crate::selfsim::OnOffAggregate;
 
 /// L1 overhead per frame: preamble + SFD (8 B) and inter-frame gap (12 B).
 pub const L1_OVERHEAD_BYTES: u64 = 20;
@@ -61,6 +65,8 @@ pub enum Pattern {
         off: UnitDist,
         peak_gap_ns: Option<f64>,
     },
+    /// The aggregate of Pareto on/off sources (self-similar): its own times, one frame each.
+    OnOffAggregate(Box<OnOffAggregate>),
 }
 
 /// One departure: an absolute time and the frames that leave at it.
@@ -87,6 +93,9 @@ pub struct Schedule {
     burst_start: f64,
     burst_frames: u32,
     burst_bytes: u64,
+    /// A time-varying rate: `t` is operational time, and departures leave at Λ⁻¹(t).
+    curve: Option<Arc<RateCurve>>,
+    cursor: Cursor,
 }
 
 impl Schedule {
@@ -109,9 +118,23 @@ impl Schedule {
             burst_start: 0.0,
             burst_frames: 0,
             burst_bytes: 0,
+            curve: None,
+            cursor: Cursor::default(),
         };
         s.start_burst_if_onoff();
+        if let Pattern::OnOffAggregate(a) = &mut s.pattern {
+            s.t = a.next_time();
+            s.cur.frames = 1;
+            s.set_at();
+        }
         s
+    }
+
+    /// The same schedule with its rate times `curve`'s factor over time.
+    pub fn with_curve(mut self, curve: Option<Arc<RateCurve>>) -> Schedule {
+        self.curve = curve;
+        self.set_at();
+        self
     }
 
     fn start_burst_if_onoff(&mut self) {
@@ -146,13 +169,20 @@ impl Schedule {
 
     #[inline]
     fn set_at(&mut self) {
-        self.cur.at_ns = self.origin_ns + self.t as u64;
+        let t = match &self.curve {
+            None => self.t,
+            Some(c) => c.inverse(self.t, &mut self.cursor),
+        };
+        self.cur.at_ns = self.origin_ns + t as u64;
     }
 
     /// Moves past the current departure, whose frames had `bytes` bytes in total (with FCS).
     #[inline]
     pub fn advance(&mut self, bytes: u64) {
         let frames = self.cur.frames;
+        if let Pattern::OnOffAggregate(a) = &mut self.pattern {
+            self.t = a.next_time();
+        }
         match &self.pattern {
             Pattern::Cbr => {
                 let g = self.rate.cost_ns(frames, bytes);
@@ -163,6 +193,7 @@ impl Schedule {
                 let g = self.rate.cost_ns(frames, bytes) * x;
                 self.add(g);
             }
+            Pattern::OnOffAggregate(_) => {}
             Pattern::OnOff { off, peak_gap_ns, .. } => {
                 self.burst_bytes += bytes;
                 self.burst_left -= 1;
@@ -179,8 +210,10 @@ impl Schedule {
                 }
             }
         }
-        if !matches!(self.pattern, Pattern::OnOff { .. }) {
-            self.cur.frames = self.burst;
+        match self.pattern {
+            Pattern::OnOff { .. } => {}
+            Pattern::OnOffAggregate(_) => self.cur.frames = 1,
+            _ => self.cur.frames = self.burst,
         }
         self.set_at();
     }

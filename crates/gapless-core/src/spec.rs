@@ -119,6 +119,8 @@ pub struct StreamSpec {
     /// times in turn; round robin when every repeat is 1) or `random` (by `weight`).
     #[serde(default)]
     pub variant_order: VariantOrder,
+    /// Send a capture's frames at its own timing (or at the timing's rate, when it gives one).
+    pub replay: Option<ReplaySpec>,
     pub timing: TimingSpec,
     /// Append the signature trailer (default true).
     #[serde(default = "yes")]
@@ -165,6 +167,18 @@ pub struct VariantSpec {
     pub weight: Option<u32>,
     /// `variant_order = "sequence"`: frames in a row before the next variant (default 1).
     pub repeat: Option<u32>,
+}
+
+/// `[stream.replay]`.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReplaySpec {
+    /// A pcap or pcapng capture of Ethernet frames, relative to the profile.
+    pub file: String,
+    /// The file's timing divided by this (2 = twice as fast); default 1.
+    pub speed: Option<f64>,
+    /// Times through the file, timing continuous across loops; 0 = until stopped. Default 1.
+    pub loops: Option<u64>,
 }
 
 /// `variant_order`.
@@ -392,6 +406,66 @@ pub struct TimingSpec {
     /// Delay of the stream's first departure after the run's start.
     #[serde(default)]
     pub start_offset_ns: u64,
+    /// A rate that changes over time: a factor on the stream's rate (1.0 = the rate given).
+    pub vary: Option<VarySpec>,
+    /// For `self_similar`: the Hurst parameter and how the rate is modulated.
+    pub self_similar: Option<SelfSimilarSpec>,
+}
+
+/// `[stream.timing.vary]`: the stream's rate times a factor that follows a curve over the
+/// stream's time (from its first departure). After a ramp, steps or a trace, the last factor
+/// holds.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct VarySpec {
+    /// `ramp`, `steps`, `sine` or `trace`.
+    pub kind: VaryKind,
+    /// ramp: the factor at the start and at the end, and the ramp's length.
+    pub from: Option<f64>,
+    pub to: Option<f64>,
+    pub over_s: Option<f64>,
+    /// steps: [[time_s, factor], ...] from time 0, each factor held until the next.
+    pub steps: Option<Vec<[f64; 2]>>,
+    /// sine: 1 + amplitude · sin(2π t / period_s), amplitude in [0, 1].
+    pub amplitude: Option<f64>,
+    pub period_s: Option<f64>,
+    /// trace: a file of `time_s, factor` lines (with rate_pps = 1 the factors are frames/s).
+    pub file: Option<String>,
+    /// trace: `linear` (default) or `step` between its points.
+    pub interpolate: Option<String>,
+}
+
+/// Kinds of rate curve.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum VaryKind {
+    Ramp,
+    Steps,
+    Sine,
+    Trace,
+}
+
+/// `self_similar = { ... }`: a rate whose fluctuations are long-range dependent.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct SelfSimilarSpec {
+    /// The Hurst parameter, in (0.5, 1). Or `alpha`: H = (3 - alpha) / 2.
+    pub hurst: Option<f64>,
+    /// The Pareto shape of the on/off construction's periods, in (1, 2).
+    pub alpha: Option<f64>,
+    /// `fgn` (default: fractional Gaussian noise, Davies–Harte, modulates the rate per slot)
+    /// or `onoff` (the aggregate of `sources` Pareto on/off sources).
+    pub method: Option<String>,
+    /// fgn: the rate's coefficient of variation per slot (default 0.3).
+    pub cv: Option<f64>,
+    /// fgn: the slot in µs (default 100).
+    pub slot_us: Option<f64>,
+    /// onoff: the number of sources (default 32).
+    pub sources: Option<u32>,
+    /// onoff: the frame rate of a source while on (default: 4 × rate / sources).
+    pub on_rate_pps: Option<f64>,
+    /// onoff: the mean on period, ms (default 10).
+    pub mean_on_ms: Option<f64>,
 }
 
 /// Departure-time pattern.
@@ -403,6 +477,9 @@ pub enum PatternKind {
     Poisson,
     Bursty,
     Distribution,
+    /// Long-range dependent traffic (`self_similar = { hurst = 0.8 }`).
+    #[serde(rename = "self_similar")]
+    SelfSimilar,
 }
 
 /// A number, or a distribution table.

@@ -8,8 +8,20 @@ use crate::schedule::{Departure, Schedule};
 use crate::signature::{Signature, SIG_LEN};
 use crate::template::FCS_LEN;
 
+/// The stream's schedule, as its generator runs it.
+pub fn schedule_of(cfg: &StreamConfig) -> Schedule {
+    Schedule::new(
+        cfg.pattern.clone(),
+        cfg.rate,
+        cfg.burst,
+        cfg.start_offset_ns,
+        derive_seed(cfg.seed, 3, 0),
+    )
+    .with_curve(cfg.curve.clone())
+}
+
 /// The run-time state of one stream. Pure: the caller supplies buffers and timestamps.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct StreamGen {
     pub cfg: StreamConfig,
     sched: Schedule,
@@ -23,6 +35,9 @@ pub struct StreamGen {
     op_state: Vec<Vec<u64>>,
     /// The variant of the frame built last.
     last: u16,
+    /// A replayed capture being read, and the time its file timing counts from.
+    replay: Option<crate::replay::ReplayState>,
+    replay_origin: u64,
     /// Frames still allowed by `count`.
     remaining: Option<u64>,
     /// Departures at or after this time (ns since the run's start) are not made.
@@ -31,13 +46,7 @@ pub struct StreamGen {
 
 impl StreamGen {
     pub fn new(cfg: StreamConfig) -> StreamGen {
-        let sched = Schedule::new(
-            cfg.pattern.clone(),
-            cfg.rate,
-            cfg.burst,
-            cfg.start_offset_ns,
-            derive_seed(cfg.seed, 3, 0),
-        );
+        let sched = schedule_of(&cfg);
         let end_ns = cfg.duration_ns.map(|d| cfg.start_offset_ns + d);
         let mut g = StreamGen {
             field_rng: Xoshiro256PlusPlus::seed_from_u64(derive_seed(cfg.seed, 1, 0)),
@@ -48,6 +57,8 @@ impl StreamGen {
             vbuilt: vec![0; cfg.variants.len()],
             op_state: cfg.variants.iter().map(|v| vec![0; v.ops.len()]).collect(),
             last: 0,
+            replay: cfg.replay.clone().map(crate::replay::ReplayState::new),
+            replay_origin: cfg.start_offset_ns,
             cfg,
             sched,
             built: 0,
@@ -65,7 +76,15 @@ impl StreamGen {
     /// The next departure, or `None` when the stream has ended.
     #[inline]
     pub fn next_departure(&self) -> Option<Departure> {
-        let d = self.sched.current();
+        let d = match &self.replay {
+            None => self.sched.current(),
+            Some(r) if !r.has_next() => return None,
+            Some(r) if self.cfg.replay.as_ref().is_some_and(|c| c.fixed_rate) => self.sched.current(),
+            Some(r) => Departure {
+                at_ns: self.replay_origin + r.next_rel_ns()?,
+                frames: 1,
+            },
+        };
         if self.remaining == Some(0) || self.end_ns.is_some_and(|e| d.at_ns >= e) {
             return None;
         }
@@ -76,6 +95,14 @@ impl StreamGen {
     /// length (without FCS). `buf` must hold the stream's largest frame.
     #[inline]
     pub fn build(&mut self, buf: &mut [u8], tx_ns: u64) -> usize {
+        if let Some(r) = &mut self.replay {
+            let len = r.take(buf);
+            self.built += 1;
+            if let Some(r) = &mut self.remaining {
+                *r -= 1;
+            }
+            return len;
+        }
         let k = self.built;
         let vi = self.cfg.pick.pick(k, &mut self.pick_rng);
         let v = &self.cfg.variants[vi];
@@ -133,6 +160,12 @@ impl StreamGen {
     /// Drops the current departure without building it (the `skip` policy). Sizes are drawn
     /// so that a bit-rate schedule keeps its pace.
     pub fn skip(&mut self) -> u32 {
+        if let Some(r) = &mut self.replay {
+            let len = r.next_len() as u64 + 4;
+            r.take(&mut [0u8; 0]);
+            self.sched.advance(len);
+            return 1;
+        }
         let d = self.sched.current();
         let mut bytes = 0;
         for _ in 0..d.frames {
@@ -147,6 +180,7 @@ impl StreamGen {
     /// Moves the rest of the schedule later (the `shift` policy).
     pub fn shift(&mut self, ns: u64) {
         self.sched.shift(ns);
+        self.replay_origin += ns;
         if let Some(e) = &mut self.end_ns {
             *e += ns;
         }

@@ -172,6 +172,7 @@ pub fn build_result(profile: &Profile, stats: &RunStats, meta: &RunMeta) -> RunR
             }),
             cores: meta.stream_cores.get(cfg.index).cloned().unwrap_or_default(),
             split: (cfg.lanes > 1).then(|| split_summary(cfg, &lateness)),
+            pattern: cfg.pattern_report.clone(),
         });
     }
     let sent: u64 = streams.iter().map(|s| s.sent_frames).sum();
@@ -473,6 +474,83 @@ pub fn profile_text(label: &str, p: &Profile) -> String {
             s.mean_size,
             s.variants.iter().map(|v| v.ops.len()).sum::<usize>()
         ));
+        t.push_str(&pattern_lines(s));
+    }
+    t
+}
+
+/// What `check` says of a stream's variants and varying or self-similar pattern.
+fn pattern_lines(s: &gapless_core::StreamConfig) -> String {
+    let mut t = String::new();
+    if s.variants.len() > 1 {
+        let shares = s.pick.shares(s.variants.len());
+        let parts: Vec<String> = s
+            .variants
+            .iter()
+            .zip(shares)
+            .map(|(v, w)| format!("{} {:.1} %", v.name, w * 100.0))
+            .collect();
+        t.push_str(&format!("    variants ({}): {}\n", s.pick.describe(), parts.join(", ")));
+    }
+    if let gapless_core::schedule::Pattern::Random(gapless_core::dist::UnitDist::Pdf(p)) = &s.pattern {
+        t.push_str(&format!(
+            "    gaps from the pdf {:?} on [{:.3}, {:.3}] µs, mean {:.3} µs (scaled to the rate when one is given)\n",
+            p.formula,
+            p.quantile(0.0) / 1e3,
+            p.quantile(1.0) / 1e3,
+            p.mean() / 1e3
+        ));
+    }
+    let Some(r) = &s.pattern_report else { return t };
+    let f = |k: &str| r[k].as_f64().unwrap_or(f64::NAN);
+    let a = &r["achieved"];
+    let af = |k: &str| a[k].as_f64().map_or("-".to_string(), |v| format!("{v:.3}"));
+    match (r["kind"].as_str(), r["method"].as_str()) {
+        (Some("replay"), _) => t.push_str(&format!(
+            "    replay {}: {} frames ({} stamps) over {:.6} s, mean {}; {} timing, speed {}, loops {}{}\n",
+            r["file"],
+            r["frames"],
+            r["resolution"].as_str().unwrap_or("?"),
+            f("duration_s"),
+            si(f("mean_pps"), "pps"),
+            r["timing"].as_str().unwrap_or("?"),
+            f("speed"),
+            r["loops"].as_u64().map_or("until stopped".into(), |l| l.to_string()),
+            match (r["backwards"].as_u64(), r["cut"].as_u64()) {
+                (Some(b), _) if b > 0 =>
+                    format!("; {b} frames stamped before the one before them leave right after it"),
+                (_, Some(c)) if c > 0 => format!("; {c} frames cut by the snap length are sent as captured"),
+                _ => String::new(),
+            }
+        )),
+        (Some("vary"), _) => t.push_str(&format!(
+            "    rate varies ({}): mean x{:.3}, peak x{:.3} of the rate given\n",
+            r["curve"].as_str().unwrap_or("?"),
+            f("mean_factor"),
+            f("peak_factor")
+        )),
+        (Some("self_similar"), Some(m)) => {
+            let how = if m == "fgn" {
+                format!("fGn, cv {}, slot {} µs, {} slots", f("cv"), f("slot_us"), f("slots"))
+            } else {
+                format!(
+                    "{} on/off sources at {} pps while on",
+                    f("sources"),
+                    si(f("on_rate_pps"), "pps")
+                )
+            };
+            t.push_str(&format!(
+                "    self-similar: H {} (alpha {:.2}), {how}, mean {}\n    achieved over {} departures: H {} (aggregated variance), {} (wavelet), mean {}\n",
+                f("hurst_asked"),
+                f("alpha"),
+                si(s.target_pps, "pps"),
+                a["departures"],
+                af("hurst_aggregated_variance"),
+                af("hurst_wavelet"),
+                si(a["mean_rate_pps"].as_f64().unwrap_or(0.0), "pps"),
+            ));
+        }
+        _ => {}
     }
     t
 }

@@ -4,6 +4,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use gapless_core::dist::FileLoader;
@@ -52,6 +53,20 @@ impl FileLoader for DirLoader {
     fn load(&self, path: &str) -> Result<String, String> {
         let p = self.0.join(path);
         std::fs::read_to_string(&p).map_err(|e| format!("{}: {e}", p.display()))
+    }
+
+    fn capture(
+        &self,
+        path: &str,
+    ) -> Result<
+        (
+            Arc<dyn gapless_core::replay::CaptureSource>,
+            gapless_core::replay::CaptureStats,
+        ),
+        String,
+    > {
+        let (f, st) = gapless_io::capture::CaptureFile::scan(&self.0.join(path)).map_err(|e| e.to_string())?;
+        Ok((Arc::new(f), st))
     }
 }
 

@@ -172,3 +172,217 @@ fn sizes_follow_a_ramp_and_a_list_exactly() {
     let got: Vec<usize> = run_to_pcap(toml, "list").iter().map(|f| f.data.len() + 4).collect();
     assert_eq!(got, [64, 1518, 128, 64, 1518, 128, 64]);
 }
+
+/// Departures per 100 ms bin of the pcap against `rate · ∫ factor` over each bin.
+fn follows_curve(name: &str, vary: &str, seconds: f64, integral: impl Fn(f64) -> f64) {
+    let toml = format!("[[stream]]\n[stream.timing]\nrate_pps = 100000\nduration_s = {seconds}\nvary = {vary}\n");
+    let frames = run_to_pcap(&toml, name);
+    let t0 = frames[0].ts;
+    let bins = (seconds * 10.0).round() as usize;
+    let mut counts = vec![0u64; bins];
+    for f in &frames {
+        let b = ((f.ts - t0) / 100_000_000) as usize;
+        counts[b.min(bins - 1)] += 1;
+    }
+    for (b, &got) in counts.iter().enumerate() {
+        let (a, z) = (b as f64 * 0.1, (b + 1) as f64 * 0.1);
+        let want = 100_000.0 * (integral(z) - integral(a));
+        assert!(
+            (got as f64 - want).abs() <= 0.01 * want,
+            "{name}: bin {b} ({a:.1}-{z:.1} s): expected {want:.0} departures ± 1 %, got {got}"
+        );
+    }
+}
+
+#[test]
+fn cbr_follows_a_ramp_steps_and_a_sine() {
+    // Ramp 0.1 -> 1 over 2 s, then held: Λ(t) = 0.1 t + 0.225 t² up to 2 s.
+    follows_curve(
+        "ramp",
+        "{ kind = \"ramp\", from = 0.1, to = 1.0, over_s = 2 }",
+        3.0,
+        |t| {
+            let r = t.min(2.0);
+            0.1 * r + 0.225 * r * r + (t - r)
+        },
+    );
+    follows_curve(
+        "steps",
+        "{ kind = \"steps\", steps = [[0, 0.2], [0.5, 1.0], [1.2, 0.5]] }",
+        2.0,
+        |t| 0.2 * t.min(0.5) + (t.clamp(0.5, 1.2) - 0.5) + 0.5 * (t.max(1.2) - 1.2),
+    );
+    let w = 2.0 * std::f64::consts::PI;
+    follows_curve(
+        "sine",
+        "{ kind = \"sine\", amplitude = 0.8, period_s = 1 }",
+        2.0,
+        move |t| t + 0.8 / w * (1.0 - (w * t).cos()),
+    );
+}
+
+/// A capture with irregular gaps and sizes, written by pcap-file (not by gapless): ns pcap,
+/// or µs pcapng. Returns (relative ns, bytes) of each frame as written.
+fn irregular_capture(path: &std::path::Path, pcapng: bool) -> Vec<(u64, Vec<u8>)> {
+    use pcap_file::pcap::{PcapHeader, PcapPacket, PcapWriter};
+    use pcap_file::pcapng::blocks::enhanced_packet::EnhancedPacketBlock;
+    use pcap_file::pcapng::blocks::interface_description::InterfaceDescriptionBlock;
+    use pcap_file::pcapng::PcapNgWriter;
+    use std::time::Duration;
+    let mut frames = Vec::new();
+    let mut t = 1_700_000_000_000_000_000u64;
+    for i in 0..500u64 {
+        let gap = [1_234u64, 77_777, 5_003, 250_001, 9][(i * 7 % 5) as usize] * if pcapng { 1000 } else { 1 };
+        t += gap;
+        let len = 60 + (i * 37 % 1400) as usize;
+        let data: Vec<u8> = (0..len).map(|j| (i as usize * 31 + j) as u8).collect();
+        frames.push((t, data));
+    }
+    let f = std::fs::File::create(path).unwrap();
+    if pcapng {
+        let mut w = PcapNgWriter::new(f).unwrap();
+        w.write_pcapng_block(InterfaceDescriptionBlock {
+            linktype: pcap_file::DataLink::ETHERNET,
+            snaplen: 0,
+            options: vec![],
+        })
+        .unwrap();
+        for (ts, d) in &frames {
+            w.write_pcapng_block(EnhancedPacketBlock {
+                interface_id: 0,
+                timestamp: Duration::from_nanos(*ts),
+                original_len: d.len() as u32,
+                data: d.as_slice().into(),
+                options: vec![],
+            })
+            .unwrap();
+        }
+    } else {
+        let header = PcapHeader {
+            ts_resolution: pcap_file::pcap::PcapTsResolution::NanoSecond,
+            ..Default::default()
+        };
+        let mut w = PcapWriter::with_header(f, header).unwrap();
+        for (ts, d) in &frames {
+            w.write_packet(&PcapPacket::new(Duration::from_nanos(*ts), d.len() as u32, d).unwrap())
+                .unwrap();
+        }
+    }
+    let t0 = frames[0].0;
+    frames.into_iter().map(|(t, d)| (t - t0, d)).collect()
+}
+
+fn replay_profile(dir: &std::path::Path, file: &str, replay: &str, timing: &str) -> String {
+    let p = dir.join("replay.toml");
+    std::fs::write(
+        &p,
+        format!("[[stream]]\n[stream.replay]\nfile = \"{file}\"\n{replay}\n[stream.timing]\n{timing}\n"),
+    )
+    .unwrap();
+    p.to_string_lossy().into_owned()
+}
+
+fn run_file_to_pcap(profile: &str, name: &str) -> Vec<Frame> {
+    let src = ProfileSource::from_file(std::path::Path::new(profile)).unwrap_or_else(|e| panic!("{e}"));
+    let path = std::env::temp_dir().join(format!("gapless-replay-{name}-{}.pcap", std::process::id()));
+    let r = Run::start(RunSpec::new(src, TxTarget::Pcap(path.clone())))
+        .and_then(|h| h.wait())
+        .unwrap_or_else(|e| panic!("the replay failed: {e}"));
+    assert!(r.failure().is_none(), "expected no failure, got {:?}", r.failure());
+    let mut out = Vec::new();
+    gapless_io::capture::read_pcap(&path, &AtomicBool::new(false), &mut |ts, d, _| {
+        out.push(Frame {
+            ts,
+            data: d.to_vec(),
+            sig: None,
+        })
+    })
+    .expect("the pcap reads back");
+    let _ = std::fs::remove_file(&path);
+    out
+}
+
+#[test]
+fn a_replay_keeps_the_files_gaps_to_the_nanosecond_and_its_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    for (pcapng, file) in [(false, "ns.pcap"), (true, "us.pcapng")] {
+        let want = irregular_capture(&dir.path().join(file), pcapng);
+        let got = run_file_to_pcap(&replay_profile(dir.path(), file, "", ""), file);
+        assert_eq!(got.len(), want.len(), "{file}: expected every frame");
+        let t0 = got[0].ts;
+        for (k, (g, (wt, wd))) in got.iter().zip(&want).enumerate() {
+            assert_eq!(
+                g.ts - t0,
+                *wt,
+                "{file}: frame {k}'s time, expected {wt} ns after the first"
+            );
+            assert!(g.data == *wd, "{file}: frame {k}'s bytes differ");
+        }
+    }
+}
+
+#[test]
+fn speed_and_loops_are_exact_and_a_rate_replaces_the_timing() {
+    let dir = tempfile::tempdir().unwrap();
+    let want = irregular_capture(&dir.path().join("c.pcap"), false);
+    let got = run_file_to_pcap(
+        &replay_profile(dir.path(), "c.pcap", "speed = 2\nloops = 3", ""),
+        "loops",
+    );
+    let n = want.len();
+    assert_eq!(
+        got.len(),
+        3 * n,
+        "3 loops: expected {} frames, got {}",
+        3 * n,
+        got.len()
+    );
+    let span = want[n - 1].0 as f64;
+    let period = span + span / (n - 1) as f64;
+    let t0 = got[0].ts;
+    for (k, g) in got.iter().enumerate() {
+        let (lp, i) = (k / n, k % n);
+        let expect = ((want[i].0 as f64 + lp as f64 * period) / 2.0) as u64;
+        assert_eq!(
+            g.ts - t0,
+            expect,
+            "frame {k} (loop {lp}, frame {i}): expected {expect} ns"
+        );
+        assert!(g.data == want[i].1, "frame {k}: bytes differ");
+    }
+    let got = run_file_to_pcap(
+        &replay_profile(dir.path(), "c.pcap", "loops = 2", "rate_pps = 1e6"),
+        "rate",
+    );
+    assert_eq!(got.len(), 2 * n);
+    for w in got.windows(2) {
+        assert_eq!(w[1].ts - w[0].ts, 1000, "a fixed rate of 1 Mpps: expected 1000 ns gaps");
+    }
+}
+
+#[test]
+fn bad_captures_are_refused_with_the_readers_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let err = |file: &str, replay: &str| {
+        let p = replay_profile(dir.path(), file, replay, "");
+        match ProfileSource::from_file(std::path::Path::new(&p)).and_then(|s| s.compile(None)) {
+            Ok(_) => panic!("{file}: expected an error"),
+            Err(e) => e.to_string(),
+        }
+    };
+    std::fs::write(dir.path().join("junk.pcap"), b"\x01\x02\x03\x04 not a capture").unwrap();
+    let e = err("junk.pcap", "");
+    assert!(
+        e.contains("stream[0].replay.file") && e.contains("unknown file type"),
+        "{e}"
+    );
+    let e = err("missing.pcap", "");
+    assert!(e.contains("stream[0].replay.file") && e.contains("cannot open"), "{e}");
+    irregular_capture(&dir.path().join("ok.pcap"), false);
+    let whole = std::fs::read(dir.path().join("ok.pcap")).unwrap();
+    std::fs::write(dir.path().join("cut.pcap"), &whole[..whole.len() - 100]).unwrap();
+    let e = err("cut.pcap", "");
+    assert!(e.contains("breaks off after 499 frames"), "{e}");
+    let e = err("ok.pcap", "speed = 0");
+    assert!(e.starts_with("stream[0].replay.speed: speed 0 is not above 0"), "{e}");
+}

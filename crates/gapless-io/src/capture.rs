@@ -333,3 +333,97 @@ impl CsvTimestamps {
         Ok(info)
     }
 }
+
+/// A capture to replay: scanned once, then read frame by frame as often as the replay loops,
+/// in constant memory.
+pub struct CaptureFile {
+    path: std::path::PathBuf,
+    format: CaptureFormat,
+}
+
+/// A streaming reader of a capture file.
+enum FileFrames {
+    Pcap(PcapReader<BufReader<File>>),
+    PcapNg(crate::pcapng::Reader<BufReader<File>>),
+}
+
+impl CaptureFile {
+    /// Scans the whole capture with the reader the meter uses (its errors: not a capture, not
+    /// Ethernet, broken off) and returns it with what the scan found.
+    pub fn scan(path: &Path) -> Result<(CaptureFile, gapless_core::replay::CaptureStats), IoError> {
+        let format = detect(path)?;
+        let mut st = gapless_core::replay::CaptureStats {
+            min_len: u32::MAX,
+            ..Default::default()
+        };
+        let mut prev = 0u64;
+        let info = read_pcap(path, &AtomicBool::new(false), &mut |ts, d, orig| {
+            if st.frames == 0 {
+                st.first_ns = ts;
+            } else if ts < prev {
+                st.backwards += 1;
+            }
+            prev = ts;
+            st.last_ns = st.last_ns.max(ts);
+            st.frames += 1;
+            st.min_len = st.min_len.min(d.len() as u32);
+            st.max_len = st.max_len.max(d.len() as u32);
+            st.bytes += d.len() as u64;
+            st.cut += u64::from((d.len() as u32) < orig);
+        })?;
+        if let Some(t) = info.truncated {
+            return Err(input(
+                path,
+                t,
+                "replay a complete capture (`editcap` can cut the broken tail off)",
+            ));
+        }
+        if info.untimed > 0 {
+            return Err(input(
+                path,
+                format!(
+                    "{} frames have no timestamp (pcapng Simple Packet Blocks)",
+                    info.untimed
+                ),
+                "replay a capture with timestamps",
+            ));
+        }
+        st.min_len = st.min_len.min(st.max_len);
+        st.resolution = info.resolution;
+        Ok((
+            CaptureFile {
+                path: path.to_path_buf(),
+                format,
+            },
+            st,
+        ))
+    }
+}
+
+impl gapless_core::replay::CaptureSource for CaptureFile {
+    fn open(&self) -> Result<Box<dyn gapless_core::replay::CaptureFrames>, String> {
+        let file = BufReader::with_capacity(1 << 20, open(&self.path).map_err(|e| e.to_string())?);
+        Ok(Box::new(match self.format {
+            CaptureFormat::PcapNg => FileFrames::PcapNg(crate::pcapng::Reader::new(file)),
+            _ => FileFrames::Pcap(PcapReader::new(file).map_err(|e| e.to_string())?),
+        }))
+    }
+}
+
+impl gapless_core::replay::CaptureFrames for FileFrames {
+    fn next_frame(&mut self, buf: &mut Vec<u8>) -> Option<u64> {
+        buf.clear();
+        match self {
+            FileFrames::Pcap(r) => {
+                let p = r.next_packet()?.ok()?;
+                buf.extend_from_slice(p.data());
+                Some(ns(p.timestamp()))
+            }
+            FileFrames::PcapNg(r) => {
+                let p = r.next_packet()?.ok()?;
+                buf.extend_from_slice(p.data);
+                Some(p.ts_ns)
+            }
+        }
+    }
+}
