@@ -941,7 +941,10 @@ fn compile_stream(
     if given_pps * vary.peak_factor > MAX_RATE_PPS {
         return Err(ProfileError::invalid(
             &tpath,
-            format!("{target_pps:.4e} frames/s is above what any link carries (400 GbE at 64 B is 595 Mpps)"),
+            format!(
+                "{:.4e} frames/s (at the rate's peak) is above what any link carries (400 GbE at 64 B is 595 Mpps)",
+                given_pps * vary.peak_factor
+            ),
             format!("ask for at most {MAX_RATE_PPS:.0} pps"),
         ));
     }

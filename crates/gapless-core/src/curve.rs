@@ -27,6 +27,8 @@ pub struct Cursor {
     seg: usize,
     /// Whole repetitions of a `Slots` block before the current one.
     rep: u64,
+    /// The last answer of a sine inversion, where the next one starts.
+    last_t: f64,
 }
 
 impl RateCurve {
@@ -118,7 +120,11 @@ impl RateCurve {
     pub fn inverse(&self, u: f64, c: &mut Cursor) -> f64 {
         match self {
             RateCurve::Knots { t, f, lam } => knots_inverse(t, f, lam, u, c),
-            RateCurve::Sine { amplitude, period_ns } => sine_inverse(*amplitude, *period_ns, u),
+            RateCurve::Sine { amplitude, period_ns } => {
+                let t = sine_inverse(*amplitude, *period_ns, u, c.last_t);
+                c.last_t = t;
+                t
+            }
             RateCurve::Slots { slot_ns, f, lam } => slots_inverse(*slot_ns, f, lam, u, c),
         }
     }
@@ -171,17 +177,24 @@ fn slots_inverse(slot_ns: f64, f: &[f64], lam: &[f64], u: f64, c: &mut Cursor) -
 }
 
 /// Λ is increasing and Λ(t + P) = Λ(t) + P: the answer is within a period, found by
-/// Newton's method kept inside a shrinking bracket.
-fn sine_inverse(a: f64, p: f64, u: f64) -> f64 {
+/// Newton's method kept inside a shrinking bracket. It starts from the last answer (`hint`,
+/// when it is in the same period), so consecutive departures take one or two steps.
+fn sine_inverse(a: f64, p: f64, u: f64, hint: f64) -> f64 {
     let k = (u / p).floor();
     let r = u - k * p;
     let w = 2.0 * PI / p;
     let g = |x: f64| x + a / w * (1.0 - (w * x).cos()) - r;
     let (mut lo, mut hi) = (0.0, p);
-    let mut x = r.clamp(lo, hi);
+    let h = hint - k * p;
+    let mut x = if (0.0..p).contains(&h) && h <= r {
+        h
+    } else {
+        r.clamp(lo, hi)
+    };
     for _ in 0..60 {
+        // Λ within 1/1000 of a ns: far below the 1 ns the departure is rounded to.
         let y = g(x);
-        if y.abs() < 1e-6 {
+        if y.abs() < 1e-3 {
             break;
         }
         if y > 0.0 {

@@ -20,6 +20,7 @@ pub mod pdf;
 pub mod plan;
 pub mod replay;
 pub mod result;
+pub mod rewrite;
 pub mod sched;
 pub mod schedule;
 pub mod selfsim;

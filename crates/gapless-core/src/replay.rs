@@ -65,6 +65,9 @@ pub struct Replay {
     pub loops: Option<u64>,
     /// The stream's rate key replaces the file's timing.
     pub fixed_rate: bool,
+    /// The stream's `[[stream.field]]` ops, applied to each replayed frame.
+    pub rewrite: crate::rewrite::Rewriter,
+    pub seed: u64,
 }
 
 impl fmt::Debug for Replay {
@@ -110,6 +113,8 @@ pub struct ReplayState {
     /// Departure time of the last frame, relative to the stream's start (file timing kept
     /// monotonic).
     last_rel: u64,
+    rewrite: crate::rewrite::Rewriter,
+    rng: rand_xoshiro::Xoshiro256PlusPlus,
 }
 
 impl fmt::Debug for ReplayState {
@@ -129,7 +134,10 @@ impl ReplayState {
             .source
             .open()
             .unwrap_or_else(|_| Box::new(Empty) as Box<dyn CaptureFrames>);
+        let rng = <rand_xoshiro::Xoshiro256PlusPlus as rand::SeedableRng>::seed_from_u64(replay.seed);
         let mut s = ReplayState {
+            rewrite: replay.rewrite.clone(),
+            rng,
             replay,
             reader,
             next: Vec::with_capacity(2048),
@@ -178,6 +186,9 @@ impl ReplayState {
         }
         let len = self.next.len().min(buf.len());
         buf[..len].copy_from_slice(&self.next[..len]);
+        if !self.rewrite.is_empty() && len > 0 {
+            self.rewrite.apply(&mut buf[..len], &mut self.rng);
+        }
         self.read_ahead();
         len
     }
@@ -273,6 +284,7 @@ pub fn compile(
         None => Some(1),
     };
     let variant = replay_variant(&stats, seed, path)?;
+    let rewrite = crate::rewrite::Rewriter::new(&s.fields, path)?;
     let replay = Replay {
         path: r.file.clone(),
         source,
@@ -280,6 +292,8 @@ pub fn compile(
         speed,
         loops,
         fixed_rate,
+        rewrite,
+        seed: crate::config::derive_seed(seed, 7, 0),
     };
     Ok((variant, replay))
 }
@@ -287,12 +301,12 @@ pub fn compile(
 fn check_keys(s: &crate::spec::StreamSpec, path: &str) -> Result<(), crate::error::ProfileError> {
     use crate::spec::PatternKind;
     let t = &s.timing;
-    let other = s.template.is_some() || s.size.is_some() || !s.fields.is_empty() || !s.variants.is_empty();
+    let other = s.template.is_some() || s.size.is_some() || !s.variants.is_empty();
     if other {
         return Err(crate::error::ProfileError::invalid(
             path,
-            "a replayed stream sends the capture's frames, so it has no template, size, fields or variants",
-            "remove them (rewriting replayed frames is not built yet)",
+            "a replayed stream sends the capture's frames, so it has no template, size or variants",
+            "remove them ([[stream.field]] ops rewrite the replayed frames)",
         ));
     }
     if t.pattern != PatternKind::Cbr || t.vary.is_some() || t.burst.is_some() {

@@ -253,7 +253,7 @@ impl Default for TemplateSpec {
 }
 
 /// Transport of the template.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum L4Kind {
     Udp,

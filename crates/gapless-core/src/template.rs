@@ -20,7 +20,7 @@ pub const FCS_LEN: usize = 4;
 pub const MIN_FRAME_NO_FCS: usize = 60;
 
 /// Offsets of the headers inside the frame.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Layout {
     /// Offset of each VLAN tag's TCI (outer first).
     pub vlan_tci: Vec<usize>,

@@ -2,13 +2,14 @@
 //! the normalised analytic CDF (Kolmogorov–Smirnov at α = 0.001), for three formulas, one
 //! of them bimodal; and the rate a pdf sets by its own mean, or takes from the profile.
 
+mod common;
+use common::{ks, KS_CRIT};
+
 use gapless_core::dist::NoFiles;
 use gapless_core::{CompileCtx, ProfileSpec, StreamGen};
 use statrs::distribution::{ContinuousCDF, Gamma, Normal};
 
 const N: usize = 100_000;
-/// KS critical value at α = 0.001 for n = 10^5: 1.949 / sqrt(n).
-const KS_CRIT: f64 = 1.949 / 316.227_766;
 
 fn stream(timing: &str) -> StreamGen {
     let text = format!("[[stream]]\n[stream.timing]\ncount = 200000\n{timing}\n");
@@ -33,17 +34,6 @@ fn gaps_us(g: &mut StreamGen, n: usize) -> Vec<f64> {
         prev = at;
     }
     out
-}
-
-fn ks(mut x: Vec<f64>, cdf: impl Fn(f64) -> f64) -> f64 {
-    x.sort_by(|a, b| a.total_cmp(b));
-    let n = x.len() as f64;
-    let mut d: f64 = 0.0;
-    for (i, v) in x.iter().enumerate() {
-        let f = cdf(*v);
-        d = d.max((f - i as f64 / n).abs()).max(((i + 1) as f64 / n - f).abs());
-    }
-    d
 }
 
 /// `cdf` truncated to [a, b] and renormalised.

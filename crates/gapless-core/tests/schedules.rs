@@ -2,14 +2,15 @@
 //! (Kolmogorov–Smirnov, 10^5 gaps taken from the schedule itself), and mean-rate exactness
 //! over 10^6 departures.
 
+mod common;
+use common::{ks, KS_CRIT};
+
 use gapless_core::dist::{FileLoader, UnitDist};
 use gapless_core::schedule::{Pattern, Rate, Schedule};
 use gapless_core::spec::{DistKind, DistSpec};
 use statrs::distribution::{Cauchy, ContinuousCDF, Exp, Gamma, LogNormal, Normal, Pareto, Weibull};
 
 const N: usize = 100_000;
-/// KS critical value at alpha = 0.001 for n = 10^5: 1.949 / sqrt(n).
-const KS_CRIT: f64 = 1.949 / 316.227_766;
 
 struct Table(&'static str);
 impl FileLoader for Table {
@@ -47,18 +48,6 @@ fn gaps(d: UnitDist, mean_ns: f64, n: usize, seed: u64) -> Vec<f64> {
         prev = at;
     }
     out
-}
-
-/// Kolmogorov–Smirnov statistic of `x` against `cdf`.
-fn ks(mut x: Vec<f64>, cdf: impl Fn(f64) -> f64) -> f64 {
-    x.sort_by(|a, b| a.total_cmp(b));
-    let n = x.len() as f64;
-    let mut d: f64 = 0.0;
-    for (i, v) in x.iter().enumerate() {
-        let f = cdf(*v);
-        d = d.max((f - i as f64 / n).abs()).max(((i + 1) as f64 / n - f).abs());
-    }
-    d
 }
 
 fn check(name: &str, s: DistSpec, cdf: impl Fn(f64) -> f64) {

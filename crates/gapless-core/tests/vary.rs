@@ -2,11 +2,12 @@
 //! time change u = rate · Λ(t), its gaps are Exp(1) (Kolmogorov–Smirnov at α = 0.001 on 10⁵
 //! gaps). And the errors of bad curves.
 
+mod common;
+use common::{ks, KS_CRIT};
+
 use gapless_core::dist::FileLoader;
 use gapless_core::{CompileCtx, ProfileSpec, StreamGen};
 use statrs::distribution::{ContinuousCDF, Exp};
-
-const KS_CRIT: f64 = 1.949 / 316.227_766;
 
 struct Files(&'static str);
 impl FileLoader for Files {
@@ -24,17 +25,6 @@ fn compile(timing: &str, files: &dyn FileLoader) -> Result<gapless_core::Profile
             files,
         })
         .map_err(|e| e.to_string())
-}
-
-fn ks(mut x: Vec<f64>, cdf: impl Fn(f64) -> f64) -> f64 {
-    x.sort_by(|a, b| a.total_cmp(b));
-    let n = x.len() as f64;
-    let mut d: f64 = 0.0;
-    for (i, v) in x.iter().enumerate() {
-        let f = cdf(*v);
-        d = d.max((f - i as f64 / n).abs()).max(((i + 1) as f64 / n - f).abs());
-    }
-    d
 }
 
 fn time_changed_gaps(timing: &str, files: &dyn FileLoader, lam: impl Fn(f64) -> f64) -> Vec<f64> {

@@ -472,7 +472,7 @@ pub fn profile_text(label: &str, p: &Profile) -> String {
             s.min_size(),
             s.max_size(),
             s.mean_size,
-            s.variants.iter().map(|v| v.ops.len()).sum::<usize>()
+            s.variants.iter().map(|v| v.ops.len()).sum::<usize>() + s.replay.as_ref().map_or(0, |r| r.rewrite.len())
         ));
         t.push_str(&pattern_lines(s));
     }
