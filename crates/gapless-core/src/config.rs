@@ -1015,7 +1015,7 @@ fn replay_report(r: &crate::replay::Replay) -> serde_json::Value {
         "kind": "replay", "file": r.path, "frames": s.frames, "duration_s": s.span_ns() as f64 / 1e9,
         "mean_pps": s.mean_pps(), "resolution": s.resolution, "bytes": s.bytes,
         "min_len": s.min_len, "max_len": s.max_len, "backwards": s.backwards, "cut": s.cut,
-        "speed": r.speed, "loops": r.loops, "timing": if r.fixed_rate { "fixed rate" } else { "file" },
+        "speed": r.speed, "loops": r.loops, "signed": r.sign, "timing": if r.fixed_rate { "fixed rate" } else { "file" },
     })
 }
 

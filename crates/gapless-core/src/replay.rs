@@ -68,6 +68,8 @@ pub struct Replay {
     /// The stream's `[[stream.field]]` ops, applied to each replayed frame.
     pub rewrite: crate::rewrite::Rewriter,
     pub seed: u64,
+    /// Sign the frames that can carry the signature (UDP/TCP with 16 B of payload).
+    pub sign: bool,
 }
 
 impl fmt::Debug for Replay {
@@ -294,6 +296,7 @@ pub fn compile(
         fixed_rate,
         rewrite,
         seed: crate::config::derive_seed(seed, 7, 0),
+        sign: r.sign,
     };
     Ok((variant, replay))
 }

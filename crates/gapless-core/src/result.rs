@@ -128,6 +128,10 @@ pub struct StreamTx {
     /// (for self-similar traffic, the Hurst parameter measured on the departure counts).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pattern: Option<serde_json::Value>,
+    /// Frames that carried the signature, when not every frame did (a replay): the meter's
+    /// loss counts against these.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signed_frames: Option<u64>,
 }
 
 /// A stream shared out over send loops, and the precision the split kept on the TX side.

@@ -9,8 +9,9 @@ use std::collections::HashMap;
 
 use rand::Rng;
 
-use crate::checksum::fold;
+use crate::checksum::{fold, sum_at};
 use crate::fields::{self, FieldOp};
+use crate::signature::{Signature, SIG_LEN};
 use crate::spec::{FieldSpec, L4Kind};
 use crate::template::Layout;
 
@@ -150,5 +151,108 @@ impl Rewriter {
         if d_l4 != 0 && ly.l4_csum() + 2 <= f.len() {
             fix(f, ly.l4_csum(), d_l4, ly.l4_kind == L4Kind::Udp, !ly.ipv6);
         }
+    }
+}
+
+/// Where a replayed frame's signature goes: the last 16 bytes of its UDP or TCP payload, by
+/// the IP length (Ethernet padding after it is not payload). `None` for ICMP and payloads
+/// shorter than the signature.
+fn sig_at(f: &[u8], ly: &Layout) -> Option<usize> {
+    if ly.l4_kind == L4Kind::Icmp {
+        return None;
+    }
+    let be = |i: usize| Some(usize::from(u16::from_be_bytes([*f.get(i)?, *f.get(i + 1)?])));
+    let end = if ly.ipv6 {
+        ly.l3 + 40 + be(ly.l3 + 4)?
+    } else {
+        ly.l3 + be(ly.l3 + 2)?
+    };
+    (end <= f.len() && end >= ly.payload + SIG_LEN).then(|| end - SIG_LEN)
+}
+
+/// Rewrites `f[at..at + n]` with `write` and fixes the L4 checksum by the window's delta.
+fn patch_window(f: &mut [u8], ly: &Layout, at: usize, n: usize, write: impl FnOnce(&mut [u8])) {
+    let odd = (at - ly.l4) % 2 == 1;
+    let old = fold(sum_at(&f[at..at + n], odd));
+    write(&mut f[at..at + n]);
+    let delta = sum_at(&f[at..at + n], odd) + u64::from(!old);
+    fix(f, ly.l4_csum(), delta, ly.l4_kind == L4Kind::Udp, !ly.ipv6);
+}
+
+/// Overwrites the tail of a replayed UDP or TCP frame's payload with the signature and fixes
+/// its checksum. Returns false (the frame untouched) when the frame cannot carry one.
+pub fn sign(f: &mut [u8], sig: &Signature) -> bool {
+    let Some(ly) = layout_of(f) else { return false };
+    let Some(at) = sig_at(f, &ly) else { return false };
+    patch_window(f, &ly, at, SIG_LEN, |w| sig.write(w));
+    true
+}
+
+/// Rewrites the TX stamp of a signed replayed frame just before it leaves (no-op on a frame
+/// without a signature).
+pub fn patch_tx_ns(f: &mut [u8], tx_ns: u64) {
+    let Some(ly) = layout_of(f) else { return };
+    let Some(at) = sig_at(f, &ly) else { return };
+    if Signature::from_payload_end(&f[ly.payload..at + SIG_LEN]).is_none() {
+        return;
+    }
+    patch_window(f, &ly, at + 8, 8, |w| w.copy_from_slice(&tx_ns.to_be_bytes()));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An IPv4/UDP frame with a valid checksum: 64 B of payload.
+    fn udp_frame() -> Vec<u8> {
+        let b = etherparse::PacketBuilder::ethernet2([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2])
+            .ipv4([198, 18, 0, 1], [198, 18, 0, 2], 64)
+            .udp(1000, 2000);
+        let payload = [0xabu8; 64];
+        let mut out = Vec::new();
+        b.write(&mut out, &payload).unwrap();
+        out.extend_from_slice(&[0; 6]); // Ethernet padding past the IP length
+        out
+    }
+
+    fn udp_ok(f: &[u8]) -> bool {
+        let p = etherparse::SlicedPacket::from_ethernet(f).unwrap();
+        let (Some(etherparse::NetSlice::Ipv4(ip)), Some(etherparse::TransportSlice::Udp(u))) = (p.net, p.transport)
+        else {
+            return false;
+        };
+        u.to_header()
+            .calc_checksum_ipv4(&ip.header().to_header(), u.payload())
+            .ok()
+            == Some(u.checksum())
+    }
+
+    #[test]
+    fn a_replayed_frame_is_signed_and_restamped_with_its_checksum_right() {
+        let mut f = udp_frame();
+        assert!(udp_ok(&f));
+        let sig = Signature {
+            stream: 9,
+            seq: 41,
+            tx_ns: 5,
+        };
+        assert!(sign(&mut f, &sig));
+        assert!(udp_ok(&f), "checksum after signing");
+        let ly = layout_of(&f).unwrap();
+        let end = f.len() - 6;
+        assert_eq!(
+            Signature::from_payload_end(&f[ly.payload..end]),
+            Some(sig),
+            "the signature ends the payload, before the padding"
+        );
+        patch_tx_ns(&mut f, 0x1122_3344_5566_7788);
+        assert!(udp_ok(&f), "checksum after the stamp");
+        assert_eq!(
+            Signature::from_payload_end(&f[ly.payload..end]).unwrap().tx_ns,
+            0x1122_3344_5566_7788
+        );
+        let mut arp = f.clone();
+        arp[12..14].copy_from_slice(&[0x08, 0x06]);
+        assert!(!sign(&mut arp.clone(), &sig), "a non-IP frame cannot be signed");
     }
 }

@@ -50,6 +50,9 @@ pub struct StreamStats {
     /// over the frames that left, for the verdict's rate error.
     pub first_at: Option<u64>,
     pub last_at: u64,
+    /// Frames that carried the signature, when not every frame does (a replay): the
+    /// meter's loss counts against these.
+    pub signed: Option<u64>,
 }
 
 impl Default for StreamStats {
@@ -84,6 +87,7 @@ impl StreamStats {
             last_frames: 0,
             first_at: None,
             last_at: 0,
+            signed: None,
         }
     }
 
@@ -107,6 +111,10 @@ impl StreamStats {
         self.late_events += o.late_events;
         self.skipped += o.skipped;
         self.shifted_ns += o.shifted_ns;
+        self.signed = match (self.signed, o.signed) {
+            (None, None) => None,
+            (a, b) => Some(a.unwrap_or(0) + b.unwrap_or(0)),
+        };
         self.first_ns = min_some(self.first_ns, o.first_ns);
         if o.last_ns >= self.last_ns {
             self.last_ns = o.last_ns;
@@ -208,6 +216,9 @@ impl Scheduler {
             for st in self.stats.iter_mut().filter(|s| s.first_ns.is_some()) {
                 st.last_ns = end;
             }
+        }
+        for (st, g) in self.stats.iter_mut().zip(&self.gens) {
+            st.signed = g.signed_frames();
         }
         self.stats
     }

@@ -179,6 +179,10 @@ pub struct ReplaySpec {
     pub speed: Option<f64>,
     /// Times through the file, timing continuous across loops; 0 = until stopped. Default 1.
     pub loops: Option<u64>,
+    /// Overwrite the last 16 bytes of each UDP/TCP payload with the signature (checksum
+    /// fixed), so the meter counts the replay's loss and latency. Default false.
+    #[serde(default)]
+    pub sign: bool,
 }
 
 /// `variant_order`.

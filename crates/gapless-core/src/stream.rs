@@ -97,6 +97,16 @@ impl StreamGen {
     pub fn build(&mut self, buf: &mut [u8], tx_ns: u64) -> usize {
         if let Some(r) = &mut self.replay {
             let len = r.take(buf);
+            if self.cfg.replay.as_ref().is_some_and(|c| c.sign) {
+                let sig = Signature {
+                    stream: self.cfg.id,
+                    seq: self.vbuilt[0] as u32,
+                    tx_ns,
+                };
+                // Signed frames number 0, 1, 2, ...: the meter's sequence has no gaps
+                // for the frames that cannot carry one.
+                self.vbuilt[0] += u64::from(crate::rewrite::sign(&mut buf[..len], &sig));
+            }
             self.built += 1;
             if let Some(r) = &mut self.remaining {
                 *r -= 1;
@@ -138,16 +148,33 @@ impl StreamGen {
         len
     }
 
+    /// Frames built with the signature, when not every frame gets one (a replay).
+    pub fn signed_frames(&self) -> Option<u64> {
+        let r = self.cfg.replay.as_ref()?;
+        Some(if r.sign { self.vbuilt[0] } else { 0 })
+    }
+
     /// The variant of the frame built last.
     #[inline(always)]
     pub fn last_variant(&self) -> u16 {
         self.last
     }
 
-    /// The template of variant `v` (to patch a built frame's TX stamp).
+    /// The template of variant `v`.
     #[inline(always)]
     pub fn template(&self, v: u16) -> &crate::template::Template {
         &self.cfg.variants[usize::from(v)].template
+    }
+
+    /// Rewrites the TX stamp of a built frame of variant `v` (a signed replayed frame by its
+    /// own headers, others by their template).
+    #[inline]
+    pub fn patch_tx_ns(&self, v: u16, frame: &mut [u8], tx_ns: u64) {
+        match &self.cfg.replay {
+            Some(r) if r.sign => crate::rewrite::patch_tx_ns(frame, tx_ns),
+            Some(_) => {}
+            None => self.template(v).patch_tx_ns(frame, tx_ns),
+        }
     }
 
     /// Ends the current departure, whose frames had `bytes` bytes (with FCS) in total.

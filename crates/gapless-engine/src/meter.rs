@@ -180,9 +180,11 @@ pub fn join(run: &mut RunResult, mut rx: MeterReport) {
     for s in &mut rx.streams {
         let Some(id) = s.id else { continue };
         if let Some(tx) = run.streams.iter().find(|t| t.id == id) {
-            s.tx_sent = Some(tx.sent_frames);
+            // A replay signs only the frames that can carry the signature.
+            let sent = tx.signed_frames.unwrap_or(tx.sent_frames);
+            s.tx_sent = Some(sent);
             let got = s.seq.as_ref().map_or(s.rx_frames, |q| q.unique);
-            s.lost_vs_tx = Some(tx.sent_frames as i64 - got as i64);
+            s.lost_vs_tx = Some(sent as i64 - got as i64);
         }
     }
     run.rx = Some(rx);

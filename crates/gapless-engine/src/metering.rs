@@ -20,16 +20,23 @@ use crate::spec::{MeterSetup, Pacing, ProfileSource, RunSpec, RxSpec, TxTarget};
 use crate::{EngineError, Run};
 
 /// Stream names and targets from a compiled profile.
+/// A stream whose rate changes by design (a replay, a varying or self-similar rate) has no
+/// constant target: the meter reports no rate error or gap error against one for it.
 pub fn targets_of(p: &Profile) -> HashMap<u16, StreamTarget> {
-    target_map(p.streams.iter().map(|s| (s.id, s.name.as_str(), s.target_pps, s.lanes)))
+    target_map(p.streams.iter().map(|s| {
+        let varies = s.replay.is_some()
+            || s.curve.is_some()
+            || matches!(s.pattern, gapless_core::schedule::Pattern::OnOffAggregate(_));
+        (s.id, s.name.as_str(), (!varies).then_some(s.target_pps), s.lanes)
+    }))
 }
 
-fn target_map<'a>(streams: impl Iterator<Item = (u16, &'a str, f64, u32)>) -> HashMap<u16, StreamTarget> {
+fn target_map<'a>(streams: impl Iterator<Item = (u16, &'a str, Option<f64>, u32)>) -> HashMap<u16, StreamTarget> {
     streams
         .map(|(id, name, pps, lanes)| {
             let t = StreamTarget {
                 name: name.to_string(),
-                target_pps: Some(pps),
+                target_pps: pps,
                 lanes,
             };
             (id, t)
@@ -46,7 +53,14 @@ pub fn targets_from_file(path: &Path) -> Result<HashMap<u16, StreamTarget>, Engi
             problem: format!("not a gapless result file: {e}"),
             fix: "give the result file of the run, or the profile".into(),
         })?;
-        let s = r.streams.iter().map(|s| (s.id, s.name.as_str(), s.target_pps, s.lanes));
+        let s = r.streams.iter().map(|s| {
+            (
+                s.id,
+                s.name.as_str(),
+                s.pattern.is_none().then_some(s.target_pps),
+                s.lanes,
+            )
+        });
         return Ok(target_map(s));
     }
     let p = ProfileSource::from_file(path)?.compile(None)?;

@@ -173,6 +173,7 @@ pub fn build_result(profile: &Profile, stats: &RunStats, meta: &RunMeta) -> RunR
             cores: meta.stream_cores.get(cfg.index).cloned().unwrap_or_default(),
             split: (cfg.lanes > 1).then(|| split_summary(cfg, &lateness)),
             pattern: cfg.pattern_report.clone(),
+            signed_frames: st.signed,
         });
     }
     let sent: u64 = streams.iter().map(|s| s.sent_frames).sum();

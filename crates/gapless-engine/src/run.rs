@@ -146,7 +146,7 @@ fn stamp_and_send(
     if stamp_real {
         let ts = RunClock::realtime_now_ns();
         for (j, (&len, &v)) in lens.iter().zip(variants).enumerate() {
-            g.template(v).patch_tx_ns(&mut backend.buf(j)[..len], ts);
+            g.patch_tx_ns(v, &mut backend.buf(j)[..len], ts);
         }
     }
     backend.send(lens, ats)

@@ -455,3 +455,51 @@ fn field_ops_rewrite_replayed_frames_and_fix_their_checksums() {
     }
     assert_eq!(udp, 30, "expected the 30 UDP frames rewritten");
 }
+
+#[test]
+fn a_signed_replay_numbers_its_udp_and_tcp_frames_as_one_stream() {
+    let dir = tempfile::tempdir().unwrap();
+    let made = run_to_pcap(
+        "[[stream]]\n[stream.timing]\nrate_pps = 1e5\ncount = 30\n[[stream.variant]]\nsize = 100\n\
+         [[stream.variant]]\nsize = 100\n[stream.variant.template]\nl4 = \"tcp\"\n[[stream.variant]]\nsize = 100\n[stream.variant.template]\nl4 = \"icmp\"\n",
+        "signsrc",
+    );
+    {
+        use pcap_file::pcap::{PcapPacket, PcapWriter};
+        let mut w = PcapWriter::new(std::fs::File::create(dir.path().join("s.pcap")).unwrap()).unwrap();
+        for (i, f) in made.iter().enumerate() {
+            let ts = std::time::Duration::from_micros(10 * i as u64);
+            w.write_packet(&PcapPacket::new(ts, f.data.len() as u32, &f.data).unwrap())
+                .unwrap();
+        }
+    }
+    let p = dir.path().join("sign.toml");
+    std::fs::write(
+        &p,
+        "[[stream]]\nid = 77\n[stream.replay]\nfile = \"s.pcap\"\nsign = true\nloops = 2\n[stream.timing]\n",
+    )
+    .unwrap();
+    let got = run_file_to_pcap(p.to_str().unwrap(), "sign");
+    assert_eq!(got.len(), 60);
+    let mut seq = 0;
+    for (k, g) in got.iter().enumerate() {
+        let sig = match SlicedPacket::from_ethernet(&g.data).ok().and_then(|p| p.transport) {
+            Some(TransportSlice::Udp(u)) => Signature::from_payload_end(u.payload()),
+            Some(TransportSlice::Tcp(t)) => Signature::from_payload_end(t.payload()),
+            _ => None,
+        };
+        if proto(&g.data) == "other" {
+            assert!(g.data == made[k % 30].data, "frame {k}: ICMP leaves as captured");
+            continue;
+        }
+        let sig = sig.unwrap_or_else(|| panic!("frame {k}: no signature"));
+        assert_eq!(
+            (sig.stream, sig.seq),
+            (77, seq),
+            "frame {k}: expected stream 77, seq {seq}"
+        );
+        assert!(l4_checksum_ok(&g.data), "frame {k}: wrong checksum after signing");
+        seq += 1;
+    }
+    assert_eq!(seq, 40, "expected the 40 UDP and TCP frames of 2 loops signed");
+}
