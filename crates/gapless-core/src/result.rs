@@ -178,6 +178,17 @@ pub struct CoreLoad {
     pub longest_gap_ns: u64,
 }
 
+/// A rate-control method as it was set up for a run.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct RateControlSetup {
+    /// `software`, `nic`, `filler`, `launch-time` or `shaper`.
+    pub method: String,
+    /// Its parameters, as used (rates, burst, queues, lead, filler kind).
+    pub params: serde_json::Value,
+    /// What the system confirmed: values read back, the qdisc as `tc` shows it, counts.
+    pub confirmed: Vec<String>,
+}
+
 /// One run's result file.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct RunResult {
@@ -196,8 +207,16 @@ pub struct RunResult {
     pub backend_detail: String,
     /// The rate-control method: "software-pacing" (busy-wait on the TSC) or "unpaced".
     pub rate_control: String,
+    /// The rate-control method as set up: its parameters and what the system confirmed
+    /// (tx_maxrate read back, the qdisc installed, fillers sent).
+    #[serde(default)]
+    pub rate_control_setup: RateControlSetup,
     /// Where the signature's TX timestamp comes from.
     pub tx_timestamp_source: String,
+    /// Kernel or NIC TX timestamps matched to the frames (`--tx-timestamps`): the real
+    /// departure error, apart from the engine's pre-send lateness.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tx_timestamps: Option<crate::txstamp::TxStampReport>,
     /// True when the run was stopped early (Ctrl-C / SIGTERM).
     pub interrupted: bool,
     pub stop_reason: String,

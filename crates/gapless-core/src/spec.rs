@@ -49,6 +49,78 @@ pub struct OutputSpec {
     pub netns: Option<String>,
     /// The socket for `iface`: AF_PACKET (default) or AF_XDP.
     pub backend: Option<BackendKind>,
+    /// How the frames are spaced: `software` (default), `nic`, `filler`, `launch-time` or
+    /// `shaper`.
+    pub rate_control: Option<RateControlKind>,
+    /// `rate_control = "shaper"`: the kernel qdisc and its bucket.
+    pub shaper: Option<ShaperSpec>,
+    /// `rate_control = "launch-time"`: how far ahead of its time a frame is handed over.
+    pub launch_time: Option<LaunchTimeSpec>,
+    /// `rate_control = "filler"`: what the filler frames are.
+    pub filler: Option<FillerSpec>,
+}
+
+/// The rate-control methods of *Mind the Gap*, plus the kernel's shaper.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RateControlKind {
+    /// The send loop waits on the TSC for each departure (busy-wait).
+    #[default]
+    Software,
+    /// The NIC's per-queue hardware limiter (`tx_maxrate`); gapless sends unpaced.
+    Nic,
+    /// Back to back at line rate, each gap filled with a frame the device under test drops.
+    Filler,
+    /// Each frame carries its departure time (SO_TXTIME); the qdisc or NIC holds it until then.
+    LaunchTime,
+    /// The kernel's token bucket (tbf) or HTB on the egress interface; gapless sends unpaced.
+    Shaper,
+}
+
+impl RateControlKind {
+    /// The name profiles and the command line use.
+    pub fn name(self) -> &'static str {
+        match self {
+            RateControlKind::Software => "software",
+            RateControlKind::Nic => "nic",
+            RateControlKind::Filler => "filler",
+            RateControlKind::LaunchTime => "launch-time",
+            RateControlKind::Shaper => "shaper",
+        }
+    }
+}
+
+/// `[output.shaper]`.
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ShaperSpec {
+    /// `tbf` (default) or `htb`.
+    pub qdisc: Option<String>,
+    /// The bucket, bytes (default: two of the largest frames, the least the qdisc passes).
+    pub burst_bytes: Option<u64>,
+    /// The rate, bit/s of frames without FCS as the kernel counts them (default: the
+    /// profile's mean rate).
+    pub rate_bps: Option<f64>,
+}
+
+/// `[output.launch_time]`.
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct LaunchTimeSpec {
+    /// Hand each frame to the kernel this long before its time, µs (default 200).
+    pub lead_us: Option<f64>,
+}
+
+/// `[output.filler]`.
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct FillerSpec {
+    /// `auto` (default: `bad-fcs` where the driver takes a frame's FCS from user space, else
+    /// `link-local`), `bad-fcs` or `link-local`.
+    pub kind: Option<String>,
+    /// The fillers' destination MAC for `link-local`: an IEEE 802.1 reserved address that
+    /// bridges never forward (default 01:80:c2:00:00:0f, one of the unassigned ones).
+    pub dst: Option<String>,
 }
 
 /// The socket that sends on an interface.

@@ -96,6 +96,12 @@ pub enum EngineError {
     #[error("{0} (no pcap was written)")]
     PcapNotWritten(IoError),
     /// A report's exports or plots could not be written.
+    #[error("TX timestamps (--tx-timestamps) need an AF_PACKET socket: {0}")]
+    TxStampsNeedAfPacket(&'static str),
+
+    #[error("rate_control = {method:?}: {problem}")]
+    RateControl { method: &'static str, problem: String },
+
     #[error("{0}")]
     Report(String),
     /// A thread of the engine panicked (a bug: please report it).

@@ -33,6 +33,7 @@ pub mod live;
 pub mod meter;
 pub mod metering;
 pub mod plots;
+pub mod ratectl;
 pub mod report;
 pub mod run;
 pub mod session;
@@ -50,8 +51,11 @@ pub(crate) fn read_text(path: &std::path::Path, what: &'static str, fix: &'stati
         fix,
     })
 }
+pub use gapless_core::spec::RateControlKind;
 pub use metering::{analyze, calibrate, measure, AnalyzeSpec, Calibrated, CalibrationSpec, MeasureSpec, Metered};
 pub use run::{merge_workers, run, RunOptions, RunStats};
 pub use session::{Run, RunHandle, RunReport};
 pub use snapshot::{RxSnapshot, Snapshot, StreamSnapshot, TxSnapshot};
-pub use spec::{MeterSetup, Pacing, ProfileSource, RunSpec, RxSocket, RxSpec, TxMethod, TxSocket, TxTarget};
+pub use spec::{
+    MeterSetup, Pacing, ProfileSource, RunSpec, RxSocket, RxSpec, TxMethod, TxSocket, TxStampKind, TxTarget,
+};

@@ -44,6 +44,8 @@ pub struct RunMeta {
     pub warnings: Vec<String>,
     /// The pre-flight probe of the allowed cores.
     pub core_probe: Vec<gapless_core::result::CoreLoad>,
+    /// The rate-control method as set up.
+    pub rate_control: gapless_core::result::RateControlSetup,
 }
 
 fn read_trim(path: &str) -> String {
@@ -118,6 +120,32 @@ fn view_or<'a>(h: &'a LazyHist, empty: &'a Histogram<u64>) -> Cow<'a, Histogram<
 }
 
 /// Builds the result file from the run's counters.
+/// How the result names a method other than software pacing.
+fn rate_control_text(r: &gapless_core::result::RateControlSetup) -> String {
+    match r.method.as_str() {
+        "shaper" => format!(
+            "shaper: the kernel's {} at {} bit/s (frames without FCS), burst {} B; gapless sent unpaced through the qdisc",
+            r.params["qdisc"].as_str().unwrap_or("?"),
+            r.params["rate_bps"],
+            r.params["burst_bytes"]
+        ),
+        "nic" => format!(
+            "nic: the NIC's per-queue limiter (tx_maxrate {} Mbit/s on queues {}); gapless sent unpaced",
+            r.params["tx_maxrate_mbps"], r.params["queues"]
+        ),
+        "launch-time" => format!(
+            "launch-time: each frame carried its time (SO_TXTIME, CLOCK_TAI), handed over {} µs ahead by the software pacer",
+            r.params["lead_us"]
+        ),
+        "filler" => format!(
+            "filler: back to back at {} bit/s, each gap filled with {} frames the device under test drops; gapless sent unpaced",
+            r.params["link_speed_bps"],
+            r.params["kind"].as_str().unwrap_or("?")
+        ),
+        m => m.to_string(),
+    }
+}
+
 pub fn build_result(profile: &Profile, stats: &RunStats, meta: &RunMeta) -> RunResult {
     let mut total_h: Histogram<u64> = Histogram::new_with_bounds(1, 1_000_000_000_000, 3).expect("valid bounds");
     // Streams that recorded nothing (unpaced runs) share one empty histogram: 10 000 streams
@@ -220,7 +248,9 @@ pub fn build_result(profile: &Profile, stats: &RunStats, meta: &RunMeta) -> RunR
         },
         backend: meta.backend.clone(),
         backend_detail: meta.backend_detail.clone(),
-        rate_control: if meta.pace && meta.batch > 1 {
+        rate_control: if meta.rate_control.method != "software" {
+            rate_control_text(&meta.rate_control)
+        } else if meta.pace && meta.batch > 1 {
             format!(
                 "software-pacing, throughput mode: up to {} departures per send at the first one's time (the rest leave early; see each stream's `early`)",
                 meta.batch
@@ -230,6 +260,8 @@ pub fn build_result(profile: &Profile, stats: &RunStats, meta: &RunMeta) -> RunR
         } else {
             "unpaced".into()
         },
+        rate_control_setup: meta.rate_control.clone(),
+        tx_timestamps: None,
         tx_timestamp_source: if meta.live_backend {
             "engine: CLOCK_REALTIME read just before the send system call".into()
         } else {

@@ -33,6 +33,9 @@ pub struct RunOptions {
     pub sync: Option<Arc<SyncStart>>,
     /// Run the loop under SCHED_FIFO at this priority.
     pub rt_priority: Option<u32>,
+    /// Launch time: hand each departure to the kernel this long before its time (ns); the
+    /// qdisc or NIC holds it until then.
+    pub lead_ns: u64,
 }
 
 /// One start for several send loops: each waits at the barrier when ready; the first one
@@ -142,14 +145,26 @@ fn stamp_and_send(
     ats: &[u64],
     variants: &[u16],
     stamp_real: bool,
+    t_send: u64,
 ) -> Result<usize, gapless_io::IoError> {
     if stamp_real {
         let ts = RunClock::realtime_now_ns();
         for (j, (&len, &v)) in lens.iter().zip(variants).enumerate() {
             g.patch_tx_ns(v, &mut backend.buf(j)[..len], ts);
         }
+        if backend.wants_due_times() {
+            tell_due_times(backend, ats, ts, t_send);
+        }
     }
     backend.send(lens, ats)
+}
+
+/// Each frame's due time on the wall clock, anchored at this send (the wall clock `ts` read
+/// at run-clock time `t_send`), so the TSC's drift against CLOCK_REALTIME never adds up.
+#[cold]
+fn tell_due_times(backend: &mut dyn TxBackend, ats: &[u64], ts: u64, t_send: u64) {
+    let due: Vec<u64> = ats.iter().map(|&a| (ts + a).saturating_sub(t_send)).collect();
+    backend.due_times(&due, ts);
 }
 
 /// How the loop reads the clock.
@@ -246,13 +261,14 @@ fn send_loop(
                 // Unpaced runs off the wire (null) need no clock per departure: their rate comes
                 // from the first departure's time and the end of the run.
                 let t_send = if t.pace && c.first_chunk {
-                    clock.wait_until(c.at, stop)
+                    clock.wait_until(c.at.saturating_sub(opts.lead_ns), stop)
                 } else if t.timed() || c.first_send() {
                     clock.now_ns()
                 } else {
                     0
                 };
-                let left = stamp_and_send(c.g, c.out.0, c.lens, c.ats, c.variants, t.stamp_real)?.min(c.lens.len());
+                let left =
+                    stamp_and_send(c.g, c.out.0, c.lens, c.ats, c.variants, t.stamp_real, t_send)?.min(c.lens.len());
                 if t.pace {
                     live.lag_ns.store(t_send.saturating_sub(c.at), Ordering::Relaxed);
                 }

@@ -199,6 +199,8 @@ struct Prepared {
     warnings: Vec<String>,
     core_probe: Vec<CoreLoad>,
     board: Arc<Board>,
+    /// The rate-control method, set up (undone when dropped).
+    ratectl: Option<crate::ratectl::RateControl>,
 }
 
 fn check_spec(spec: &RunSpec) -> Result<(), EngineError> {
@@ -252,17 +254,45 @@ fn prepare(spec: RunSpec) -> Result<Prepared, EngineError> {
     if matches!(spec.target, TxTarget::Pcap(_)) && !profile.is_bounded() {
         return Err(EngineError::UnboundedPcap);
     }
+    let method = crate::ratectl::method_of(&spec);
+    let socket = iface.as_ref().map(|_| socket_of(&spec, &profile));
+    crate::ratectl::check(&spec, method, socket)?;
+    check_tx_stamps(&spec, socket)?;
     let pace = match spec.pacing {
         Pacing::Auto => iface.is_some(),
         p => p == Pacing::On,
     };
-    let (plan, warnings, core_probe) = plan_loops(&spec, profile, pace)?;
+    let (plan, mut warnings, core_probe) = plan_loops(&spec, profile, pace)?;
     if let Some(inf) = &info {
         check_frames(&plan.profile, inf, socket_of(&spec, &plan.profile))?;
     }
-    let backends = (0..plan.loops.len())
-        .map(|w| open_backend(&spec, &plan.profile, w))
-        .collect::<Result<Vec<_>, _>>()?;
+    let mut ratectl = match &iface {
+        Some(name) => {
+            let queues = xdp_queues(socket, plan.loops.len());
+            Some(crate::ratectl::setup(&spec, method, &plan.profile, name, queues)?)
+        }
+        None if method == gapless_core::spec::RateControlKind::Filler => {
+            Some(crate::ratectl::setup(&spec, method, &plan.profile, "", None)?)
+        }
+        None => None,
+    };
+    let pace = pace && ratectl.as_ref().is_none_or(|r| r.paces());
+    warnings.extend(ratectl.iter().flat_map(|r| r.warnings.iter().cloned()));
+    let opts = afpacket_options(&spec, method);
+    let mut backends = Vec::new();
+    for w in 0..plan.loops.len() {
+        let filler = method == gapless_core::spec::RateControlKind::Filler;
+        let open = |o| open_backend(&spec, &plan.profile, w, o, filler);
+        backends.push(
+            match ratectl
+                .as_mut()
+                .filter(|r| r.kind == gapless_core::spec::RateControlKind::Filler)
+            {
+                Some(rc) => crate::ratectl::with_fillers(rc, &spec, &plan.profile, info.as_ref(), opts, open)?,
+                None => open(opts)?,
+            },
+        );
+    }
     let rx = match (rx, &spec.rx) {
         (Some(src), Some(r)) => {
             let (cfg, cal) = r.meter.config(crate::metering::targets_of(&plan.profile))?;
@@ -282,7 +312,41 @@ fn prepare(spec: RunSpec) -> Result<Prepared, EngineError> {
         warnings,
         core_probe,
         board,
+        ratectl,
     })
+}
+
+/// The AF_XDP queues the send loops bind (None for AF_PACKET: the kernel picks).
+fn xdp_queues(socket: Option<TxSocket>, loops: usize) -> Option<Vec<u32>> {
+    match socket {
+        Some(TxSocket::AfXdp { queue, .. }) => Some((0..loops as u32).map(|w| queue + w).collect()),
+        _ => None,
+    }
+}
+
+/// TX stamps are read from an AF_PACKET socket's error queue.
+fn check_tx_stamps(spec: &RunSpec, socket: Option<TxSocket>) -> Result<(), EngineError> {
+    match (spec.tx_stamps, socket) {
+        (None, _) | (Some(_), Some(TxSocket::AfPacket(_))) => Ok(()),
+        (Some(_), None) => Err(EngineError::TxStampsNeedAfPacket("they are taken as frames leave an interface: give --iface")),
+        (Some(_), Some(_)) => Err(EngineError::TxStampsNeedAfPacket(
+            "AF_XDP's TX metadata timestamp (Linux 6.8+, drivers with launch/completion metadata such as igc, mlx5) is not built: send with AF_PACKET (--backend afpacket)",
+        )),
+    }
+}
+
+/// What the AF_PACKET socket does besides sending, by method.
+fn afpacket_options(
+    spec: &RunSpec,
+    method: gapless_core::spec::RateControlKind,
+) -> gapless_io::afpacket::AfPacketOptions {
+    use gapless_core::spec::RateControlKind as K;
+    gapless_io::afpacket::AfPacketOptions {
+        bypass_qdisc: !matches!(method, K::Shaper | K::LaunchTime),
+        tx_stamps: spec.tx_stamps,
+        txtime: method == K::LaunchTime,
+        nofcs: false,
+    }
 }
 
 fn board_of(plan: &Plan, rx: bool) -> Arc<Board> {
@@ -350,19 +414,34 @@ fn max_departure_frames(p: &Profile) -> usize {
         .clamp(1, 256)
 }
 
-fn open_backend(spec: &RunSpec, profile: &Profile, w: usize) -> Result<Box<dyn TxBackend>, EngineError> {
-    let batch = max_departure_frames(profile).max(spec.batch);
-    let max_frame = profile.max_frame() as usize;
+fn open_backend(
+    spec: &RunSpec,
+    profile: &Profile,
+    w: usize,
+    opts: gapless_io::afpacket::AfPacketOptions,
+    filler: bool,
+) -> Result<Box<dyn TxBackend>, EngineError> {
+    let mut batch = max_departure_frames(profile).max(spec.batch);
+    let mut max_frame = profile.max_frame() as usize;
+    if filler {
+        // Fillers up to the largest frame the link takes (a jumbo MTU included), several
+        // per departure.
+        max_frame = max_frame.max(FILLER_BUF);
+        batch = batch.max(64);
+    }
     Ok(match &spec.target {
         TxTarget::Iface { name, .. } => match socket_of(spec, profile) {
-            TxSocket::AfPacket(TxMethod::Sendmmsg) => Box::new(AfPacketTx::open(name, max_frame, batch)?),
-            TxSocket::AfPacket(TxMethod::Ring) => Box::new(AfPacketRingTx::open(name, max_frame, batch)?),
+            TxSocket::AfPacket(TxMethod::Sendmmsg) => Box::new(AfPacketTx::open(name, max_frame, batch, opts)?),
+            TxSocket::AfPacket(TxMethod::Ring) => Box::new(AfPacketRingTx::open(name, max_frame, batch, opts)?),
             TxSocket::AfXdp { mode, queue } => Box::new(AfXdpTx::open(name, queue + w as u32, mode, max_frame, batch)?),
         },
         TxTarget::Pcap(p) => Box::new(PcapTx::create(p, max_frame, batch)?),
         TxTarget::Null => Box::new(NullTx::new(max_frame, batch)),
     })
 }
+
+/// A filler buffer: room for the largest frame of a 9000 B jumbo MTU.
+const FILLER_BUF: usize = 9000 + 18;
 
 /// Every frame fits the interface's MTU (and an AF_XDP UMEM frame).
 fn check_frames(p: &Profile, info: &IfaceInfo, socket: TxSocket) -> Result<(), IoError> {
@@ -405,15 +484,35 @@ struct Ran {
 }
 
 fn execute(mut p: Prepared, stop: &Arc<AtomicBool>) -> Result<RunReport, EngineError> {
-    let ran = run_threads(&mut p, stop)?;
+    let ran = run_threads(&mut p, stop);
+    if let Some(rc) = &mut p.ratectl {
+        rc.finish();
+    }
+    let ran = ran?;
     let mut pcap_error = None;
+    let mut stamps: Option<gapless_core::txstamp::TxStampStats> = None;
+    if let Some(rc) = &mut p.ratectl {
+        rc.note_fillers(p.backends.iter().filter_map(|b| b.filler_stats()));
+    }
     for be in p.backends.iter_mut() {
+        if let Some(s) = be.take_tx_stamps() {
+            stamps.get_or_insert_with(Default::default).absorb(&s);
+        }
         if let Err(e) = be.finish() {
             pcap_error.get_or_insert(e);
         }
     }
     let meta = run_meta(&p);
     let mut result = build_result(&p.plan.profile, &ran.stats, &meta);
+    result.tx_timestamps = stamps.zip(p.spec.tx_stamps).map(|(s, k)| s.report(k.source()));
+    if let Some(r) = &result.tx_timestamps {
+        if r.missing > 0 || r.unmatched > 0 {
+            result.warnings.push(format!(
+                "TX timestamps: {} of {} frames have no stamp and {} stamps matched no frame; the departure error covers the {} matched",
+                r.missing, r.frames_sent, r.unmatched, r.matched
+            ));
+        }
+    }
     let meter_error = ran.rx.as_ref().and_then(|o| o.error.clone());
     if let (Some(out), Some((src, meter, cal))) = (ran.rx, p.rx.take()) {
         let rep = rx_report(&p, &result, src.as_ref(), &meter, cal, out, ran.stats.interrupted);
@@ -460,6 +559,13 @@ fn run_meta(p: &Prepared) -> RunMeta {
         batch: p.spec.batch,
         warnings: p.warnings.clone(),
         core_probe: p.core_probe.clone(),
+        rate_control: p.ratectl.as_ref().map(|r| r.setup.clone()).unwrap_or_else(|| {
+            gapless_core::result::RateControlSetup {
+                method: "software".into(),
+                params: serde_json::json!({}),
+                confirmed: Vec::new(),
+            }
+        }),
     }
 }
 
@@ -507,6 +613,7 @@ fn run_threads(p: &mut Prepared, stop: &Arc<AtomicBool>) -> Result<Ran, EngineEr
             live: p.board.loops[w].0.clone(),
             batch: p.spec.batch,
             rt_priority: p.spec.rt_priority,
+            lead_ns: p.ratectl.as_ref().map_or(0, |r| r.lead_ns),
         })
         .collect();
     let tx_done = AtomicBool::new(false);

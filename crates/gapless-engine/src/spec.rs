@@ -9,10 +9,12 @@ use std::time::Duration;
 
 use gapless_core::dist::FileLoader;
 use gapless_core::meter::{Calibration, CalibrationRef, MeterConfig, StreamTarget};
+use gapless_core::spec::RateControlKind;
 use gapless_core::{CompileCtx, Profile, ProfileSpec};
 use gapless_io::afxdp::{AfXdpRx, XdpMode};
 use gapless_io::nic::{current_netns, enter_netns, return_to_netns};
 use gapless_io::rx::{AfPacketRx, RxSource, RxTimestamps};
+pub use gapless_io::txstamp::TxStampKind;
 use gapless_io::xdp_prog::XdpAttach;
 
 use crate::EngineError;
@@ -286,6 +288,13 @@ pub struct RunSpec {
     pub rt_priority: Option<u32>,
     /// Meter while sending.
     pub rx: Option<RxSpec>,
+    /// The rate-control method (None: the profile's `[output] rate_control`, else software).
+    pub rate_control: Option<RateControlKind>,
+    /// Kernel or NIC TX timestamps, matched to every frame (AF_PACKET).
+    pub tx_stamps: Option<TxStampKind>,
+    /// Where the NIC limiter's sysfs files are (None: the run namespace's own
+    /// `/sys/class/net`; tests point it at a directory of their own).
+    pub sysfs_net: Option<PathBuf>,
 }
 
 impl RunSpec {
@@ -302,6 +311,9 @@ impl RunSpec {
             split_cbr: false,
             rt_priority: None,
             rx: None,
+            rate_control: None,
+            tx_stamps: None,
+            sysfs_net: None,
         }
     }
 }

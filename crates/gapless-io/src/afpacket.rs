@@ -7,6 +7,8 @@
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
+use gapless_core::txstamp::TxStampStats;
+
 use crate::error::IoError;
 use crate::nic::{iface_info, IfaceInfo};
 use crate::TxBackend;
@@ -18,6 +20,9 @@ pub struct AfPacketTx {
     bufs: Vec<Vec<u8>>,
     iovs: Vec<libc::iovec>,
     msgs: Vec<libc::mmsghdr>,
+    /// One SCM_TXTIME control message per frame (launch time), and CLOCK_TAI - REALTIME.
+    cmsgs: Vec<[u8; crate::txstamp::TXTIME_CMSG_LEN]>,
+    tai_off_ns: i64,
 }
 
 // SAFETY: the raw pointers in `iovs`/`msgs` point into `bufs`/`iovs`, which the struct owns
@@ -83,6 +88,54 @@ pub(crate) fn bind_packet(fd: &OwnedFd, ifindex: u32, protocol: u16) -> i32 {
     }
 }
 
+/// What an AF_PACKET TX socket does besides sending.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AfPacketOptions {
+    /// Skip the qdisc (PACKET_QDISC_BYPASS): off when a qdisc shapes or launches the frames.
+    pub bypass_qdisc: bool,
+    /// Kernel or NIC TX timestamps, matched to the frames.
+    pub tx_stamps: Option<crate::txstamp::TxStampKind>,
+    /// Each frame carries its launch time (SO_TXTIME, SCM_TXTIME).
+    pub txtime: bool,
+    /// Frames carry their own FCS (SO_NOFCS): filler frames with a bad one.
+    pub nofcs: bool,
+}
+
+impl Default for AfPacketOptions {
+    fn default() -> Self {
+        AfPacketOptions {
+            bypass_qdisc: true,
+            tx_stamps: None,
+            txtime: false,
+            nofcs: false,
+        }
+    }
+}
+
+/// SO_NOFCS (asm-generic/socket.h).
+const SO_NOFCS: libc::c_int = 43;
+
+/// Turns SO_NOFCS on and proves the driver takes it: the kernel checks the device only when
+/// a frame is sent, so one filler frame (which the device under test drops anyway) goes out.
+fn nofcs(fd: &OwnedFd, info: &IfaceInfo) -> Result<(), IoError> {
+    let refused = |cause: std::io::Error| IoError::NoFcsUnsupported {
+        iface: info.name.clone(),
+        driver: info.driver.clone().unwrap_or_else(|| "unknown".into()),
+        cause: cause.to_string(),
+    };
+    setsockopt_int(fd, libc::SOL_SOCKET, SO_NOFCS, 1).map_err(refused)?;
+    let mut probe = [0u8; 64];
+    gapless_core::filler::write_filler(&mut probe, 60, gapless_core::filler::FILLER_DST, [0x02, 0, 0, 0, 0, 0]);
+    let fcs = !crc32fast::hash(&probe[..60]);
+    probe[60..].copy_from_slice(&fcs.to_le_bytes());
+    // SAFETY: sending 64 bytes from a live buffer on our socket.
+    let rc = unsafe { libc::send(fd.as_raw_fd(), probe.as_ptr() as *const libc::c_void, 64, 0) };
+    if rc < 0 {
+        return Err(refused(std::io::Error::last_os_error()));
+    }
+    Ok(())
+}
+
 /// How long a frame the kernel refuses for a full queue (ENOBUFS, EAGAIN) is retried.
 const RETRY_FOR: std::time::Duration = std::time::Duration::from_millis(2);
 
@@ -95,10 +148,17 @@ struct TxSocket {
     /// Frames that failed to send, and the last errno.
     errors: u64,
     last_errno: i32,
+    /// TX stamps asked for, and those collected.
+    stamps: Option<(crate::txstamp::TxStampKind, TxStampStats)>,
+    /// SO_TXTIME is on.
+    txtime: bool,
+    /// The next send's frames: due on the wall clock, and the wall clock read before it.
+    due: Vec<u64>,
+    read_ns: u64,
 }
 
 impl TxSocket {
-    fn open(iface: &str) -> Result<TxSocket, IoError> {
+    fn open(iface: &str, opts: AfPacketOptions) -> Result<TxSocket, IoError> {
         let info = iface_info(iface)?;
         if !info.up || !info.running {
             return Err(IoError::InterfaceDown(iface.to_string()));
@@ -108,7 +168,16 @@ impl TxSocket {
         if bind_packet(&fd, info.index, 0) < 0 {
             return Err(IoError::last_os(format!("bind AF_PACKET socket to {iface}")));
         }
-        let qdisc_bypass = setsockopt_int(&fd, libc::SOL_PACKET, PACKET_QDISC_BYPASS, 1).is_ok();
+        let qdisc_bypass = opts.bypass_qdisc && setsockopt_int(&fd, libc::SOL_PACKET, PACKET_QDISC_BYPASS, 1).is_ok();
+        if let Some(kind) = opts.tx_stamps {
+            crate::txstamp::enable(&fd, iface, kind)?;
+        }
+        if opts.txtime {
+            crate::txstamp::enable_txtime(&fd, iface)?;
+        }
+        if opts.nofcs {
+            nofcs(&fd, &info)?;
+        }
         let want = 4 << 20;
         let sndbuf = if setsockopt_int(&fd, libc::SOL_SOCKET, libc::SO_SNDBUFFORCE, want).is_ok()
             || setsockopt_int(&fd, libc::SOL_SOCKET, libc::SO_SNDBUF, want).is_ok()
@@ -124,6 +193,10 @@ impl TxSocket {
             sndbuf,
             errors: 0,
             last_errno: 0,
+            stamps: opts.tx_stamps.map(|k| (k, TxStampStats::default())),
+            txtime: opts.txtime,
+            due: Vec::new(),
+            read_ns: 0,
         })
     }
 
@@ -152,20 +225,61 @@ impl TxSocket {
     }
 
     fn describe(&self, method: &str) -> String {
-        format!(
+        let mut d = format!(
             "AF_PACKET on {} (ifindex {}), {method}, PACKET_QDISC_BYPASS {}, SO_SNDBUF {} B",
             self.info.name,
             self.info.index,
-            if self.qdisc_bypass { "on" } else { "refused" },
+            if self.qdisc_bypass {
+                "on"
+            } else {
+                "off (through the qdisc)"
+            },
             self.sndbuf
-        )
+        );
+        if let Some((k, _)) = &self.stamps {
+            d += &format!(", TX stamps: {}", k.source());
+        }
+        if self.txtime {
+            d += ", SO_TXTIME (CLOCK_TAI) per frame";
+        }
+        d
+    }
+
+    /// Frames `from..to` of the batch were accepted by the kernel.
+    fn accepted(&mut self, from: usize, to: usize) {
+        if let Some((_, st)) = &mut self.stamps {
+            for j in from..to {
+                st.sent(self.due.get(j).copied().unwrap_or(self.read_ns), self.read_ns);
+            }
+        }
+    }
+
+    /// Reads the stamps waiting, when enough frames wait for theirs.
+    fn drain(&mut self, at_least: usize) {
+        if let Some((k, st)) = &mut self.stamps {
+            if st.waiting() >= at_least {
+                crate::txstamp::drain(&self.fd, *k, st);
+            }
+        }
+    }
+
+    /// At the end: the stamps still in flight, waited for up to 100 ms.
+    fn take_stamps(&mut self) -> Option<TxStampStats> {
+        let t0 = std::time::Instant::now();
+        while self.stamps.as_ref().is_some_and(|(_, s)| s.waiting() > 0)
+            && t0.elapsed() < std::time::Duration::from_millis(100)
+        {
+            self.drain(1);
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        self.stamps.take().map(|(_, s)| s)
     }
 }
 
 impl AfPacketTx {
     /// Opens a TX socket on `iface` with room for `max_batch` frames of `max_frame` bytes.
-    pub fn open(iface: &str, max_frame: usize, max_batch: usize) -> Result<AfPacketTx, IoError> {
-        let sock = TxSocket::open(iface)?;
+    pub fn open(iface: &str, max_frame: usize, max_batch: usize, opts: AfPacketOptions) -> Result<AfPacketTx, IoError> {
+        let sock = TxSocket::open(iface, opts)?;
         let n = max_batch.max(1);
         let mut bufs: Vec<Vec<u8>> = (0..n).map(|_| vec![0u8; max_frame]).collect();
         let mut iovs: Vec<libc::iovec> = bufs
@@ -185,7 +299,31 @@ impl AfPacketTx {
                 libc::mmsghdr { msg_hdr: h, msg_len: 0 }
             })
             .collect();
-        Ok(AfPacketTx { sock, bufs, iovs, msgs })
+        let mut tx = AfPacketTx {
+            sock,
+            bufs,
+            iovs,
+            msgs,
+            cmsgs: Vec::new(),
+            tai_off_ns: 0,
+        };
+        if opts.txtime {
+            tx.cmsgs = vec![[0u8; crate::txstamp::TXTIME_CMSG_LEN]; n];
+            tx.tai_off_ns = crate::afxdp::tai_offset_ns();
+            for (m, c) in tx.msgs.iter_mut().zip(tx.cmsgs.iter_mut()) {
+                m.msg_hdr.msg_control = c.as_mut_ptr() as *mut libc::c_void;
+                m.msg_hdr.msg_controllen = c.len();
+            }
+        }
+        Ok(tx)
+    }
+
+    /// Each frame's launch time: its due time on CLOCK_TAI.
+    fn fill_txtimes(&mut self, n: usize) {
+        for j in 0..n.min(self.cmsgs.len()) {
+            let due = self.sock.due.get(j).copied().unwrap_or(self.sock.read_ns);
+            crate::txstamp::txtime_cmsg(&mut self.cmsgs[j], due.saturating_add_signed(self.tai_off_ns));
+        }
     }
 }
 
@@ -208,6 +346,9 @@ impl TxBackend for AfPacketTx {
         for (iov, &l) in self.iovs.iter_mut().zip(lens) {
             iov.iov_len = l;
         }
+        if self.sock.txtime {
+            self.fill_txtimes(n);
+        }
         let mut done = 0usize;
         // Retries of the frame at `done`, and when they began: a full queue is retried for
         // at most RETRY_FOR, so a frame the kernel will not take costs 2 ms, not seconds.
@@ -225,6 +366,7 @@ impl TxBackend for AfPacketTx {
                 )
             };
             if rc > 0 {
+                self.sock.accepted(done, done + rc as usize);
                 done += rc as usize;
                 (retries, since) = (0, None);
                 continue;
@@ -249,6 +391,7 @@ impl TxBackend for AfPacketTx {
             done += 1;
             (retries, since) = (0, None);
         }
+        self.sock.drain(64);
         Ok(n - failed)
     }
     fn finish(&mut self) -> Result<(), IoError> {
@@ -259,6 +402,17 @@ impl TxBackend for AfPacketTx {
     }
     fn last_error(&self) -> Option<String> {
         self.sock.last_error()
+    }
+    fn wants_due_times(&self) -> bool {
+        self.sock.stamps.is_some() || self.sock.txtime
+    }
+    fn due_times(&mut self, due_real_ns: &[u64], read_real_ns: u64) {
+        self.sock.due.clear();
+        self.sock.due.extend_from_slice(due_real_ns);
+        self.sock.read_ns = read_real_ns;
+    }
+    fn take_tx_stamps(&mut self) -> Option<TxStampStats> {
+        self.sock.take_stamps()
     }
     fn is_live(&self) -> bool {
         true
@@ -304,8 +458,20 @@ unsafe impl Send for AfPacketRingTx {}
 impl AfPacketRingTx {
     /// Opens a TX ring on `iface` for departures of up to `max_batch` frames of up to
     /// `max_frame` bytes.
-    pub fn open(iface: &str, max_frame: usize, max_batch: usize) -> Result<AfPacketRingTx, IoError> {
-        let sock = TxSocket::open(iface)?;
+    pub fn open(
+        iface: &str,
+        max_frame: usize,
+        max_batch: usize,
+        opts: AfPacketOptions,
+    ) -> Result<AfPacketRingTx, IoError> {
+        if opts.txtime {
+            return Err(IoError::TxStamps {
+                iface: iface.into(),
+                what: "launch time needs a control message per frame, which PACKET_TX_RING cannot carry".into(),
+                fix: "send with sendmmsg (--tx-method sendmmsg, the default)".into(),
+            });
+        }
+        let sock = TxSocket::open(iface, opts)?;
         let fd = sock.fd.as_raw_fd();
         setsockopt_int(&sock.fd, libc::SOL_PACKET, PACKET_VERSION, TPACKET_V2).map_err(|e| IoError::Os {
             context: "setsockopt(PACKET_VERSION, TPACKET_V2)".into(),
@@ -430,6 +596,8 @@ impl TxBackend for AfPacketRingTx {
             }
         }
         self.head = (self.head + lens.len()) % self.frame_nr;
+        self.sock.accepted(0, lens.len() - failed);
+        self.sock.drain(64);
         Ok(lens.len() - failed)
     }
     fn finish(&mut self) -> Result<(), IoError> {
@@ -440,6 +608,17 @@ impl TxBackend for AfPacketRingTx {
     }
     fn last_error(&self) -> Option<String> {
         self.sock.last_error()
+    }
+    fn wants_due_times(&self) -> bool {
+        self.sock.stamps.is_some()
+    }
+    fn due_times(&mut self, due_real_ns: &[u64], read_real_ns: u64) {
+        self.sock.due.clear();
+        self.sock.due.extend_from_slice(due_real_ns);
+        self.sock.read_ns = read_real_ns;
+    }
+    fn take_tx_stamps(&mut self) -> Option<TxStampStats> {
+        self.sock.take_stamps()
     }
     fn is_live(&self) -> bool {
         true

@@ -71,6 +71,37 @@ pub enum IoError {
     /// A command the testbed runs failed.
     #[error("`{cmd}` failed: {stderr}. Fix: check that iproute2 is installed (`apt-get install iproute2`) and that you are root")]
     Command { cmd: String, stderr: String },
+    /// The interface has a root qdisc of its own, which a shaper would replace.
+    #[error("{iface} has a root qdisc of its own ({kind}); rate_control = \"shaper\" would replace it and could not put it back. Fix: remove it (`tc qdisc del dev {iface} root`) if it is not needed, or pick another rate control (software)")]
+    QdiscInUse { iface: String, kind: String },
+    /// Launch time asked of an interface whose qdiscs cannot hold frames until their time.
+    #[error("rate_control = \"launch-time\" needs a qdisc on {iface} that sends each frame at its SO_TXTIME: etf or fq (or a NIC with launch-time offload under etf), but {iface} has {found}{kernel}. Fix: `tc qdisc replace dev {iface} root etf clockid CLOCK_TAI delta 200000` (add `offload` on a NIC with launch time, e.g. igc, i210), or `tc qdisc replace dev {iface} root fq`; or use rate_control = \"software\"")]
+    NoLaunchTimeQdisc {
+        iface: String,
+        found: String,
+        kernel: String,
+    },
+    /// The driver has no per-queue rate limiter.
+    #[error("{iface} refused tx_maxrate on queue {queue} ({cause}): its driver ({driver}) has no per-queue hardware rate limiter (veth never has one; Intel ixgbe, i40e, ice and mlx5 do). Fix: use rate_control = \"software\", or a NIC whose driver implements ndo_set_tx_maxrate")]
+    NicLimiterRefused {
+        iface: String,
+        queue: u32,
+        driver: String,
+        cause: String,
+    },
+    /// The driver does not let user space supply the FCS.
+    #[error("{iface} does not let user space supply the FCS (SO_NOFCS: {cause}); its driver ({driver}) lacks IFF_SUPP_NOFCS (veth never has it; e1000e and igb do). Fix: use fillers to a link-local address ([output.filler] kind = \"link-local\", or \"auto\")")]
+    NoFcsUnsupported {
+        iface: String,
+        driver: String,
+        cause: String,
+    },
+    /// A sysfs file of the NIC limiter could not be read or written.
+    #[error("{path}: {cause}. Fix: check that the interface exists in this network namespace and that you are root")]
+    Sysfs { path: String, cause: String },
+    /// Kernel TX timestamps could not be turned on.
+    #[error("{iface}: {what}. Fix: {fix}")]
+    TxStamps { iface: String, what: String, fix: String },
     /// The pcap file could not be written.
     #[error(
         "pcap {path}: {message}. Fix: check that the directory exists and is writable, and that the disk has space"

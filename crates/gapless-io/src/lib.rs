@@ -14,12 +14,16 @@ pub mod caps;
 pub mod capture;
 pub mod error;
 pub mod files;
+pub mod filler;
+pub mod maxrate;
 pub mod nic;
 pub mod null;
 pub mod pcap;
 pub mod pcapng;
+pub mod qdisc;
 pub mod rx;
 pub mod testbed;
+pub mod txstamp;
 pub mod xdp_prog;
 
 pub use error::IoError;
@@ -55,5 +59,21 @@ pub trait TxBackend: Send {
     /// wall clock.
     fn on_schedule_time(&self) -> bool {
         false
+    }
+    /// Whether the backend wants each frame's due time on the wall clock before `send` (TX
+    /// timestamps, launch time).
+    fn wants_due_times(&self) -> bool {
+        false
+    }
+    /// The frames of the next `send`: frame `j` is due at `due_real_ns[j]` (CLOCK_REALTIME
+    /// ns), and the wall clock read just before the send says `read_real_ns`.
+    fn due_times(&mut self, _due_real_ns: &[u64], _read_real_ns: u64) {}
+    /// The TX timestamps collected, matched to frames (taken once, after the last send).
+    fn take_tx_stamps(&mut self) -> Option<gapless_core::txstamp::TxStampStats> {
+        None
+    }
+    /// What the filler wrapper did (rate_control = "filler").
+    fn filler_stats(&self) -> Option<filler::FillerStats> {
+        None
     }
 }

@@ -9,7 +9,9 @@ use std::time::Duration;
 use anyhow::{anyhow, bail, Context, Result};
 use clap::ValueEnum;
 use gapless_engine::report::{snapshot_text, summary_text, verdict_text, write_json_atomic};
-use gapless_engine::{Pacing, ProfileSource, Run, RunHandle, RunReport, RunSpec, TxSocket, TxTarget};
+use gapless_engine::{
+    Pacing, ProfileSource, RateControlKind, Run, RunHandle, RunReport, RunSpec, TxSocket, TxStampKind, TxTarget,
+};
 use gapless_io::afxdp::XdpMode;
 
 use crate::{meter_cmd, outputs, say};
@@ -36,6 +38,28 @@ enum XdpModeArg {
     Auto,
     Copy,
     Zerocopy,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum RateControlArg {
+    /// The send loop busy-waits on the TSC for each departure (default).
+    Software,
+    /// The NIC's per-queue hardware limiter (tx_maxrate); gapless sends unpaced.
+    Nic,
+    /// Back to back at line rate, gaps filled with frames the device under test drops.
+    Filler,
+    /// Each frame carries its time (SO_TXTIME); an etf or fq qdisc (or the NIC) holds it.
+    LaunchTime,
+    /// The kernel's tbf (or htb) on the interface; gapless sends unpaced through it.
+    Shaper,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum TxStampsArg {
+    /// The kernel's software stamp as the driver takes the frame.
+    Kernel,
+    /// The NIC's stamp as the frame leaves (needs a NIC with TX hardware timestamps).
+    Hardware,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -86,6 +110,13 @@ pub struct RunArgs {
     /// AF_XDP queue (--backend afxdp).
     #[arg(long, default_value_t = 0)]
     xdp_queue: u32,
+    /// How the frames are spaced (default: the profile's [output] rate_control, else software).
+    #[arg(long, value_enum)]
+    rate_control: Option<RateControlArg>,
+    /// Read the kernel's (or the NIC's) TX timestamp of every frame and report the real
+    /// departure error: stamp minus scheduled time (AF_PACKET).
+    #[arg(long, value_enum)]
+    tx_timestamps: Option<TxStampsArg>,
     /// Throughput mode: send up to N single-frame departures of a stream in one system call
     /// at the first one's time (1: precise mode, one departure per call). The result reports
     /// the bursts this makes.
@@ -225,6 +256,17 @@ impl RunArgs {
             split_cbr: self.split_cbr,
             rt_priority: self.rt_priority,
             rx,
+            rate_control: self.rate_control.map(|r| match r {
+                RateControlArg::Software => RateControlKind::Software,
+                RateControlArg::Nic => RateControlKind::Nic,
+                RateControlArg::Filler => RateControlKind::Filler,
+                RateControlArg::LaunchTime => RateControlKind::LaunchTime,
+                RateControlArg::Shaper => RateControlKind::Shaper,
+            }),
+            tx_stamps: self.tx_timestamps.map(|t| match t {
+                TxStampsArg::Kernel => TxStampKind::Kernel,
+                TxStampsArg::Hardware => TxStampKind::Hardware,
+            }),
             ..RunSpec::new(src, target)
         })
     }

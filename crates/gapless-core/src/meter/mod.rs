@@ -82,6 +82,8 @@ pub struct Meter {
     flows: HashMap<FlowKey, usize>,
     unsigned: Vec<StreamMeter>,
     foreign: ForeignCounts,
+    /// Filler frames (rate_control = "filler"): neither loss nor foreign traffic.
+    fillers: u64,
     frames: u64,
     t0: Option<u64>,
     t_last: u64,
@@ -97,6 +99,7 @@ impl Meter {
             flows: HashMap::new(),
             unsigned: Vec::new(),
             foreign: ForeignCounts::default(),
+            fillers: 0,
             frames: 0,
             t0: None,
             t_last: 0,
@@ -116,6 +119,11 @@ impl Meter {
     /// Takes one frame with its RX time in ns and its length on the wire (without FCS).
     #[inline]
     pub fn on_frame(&mut self, ts_ns: u64, frame: &[u8], wire_len: u32) {
+        if crate::filler::is_filler(frame) {
+            self.tick(ts_ns);
+            self.fillers += 1;
+            return;
+        }
         let mut class = classify(frame);
         if (frame.len() as u64) < u64::from(wire_len) {
             // Captured short of the wire (a snap length): headers that announce more than
@@ -231,6 +239,7 @@ impl Meter {
                 ..Default::default()
             },
             foreign: self.foreign.clone(),
+            fillers: self.fillers,
             streams,
             ..Default::default()
         }

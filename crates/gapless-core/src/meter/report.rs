@@ -334,6 +334,10 @@ pub struct MeterReport {
     pub duration_ns: u64,
     pub capture: CaptureStats,
     pub foreign: ForeignCounts,
+    /// Filler frames received (rate_control = "filler"; a device under test should have
+    /// dropped them): counted apart, never as loss or foreign traffic.
+    #[serde(default)]
+    pub fillers: u64,
     pub streams: Vec<StreamRx>,
     /// The host that metered (or analysed): name, kernel, CPU, interface, driver, netns.
     #[serde(default)]
