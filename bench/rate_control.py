@@ -32,7 +32,7 @@ G = os.environ.get("G", os.path.join(ROOT, "target/release/gapless"))
 ROUNDS = int(sys.argv[1]) if len(sys.argv) > 1 else 3
 SECS = float(sys.argv[2]) if len(sys.argv) > 2 else 2.0
 RATES = [10_000, 100_000, int(os.environ.get("RATE_HI", "200000"))]
-METHODS = ["software", "batch8", "batch32", "shaper-tbf", "shaper-htb", "filler"]
+METHODS = os.environ.get("METHODS", "software batch8 batch32 shaper-tbf shaper-htb filler").split()
 N = "rcb"  # namespaces rcbt (sender), rcbb (bridge), rcbr (sink)
 
 
@@ -85,7 +85,7 @@ def one(d, method, rate, rnd):
     if method.startswith("batch"):
         args += ["--batch", method[5:]]
     r = subprocess.run(args, capture_output=True, text=True)
-    time.sleep(0.5)
+    time.sleep(1.0)  # a shaper's queue drains after the sender is done
     cap.terminate()
     cap.wait()
     row = {"round": rnd, "method": method, "rate_pps": rate, "run_exit": r.returncode}

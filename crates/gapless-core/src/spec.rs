@@ -96,7 +96,7 @@ impl RateControlKind {
 pub struct ShaperSpec {
     /// `tbf` (default) or `htb`.
     pub qdisc: Option<String>,
-    /// The bucket, bytes (default: two of the largest frames, the least the qdisc passes).
+    /// The bucket, bytes (default: 1 ms of the rate, at least two of the largest frames).
     pub burst_bytes: Option<u64>,
     /// The rate, bit/s of frames without FCS as the kernel counts them (default: the
     /// profile's mean rate).
