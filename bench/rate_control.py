@@ -115,7 +115,7 @@ def one(d, method, rate, rnd):
 
 def table(rows):
     print(f"{'method':<11} {'rate':>7} {'n':>2} {'rate err %':>11} {'|err| p50':>10} {'|err| p99':>10} "
-          f"{'MSE ns2':>9} {'burst %':>8} {'W100 max %':>10}")
+          f"{'MSE ns2':>9} {'burst %':>8} {'W100 max %':>10} {'lost':>6}")
     for rate in RATES:
         for meth in METHODS:
             rs = [r for r in rows if r["method"] == meth and r["rate_pps"] == rate and "error" not in r]
@@ -126,7 +126,7 @@ def table(rows):
                 r.get(k) is not None for r in rs) else float("nan")
             print(f"{meth:<11} {rate:>7} {len(rs):>2} {100 * med('rate_error'):>+11.4f} {med('abs_err_p50_ns'):>10} "
                   f"{med('abs_err_p99_ns'):>10} {med('mse_ns2'):>9.3g} {100 * med('burst_fraction'):>8.2f} "
-                  f"{med('w100_max_pct'):>10.1f}")
+                  f"{med('w100_max_pct'):>10.1f} {max(r['sent'] - r['rx'] for r in rs):>6}")
 
 
 def main():

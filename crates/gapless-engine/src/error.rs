@@ -96,8 +96,8 @@ pub enum EngineError {
     #[error("{0} (no pcap was written)")]
     PcapNotWritten(IoError),
     /// A report's exports or plots could not be written.
-    #[error("TX timestamps (--tx-timestamps) need an AF_PACKET socket: {0}")]
-    TxStampsNeedAfPacket(&'static str),
+    #[error("TX timestamps (--tx-timestamps): {0}")]
+    TxStamps(&'static str),
 
     #[error("rate_control = {method:?}: {problem}")]
     RateControl { method: &'static str, problem: String },

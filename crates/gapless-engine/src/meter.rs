@@ -309,6 +309,12 @@ pub fn summary_text(r: &MeterReport) -> String {
             f.total, f.icmp_error, f.not_ip, f.no_ports, f.malformed, f.unsigned
         ));
     }
+    if r.fillers > 0 {
+        s.push_str(&format!(
+            "filler frames (rate_control = \"filler\"; a device under test should have dropped them): {}\n",
+            r.fillers
+        ));
+    }
     if let Some(d) = r.capture.kernel_drops {
         s.push_str(&format!("capture drops (kernel, ring full): {d}\n"));
     }

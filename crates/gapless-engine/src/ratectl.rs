@@ -23,6 +23,8 @@ pub struct RateControl {
     /// Launch time: how long before its time each frame is handed to the kernel, ns.
     pub lead_ns: u64,
     pub warnings: Vec<String>,
+    /// Warnings from undoing it, after the run.
+    pub end_warnings: Vec<String>,
     shaper: Option<Shaper>,
     limiter: Option<NicLimiter>,
     /// The namespace's own sysfs, mounted for the limiter (dropped after it: fields drop in
@@ -37,21 +39,60 @@ impl RateControl {
         matches!(self.kind, RateControlKind::Software | RateControlKind::LaunchTime)
     }
 
-    /// Undoes the setup now, noting it in the result (else the drop does it).
-    pub fn finish(&mut self) {
+    /// Lets the shaper send what it still holds before it goes (a stopped run too: those
+    /// frames were handed over and count as sent), for as long as its rate needs plus 1 s.
+    fn drain_shaper(&mut self, s: &Shaper, stopped: bool) {
+        let rate = self.setup.params["rate_bps"].as_f64().unwrap_or(0.0).max(8.0);
+        let held = s.backlog().map(|b| b.bytes).unwrap_or(0);
+        // A stopped run ends promptly: what the shaper still holds after 200 ms is dropped.
+        let secs = if stopped {
+            0.2
+        } else {
+            (held as f64 * 8.0 / rate).min(60.0) + 1.0
+        };
+        let max = std::time::Duration::from_secs_f64(secs);
+        match s.drain(max) {
+            Ok(b) => {
+                self.setup.confirmed.push(format!(
+                    "the shaper sent {} frames and dropped {}{}",
+                    b.sent_packets,
+                    b.drops,
+                    if b.packets > 0 {
+                        format!("; {} frames were still queued when it was removed", b.packets)
+                    } else {
+                        String::new()
+                    }
+                ));
+                if b.drops > 0 || b.packets > 0 {
+                    self.end_warnings.push(format!(
+                        "the shaper dropped {} frames and {} were left in its queue: fewer frames left than were sent",
+                        b.drops, b.packets
+                    ));
+                }
+            }
+            Err(e) => self
+                .end_warnings
+                .push(format!("the shaper's counters could not be read: {e}")),
+        }
+    }
+
+    /// Undoes the setup now, noting it in the result (else the drop does it). `stopped`: the
+    /// run was stopped (Ctrl-C, a fault), so it must end promptly.
+    pub fn finish(&mut self, stopped: bool) {
         if let Some(mut s) = self.shaper.take() {
+            self.drain_shaper(&s, stopped);
             match s.remove() {
                 Ok(()) => self.setup.confirmed.push(format!(
                     "shaper removed; the default root qdisc ({}) is back",
                     s.replaced
                 )),
-                Err(e) => self.warnings.push(format!("the shaper could not be removed: {e}")),
+                Err(e) => self.end_warnings.push(format!("the shaper could not be removed: {e}")),
             }
         }
         if let Some(mut l) = self.limiter.take() {
             match l.restore() {
                 Ok(()) => self.setup.confirmed.push("tx_maxrate restored on every queue".into()),
-                Err(e) => self.warnings.push(format!("tx_maxrate could not be restored: {e}")),
+                Err(e) => self.end_warnings.push(format!("tx_maxrate could not be restored: {e}")),
             }
         }
     }
@@ -71,7 +112,7 @@ pub fn check(spec: &RunSpec, kind: RateControlKind, socket: Option<TxSocket>) ->
         (K::Software, _) => None,
         (K::Filler, TxTarget::Pcap(_)) => None,
         (_, TxTarget::Pcap(_) | TxTarget::Null) => Some("it acts on an interface: give --iface"),
-        (K::Shaper | K::LaunchTime, _) if matches!(socket, Some(TxSocket::AfXdp { .. })) => {
+        (K::Shaper, _) if matches!(socket, Some(TxSocket::AfXdp { .. })) => {
             Some("AF_XDP bypasses the kernel's qdiscs: send with AF_PACKET (--backend afpacket)")
         }
         _ if spec.batch > 1 => Some("throughput mode (--batch) is software pacing's: leave --batch at 1"),
@@ -112,6 +153,7 @@ pub fn setup(
         },
         lead_ns: 0,
         warnings: Vec::new(),
+        end_warnings: Vec::new(),
         shaper: None,
         limiter: None,
         sysfs: None,
@@ -127,7 +169,10 @@ pub fn setup(
             };
             nic(&mut rc, &root, profile, iface, queues)?
         }
-        RateControlKind::LaunchTime => launch_time(&mut rc, out.launch_time.and_then(|l| l.lead_us), iface)?,
+        RateControlKind::LaunchTime => {
+            let xdp = queues.is_some();
+            launch_time(&mut rc, out.launch_time.and_then(|l| l.lead_us), iface, xdp)?
+        }
         RateControlKind::Software | RateControlKind::Filler => {}
     }
     Ok(rc)
@@ -208,7 +253,9 @@ fn nic(
     Ok(())
 }
 
-fn launch_time(rc: &mut RateControl, lead_us: Option<f64>, iface: &str) -> Result<(), EngineError> {
+/// Launch time: a qdisc that holds frames until their time (AF_PACKET), or for AF_XDP, which
+/// bypasses qdiscs, an etf with NIC offload (the NIC launches the frame).
+fn launch_time(rc: &mut RateControl, lead_us: Option<f64>, iface: &str, xdp: bool) -> Result<(), EngineError> {
     let lead = lead_us.unwrap_or(200.0);
     if !(lead.is_finite() && lead > 0.0 && lead <= 1e6) {
         return Err(EngineError::RateControl {
@@ -219,7 +266,15 @@ fn launch_time(rc: &mut RateControl, lead_us: Option<f64>, iface: &str) -> Resul
         });
     }
     let qdiscs = gapless_io::qdisc::show(iface)?;
-    let Some(found) = gapless_io::qdisc::launch_time_qdisc(&qdiscs) else {
+    let usable = |q: &&gapless_io::qdisc::Qdisc| !xdp || (q.kind == "etf" && q.offload);
+    let offered: Vec<_> = qdiscs.iter().filter(usable).cloned().collect();
+    let Some(found) = gapless_io::qdisc::launch_time_qdisc(&offered) else {
+        if xdp && gapless_io::qdisc::launch_time_qdisc(&qdiscs).is_some() {
+            return Err(EngineError::RateControl {
+                method: "launch-time",
+                problem: format!("AF_XDP bypasses the qdiscs, so only a NIC can launch its frames, and {iface}'s etf has no offload. Fix: `tc qdisc replace dev {iface} ... etf clockid CLOCK_TAI delta 200000 offload` on a NIC with launch time (igc, i210), or send with AF_PACKET"),
+            });
+        }
         let list: Vec<String> = qdiscs.iter().map(|q| format!("{} {}", q.kind, q.handle)).collect();
         return Err(gapless_io::IoError::NoLaunchTimeQdisc {
             iface: iface.to_string(),

@@ -379,6 +379,22 @@ pub fn snapshot_text(s: &crate::Snapshot) -> String {
 }
 
 /// The end-of-run summary for a terminal.
+/// What the rate-control method confirmed, and the TX stamps, for the summary.
+fn rate_control_lines(r: &RunResult) -> String {
+    let mut s = String::new();
+    for c in &r.rate_control_setup.confirmed {
+        s.push_str(&format!("{}: {c}\n", r.rate_control_setup.method));
+    }
+    if let Some(t) = &r.tx_timestamps {
+        let (d, p) = (&t.departure_error, &t.send_path);
+        s.push_str(&format!(
+            "TX stamps ({}): {} of {} frames matched; departure error (stamp - schedule) p50 {} ns, p99 {} ns, max {} ns; send path (stamp - clock before the send) p50 {} ns, p99 {} ns\n",
+            t.source, t.matched, t.frames_sent, d.p50_ns, d.p99_ns, d.max_ns, p.p50_ns, p.p99_ns
+        ));
+    }
+    s
+}
+
 pub fn summary_text(r: &RunResult) -> String {
     let mut s = String::new();
     s.push_str(&format!(
@@ -456,6 +472,7 @@ pub fn summary_text(r: &RunResult) -> String {
             ));
         }
     }
+    s.push_str(&rate_control_lines(r));
     if r.late.events > 0 {
         s.push_str(&format!(
             "on_late = {}: acted {} times (skipped {} frames, shifted {})\n",

@@ -324,14 +324,16 @@ fn xdp_queues(socket: Option<TxSocket>, loops: usize) -> Option<Vec<u32>> {
     }
 }
 
-/// TX stamps are read from an AF_PACKET socket's error queue.
+/// TX stamps come from an AF_PACKET socket's error queue, or AF_XDP's TX metadata.
 fn check_tx_stamps(spec: &RunSpec, socket: Option<TxSocket>) -> Result<(), EngineError> {
+    use crate::TxStampKind::Hardware;
     match (spec.tx_stamps, socket) {
         (None, _) | (Some(_), Some(TxSocket::AfPacket(_))) => Ok(()),
-        (Some(_), None) => Err(EngineError::TxStampsNeedAfPacket("they are taken as frames leave an interface: give --iface")),
-        (Some(_), Some(_)) => Err(EngineError::TxStampsNeedAfPacket(
-            "AF_XDP's TX metadata timestamp (Linux 6.8+, drivers with launch/completion metadata such as igc, mlx5) is not built: send with AF_PACKET (--backend afpacket)",
+        (Some(_), None) => Err(EngineError::TxStamps("they are taken as frames leave an interface: give --iface")),
+        (Some(Hardware), Some(TxSocket::AfXdp { mode, .. })) if mode != XdpMode::ZeroCopy => Err(EngineError::TxStamps(
+            "AF_XDP's TX metadata stamp is the NIC's only in zero-copy mode (in copy mode it is the kernel's software clock): add --xdp-mode zerocopy on a NIC that has it, or ask --tx-timestamps kernel",
         )),
+        (Some(_), Some(TxSocket::AfXdp { .. })) => Ok(()),
     }
 }
 
@@ -433,7 +435,13 @@ fn open_backend(
         TxTarget::Iface { name, .. } => match socket_of(spec, profile) {
             TxSocket::AfPacket(TxMethod::Sendmmsg) => Box::new(AfPacketTx::open(name, max_frame, batch, opts)?),
             TxSocket::AfPacket(TxMethod::Ring) => Box::new(AfPacketRingTx::open(name, max_frame, batch, opts)?),
-            TxSocket::AfXdp { mode, queue } => Box::new(AfXdpTx::open(name, queue + w as u32, mode, max_frame, batch)?),
+            TxSocket::AfXdp { mode, queue } => {
+                let meta = gapless_io::afxdp::XdpTxMeta {
+                    timestamps: opts.tx_stamps.is_some(),
+                    launch_time: opts.txtime,
+                };
+                Box::new(AfXdpTx::open(name, queue + w as u32, mode, max_frame, batch, meta)?)
+            }
         },
         TxTarget::Pcap(p) => Box::new(PcapTx::create(p, max_frame, batch)?),
         TxTarget::Null => Box::new(NullTx::new(max_frame, batch)),
@@ -486,7 +494,7 @@ struct Ran {
 fn execute(mut p: Prepared, stop: &Arc<AtomicBool>) -> Result<RunReport, EngineError> {
     let ran = run_threads(&mut p, stop);
     if let Some(rc) = &mut p.ratectl {
-        rc.finish();
+        rc.finish(stop.load(Ordering::Relaxed) || ran.as_ref().map_or(true, |r| r.stats.backend_error.is_some()));
     }
     let ran = ran?;
     let mut pcap_error = None;
@@ -504,7 +512,13 @@ fn execute(mut p: Prepared, stop: &Arc<AtomicBool>) -> Result<RunReport, EngineE
     }
     let meta = run_meta(&p);
     let mut result = build_result(&p.plan.profile, &ran.stats, &meta);
-    result.tx_timestamps = stamps.zip(p.spec.tx_stamps).map(|(s, k)| s.report(k.source()));
+    result
+        .warnings
+        .extend(p.ratectl.iter().flat_map(|r| r.end_warnings.iter().cloned()));
+    let source = p.backends.first().and_then(|b| b.tx_stamp_source());
+    result.tx_timestamps = stamps
+        .zip(p.spec.tx_stamps)
+        .map(|(s, k)| s.report(source.unwrap_or(k.source())));
     if let Some(r) = &result.tx_timestamps {
         if r.missing > 0 || r.unmatched > 0 {
             result.warnings.push(format!(

@@ -492,3 +492,46 @@ fn rate_control_errors_name_the_cause_and_the_fix() {
         "expected the known methods listed, got {e}"
     );
 }
+
+#[test]
+fn afxdp_tx_metadata_stamps_match_every_frame_in_copy_mode() {
+    let b = bed("xs");
+    let dir = tempfile::tempdir().unwrap();
+    let body = "[[stream]]\nsize = 128\n[stream.timing]\nrate_pps = 20000\ncount = 5000\n";
+    let xdp = |mode| TxTarget::Iface {
+        name: b.0.tx_if(),
+        socket: Some(gapless_engine::TxSocket::AfXdp { mode, queue: 0 }),
+    };
+    let mut s = spec(&b.0, profile(dir.path(), body), RateControlKind::Software, false);
+    s.target = xdp(gapless_io::afxdp::XdpMode::Copy);
+    s.tx_stamps = Some(TxStampKind::Kernel);
+    let r = run(s).unwrap_or_else(|e| panic!("{e}"));
+    let t = r.result.tx_timestamps.as_ref().expect("a TX stamp report");
+    assert!(
+        t.source.contains("AF_XDP TX metadata") && t.source.contains("copy mode"),
+        "{}",
+        t.source
+    );
+    assert_eq!(
+        (t.frames_sent, t.matched, t.unmatched),
+        (5000, 5000, 0),
+        "expected every frame stamped: {t:?}"
+    );
+    let p = &t.send_path;
+    assert!(
+        p.p50_ns > 0 && p.p50_ns < 1_000_000,
+        "the send path p50 expected in (0, 1 ms), got {p:?}"
+    );
+    println!(
+        "AF_XDP copy mode: departure error {:?}\nsend path {p:?}",
+        t.departure_error
+    );
+    let mut s = spec(&b.0, profile(dir.path(), body), RateControlKind::Software, false);
+    s.target = xdp(gapless_io::afxdp::XdpMode::Copy);
+    s.tx_stamps = Some(TxStampKind::Hardware);
+    let m = run(s).expect_err("hardware stamps in copy mode").to_string();
+    assert!(
+        m.contains("zero-copy") && m.contains("--tx-timestamps kernel"),
+        "got: {m}"
+    );
+}

@@ -263,14 +263,24 @@ impl TxSocket {
         }
     }
 
-    /// At the end: the stamps still in flight, waited for up to 100 ms.
+    /// At the end: the stamps still in flight. A qdisc (a shaper) may hold frames for long
+    /// after the last send, so this waits while stamps keep coming: until 200 ms pass without
+    /// one, or 30 s in all.
     fn take_stamps(&mut self) -> Option<TxStampStats> {
-        let t0 = std::time::Instant::now();
-        while self.stamps.as_ref().is_some_and(|(_, s)| s.waiting() > 0)
-            && t0.elapsed() < std::time::Duration::from_millis(100)
-        {
-            self.drain(1);
-            std::thread::sleep(std::time::Duration::from_millis(1));
+        use std::time::{Duration, Instant};
+        let (t0, mut last) = (Instant::now(), Instant::now());
+        while let Some((k, st)) = &mut self.stamps {
+            if st.waiting() == 0
+                || last.elapsed() > Duration::from_millis(200)
+                || t0.elapsed() > Duration::from_secs(30)
+            {
+                break;
+            }
+            if crate::txstamp::drain(&self.fd, *k, st) > 0 {
+                last = Instant::now();
+            } else {
+                std::thread::sleep(Duration::from_millis(1));
+            }
         }
         self.stamps.take().map(|(_, s)| s)
     }

@@ -14,6 +14,8 @@
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicU32, Ordering};
 
+use gapless_core::txstamp::TxStampStats;
+
 use crate::error::IoError;
 use crate::nic::{iface_info, IfaceInfo};
 use crate::rx::{wait_readable, RxFrame, RxSource, RxStats};
@@ -180,18 +182,29 @@ impl Xsk {
     /// Makes the socket, registers a UMEM, maps the rings and binds to `queue` of the
     /// interface (the caller has looked it up and checked that it is up).
     /// Registers the UMEM with the socket and sizes its fill, completion and data rings.
-    fn register(fd: &OwnedFd, umem: *mut u8, umem_len: usize, dir: Dir) -> Result<(), IoError> {
+    fn register(fd: &OwnedFd, umem: *mut u8, umem_len: usize, dir: Dir, tx_meta_len: u32) -> Result<(), IoError> {
         let os = os_err;
         let reg = libc::xdp_umem_reg {
             addr: umem as u64,
             len: umem_len as u64,
             chunk_size: UMEM_FRAME as u32,
             headroom: 0,
-            flags: 0,
-            tx_metadata_len: 0,
+            flags: if tx_meta_len > 0 {
+                libc::XDP_UMEM_TX_METADATA_LEN
+            } else {
+                0
+            },
+            tx_metadata_len: tx_meta_len,
         };
         setsockopt(fd, libc::XDP_UMEM_REG, &reg).map_err(|e| {
-            if e.raw_os_error() == Some(libc::ENOMEM) || e.raw_os_error() == Some(libc::EPERM) {
+            if tx_meta_len > 0 && e.raw_os_error() == Some(libc::EINVAL) {
+                IoError::Xdp {
+                    what: "XDP_UMEM_REG with TX metadata".into(),
+                    detail: format!("the kernel refused a {tx_meta_len} B TX metadata area ({e})"),
+                    fix: "use Linux 6.11 or newer for AF_XDP TX timestamps and launch time, or send with AF_PACKET"
+                        .into(),
+                }
+            } else if e.raw_os_error() == Some(libc::ENOMEM) || e.raw_os_error() == Some(libc::EPERM) {
                 IoError::Os {
                     context: format!(
                         "XDP_UMEM_REG of {} MiB (the locked-memory limit; raise it with `ulimit -l unlimited`)",
@@ -327,7 +340,7 @@ impl Xsk {
         rc == 0 && opts.flags & libc::XDP_OPTIONS_ZEROCOPY != 0
     }
 
-    fn open(info: IfaceInfo, queue: u32, mode: XdpMode, dir: Dir) -> Result<(Xsk, Ring), IoError> {
+    fn open(info: IfaceInfo, queue: u32, mode: XdpMode, dir: Dir, tx_meta_len: u32) -> Result<(Xsk, Ring), IoError> {
         // SAFETY: plain socket(2).
         let fd = unsafe { libc::socket(libc::AF_XDP, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
         if fd < 0 {
@@ -352,7 +365,7 @@ impl Xsk {
         }
         let umem = umem as *mut u8;
         let set_up = || -> Result<(Ring, Ring, Ring), IoError> {
-            Xsk::register(&fd, umem, umem_len, dir)?;
+            Xsk::register(&fd, umem, umem_len, dir, tx_meta_len)?;
             let rings = Xsk::map_rings(&fd, dir)?;
             Xsk::bind(&fd, &info, queue, mode)?;
             Ok(rings)
@@ -438,10 +451,52 @@ pub struct AfXdpTx {
     kicks: u64,
     errors: u64,
     last_errno: i32,
+    /// TX metadata asked for, and what it needs per frame.
+    meta: Meta,
 }
 
 // SAFETY: the mappings are owned by the struct and touched only through &mut self.
 unsafe impl Send for AfXdpTx {}
+
+/// What AF_XDP's TX metadata (Linux 6.8+; copy mode 6.11+; launch time 6.15+) carries.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct XdpTxMeta {
+    /// A completion timestamp per frame (the NIC's in zero-copy, the kernel's software TAI
+    /// clock when the frame is freed in copy mode).
+    pub timestamps: bool,
+    /// Each frame's launch time (a NIC with launch-time offload, e.g. igc, in zero-copy).
+    pub launch_time: bool,
+}
+
+/// `struct xsk_tx_metadata`: flags, then the request (csum_start, csum_offset, launch_time
+/// at +16) or, once completed, the completion (tx_timestamp at +8).
+const TX_META_LEN: u32 = 24;
+/// Frame data starts here in its UMEM chunk when metadata is on (the metadata just before).
+const TX_DATA_OFF: u64 = 32;
+const XDP_TXMD_FLAGS_LAUNCH_TIME: u64 = 1 << 2;
+
+/// One frame's `struct xsk_tx_metadata` as the kernel reads it: flags, then the request
+/// (csum_start and csum_offset left 0, launch_time at +16).
+fn tx_meta_bytes(flags: u64, launch_time_ns: u64) -> [u8; TX_META_LEN as usize] {
+    let mut md = [0u8; TX_META_LEN as usize];
+    md[..8].copy_from_slice(&flags.to_ne_bytes());
+    md[16..24].copy_from_slice(&launch_time_ns.to_ne_bytes());
+    md
+}
+
+/// The per-frame state of TX metadata.
+#[derive(Default)]
+struct Meta {
+    ask: XdpTxMeta,
+    data_off: u64,
+    stamps: Option<TxStampStats>,
+    /// The stamp number of the frame in each UMEM chunk.
+    keys: Vec<u32>,
+    next_key: u32,
+    due: Vec<u64>,
+    read_ns: u64,
+    tai_off_ns: i64,
+}
 
 impl AfXdpTx {
     /// Binds an AF_XDP socket to queue `queue` of `iface` for sending.
@@ -451,8 +506,10 @@ impl AfXdpTx {
         mode: XdpMode,
         max_frame: usize,
         max_batch: usize,
+        ask: XdpTxMeta,
     ) -> Result<AfXdpTx, IoError> {
-        if max_frame > UMEM_FRAME {
+        let on = ask.timestamps || ask.launch_time;
+        if max_frame + if on { TX_DATA_OFF as usize } else { 0 } > UMEM_FRAME {
             return Err(IoError::XdpFrameTooLarge {
                 stream: String::new(),
                 frame: max_frame,
@@ -463,7 +520,7 @@ impl AfXdpTx {
         if !info.up || !info.running {
             return Err(IoError::InterfaceDown(iface.to_string()));
         }
-        let (xsk, tx) = Xsk::open(info, queue, mode, Dir::Tx)?;
+        let (xsk, tx) = Xsk::open(info, queue, mode, Dir::Tx, if on { TX_META_LEN } else { 0 })?;
         let mut s = AfXdpTx {
             tx,
             xsk,
@@ -477,23 +534,79 @@ impl AfXdpTx {
             kicks: 0,
             errors: 0,
             last_errno: 0,
+            meta: Meta {
+                ask,
+                data_off: if on { TX_DATA_OFF } else { 0 },
+                stamps: ask.timestamps.then(TxStampStats::default),
+                keys: vec![0; UMEM_FRAMES as usize],
+                tai_off_ns: tai_offset_ns(),
+                ..Meta::default()
+            },
         };
         s.tx_prod = s.tx.prod().load(Ordering::Relaxed);
         Ok(s)
     }
 
-    /// Frames back from the completion ring onto the free list.
+    /// Writes frame `j`'s TX metadata (chunk at `chunk`) and returns the descriptor options.
+    fn write_meta(&mut self, j: usize, chunk: u64) -> u32 {
+        let m = &mut self.meta;
+        if m.data_off == 0 {
+            return 0;
+        }
+        let due = m.due.get(j).copied().unwrap_or(m.read_ns);
+        let mut flags = 0u64;
+        if m.ask.timestamps {
+            flags |= u64::from(libc::XDP_TXMD_FLAGS_TIMESTAMP);
+            if let Some(st) = &mut m.stamps {
+                st.sent(due, m.read_ns);
+            }
+            m.keys[(chunk / UMEM_FRAME as u64) as usize] = m.next_key;
+            m.next_key = m.next_key.wrapping_add(1);
+        }
+        let launch = if m.ask.launch_time {
+            flags |= XDP_TXMD_FLAGS_LAUNCH_TIME;
+            due.saturating_add_signed(m.tai_off_ns)
+        } else {
+            0
+        };
+        let md = tx_meta_bytes(flags, launch);
+        let off = chunk + m.data_off - u64::from(TX_META_LEN);
+        // SAFETY: the metadata area lies inside the chunk, which is ours until it is sent.
+        unsafe { self.xsk.frame_mut(off, TX_META_LEN as usize) }.copy_from_slice(&md);
+        libc::XDP_TX_METADATA
+    }
+
+    /// A completed frame's timestamp (TAI), matched to its number.
+    fn completed(&mut self, chunk: u64) {
+        let off = chunk + self.meta.data_off - u64::from(TX_META_LEN) + 8;
+        // SAFETY: the chunk is back from the completion ring: ours, inside the UMEM.
+        let b = unsafe { self.xsk.frame_mut(off, 8) };
+        let ts = u64::from_ne_bytes(b[..8].try_into().expect("8 bytes"));
+        let key = self.meta.keys[(chunk / UMEM_FRAME as u64) as usize];
+        if let Some(st) = &mut self.meta.stamps {
+            if ts != 0 {
+                st.stamp(key, ts.saturating_add_signed(-self.meta.tai_off_ns));
+            }
+        }
+    }
+
+    /// Frames back from the completion ring onto the free list (their TX stamps read first).
     fn reclaim(&mut self) {
-        let cq = &self.xsk.cq;
-        let prod = cq.prod().load(Ordering::Acquire);
-        let mut cons = cq.cons().load(Ordering::Relaxed);
+        let prod = self.xsk.cq.prod().load(Ordering::Acquire);
+        let mut cons = self.xsk.cq.cons().load(Ordering::Relaxed);
+        let stamps = self.meta.stamps.is_some();
         while cons != prod {
+            let cq = &self.xsk.cq;
             // SAFETY: entry `cons & mask` is inside the ring and owned by us until cons moves.
             let addr = unsafe { (cq.desc as *const u64).add((cons & cq.mask) as usize).read() };
-            self.free.push(addr & !(UMEM_FRAME as u64 - 1));
+            let chunk = addr & !(UMEM_FRAME as u64 - 1);
+            if stamps {
+                self.completed(chunk);
+            }
+            self.free.push(chunk);
             cons = cons.wrapping_add(1);
         }
-        cq.cons().store(cons, Ordering::Release);
+        self.xsk.cq.cons().store(cons, Ordering::Release);
     }
 
     /// One wakeup: the kernel takes TX descriptors (and in copy mode sends them).
@@ -561,9 +674,9 @@ impl TxBackend for AfXdpTx {
             let a = self.free.pop().expect("not empty");
             self.batch.push(a);
         }
-        let a = self.batch[i];
-        // SAFETY: a is a frame offset inside the UMEM, owned by us (not in any ring).
-        unsafe { self.xsk.frame_mut(a, UMEM_FRAME) }
+        let a = self.batch[i] + self.meta.data_off;
+        // SAFETY: a is inside a UMEM chunk owned by us (not in any ring), data_off from its start.
+        unsafe { self.xsk.frame_mut(a, UMEM_FRAME - self.meta.data_off as usize) }
     }
 
     fn send(&mut self, lens: &[usize], _at_ns: &[u64]) -> Result<usize, IoError> {
@@ -576,10 +689,12 @@ impl TxBackend for AfXdpTx {
         }
         for (j, &len) in lens.iter().enumerate() {
             let idx = self.tx_prod.wrapping_add(j as u32) & self.tx.mask;
+            let chunk = self.batch[j];
+            let options = self.write_meta(j, chunk);
             let d = libc::xdp_desc {
-                addr: self.batch[j],
+                addr: chunk + self.meta.data_off,
                 len: len as u32,
-                options: 0,
+                options,
             };
             // SAFETY: idx is inside the descriptor array; the slot is ours until prod moves.
             unsafe { (self.tx.desc as *mut libc::xdp_desc).add(idx as usize).write(d) };
@@ -635,6 +750,29 @@ impl TxBackend for AfXdpTx {
 
     fn last_error(&self) -> Option<String> {
         (self.last_errno != 0).then(|| std::io::Error::from_raw_os_error(self.last_errno).to_string())
+    }
+
+    fn wants_due_times(&self) -> bool {
+        self.meta.ask.timestamps || self.meta.ask.launch_time
+    }
+
+    fn due_times(&mut self, due_real_ns: &[u64], read_real_ns: u64) {
+        self.meta.due.clear();
+        self.meta.due.extend_from_slice(due_real_ns);
+        self.meta.read_ns = read_real_ns;
+    }
+
+    fn take_tx_stamps(&mut self) -> Option<TxStampStats> {
+        let _ = self.finish();
+        self.meta.stamps.take()
+    }
+
+    fn tx_stamp_source(&self) -> Option<&'static str> {
+        self.meta.ask.timestamps.then_some(if self.xsk.zerocopy {
+            "AF_XDP TX metadata completion stamp (zero-copy: the NIC's, XDP_TXMD_FLAGS_TIMESTAMP)"
+        } else {
+            "AF_XDP TX metadata completion stamp (copy mode: the kernel's TAI clock as the frame is freed, XDP_TXMD_FLAGS_TIMESTAMP)"
+        })
     }
 
     fn is_live(&self) -> bool {
@@ -701,7 +839,7 @@ impl AfXdpRx {
             (XdpAttach::Generic, _) => XdpMode::Copy,
             (_, m) => m,
         };
-        let (xsk, rx) = Xsk::open(info, queue, mode, Dir::Rx)?;
+        let (xsk, rx) = Xsk::open(info, queue, mode, Dir::Rx, 0)?;
         let mut s = AfXdpRx {
             prog,
             rx,
@@ -876,6 +1014,23 @@ impl RxSource for AfXdpRx {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tx_metadata_is_laid_out_as_the_kernel_reads_it() {
+        // struct xsk_tx_metadata { __u64 flags; union { struct { __u16 csum_start;
+        // __u16 csum_offset; __u64 launch_time; } request; struct { __u64 tx_timestamp; }
+        // completion; }; }: 24 bytes, launch_time at 16, tx_timestamp at 8.
+        let f = u64::from(libc::XDP_TXMD_FLAGS_TIMESTAMP) | XDP_TXMD_FLAGS_LAUNCH_TIME;
+        let md = tx_meta_bytes(f, 0x1122_3344_5566_7788);
+        assert_eq!(md.len(), 24);
+        assert_eq!(u64::from_ne_bytes(md[..8].try_into().unwrap()), 0b101);
+        assert_eq!(
+            &md[8..16],
+            &[0; 8],
+            "checksum request unused, and the completion slot starts clear"
+        );
+        assert_eq!(u64::from_ne_bytes(md[16..].try_into().unwrap()), 0x1122_3344_5566_7788);
+    }
 
     #[test]
     fn a_kernel_without_af_xdp_gets_the_fix() {

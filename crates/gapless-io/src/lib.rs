@@ -72,6 +72,11 @@ pub trait TxBackend: Send {
     fn take_tx_stamps(&mut self) -> Option<gapless_core::txstamp::TxStampStats> {
         None
     }
+    /// Where the TX stamps come from, when the backend's own kind says more than the request
+    /// (AF_XDP's metadata stamps).
+    fn tx_stamp_source(&self) -> Option<&'static str> {
+        None
+    }
     /// What the filler wrapper did (rate_control = "filler").
     fn filler_stats(&self) -> Option<filler::FillerStats> {
         None

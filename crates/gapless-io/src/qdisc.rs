@@ -94,6 +94,15 @@ pub struct Shaper {
     removed: bool,
 }
 
+/// A shaper's queue and counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Backlog {
+    pub packets: u64,
+    pub bytes: u64,
+    pub sent_packets: u64,
+    pub drops: u64,
+}
+
 /// How to shape.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ShaperParams {
@@ -191,6 +200,32 @@ impl Shaper {
             })?;
         sh.confirmed = format!("{} {} {}", q.kind, q.handle, q.options);
         Ok(sh)
+    }
+
+    /// The frames the shaper still holds, and its counters (`tc -s`).
+    pub fn backlog(&self) -> Result<Backlog, IoError> {
+        let out = tc(&["-s", "-j", "qdisc", "show", "dev", &self.iface, "root"])?;
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap_or_default();
+        let q = &v[0];
+        Ok(Backlog {
+            packets: q["qlen"].as_u64().unwrap_or(0),
+            bytes: q["backlog"].as_u64().unwrap_or(0),
+            sent_packets: q["packets"].as_u64().unwrap_or(0),
+            drops: q["drops"].as_u64().unwrap_or(0),
+        })
+    }
+
+    /// Waits until the shaper has sent what it holds (removing it would drop those frames),
+    /// for at most `max`. Returns the last backlog read.
+    pub fn drain(&self, max: std::time::Duration) -> Result<Backlog, IoError> {
+        let t0 = std::time::Instant::now();
+        loop {
+            let b = self.backlog()?;
+            if b.packets == 0 || t0.elapsed() >= max {
+                return Ok(b);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
     }
 
     /// Removes the shaper; the kernel restores the interface's default root qdisc.

@@ -316,3 +316,48 @@ fn netns_list() -> String {
     )
     .unwrap()
 }
+
+#[test]
+fn the_cli_maps_rate_control_and_tx_timestamps_and_prints_what_they_confirmed() {
+    let _one_at_a_time = exclusive();
+    let bed = Bed::up();
+    let dir = tempfile::tempdir().unwrap();
+    let profile = write(
+        dir.path(),
+        "p.toml",
+        "[[stream]]\nsize = 128\n[stream.timing]\nrate_pps = 20000\ncount = 4000\n",
+    );
+    let json = dir.path().join("r.json");
+    let o = bed.run(
+        &profile,
+        &[
+            "--json",
+            json.to_str().unwrap(),
+            "--rate-control",
+            "shaper",
+            "--tx-timestamps",
+            "kernel",
+        ],
+    );
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    for want in [
+        "shaper: installed on",
+        "and dropped 0",
+        "shaper: shaper removed",
+        "TX stamps (kernel software",
+        "4000 of 4000 frames matched",
+    ] {
+        assert!(t.contains(want), "expected {want:?} in the summary, got:\n{t}");
+    }
+    let r = read_json(&json);
+    assert_eq!(r["rate_control_setup"]["method"], "shaper");
+    assert_eq!(r["tx_timestamps"]["matched"], 4000);
+    assert!(
+        r["backend_detail"].as_str().unwrap().contains("through the qdisc"),
+        "{}",
+        r["backend_detail"]
+    );
+    let o = bed.run(&profile, &["--rate-control", "launch-time"]);
+    expect_error(&o, &["launch-time", "etf", "noqueue"]);
+}
