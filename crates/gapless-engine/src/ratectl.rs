@@ -110,12 +110,16 @@ pub fn check(spec: &RunSpec, kind: RateControlKind, socket: Option<TxSocket>) ->
     use RateControlKind as K;
     let why = match (kind, &spec.target) {
         (K::Software, _) => None,
+        (K::Filler, _) if spec.cores.len() > 1 => {
+            Some("fillers lay out one link's wire time from one send loop, and several loops would book the same wire twice: send from one core")
+        }
         (K::Filler, TxTarget::Pcap(_)) => None,
         (_, TxTarget::Pcap(_) | TxTarget::Null) => Some("it acts on an interface: give --iface"),
         (K::Shaper, _) if matches!(socket, Some(TxSocket::AfXdp { .. })) => {
             Some("AF_XDP bypasses the kernel's qdiscs: send with AF_PACKET (--backend afpacket)")
         }
         _ if spec.batch > 1 => Some("throughput mode (--batch) is software pacing's: leave --batch at 1"),
+
         (K::Nic | K::Shaper | K::Filler, _) if spec.pacing == crate::Pacing::On => {
             Some("the method spaces the frames itself and gapless sends unpaced: drop --pace on")
         }

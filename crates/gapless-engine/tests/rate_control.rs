@@ -470,6 +470,16 @@ fn rate_control_errors_name_the_cause_and_the_fix() {
         ),
         (
             RunSpec {
+                cores: vec![0, 1],
+                ..RunSpec::new(
+                    profile(dir.path(), &format!("link_speed_bps = 1e9\n[output]\nrate_control = \"filler\"\n{body}")),
+                    TxTarget::Pcap(dir.path().join("x.pcap")),
+                )
+            },
+            "send from one core",
+        ),
+        (
+            RunSpec {
                 tx_stamps: Some(TxStampKind::Kernel),
                 ..RunSpec::new(profile(dir.path(), body), TxTarget::Null)
             },

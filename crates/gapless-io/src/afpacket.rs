@@ -245,6 +245,13 @@ impl TxSocket {
         d
     }
 
+    /// The next send's due times (TX stamps, launch time).
+    fn set_due(&mut self, due_real_ns: &[u64], read_real_ns: u64) {
+        self.due.clear();
+        self.due.extend_from_slice(due_real_ns);
+        self.read_ns = read_real_ns;
+    }
+
     /// Frames `from..to` of the batch were accepted by the kernel.
     fn accepted(&mut self, from: usize, to: usize) {
         if let Some((_, st)) = &mut self.stamps {
@@ -417,9 +424,7 @@ impl TxBackend for AfPacketTx {
         self.sock.stamps.is_some() || self.sock.txtime
     }
     fn due_times(&mut self, due_real_ns: &[u64], read_real_ns: u64) {
-        self.sock.due.clear();
-        self.sock.due.extend_from_slice(due_real_ns);
-        self.sock.read_ns = read_real_ns;
+        self.sock.set_due(due_real_ns, read_real_ns);
     }
     fn take_tx_stamps(&mut self) -> Option<TxStampStats> {
         self.sock.take_stamps()
@@ -623,9 +628,7 @@ impl TxBackend for AfPacketRingTx {
         self.sock.stamps.is_some()
     }
     fn due_times(&mut self, due_real_ns: &[u64], read_real_ns: u64) {
-        self.sock.due.clear();
-        self.sock.due.extend_from_slice(due_real_ns);
-        self.sock.read_ns = read_real_ns;
+        self.sock.set_due(due_real_ns, read_real_ns);
     }
     fn take_tx_stamps(&mut self) -> Option<TxStampStats> {
         self.sock.take_stamps()
