@@ -200,6 +200,24 @@ fn the_nic_limiter_is_refused_on_veth_and_set_and_restored_on_a_sysfs_of_its_own
         );
     }
     assert_eq!(r.result.sent_frames, 2000);
+    // A stopped run (Ctrl-C raises the same flag) restores the queues too.
+    let src = profile(dir.path(), "[[stream]]\nsize = 128\n[stream.timing]\nrate_pps = 1000\n");
+    let mut s = spec(&b.0, src, RateControlKind::Nic, false);
+    s.sysfs_net = Some(sys.clone());
+    let h = Run::start(s).unwrap_or_else(|e| panic!("{e}"));
+    std::thread::sleep(Duration::from_millis(300));
+    let during = std::fs::read_to_string(sys.join(b.0.tx_if()).join("queues/tx-1/tx_maxrate")).unwrap();
+    assert_eq!(during.trim(), "1", "expected 1 Mbit/s set during the run");
+    h.stop();
+    assert!(h.wait().unwrap().result.interrupted);
+    for (q, v) in [(0, "0"), (1, "300")] {
+        let p = sys.join(b.0.tx_if()).join(format!("queues/tx-{q}/tx_maxrate"));
+        assert_eq!(
+            std::fs::read_to_string(&p).unwrap().trim(),
+            v,
+            "tx-{q} must be restored after a stop"
+        );
+    }
 }
 
 #[test]
