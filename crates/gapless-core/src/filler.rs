@@ -51,6 +51,32 @@ pub struct Placed {
     pub error: f64,
 }
 
+/// What a filler plan did: the fillers, and where the payload frames went.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct FillerCounts {
+    pub fillers: u64,
+    pub filler_bytes: u64,
+    pub payloads: u64,
+    /// Payload frames that started early: their gap was shorter than the shortest filler.
+    pub carried: u64,
+    /// Payload frames that started late: the link was busy at their time.
+    pub late: u64,
+    /// The largest |start − target| of a payload frame after a filled gap, byte times.
+    pub max_abs_error: f64,
+}
+
+impl FillerCounts {
+    /// Adds another send loop's counts.
+    pub fn add(&mut self, o: &FillerCounts) {
+        self.fillers += o.fillers;
+        self.filler_bytes += o.filler_bytes;
+        self.payloads += o.payloads;
+        self.carried += o.carried;
+        self.late += o.late;
+        self.max_abs_error = self.max_abs_error.max(o.max_abs_error);
+    }
+}
+
 /// The wire timeline of one link: where the link is free next, and what was filled.
 #[derive(Debug, Clone)]
 pub struct FillerPlan {
@@ -60,15 +86,7 @@ pub struct FillerPlan {
     max_filler: u64,
     /// The link is free from this byte time on.
     free_at: u64,
-    pub fillers: u64,
-    pub filler_bytes: u64,
-    pub payloads: u64,
-    /// Payload frames that started early: their gap was shorter than the shortest filler.
-    pub carried: u64,
-    /// Payload frames that started late: the link was busy at their time.
-    pub late: u64,
-    /// The largest |start − target| of a payload frame, byte times.
-    pub max_abs_error: f64,
+    pub counts: FillerCounts,
 }
 
 impl FillerPlan {
@@ -78,12 +96,7 @@ impl FillerPlan {
             bytes_per_ns: link_bps / 8e9,
             max_filler: max_frame.max(MIN_FILLER * 2),
             free_at: 0,
-            fillers: 0,
-            filler_bytes: 0,
-            payloads: 0,
-            carried: 0,
-            late: 0,
-            max_abs_error: 0.0,
+            counts: FillerCounts::default(),
         }
     }
 
@@ -107,21 +120,21 @@ impl FillerPlan {
                 // n nearly equal pieces, each of at least max_wire / 2 > min_wire.
                 let piece = gap / n + u64::from(i < gap % n);
                 fillers.push(piece - WIRE_OVERHEAD);
-                self.filler_bytes += piece - WIRE_OVERHEAD;
+                self.counts.filler_bytes += piece - WIRE_OVERHEAD;
             }
-            self.fillers += n;
+            self.counts.fillers += n;
             self.free_at += gap;
         } else if gap > 0 {
-            self.carried += 1;
+            self.counts.carried += 1;
         } else if want < self.free_at {
-            self.late += 1;
+            self.counts.late += 1;
         }
         let start = self.free_at;
         self.free_at += frame + WIRE_OVERHEAD;
-        self.payloads += 1;
+        self.counts.payloads += 1;
         let error = start as f64 - target;
         if gap >= min_wire || gap == 0 && want == start {
-            self.max_abs_error = self.max_abs_error.max(error.abs());
+            self.counts.max_abs_error = self.counts.max_abs_error.max(error.abs());
         }
         Placed { start, error }
     }
@@ -146,7 +159,7 @@ mod tests {
                 assert_eq!(f, vec![64]);
             }
         }
-        assert_eq!((p.fillers, p.carried, p.late), (999, 0, 0));
+        assert_eq!((p.counts.fillers, p.counts.carried, p.counts.late), (999, 0, 0));
     }
 
     #[test]
@@ -169,7 +182,7 @@ mod tests {
         for k in 0..100u64 {
             p.place(k as f64 * 80.0, 64, &mut f);
         }
-        assert!(p.carried > 0);
+        assert!(p.counts.carried > 0);
         // Every 16/84 frames, the carried gaps add up to a filler: the mean rate holds.
         let last = p.place(100.0 * 80.0, 64, &mut f);
         assert!(last.error.abs() <= 84.0, "{last:?}");

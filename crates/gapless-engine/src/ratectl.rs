@@ -393,17 +393,12 @@ fn parse_filler_dst(s: &str) -> Result<[u8; 6], String> {
 
 impl RateControl {
     /// Notes the fillers the send loops sent.
-    pub fn note_fillers(&mut self, stats: impl Iterator<Item = gapless_io::filler::FillerStats>) {
-        let mut t = gapless_io::filler::FillerStats::default();
+    pub fn note_fillers(&mut self, counts: impl Iterator<Item = gapless_core::filler::FillerCounts>) {
+        let mut t = gapless_core::filler::FillerCounts::default();
         let mut any = false;
-        for s in stats {
+        for c in counts {
             any = true;
-            t.fillers += s.fillers;
-            t.filler_bytes += s.filler_bytes;
-            t.payloads += s.payloads;
-            t.carried += s.carried;
-            t.late += s.late;
-            t.max_abs_error_bytes = t.max_abs_error_bytes.max(s.max_abs_error_bytes);
+            t.add(&c);
         }
         if !any {
             return;
@@ -411,7 +406,7 @@ impl RateControl {
         self.setup.params["fillers"] = json!({
             "frames": t.fillers, "bytes": t.filler_bytes, "payload_frames": t.payloads,
             "early_gap_too_short": t.carried, "late_link_busy": t.late,
-            "max_abs_error_byte_times": t.max_abs_error_bytes,
+            "max_abs_error_byte_times": t.max_abs_error,
         });
         self.setup.confirmed.push(format!(
             "fillers sent: {} ({} B) around {} payload frames; {} payload frames early (gap shorter than a 64 B filler, carried over), {} late (link busy)",

@@ -125,9 +125,7 @@ fn nofcs(fd: &OwnedFd, info: &IfaceInfo) -> Result<(), IoError> {
     };
     setsockopt_int(fd, libc::SOL_SOCKET, SO_NOFCS, 1).map_err(refused)?;
     let mut probe = [0u8; 64];
-    gapless_core::filler::write_filler(&mut probe, 60, gapless_core::filler::FILLER_DST, [0x02, 0, 0, 0, 0, 0]);
-    let fcs = !crc32fast::hash(&probe[..60]);
-    probe[60..].copy_from_slice(&fcs.to_le_bytes());
+    crate::filler::write_bad_fcs_filler(&mut probe, 64, [0x02, 0, 0, 0, 0, 0]);
     // SAFETY: sending 64 bytes from a live buffer on our socket.
     let rc = unsafe { libc::send(fd.as_raw_fd(), probe.as_ptr() as *const libc::c_void, 64, 0) };
     if rc < 0 {
@@ -252,11 +250,16 @@ impl TxSocket {
         self.read_ns = read_real_ns;
     }
 
+    /// Frame `j`'s due time (the clock read before the send, if the engine gave none).
+    fn due_at(due: &[u64], read_ns: u64, j: usize) -> u64 {
+        due.get(j).copied().unwrap_or(read_ns)
+    }
+
     /// Frames `from..to` of the batch were accepted by the kernel.
     fn accepted(&mut self, from: usize, to: usize) {
         if let Some((_, st)) = &mut self.stamps {
             for j in from..to {
-                st.sent(self.due.get(j).copied().unwrap_or(self.read_ns), self.read_ns);
+                st.sent(Self::due_at(&self.due, self.read_ns, j), self.read_ns);
             }
         }
     }
@@ -338,8 +341,8 @@ impl AfPacketTx {
     /// Each frame's launch time: its due time on CLOCK_TAI.
     fn fill_txtimes(&mut self, n: usize) {
         for j in 0..n.min(self.cmsgs.len()) {
-            let due = self.sock.due.get(j).copied().unwrap_or(self.sock.read_ns);
-            crate::txstamp::txtime_cmsg(&mut self.cmsgs[j], due.saturating_add_signed(self.tai_off_ns));
+            let due = TxSocket::due_at(&self.sock.due, self.sock.read_ns, j).saturating_add_signed(self.tai_off_ns);
+            crate::txstamp::txtime_cmsg(&mut self.cmsgs[j], due);
         }
     }
 }

@@ -7,7 +7,7 @@
 //! the driver lets user space supply the FCS), or they go to an IEEE 802.1 reserved group
 //! address that bridges never forward.
 
-use gapless_core::filler::{write_filler, FillerPlan};
+use gapless_core::filler::{write_filler, FillerCounts, FillerPlan, FILLER_DST, WIRE_OVERHEAD};
 
 use crate::error::IoError;
 use crate::TxBackend;
@@ -21,18 +21,13 @@ pub enum FillerKind {
     LinkLocal([u8; 6]),
 }
 
-/// What the wrapper did, for the result.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct FillerStats {
-    pub fillers: u64,
-    pub filler_bytes: u64,
-    pub payloads: u64,
-    /// Payload frames early because their gap was too short for a filler.
-    pub carried: u64,
-    /// Payload frames late because the link was still busy.
-    pub late: u64,
-    /// The largest |start − target| of a payload frame after a filled gap, byte times.
-    pub max_abs_error_bytes: f64,
+/// Writes a filler of `size` bytes with a bad FCS (the CRC-32 inverted, so never right) into
+/// `out`, for a socket with SO_NOFCS. Returns the length to send.
+pub fn write_bad_fcs_filler(out: &mut [u8], size: usize, src: [u8; 6]) -> usize {
+    write_filler(out, size - 4, FILLER_DST, src);
+    let fcs = !crc32fast::hash(&out[..size - 4]);
+    out[size - 4..size].copy_from_slice(&fcs.to_le_bytes());
+    size
 }
 
 /// Sends through `inner` with fillers in the gaps.
@@ -45,7 +40,6 @@ pub struct FillerTx {
     sizes: Vec<u64>,
     lens: Vec<usize>,
     ats: Vec<u64>,
-    payload_out: usize,
 }
 
 impl FillerTx {
@@ -60,19 +54,7 @@ impl FillerTx {
             sizes: Vec::new(),
             lens: Vec::new(),
             ats: Vec::new(),
-            payload_out: 0,
             inner,
-        }
-    }
-
-    pub fn stats(&self) -> FillerStats {
-        FillerStats {
-            fillers: self.plan.fillers,
-            filler_bytes: self.plan.filler_bytes,
-            payloads: self.plan.payloads,
-            carried: self.plan.carried,
-            late: self.plan.late,
-            max_abs_error_bytes: self.plan.max_abs_error,
         }
     }
 
@@ -114,13 +96,7 @@ impl FillerTx {
                         write_filler(out, size as usize - 4, dst, src);
                         size as usize - 4
                     }
-                    FillerKind::BadFcs => {
-                        let l = size as usize;
-                        write_filler(out, l - 4, gapless_core::filler::FILLER_DST, src);
-                        let fcs = !crc32fast::hash(&out[..l - 4]);
-                        out[l - 4..l].copy_from_slice(&fcs.to_le_bytes());
-                        l
-                    }
+                    FillerKind::BadFcs => write_bad_fcs_filler(out, size as usize, src),
                 }
             }
         };
@@ -156,19 +132,19 @@ impl TxBackend for FillerTx {
     fn send(&mut self, lens: &[usize], at_ns: &[u64]) -> Result<usize, IoError> {
         let before = self.inner.errors();
         for (i, (&len, &at)) in lens.iter().zip(at_ns).enumerate() {
-            self.sizes.clear();
             let mut sizes = std::mem::take(&mut self.sizes);
+            sizes.clear();
             let placed = self.plan.place(at as f64, len as u64 + 4, &mut sizes);
-            let mut t = placed.start - sizes.iter().map(|s| s + 20).sum::<u64>();
+            // The fillers run back to back up to the payload frame's start.
+            let mut t = placed.start - sizes.iter().map(|s| s + WIRE_OVERHEAD).sum::<u64>();
             for &s in &sizes {
                 let ns = self.plan.ns(t).round() as u64;
                 self.stage(None, s, ns)?;
-                t += s + 20;
+                t += s + WIRE_OVERHEAD;
             }
             self.sizes = sizes;
             let ns = self.plan.ns(placed.start).round() as u64;
             self.stage(Some(i), len as u64 + 4, ns)?;
-            self.payload_out += 1;
         }
         self.flush()?;
         let failed = (self.inner.errors() - before) as usize;
@@ -189,7 +165,7 @@ impl TxBackend for FillerTx {
     fn on_schedule_time(&self) -> bool {
         self.inner.on_schedule_time()
     }
-    fn filler_stats(&self) -> Option<FillerStats> {
-        Some(self.stats())
+    fn filler_stats(&self) -> Option<FillerCounts> {
+        Some(self.plan.counts.clone())
     }
 }

@@ -78,7 +78,7 @@ pub trait TxBackend: Send {
         None
     }
     /// What the filler wrapper did (rate_control = "filler").
-    fn filler_stats(&self) -> Option<filler::FillerStats> {
+    fn filler_stats(&self) -> Option<gapless_core::filler::FillerCounts> {
         None
     }
 }
