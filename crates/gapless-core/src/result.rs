@@ -132,6 +132,9 @@ pub struct StreamTx {
     /// loss counts against these.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub signed_frames: Option<u64>,
+    /// Frames sent during the warm-up (by their TX time): sent, and not metered.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub warmup_frames: u64,
 }
 
 /// A stream shared out over send loops, and the precision the split kept on the TX side.
@@ -243,4 +246,8 @@ pub struct RunResult {
     /// What the meter received (`run --rx`), joined per stream with what was sent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rx: Option<MeterReport>,
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
 }

@@ -53,6 +53,8 @@ pub struct StreamStats {
     /// Frames that carried the signature, when not every frame does (a replay): the
     /// meter's loss counts against these.
     pub signed: Option<u64>,
+    /// Frames sent during the warm-up (by their TX time): not metered.
+    pub warmup_sent: u64,
 }
 
 impl Default for StreamStats {
@@ -88,6 +90,7 @@ impl StreamStats {
             first_at: None,
             last_at: 0,
             signed: None,
+            warmup_sent: 0,
         }
     }
 
@@ -103,6 +106,7 @@ impl StreamStats {
     /// Adds another part of the same stream (a lane on another send loop).
     pub fn absorb(&mut self, o: &StreamStats) {
         self.sent += o.sent;
+        self.warmup_sent += o.warmup_sent;
         self.bytes += o.bytes;
         self.lateness.add(&o.lateness);
         self.early.add(&o.early);
@@ -155,6 +159,8 @@ pub struct Sent {
     /// Whether `when` is a real time (paced, stamped, or schedule time): the last send time
     /// is kept only then.
     pub timed: bool,
+    /// Of the frames the backend took, those sent during the warm-up.
+    pub warmup: usize,
 }
 
 /// The streams of one send loop, merged by next departure.
@@ -450,6 +456,7 @@ fn count(st: &mut StreamStats, ats: &[u64], s: &Sent) {
     }
     st.last_frames = s.left as u64;
     st.sent += s.left as u64;
+    st.warmup_sent += s.warmup as u64;
 }
 
 /// Throughput mode: frames scheduled after the send left early (the burst batching makes).

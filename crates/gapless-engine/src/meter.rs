@@ -19,6 +19,8 @@ pub struct RxStop<'a> {
     pub linger: Duration,
     /// Stop at this time (`--duration`).
     pub deadline: Option<Instant>,
+    /// The run's warm-up, whose start the first send loop publishes.
+    pub warmup: Option<&'a crate::run::Warmup>,
 }
 
 /// What the loop did.
@@ -51,7 +53,16 @@ pub fn meter_loop(rx: &mut dyn RxSource, meter: &mut Meter, stop: &RxStop<'_>, l
                 }
             }
         }
-        let res = rx.poll(20, &mut |f| meter.on_frame(f.ts_ns, f.data, f.wire_len));
+        let res = rx.poll(20, &mut |f| {
+            // The first send loop publishes the warm-up's start before its first frame, so
+            // it is known by the time any of the run's frames is here.
+            if meter.warmup_pending() {
+                if let Some(start) = stop.warmup.and_then(|w| w.start()) {
+                    meter.set_warmup_start(start);
+                }
+            }
+            meter.on_frame(f.ts_ns, f.data, f.wire_len)
+        });
         match res {
             Ok(_) => {
                 live.frames.store(meter.frames(), Ordering::Relaxed);
@@ -181,7 +192,7 @@ pub fn join(run: &mut RunResult, mut rx: MeterReport) {
         let Some(id) = s.id else { continue };
         if let Some(tx) = run.streams.iter().find(|t| t.id == id) {
             // A replay signs only the frames that can carry the signature.
-            let sent = tx.signed_frames.unwrap_or(tx.sent_frames);
+            let sent = tx.signed_frames.unwrap_or(tx.sent_frames) - tx.warmup_frames;
             s.tx_sent = Some(sent);
             let got = s.seq.as_ref().map_or(s.rx_frames, |q| q.unique);
             s.lost_vs_tx = Some(sent as i64 - got as i64);

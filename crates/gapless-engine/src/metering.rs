@@ -136,6 +136,7 @@ pub fn measure(spec: &MeasureSpec, stop: &AtomicBool, live: &RxLive) -> Result<M
                 tx_done: None,
                 linger: Duration::ZERO,
                 deadline,
+                warmup: None,
             };
             meter_loop(rx.as_mut(), &mut meter, &s, live)
         })

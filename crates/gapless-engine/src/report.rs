@@ -202,6 +202,7 @@ pub fn build_result(profile: &Profile, stats: &RunStats, meta: &RunMeta) -> RunR
             split: (cfg.lanes > 1).then(|| split_summary(cfg, &lateness)),
             pattern: cfg.pattern_report.clone(),
             signed_frames: st.signed,
+            warmup_frames: st.warmup_sent,
         });
     }
     let sent: u64 = streams.iter().map(|s| s.sent_frames).sum();

@@ -36,6 +36,64 @@ pub struct RunOptions {
     /// Launch time: hand each departure to the kernel this long before its time (ns); the
     /// qdisc or NIC holds it until then.
     pub lead_ns: u64,
+    /// A warm-up: frames sent in its first ns are counted apart (the meter leaves them out).
+    pub warmup: Option<Arc<Warmup>>,
+}
+
+/// A warm-up shared by the send loops and the meter: its length, and its start on the
+/// signature's clock (CLOCK_REALTIME), published by the first loop to start.
+#[derive(Debug, Default)]
+pub struct Warmup {
+    pub ns: u64,
+    start_rt: std::sync::atomic::AtomicU64,
+}
+
+impl Warmup {
+    pub fn new(ns: u64) -> Warmup {
+        Warmup {
+            ns,
+            start_rt: std::sync::atomic::AtomicU64::new(0),
+        }
+    }
+
+    /// The start every loop and the meter agree on: the first proposal wins.
+    fn publish(&self, realtime0_ns: u64) -> u64 {
+        match self
+            .start_rt
+            .compare_exchange(0, realtime0_ns, Ordering::AcqRel, Ordering::Acquire)
+        {
+            Ok(_) => realtime0_ns,
+            Err(v) => v,
+        }
+    }
+
+    /// The start on CLOCK_REALTIME, once a send loop has started.
+    pub fn start(&self) -> Option<u64> {
+        Some(self.start_rt.load(Ordering::Acquire)).filter(|&v| v != 0)
+    }
+}
+
+/// Where the warm-up ends, on the clock of the frames' TX stamps.
+#[derive(Clone, Copy)]
+struct WarmEnd {
+    /// CLOCK_REALTIME (live backends stamp the wall clock).
+    real_ns: u64,
+    /// Schedule time (files and null stamp the scheduled time).
+    at_ns: u64,
+}
+
+impl WarmEnd {
+    /// Frames of a chunk sent in the warm-up: by the wall-clock stamp `ts` when stamped, else
+    /// by each frame's scheduled time.
+    #[inline]
+    fn count(w: Option<WarmEnd>, stamped: bool, ts: u64, ats: &[u64]) -> usize {
+        match w {
+            None => 0,
+            Some(w) if stamped && ts < w.real_ns => ats.len(),
+            Some(_) if stamped => 0,
+            Some(w) => ats.iter().filter(|&&a| a < w.at_ns).count(),
+        }
+    }
 }
 
 /// One start for several send loops: each waits at the barrier when ready; the first one
@@ -146,9 +204,10 @@ fn stamp_and_send(
     variants: &[u16],
     stamp_real: bool,
     t_send: u64,
-) -> Result<usize, gapless_io::IoError> {
+) -> Result<(usize, u64), gapless_io::IoError> {
+    let mut ts = 0;
     if stamp_real {
-        let ts = RunClock::realtime_now_ns();
+        ts = RunClock::realtime_now_ns();
         for (j, (&len, &v)) in lens.iter().zip(variants).enumerate() {
             g.patch_tx_ns(v, &mut backend.buf(j)[..len], ts);
         }
@@ -156,7 +215,7 @@ fn stamp_and_send(
             tell_due_times(backend, ats, ts, t_send);
         }
     }
-    backend.send(lens, ats)
+    Ok((backend.send(lens, ats)?, ts))
 }
 
 /// Each frame's due time on the wall clock, anchored at this send (the wall clock `ts` read
@@ -210,8 +269,12 @@ pub fn run(profile: &Profile, backend: &mut dyn TxBackend, opts: &RunOptions) ->
         Some(s) => clock.restart_at(s.start(&clock)),
         None => clock.restart(),
     }
+    let warm = opts.warmup.as_ref().map(|w| WarmEnd {
+        real_ns: w.publish(clock.realtime0_ns) + w.ns,
+        at_ns: w.ns,
+    });
     let watch = crate::cpu::CoreWatch::start(tx_core, opts.rt_priority.filter(|_| warnings.is_empty()));
-    let (interrupted, backend_error) = send_loop(&mut sched, backend, &clock, opts, t);
+    let (interrupted, backend_error) = send_loop(&mut sched, backend, &clock, opts, t, warm);
     let interrupted = interrupted || (opts.stop.load(Ordering::Relaxed) && !sched.is_done());
     let end_ns = sched.end_ns();
     let untimed_end = (!(t.timed() || t.sched_time)).then(|| clock.now_ns());
@@ -240,6 +303,7 @@ fn send_loop(
     clock: &RunClock,
     opts: &RunOptions,
     t: Timing,
+    warm: Option<WarmEnd>,
 ) -> (bool, Option<String>) {
     let max_batch = backend.max_batch().max(1);
     let mut bufs = ChunkBufs::with_capacity(max_batch);
@@ -267,8 +331,8 @@ fn send_loop(
                 } else {
                     0
                 };
-                let left =
-                    stamp_and_send(c.g, c.out.0, c.lens, c.ats, c.variants, t.stamp_real, t_send)?.min(c.lens.len());
+                let (left, ts) = stamp_and_send(c.g, c.out.0, c.lens, c.ats, c.variants, t.stamp_real, t_send)?;
+                let left = left.min(c.lens.len());
                 if t.pace {
                     live.lag_ns.store(t_send.saturating_sub(c.at), Ordering::Relaxed);
                 }
@@ -277,6 +341,7 @@ fn send_loop(
                     when: if t.sched_time { c.at } else { t_send },
                     left,
                     timed: t.timed() || t.sched_time,
+                    warmup: WarmEnd::count(warm, t.stamp_real, ts, &c.ats[..left]),
                 })
             },
         );

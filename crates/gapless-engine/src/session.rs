@@ -295,7 +295,8 @@ fn prepare(spec: RunSpec) -> Result<Prepared, EngineError> {
     }
     let rx = match (rx, &spec.rx) {
         (Some(src), Some(r)) => {
-            let (cfg, cal) = r.meter.config(crate::metering::targets_of(&plan.profile))?;
+            let (mut cfg, cal) = r.meter.config(crate::metering::targets_of(&plan.profile))?;
+            cfg.warmup_ns = spec.warmup.map_or(0, |d| d.as_nanos() as u64);
             Some((src, Meter::new(cfg), cal))
         }
         _ => None,
@@ -618,6 +619,10 @@ fn step_aside(tx_cores: &[usize]) {
 fn run_threads(p: &mut Prepared, stop: &Arc<AtomicBool>) -> Result<Ran, EngineError> {
     let k = p.plan.loops.len();
     let sync = (k > 1).then(|| Arc::new(crate::run::SyncStart::new(k)));
+    let warmup = p
+        .spec
+        .warmup
+        .map(|d| Arc::new(crate::run::Warmup::new(d.as_nanos() as u64)));
     let opts: Vec<RunOptions> = (0..k)
         .map(|w| RunOptions {
             sync: sync.clone(),
@@ -628,6 +633,7 @@ fn run_threads(p: &mut Prepared, stop: &Arc<AtomicBool>) -> Result<Ran, EngineEr
             batch: p.spec.batch,
             rt_priority: p.spec.rt_priority,
             lead_ns: p.ratectl.as_ref().map_or(0, |r| r.lead_ns),
+            warmup: warmup.clone(),
         })
         .collect();
     let tx_done = AtomicBool::new(false);
@@ -645,6 +651,7 @@ fn run_threads(p: &mut Prepared, stop: &Arc<AtomicBool>) -> Result<Ran, EngineEr
                     tx_done: Some(&tx_done),
                     linger: r.linger,
                     deadline: None,
+                    warmup: warmup.as_deref(),
                 };
                 let core = r.core;
                 Some(sc.spawn(move || {

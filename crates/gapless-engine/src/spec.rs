@@ -139,6 +139,10 @@ pub struct MeterSetup {
     pub signed_only: bool,
     /// Compute latency (the signature's TX time and the RX clock agree).
     pub latency: bool,
+    /// Leave out signed frames sent in the first this-many ns (from the first signed frame's
+    /// TX time, or a run's start): counted as `warmup_frames`. 0: none. A run takes its
+    /// [`RunSpec::warmup`] instead.
+    pub warmup_ns: u64,
 }
 
 impl Default for MeterSetup {
@@ -150,6 +154,7 @@ impl Default for MeterSetup {
             use_invalid_calibration: false,
             signed_only: false,
             latency: true,
+            warmup_ns: 0,
         }
     }
 }
@@ -195,6 +200,7 @@ impl MeterSetup {
                 .map_or(0, |c| c.0.latency_offset_ns),
             unsigned_flows: !self.signed_only,
             latency: self.latency,
+            warmup_ns: self.warmup_ns,
             ..Default::default()
         };
         let cal = self.calibration.as_ref().map(|(c, p)| CalibrationRef {
@@ -295,6 +301,9 @@ pub struct RunSpec {
     /// Where the NIC limiter's sysfs files are (None: the run namespace's own
     /// `/sys/class/net`; tests point it at a directory of their own).
     pub sysfs_net: Option<PathBuf>,
+    /// Frames sent in this first part of the run are sent, counted apart (`warmup_frames`)
+    /// and not metered: they are told apart by their TX time.
+    pub warmup: Option<Duration>,
 }
 
 impl RunSpec {
@@ -314,6 +323,7 @@ impl RunSpec {
             rate_control: None,
             tx_stamps: None,
             sysfs_net: None,
+            warmup: None,
         }
     }
 }

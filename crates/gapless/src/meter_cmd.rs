@@ -59,6 +59,10 @@ pub struct MeterOpts {
     /// Subtract the offset of a calibration that failed its own checks (`valid: false`).
     #[arg(long, requires = "calibration")]
     pub use_invalid_calibration: bool,
+    /// Warm-up, seconds: signed frames sent this long after the start (a run's start, else
+    /// the first signed frame's TX time) are counted apart and not metered.
+    #[arg(long, default_value_t = 0.0)]
+    pub warmup: f64,
 }
 
 impl MeterOpts {
@@ -75,6 +79,9 @@ impl MeterOpts {
                 self.latency_unit_ns
             );
         }
+        if !(self.warmup.is_finite() && (0.0..=86_400.0).contains(&self.warmup)) {
+            bail!("--warmup {}: give 0 to 86400 seconds", self.warmup);
+        }
         let calibration = match &self.calibration {
             Some(p) => Some((load_calibration(p).map_err(explain)?, p.display().to_string())),
             None => None,
@@ -86,6 +93,7 @@ impl MeterOpts {
             use_invalid_calibration: self.use_invalid_calibration,
             signed_only: self.signed_only,
             latency: true,
+            warmup_ns: (self.warmup * 1e9).round() as u64,
         })
     }
 }

@@ -267,6 +267,7 @@ impl RunArgs {
                 TxStampsArg::Kernel => TxStampKind::Kernel,
                 TxStampsArg::Hardware => TxStampKind::Hardware,
             }),
+            warmup: (self.meter.warmup > 0.0).then(|| Duration::from_secs_f64(self.meter.warmup)),
             ..RunSpec::new(src, target)
         })
     }

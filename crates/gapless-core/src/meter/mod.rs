@@ -57,6 +57,9 @@ pub struct MeterConfig {
     pub unsigned_flows: bool,
     /// At most this many unsigned flows; more count as foreign.
     pub max_flows: usize,
+    /// Warm-up: signed frames whose TX time is less than this many ns after the warm-up's
+    /// start are counted per stream (`warmup_frames`) and not metered. 0: none.
+    pub warmup_ns: u64,
 }
 
 impl Default for MeterConfig {
@@ -69,6 +72,7 @@ impl Default for MeterConfig {
             latency_offset_ns: 0,
             unsigned_flows: true,
             max_flows: 256,
+            warmup_ns: 0,
         }
     }
 }
@@ -88,6 +92,11 @@ pub struct Meter {
     t0: Option<u64>,
     t_last: u64,
     cut: report::CutFrames,
+    /// The TX time from which the warm-up counts: set by the run
+    /// ([`Meter::set_warmup_start`]), else the first signed frame's.
+    warmup_from: Option<u64>,
+    /// Warm-up frames per stream id.
+    warmup: HashMap<u16, u64>,
 }
 
 impl Meter {
@@ -104,7 +113,35 @@ impl Meter {
             t0: None,
             t_last: 0,
             cut: report::CutFrames::default(),
+            warmup_from: None,
+            warmup: HashMap::new(),
         }
+    }
+
+    /// Whether the meter has a warm-up and does not know yet when it starts.
+    pub fn warmup_pending(&self) -> bool {
+        self.cfg.warmup_ns > 0 && self.warmup_from.is_none()
+    }
+
+    /// The warm-up starts at this TX time (the run's start on the signature's clock): frames
+    /// sent before `tx_ns + warmup_ns` are warm-up. Without it, the first signed frame's TX
+    /// time is taken (an offline capture of a run whose first frame arrived).
+    pub fn set_warmup_start(&mut self, tx_ns: u64) {
+        self.warmup_from = Some(tx_ns);
+    }
+
+    /// Whether a signed frame sent at `tx_ns` falls in the warm-up; counts it if so.
+    #[inline]
+    fn in_warmup(&mut self, stream: u16, tx_ns: u64) -> bool {
+        if self.cfg.warmup_ns == 0 {
+            return false;
+        }
+        let from = *self.warmup_from.get_or_insert(tx_ns);
+        if tx_ns >= from.saturating_add(self.cfg.warmup_ns) {
+            return false;
+        }
+        *self.warmup.entry(stream).or_insert(0) += 1;
+        true
     }
 
     pub fn config(&self) -> &MeterConfig {
@@ -153,6 +190,10 @@ impl Meter {
     /// Takes a signed arrival whose signature was read elsewhere (a CSV of timestamps).
     #[inline]
     pub fn on_signed(&mut self, ts_ns: u64, wire_len: u32, sig: Signature) {
+        if self.in_warmup(sig.stream, sig.tx_ns) {
+            self.frames += 1;
+            return;
+        }
         let t0 = self.tick(ts_ns);
         let slot = self.index[sig.stream as usize];
         let m = if slot == 0 {
@@ -227,6 +268,9 @@ impl Meter {
     pub fn report(&self) -> MeterReport {
         let mut streams: Vec<StreamRx> = self.signed.iter().map(StreamMeter::report).collect();
         streams.sort_by_key(|s| s.id);
+        for s in &mut streams {
+            s.warmup_frames = s.id.and_then(|id| self.warmup.get(&id)).copied().unwrap_or(0);
+        }
         streams.extend(self.unsigned.iter().map(StreamMeter::report));
         MeterReport {
             latency_enabled: self.cfg.latency,
@@ -240,6 +284,7 @@ impl Meter {
             },
             foreign: self.foreign.clone(),
             fillers: self.fillers,
+            warmup_frames: self.warmup.values().sum(),
             streams,
             ..Default::default()
         }

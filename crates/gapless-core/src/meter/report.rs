@@ -207,7 +207,12 @@ pub struct StreamRx {
     /// Frames the sender sent (joined runs only).
     pub tx_sent: Option<u64>,
     /// Sent - distinct received (joined runs only): includes loss after the last arrival.
+    /// With a warm-up, both counts are of the frames sent after it.
     pub lost_vs_tx: Option<i64>,
+    /// Frames sent during the warm-up (told apart by their TX time): received, counted
+    /// here, and not metered.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub warmup_frames: u64,
     pub latency: Option<LatencySummary>,
     pub interarrival: Option<InterArrivalSummary>,
     /// "target" or "mean": what the rate-jitter percentages are relative to.
@@ -338,6 +343,9 @@ pub struct MeterReport {
     /// dropped them): counted apart, never as loss or foreign traffic.
     #[serde(default)]
     pub fillers: u64,
+    /// Signed frames sent during the warm-up: received and counted, not metered.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub warmup_frames: u64,
     pub streams: Vec<StreamRx>,
     /// The host that metered (or analysed): name, kernel, CPU, interface, driver, netns.
     #[serde(default)]
@@ -513,4 +521,8 @@ impl Calibration {
             subtracted: true,
         }
     }
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
 }

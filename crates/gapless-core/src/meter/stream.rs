@@ -449,6 +449,7 @@ impl StreamMeter {
             seq: self.seq_summary(),
             tx_sent: None,
             lost_vs_tx: None,
+            warmup_frames: 0,
             latency,
             interarrival: inter,
             rate_jitter_reference: if self.target_pps.is_some() { "target" } else { "mean" }.into(),

@@ -59,6 +59,7 @@ fn drive(s: &mut Scheduler, stall: impl Fn(usize) -> u64) -> Vec<Sent1> {
                 when: t_send,
                 left,
                 timed: true,
+                warmup: 0,
             })
         });
         assert!(r.is_ok());
