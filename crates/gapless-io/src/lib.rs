@@ -12,6 +12,7 @@ pub mod afpacket;
 pub mod afxdp;
 pub mod caps;
 pub mod capture;
+pub mod dut;
 pub mod error;
 pub mod files;
 pub mod filler;

@@ -29,7 +29,7 @@ pub enum UpOutcome {
     AlreadyUp,
 }
 
-fn ip(args: &[&str]) -> Result<String, IoError> {
+pub(crate) fn ip(args: &[&str]) -> Result<String, IoError> {
     let out = Command::new("ip").args(args).output().map_err(|e| IoError::Command {
         cmd: format!("ip {}", args.join(" ")),
         stderr: format!("cannot run ip: {e}"),
@@ -103,7 +103,7 @@ impl Testbed {
         if !is_root() {
             return Err(IoError::NotRoot("gapless testbed up"));
         }
-        if self.is_up() && self.queues() == Some(queues) {
+        if self.is_up() && self.queues() == Some(queues) && !self.has_dut() {
             return Ok(UpOutcome::AlreadyUp);
         }
         self.down()?;
@@ -174,7 +174,7 @@ impl Testbed {
         let list = ip(&["netns", "list"])?;
         let names: Vec<&str> = list.lines().filter_map(|l| l.split_whitespace().next()).collect();
         let mut removed = false;
-        for ns in [self.tx_ns(), self.rx_ns()] {
+        for ns in [self.tx_ns(), self.rx_ns(), self.dut_ns()] {
             if names.contains(&ns.as_str()) {
                 ip(&["netns", "del", &ns])?;
                 removed = true;

@@ -1,0 +1,390 @@
+//! The reference device under test: a third namespace `NAME-dut` between the testbed's two
+//! ends, a Linux bridge or an IPv4 router, whose egress towards the receiver carries a tbf
+//! (or htb) at a set rate with a queue of a set number of frames. It gives experiments a
+//! device with a real capacity and a real queue.
+//!
+//! ```text
+//!  NAME-tx: NAME-tx0 ── NAME-d0 [NAME-dut: bridge | router] NAME-d1 ── NAME-rx0 :NAME-rx
+//!                                           egress shaper ───┘
+//! ```
+//!
+//! The router keeps the endpoints' view of the link: its port towards the sender answers to
+//! the receiver's MAC and its port towards the receiver to the sender's, so profiles written
+//! for the direct testbed run unchanged through either device. It routes by static host
+//! routes and permanent neighbours, and decrements the TTL as any router does.
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use crate::error::IoError;
+use crate::testbed::{ip, Testbed, RX_IP4, RX_MAC, TX_IP4, TX_MAC};
+
+/// What forwards between the ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DutKind {
+    Bridge,
+    Router,
+}
+
+/// The device: its kind, and its egress capacity and queue.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Dut {
+    pub kind: DutKind,
+    /// bit/s as the qdisc counts (frames without FCS); None: no shaper.
+    pub rate_bps: Option<u64>,
+    /// Queue limit in frames (with a rate).
+    pub queue: u32,
+    /// "tbf" or "htb".
+    pub qdisc: String,
+}
+
+/// The router's own addresses on its two ports (host routes only: the ends keep their /24).
+const DUT_IP_TX_SIDE: &str = "198.18.0.253";
+const DUT_IP_RX_SIDE: &str = "198.18.0.254";
+
+/// Parses a rate as tc writes it: a number of bit/s, or with `kbit`, `mbit`, `gbit` (powers
+/// of 1000).
+pub fn parse_rate(s: &str) -> Result<u64, String> {
+    let t = s.trim().to_ascii_lowercase();
+    let (num, mult) = [("gbit", 1e9), ("mbit", 1e6), ("kbit", 1e3), ("bit", 1.0)]
+        .iter()
+        .find_map(|(suf, m)| t.strip_suffix(suf).map(|n| (n.to_string(), *m)))
+        .unwrap_or((t.clone(), 1.0));
+    match num.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && v * mult >= 8_000.0 && v * mult <= 400e9 => Ok((v * mult).round() as u64),
+        _ => Err(format!(
+            "rate {s:?}: give bit/s from 8kbit to 400gbit, as a number or with kbit, mbit or gbit (e.g. 24mbit). tc's kbps/mbps are bytes and are not taken"
+        )),
+    }
+}
+
+/// Frames per second a rate carries at a frame size with FCS (the qdisc counts `size − 4`).
+pub fn pps_at(rate_bps: u64, frame_size: u32) -> f64 {
+    rate_bps as f64 / (8.0 * f64::from(frame_size.saturating_sub(4)))
+}
+
+impl Testbed {
+    pub fn dut_ns(&self) -> String {
+        format!("{}-dut", self.name)
+    }
+    /// The device's port towards the sender, and towards the receiver (where it shapes).
+    pub fn dut_ports(&self) -> (String, String) {
+        (format!("{}-d0", self.name), format!("{}-d1", self.name))
+    }
+
+    /// Whether a device is in the middle.
+    pub fn has_dut(&self) -> bool {
+        ip(&["-n", &self.dut_ns(), "link", "show", &self.dut_ports().1]).is_ok()
+    }
+
+    /// The device that is up now, read back from the kernel.
+    pub fn dut(&self) -> Option<Dut> {
+        if !self.has_dut() {
+            return None;
+        }
+        let ns = self.dut_ns();
+        let kind = if ip(&["-n", &ns, "link", "show", "br0"]).is_ok() {
+            DutKind::Bridge
+        } else {
+            DutKind::Router
+        };
+        let (rate_bps, queue, qdisc) = read_shaper(&ns, &self.dut_ports().1);
+        Some(Dut {
+            kind,
+            rate_bps,
+            queue,
+            qdisc,
+        })
+    }
+
+    /// Makes the testbed with `dut` in the middle; one that is up as asked is left alone,
+    /// anything else (the direct testbed too) is rebuilt.
+    pub fn up_with_dut(&self, dut: &Dut) -> Result<crate::testbed::UpOutcome, IoError> {
+        if !crate::nic::is_root() {
+            return Err(IoError::NotRoot("gapless testbed up --dut"));
+        }
+        let same = |d: Dut| {
+            d.kind == dut.kind
+                && d.rate_bps == dut.rate_bps
+                && (dut.rate_bps.is_none() || d.queue == dut.queue && d.qdisc == dut.qdisc)
+        };
+        if self.is_up() && self.dut().is_some_and(same) {
+            return Ok(crate::testbed::UpOutcome::AlreadyUp);
+        }
+        self.down()?;
+        if let Err(e) = self.build_dut(dut) {
+            let _ = self.down();
+            return Err(e);
+        }
+        Ok(crate::testbed::UpOutcome::Created)
+    }
+
+    fn build_dut(&self, dut: &Dut) -> Result<(), IoError> {
+        let (txn, rxn, dn) = (self.tx_ns(), self.rx_ns(), self.dut_ns());
+        let (d0, d1) = self.dut_ports();
+        for ns in [&txn, &rxn, &dn] {
+            ip(&["netns", "add", ns])?;
+            ip(&["-n", ns, "link", "set", "lo", "up"])?;
+        }
+        ip(&[
+            "link",
+            "add",
+            &self.tx_if(),
+            "netns",
+            &txn,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            &d0,
+            "netns",
+            &dn,
+        ])?;
+        ip(&[
+            "link",
+            "add",
+            &d1,
+            "netns",
+            &dn,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            &self.rx_if(),
+            "netns",
+            &rxn,
+        ])?;
+        self.end(&txn, &self.tx_if(), TX_MAC, TX_IP4, RX_IP4, RX_MAC)?;
+        self.end(&rxn, &self.rx_if(), RX_MAC, RX_IP4, TX_IP4, TX_MAC)?;
+        for p in [&d0, &d1] {
+            ip(&["-n", &dn, "link", "set", p, "addrgenmode", "none"])?;
+        }
+        match dut.kind {
+            DutKind::Bridge => bridge(&dn, &d0, &d1)?,
+            DutKind::Router => router(&dn, &d0, &d1)?,
+        }
+        if let Some(rate) = dut.rate_bps {
+            shape(&dn, &d1, rate, dut.queue, &dut.qdisc)?;
+        }
+        steer(&dn, &d0, dut_cpu())
+    }
+
+    /// One end: its MAC, address, and the permanent neighbour of the other end.
+    fn end(&self, ns: &str, dev: &str, mac: &str, addr: &str, peer: &str, peer_mac: &str) -> Result<(), IoError> {
+        ip(&["-n", ns, "link", "set", dev, "address", mac])?;
+        ip(&["-n", ns, "link", "set", dev, "addrgenmode", "none"])?;
+        ip(&["-n", ns, "addr", "add", &format!("{addr}/24"), "dev", dev])?;
+        ip(&["-n", ns, "link", "set", dev, "up"])?;
+        ip(&[
+            "-n",
+            ns,
+            "neigh",
+            "replace",
+            peer,
+            "lladdr",
+            peer_mac,
+            "dev",
+            dev,
+            "nud",
+            "permanent",
+        ])?;
+        Ok(())
+    }
+}
+
+/// A bridge of the two ports, STP off, waited for until both ports forward.
+fn bridge(ns: &str, d0: &str, d1: &str) -> Result<(), IoError> {
+    ip(&[
+        "-n",
+        ns,
+        "link",
+        "add",
+        "br0",
+        "type",
+        "bridge",
+        "stp_state",
+        "0",
+        "forward_delay",
+        "0",
+    ])?;
+    ip(&["-n", ns, "link", "set", "br0", "addrgenmode", "none"])?;
+    for p in [d0, d1] {
+        ip(&["-n", ns, "link", "set", p, "master", "br0"])?;
+        ip(&["-n", ns, "link", "set", p, "up"])?;
+    }
+    ip(&["-n", ns, "link", "set", "br0", "up"])?;
+    let t0 = Instant::now();
+    loop {
+        let out = Command::new("bridge").args(["-n", ns, "link", "show"]).output();
+        let text = out
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+            .unwrap_or_default();
+        if text.matches("state forwarding").count() >= 2 {
+            return Ok(());
+        }
+        if t0.elapsed() > Duration::from_secs(10) {
+            return Err(IoError::Command {
+                cmd: format!("bridge -n {ns} link show"),
+                stderr: format!("the bridge ports did not reach state forwarding within 10 s: {text}"),
+            });
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Forwarding on, host routes and permanent neighbours to both ends; each port answers to
+/// the MAC the end on its side already sends to.
+fn router(ns: &str, d0: &str, d1: &str) -> Result<(), IoError> {
+    for (p, mac, addr, end, end_mac) in [
+        (d0, RX_MAC, DUT_IP_TX_SIDE, TX_IP4, TX_MAC),
+        (d1, TX_MAC, DUT_IP_RX_SIDE, RX_IP4, RX_MAC),
+    ] {
+        ip(&["-n", ns, "link", "set", p, "address", mac])?;
+        ip(&["-n", ns, "addr", "add", &format!("{addr}/32"), "dev", p])?;
+        ip(&["-n", ns, "link", "set", p, "up"])?;
+        ip(&["-n", ns, "route", "replace", &format!("{end}/32"), "dev", p])?;
+        ip(&[
+            "-n",
+            ns,
+            "neigh",
+            "replace",
+            end,
+            "lladdr",
+            end_mac,
+            "dev",
+            p,
+            "nud",
+            "permanent",
+        ])?;
+    }
+    for key in [
+        "net.ipv4.ip_forward=1",
+        "net.ipv4.conf.all.rp_filter=0",
+        "net.ipv4.conf.default.rp_filter=0",
+        "net.ipv4.conf.all.send_redirects=0",
+    ] {
+        sysctl(ns, key)?;
+    }
+    for p in [d0, d1] {
+        sysctl(ns, &format!("net.ipv4.conf.{p}.rp_filter=0"))?;
+    }
+    Ok(())
+}
+
+/// The CPU the device forwards on: the last one. Frames from the sender are handed to it
+/// (RPS on the sender-side port), so the device works beside the sender as a real one does.
+/// Without this the forwarding and the shaper run inside the sender's own system calls on
+/// veth, and the shaper slows the sender (at 60 kpps into a 50 kpps tbf: 60,000 frames
+/// took 1.2 s and none was dropped) instead of dropping what it cannot carry.
+pub fn dut_cpu() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get()) - 1
+}
+
+fn steer(ns: &str, dev: &str, cpu: usize) -> Result<(), IoError> {
+    let mask = format!("{:x}", 1u128 << cpu.min(127));
+    let path = format!("/sys/class/net/{dev}/queues/rx-0/rps_cpus");
+    ip(&["netns", "exec", ns, "sh", "-c", &format!("echo {mask} > {path}")]).map(|_| ())
+}
+
+fn sysctl(ns: &str, kv: &str) -> Result<(), IoError> {
+    ip(&["netns", "exec", ns, "sysctl", "-q", "-w", kv]).map(|_| ())
+}
+
+/// The egress shaper: tbf (or htb) at `rate`, a bucket of 1 ms of the rate (at least two
+/// full frames), and a pfifo of `queue` frames under it.
+fn shape(ns: &str, dev: &str, rate: u64, queue: u32, qdisc: &str) -> Result<(), IoError> {
+    let burst = (rate / 8 / 1000).max(2 * 1514);
+    let p = crate::qdisc::ShaperParams {
+        qdisc: qdisc.to_string(),
+        rate_bps: rate,
+        burst_bytes: burst,
+        limit_bytes: burst + 1514,
+    };
+    let mut cmds = p.commands(dev);
+    if qdisc != "htb" {
+        let q = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        cmds.push(q(&[
+            "qdisc", "replace", "dev", dev, "parent", "1:1", "handle", "10:", "pfifo",
+        ]));
+    } else {
+        let last = cmds.last_mut().expect("htb has a leaf");
+        // "... bfifo limit BYTES" becomes "... pfifo" (its limit in frames follows).
+        last.truncate(last.len() - 3);
+        last.push("pfifo".into());
+    }
+    cmds.last_mut()
+        .expect("a leaf")
+        .extend(["limit".to_string(), queue.to_string()]);
+    for c in cmds {
+        let mut args = vec!["-n".to_string(), ns.to_string()];
+        args.extend(c);
+        tc(&args)?;
+    }
+    Ok(())
+}
+
+fn tc(args: &[String]) -> Result<String, IoError> {
+    let out = Command::new("tc").args(args).output().map_err(|e| IoError::Command {
+        cmd: format!("tc {}", args.join(" ")),
+        stderr: format!("cannot run tc: {e}"),
+    })?;
+    if !out.status.success() {
+        return Err(IoError::Command {
+            cmd: format!("tc {}", args.join(" ")),
+            stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        });
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// The shaper on `dev`: its rate, the pfifo's limit, the root's kind.
+fn read_shaper(ns: &str, dev: &str) -> (Option<u64>, u32, String) {
+    let args: Vec<String> = ["-n", ns, "-j", "qdisc", "show", "dev", dev]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let qs = tc(&args)
+        .ok()
+        .and_then(|j| crate::qdisc::parse(&j).ok())
+        .unwrap_or_default();
+    let root = qs.iter().find(|q| q.root);
+    let kind = root.map(|q| q.kind.clone()).unwrap_or_default();
+    let rate = match kind.as_str() {
+        "tbf" => root.and_then(|q| q.options["rate"].as_u64()).map(|r| r * 8),
+        "htb" => htb_rate(ns, dev),
+        _ => None,
+    };
+    let queue = qs
+        .iter()
+        .find(|q| q.kind == "pfifo")
+        .and_then(|q| q.options["limit"].as_u64())
+        .unwrap_or(0) as u32;
+    (rate, queue, kind)
+}
+
+fn htb_rate(ns: &str, dev: &str) -> Option<u64> {
+    let args: Vec<String> = ["-n", ns, "-j", "class", "show", "dev", dev]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let j: serde_json::Value = serde_json::from_str(&tc(&args).ok()?).ok()?;
+    j.as_array()?.iter().find_map(|c| c["rate"].as_u64()).map(|r| r * 8)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rates_read_as_tc_writes_them() {
+        assert_eq!(parse_rate("24mbit"), Ok(24_000_000));
+        assert_eq!(parse_rate("1.5Gbit"), Ok(1_500_000_000));
+        assert_eq!(parse_rate("800kbit"), Ok(800_000));
+        assert_eq!(parse_rate("10000000"), Ok(10_000_000));
+        for bad in ["24mbps", "fast", "-1mbit", "1bit"] {
+            let e = parse_rate(bad).expect_err(bad);
+            assert!(e.contains("24mbit"), "{bad}: {e}");
+        }
+        assert!((pps_at(24_000_000, 64) - 50_000.0).abs() < 1e-9);
+    }
+}
