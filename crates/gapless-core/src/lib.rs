@@ -13,6 +13,7 @@ pub mod config;
 pub mod curve;
 pub mod dist;
 pub mod error;
+pub mod experiment;
 pub mod fields;
 pub mod filler;
 pub mod hurst;

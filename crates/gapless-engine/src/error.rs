@@ -68,6 +68,12 @@ pub enum EngineError {
     /// A file the engine reads (a calibration, a result) that is not what it should be.
     #[error("{path}: {problem}. Fix: {fix}")]
     BadFile { path: String, problem: String, fix: String },
+    /// The profile an experiment names is wrong (its own error says what and how to fix it).
+    #[error("{experiment}: its profile: {inner}")]
+    ExperimentProfile {
+        experiment: String,
+        inner: Box<EngineError>,
+    },
     /// Hardware RX stamps asked of an AF_XDP meter.
     #[error("gapless's XDP program stamps frames with the kernel's clock at the XDP hook, and reading the NIC's stamp there (the bpf_xdp_metadata_rx_timestamp kfunc) is driver-specific and not built. Fix: meter hardware stamps with the AF_PACKET socket")]
     HardwareStampsNeedAfPacket,

@@ -29,6 +29,9 @@
 pub mod clock;
 pub mod cpu;
 pub mod error;
+mod exp_plots;
+pub mod exp_report;
+pub mod experiment;
 pub mod live;
 pub mod meter;
 pub mod metering;
@@ -41,6 +44,7 @@ pub mod snapshot;
 pub mod spec;
 
 pub use error::EngineError;
+pub use experiment::Experiment;
 
 /// Reads a text file the engine was given; `what` names it in the error ("profile", …).
 pub(crate) fn read_text(path: &std::path::Path, what: &'static str, fix: &'static str) -> Result<String, EngineError> {

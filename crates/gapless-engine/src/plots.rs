@@ -13,16 +13,16 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 
 static FONT: &[u8] = include_bytes!("../assets/DejaVuSans.ttf");
-const SIZE: (u32, u32) = (900, 560);
+pub(crate) const SIZE: (u32, u32) = (900, 560);
 
-fn font() {
+pub(crate) fn font() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
         let _ = plotters::style::register_font("sans-serif", FontStyle::Normal, FONT);
     });
 }
 
-fn pe<E: std::fmt::Display>(e: E) -> anyhow::Error {
+pub(crate) fn pe<E: std::fmt::Display>(e: E) -> anyhow::Error {
     anyhow!("drawing failed: {e}")
 }
 
@@ -88,7 +88,7 @@ fn mids(b: &[(u64, u64, u64)]) -> Vec<(u64, u64)> {
 }
 
 /// A chart with the house layout: title, margins, label areas.
-fn chart<'a, 'b, DB: DrawingBackend>(
+pub(crate) fn chart<'a, 'b, DB: DrawingBackend>(
     root: &'a DrawingArea<DB, Shift>,
     title: String,
     y_label_width: u32,

@@ -1,6 +1,7 @@
 //! The `gapless` command line: clap arguments mapped to the engine's specs, and the engine's
 //! reports printed. The work is in gapless-engine.
 
+mod experiment_cmd;
 mod meter_cmd;
 mod outputs;
 mod run_cmd;
@@ -13,6 +14,7 @@ use anyhow::{anyhow, Result};
 use clap::{Parser, Subcommand};
 use gapless_core::plan::PlanError;
 use gapless_engine::{EngineError, ProfileSource};
+use gapless_io::dut::{parse_rate, Dut, DutKind};
 use gapless_io::testbed::{Testbed, UpOutcome};
 use gapless_io::IoError;
 
@@ -52,11 +54,23 @@ enum Cmd {
         #[arg(long, default_value = "report")]
         out: PathBuf,
     },
+    /// Run an experiment file: RFC 2544, a sweep, or repetitions, trial by trial.
+    Experiment(experiment_cmd::ExperimentArgs),
+    /// RFC 2544 against a device under test: throughput, latency, frame loss, back-to-back.
+    Rfc2544(experiment_cmd::Rfc2544Args),
+    /// Vary rate, burst, frame size or pattern, with repetitions: latency and loss per point.
+    Sweep(experiment_cmd::SweepArgs),
     /// The veth testbed: namespaces NAME-tx and NAME-rx joined by NAME-tx0 <-> NAME-rx0.
     Testbed {
         #[command(subcommand)]
         action: TestbedCmd,
     },
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum DutArg {
+    Bridge,
+    Router,
 }
 
 #[derive(Subcommand)]
@@ -69,6 +83,20 @@ enum TestbedCmd {
         /// An AF_XDP meter reads one queue (--rx-queue), so keep 1 when metering with it.
         #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
         queues: u32,
+        /// Put a reference device under test between the ends, in namespace NAME-dut: a Linux
+        /// bridge or an IPv4 router.
+        #[arg(long, value_enum)]
+        dut: Option<DutArg>,
+        /// The device's egress capacity in bit/s as its qdisc counts (frames without FCS),
+        /// e.g. 24mbit (50 kpps of 64-byte frames).
+        #[arg(long, requires = "dut")]
+        dut_rate: Option<String>,
+        /// The device's queue in frames, behind the rate.
+        #[arg(long, default_value_t = 256, requires = "dut_rate", value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+        dut_queue: u32,
+        /// The device's shaper: tbf or htb.
+        #[arg(long, default_value = "tbf", value_parser = ["tbf", "htb"], requires = "dut_rate")]
+        dut_qdisc: String,
     },
     /// Remove the testbed (idempotent).
     Down {
@@ -158,13 +186,47 @@ fn cmd_check(path: &Path, link: Option<f64>) -> Result<i32> {
 
 fn cmd_testbed(action: TestbedCmd) -> Result<i32> {
     match action {
-        TestbedCmd::Up { name, queues } => {
+        TestbedCmd::Up {
+            name,
+            queues,
+            dut,
+            dut_rate,
+            dut_queue,
+            dut_qdisc,
+        } => {
             let t = Testbed::new(&name).map_err(|e| anyhow!("{e}"))?;
-            match t.up_with_queues(queues)? {
+            let outcome = match dut {
+                None => t.up_with_queues(queues)?,
+                Some(kind) => {
+                    if queues != 1 {
+                        return Err(anyhow!(
+                            "--queues with --dut: the device's ports have one queue each. Fix: drop --queues"
+                        ));
+                    }
+                    let rate_bps = dut_rate
+                        .as_deref()
+                        .map(parse_rate)
+                        .transpose()
+                        .map_err(|e| anyhow!("--dut-rate {e}"))?;
+                    t.up_with_dut(&Dut {
+                        kind: match kind {
+                            DutArg::Bridge => DutKind::Bridge,
+                            DutArg::Router => DutKind::Router,
+                        },
+                        rate_bps,
+                        queue: dut_queue,
+                        qdisc: dut_qdisc,
+                    })?
+                }
+            };
+            match outcome {
                 UpOutcome::Created => println!("testbed {name} is up"),
                 UpOutcome::AlreadyUp => println!("testbed {name} was already up"),
             }
             say(&t.ends_text());
+            if let Some(d) = t.dut() {
+                say(&dut_text(&t, &d));
+            }
         }
         TestbedCmd::Down { name } => {
             let t = Testbed::new(&name).map_err(|e| anyhow!("{e}"))?;
@@ -176,6 +238,36 @@ fn cmd_testbed(action: TestbedCmd) -> Result<i32> {
         }
     }
     Ok(0)
+}
+
+/// The device in the middle, and what its rate carries per frame size.
+fn dut_text(t: &Testbed, d: &Dut) -> String {
+    let (d0, d1) = t.dut_ports();
+    let kind = match d.kind {
+        DutKind::Bridge => "bridge",
+        DutKind::Router => "IPv4 router",
+    };
+    let mut s = format!(
+        "  device:   netns {} ({kind}) ports {d0} (from the sender) and {d1} (to the receiver), forwarding on CPU {}: keep the sender off it (--core)\n",
+        t.dut_ns(),
+        gapless_io::dut::dut_cpu()
+    );
+    match d.rate_bps {
+        Some(r) => {
+            s.push_str(&format!(
+                "  capacity: {} {:.3} Mbit/s as it counts (frames without FCS), queue {} frames, on {d1}; in frames/s:\n           ",
+                d.qdisc,
+                r as f64 / 1e6,
+                d.queue
+            ));
+            for size in gapless_core::experiment::spec::RFC2544_SIZES {
+                s.push_str(&format!(" {size} B {:.0}", gapless_io::dut::pps_at(r, size)));
+            }
+            s.push('\n');
+        }
+        None => s.push_str("  capacity: not shaped (as fast as this machine forwards)\n"),
+    }
+    s
 }
 
 fn cmd_report(path: &Path, out: &Path) -> Result<i32> {
@@ -199,6 +291,9 @@ fn main() {
         Cmd::Analyze(a) => meter_cmd::cmd_analyze(a),
         Cmd::Calibrate(a) => meter_cmd::cmd_calibrate(a),
         Cmd::Report { result, out } => cmd_report(&result, &out),
+        Cmd::Experiment(a) => experiment_cmd::cmd_experiment(a),
+        Cmd::Rfc2544(a) => experiment_cmd::cmd_rfc2544(a),
+        Cmd::Sweep(a) => experiment_cmd::cmd_sweep(a),
     };
     match r {
         Ok(code) => std::process::exit(code),

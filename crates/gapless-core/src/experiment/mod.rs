@@ -1,0 +1,227 @@
+//! Experiments as data, run without IO: which trials to run (RFC 2544 searches, sweeps,
+//! repetitions), which to run again because the sender fell behind, and the figures across
+//! repetitions. A [`Trials`] implementation runs each trial (the engine on real sockets;
+//! tests on a fake device).
+
+mod drive;
+pub mod spec;
+#[cfg(test)]
+mod tests;
+
+use serde::{Deserialize, Serialize};
+
+use crate::meter::report::LatencySummary;
+use crate::rfc2544::SearchResult;
+use crate::spec::{PatternKind, ProfileSpec, SizeSpec};
+use crate::stats::{Estimate, Spread};
+
+pub use drive::{judge, run};
+pub use spec::{ExperimentSpec, Method, Param, Rfc2544Test, Setting, TrialSpec};
+
+/// One trial to run: the profile's streams with these settings.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TrialPlan {
+    /// What the trial is for ("throughput 64 B, loss ≤ 0 %", "sweep burst 4 at 20000 pps").
+    pub purpose: String,
+    /// Total frame rate over the streams (split equally); None: the profile's.
+    pub rate_pps: Option<f64>,
+    pub size: Option<u32>,
+    pub burst: Option<u32>,
+    pub pattern: Option<PatternKind>,
+    /// Metered seconds (after the warm-up); with `count`, the frames instead.
+    pub duration_s: f64,
+    pub warmup_s: f64,
+    /// Frames per stream instead of a duration (back-to-back bursts).
+    pub count: Option<u64>,
+    pub seed: u64,
+}
+
+impl TrialPlan {
+    /// The profile for this trial: every stream gets the settings.
+    pub fn apply(&self, base: &ProfileSpec) -> ProfileSpec {
+        let mut p = base.clone();
+        p.seed = Some(self.seed);
+        let n = p.streams.len().max(1) as f64;
+        p.duration_s = None;
+        for s in &mut p.streams {
+            let t = &mut s.timing;
+            if let Some(r) = self.rate_pps {
+                (t.rate_pps, t.rate_bps_l1, t.rate_bps_l2, t.rate_pct) = (Some(r / n), None, None, None);
+            }
+            if let Some(sz) = self.size {
+                s.size = Some(SizeSpec::Fixed(sz));
+            }
+            if let Some(b) = self.burst {
+                t.burst = (b > 1).then_some(b);
+            }
+            if let Some(pat) = self.pattern {
+                t.pattern = pat;
+            }
+            match self.count {
+                Some(c) => (t.count, t.duration_s) = (Some(c), None),
+                None => (t.count, t.duration_s) = (None, Some(self.warmup_s + self.duration_s)),
+            }
+        }
+        p
+    }
+}
+
+/// What a trial's run gave: the runner fills these in.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TrialRun {
+    /// Frames sent after the warm-up (the ones metered), and all of them.
+    pub sent: u64,
+    pub sent_total: u64,
+    /// Distinct frames received after the warm-up.
+    pub received: u64,
+    /// Frames sent in the warm-up (the sender's count) and received in it (the meter's).
+    pub warmup_sent: u64,
+    pub warmup_received: u64,
+    /// Frames that left more than one gap late (paced runs).
+    pub late_over_gap: u64,
+    /// The run's verdict: "held", or why not.
+    pub schedule: String,
+    pub held: bool,
+    /// Received frames per second over the metered part.
+    pub rx_pps: Option<f64>,
+    pub latency: Option<LatencySummary>,
+    /// The run's warnings.
+    pub warnings: Vec<String>,
+}
+
+/// A trial as the result keeps it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TrialRecord {
+    pub index: usize,
+    pub plan: TrialPlan,
+    #[serde(flatten)]
+    pub run: TrialRun,
+    /// (sent − received) / sent, percent.
+    pub loss_pct: f64,
+    /// Share of the frames sent more than one gap late.
+    pub late_share: f64,
+    /// False when the sender fell behind (late_share over the limit).
+    pub valid: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub invalid_reason: Option<String>,
+    /// Run again: a later trial in the list replaces this one.
+    pub repeated: bool,
+}
+
+/// Why trials stopped early.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TrialError {
+    /// Ctrl-C or a stop request: the experiment ends with what it has.
+    Stopped,
+    /// The trial could not run (a link went down, a socket failed).
+    Failed(String),
+}
+
+/// Runs trials: the engine on sockets, or a fake device in tests.
+pub trait Trials {
+    fn run(&mut self, index: usize, plan: &TrialPlan) -> Result<TrialRun, TrialError>;
+}
+
+/// A point: the figures over its repetitions.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PointResult {
+    pub settings: Vec<Setting>,
+    /// Indices of its trials (the valid or last attempt of each repetition).
+    pub trials: Vec<usize>,
+    pub loss_pct: Estimate,
+    pub rx_pps: Option<Estimate>,
+    /// Mean ± CI of each repetition's percentile.
+    pub latency_p50_ns: Option<Estimate>,
+    pub latency_p99_ns: Option<Estimate>,
+    pub latency_p99_9_ns: Option<Estimate>,
+    /// Median and range across repetitions.
+    pub latency_p50_spread: Option<Spread>,
+    pub latency_p99_spread: Option<Spread>,
+    pub latency_p99_9_spread: Option<Spread>,
+    pub latency_max_spread: Option<Spread>,
+    /// Repetitions whose every attempt was invalid (their last attempt is used).
+    pub invalid_used: usize,
+}
+
+/// RFC 2544 throughput at one tolerance.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Throughput {
+    pub loss_tolerance_pct: f64,
+    /// The highest rate whose loss stayed within the tolerance; None: not even the minimum.
+    pub throughput_pps: Option<f64>,
+    /// The same in bit/s on the wire (with preamble, FCS and inter-frame gap).
+    pub throughput_bps_l1: Option<f64>,
+    pub search: SearchResult,
+    /// Indices of the trials the search used.
+    pub trials: Vec<usize>,
+    /// The confirming trial at the rate found, and whether it passed.
+    pub final_trial: Option<usize>,
+    pub final_passed: Option<bool>,
+}
+
+/// One row of the frame loss rate test.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LossStep {
+    pub load_pct: f64,
+    pub rate_pps: f64,
+    pub loss_pct: f64,
+    pub trial: usize,
+}
+
+/// The back-to-back test: the longest burst at line rate with no loss.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BackToBack {
+    pub rate_pps: f64,
+    /// Per repetition: the longest burst that passed.
+    pub bursts: Vec<u64>,
+    pub burst_frames: Option<Estimate>,
+    pub trials: Vec<usize>,
+}
+
+/// Everything RFC 2544 found for one frame size.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SizeResult {
+    pub frame_size: u32,
+    pub throughput: Vec<Throughput>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency: Option<PointResult>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub frame_loss: Vec<LossStep>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub back_to_back: Option<BackToBack>,
+}
+
+/// A sweep's curve: the points for one value of the curve parameter.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Curve {
+    pub curve: Option<Setting>,
+    pub points: Vec<PointResult>,
+}
+
+/// What an experiment found, with every trial.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ExperimentResult {
+    pub name: Option<String>,
+    pub method: Method,
+    pub confidence: f64,
+    pub trials: Vec<TrialRecord>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rfc2544: Vec<SizeResult>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sweep: Vec<Curve>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repeat: Option<PointResult>,
+    /// Trials run again because the sender fell behind.
+    pub repeats: usize,
+    /// Stopped (Ctrl-C) or failed before the end: what is here is what was measured.
+    pub stopped: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    pub warnings: Vec<String>,
+}
+
+/// Ethernet's per-frame overhead on the wire beyond the frame with FCS: preamble + SFD (8)
+/// and the inter-frame gap (12).
+pub fn l1_bps(pps: f64, frame_size: u32) -> f64 {
+    pps * f64::from(frame_size + 20) * 8.0
+}

@@ -1,0 +1,502 @@
+//! The experiment file as the user writes it (TOML), and its checks. Every table denies
+//! unknown keys; every error names the TOML path of the value and the fix.
+
+use serde::{Deserialize, Serialize};
+
+use crate::rfc2544::Resolution;
+use crate::spec::{BackendKind, PatternKind, ProfileSpec};
+
+/// RFC 2544's frame sizes for Ethernet.
+pub const RFC2544_SIZES: [u32; 7] = [64, 128, 256, 512, 1024, 1280, 1518];
+
+/// A whole experiment.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExperimentSpec {
+    #[serde(default)]
+    pub name: Option<String>,
+    pub method: Method,
+    /// The profile: a path (relative to the experiment file) or an inline table.
+    pub profile: ProfileRef,
+    /// Where the frames leave.
+    pub tx: Port,
+    /// Where they are metered.
+    pub rx: Port,
+    /// What is under test, for the report (`gapless testbed up --dut ...` makes one).
+    #[serde(default)]
+    pub dut: Option<DutInfo>,
+    #[serde(default)]
+    pub trial: TrialSpec,
+    /// A calibration file (from `gapless calibrate`) whose offset is subtracted.
+    #[serde(default)]
+    pub calibration: Option<String>,
+    #[serde(default)]
+    pub rfc2544: Option<Rfc2544Spec>,
+    #[serde(default)]
+    pub sweep: Option<SweepSpec>,
+}
+
+/// What the experiment does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Method {
+    Rfc2544,
+    Sweep,
+    Repeat,
+}
+
+/// A profile by path, or inline.
+#[derive(Debug, Clone, Serialize)]
+#[serde(untagged)]
+pub enum ProfileRef {
+    Path(String),
+    Inline(Box<ProfileSpec>),
+}
+
+impl<'de> Deserialize<'de> for ProfileRef {
+    /// A string is a path; a table is a profile, whose errors are named under `profile`.
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        match toml::Value::deserialize(d)? {
+            toml::Value::String(p) => Ok(ProfileRef::Path(p)),
+            v @ toml::Value::Table(_) => v
+                .try_into::<ProfileSpec>()
+                .map(|p| ProfileRef::Inline(Box::new(p)))
+                .map_err(|e| D::Error::custom(format!("in the [profile] table: {}", e.to_string().trim_end()))),
+            v => Err(D::Error::custom(format!(
+                "profile = {v}: give a profile file's path (profile = \"cbr.toml\") or a [profile] table"
+            ))),
+        }
+    }
+}
+
+/// An interface in a network namespace.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Port {
+    pub iface: String,
+    #[serde(default)]
+    pub netns: Option<String>,
+    /// The sender's socket (tx only): afpacket (default) or afxdp.
+    #[serde(default)]
+    pub backend: Option<BackendKind>,
+}
+
+/// The device under test, as the report names it.
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct DutInfo {
+    /// "bridge", "router", or what it is ("switch X, firmware Y").
+    pub kind: String,
+    /// Its capacity as configured, e.g. "24mbit".
+    #[serde(default)]
+    pub rate: Option<String>,
+    /// Its queue limit in frames.
+    #[serde(default)]
+    pub queue: Option<u32>,
+    #[serde(default)]
+    pub note: Option<String>,
+}
+
+/// How each trial runs.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TrialSpec {
+    /// Seconds metered per trial (after the warm-up).
+    pub duration_s: f64,
+    /// The confirming trial at the rate found (RFC 2544 throughput); None: no final trial.
+    pub final_duration_s: Option<f64>,
+    /// Seconds sent first and not metered.
+    pub warmup_s: f64,
+    /// Idle seconds between trials, for queues to drain.
+    pub settle_s: f64,
+    /// Runs per point, each with its own seed.
+    pub repetitions: u32,
+    /// Of the confidence intervals.
+    pub confidence: f64,
+    /// How many times an invalid trial (its sender fell behind) is run again.
+    pub max_retries: u32,
+    /// A trial is invalid when more than this share of its frames left over one gap late.
+    pub late_limit: f64,
+}
+
+impl Default for TrialSpec {
+    fn default() -> Self {
+        TrialSpec {
+            duration_s: 2.0,
+            final_duration_s: None,
+            warmup_s: 0.5,
+            settle_s: 0.5,
+            repetitions: 1,
+            confidence: 0.95,
+            max_retries: 3,
+            late_limit: 0.001,
+        }
+    }
+}
+
+/// Which RFC 2544 tests to run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Rfc2544Test {
+    Throughput,
+    Latency,
+    FrameLoss,
+    BackToBack,
+}
+
+/// The `[rfc2544]` table.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Rfc2544Spec {
+    #[serde(default = "default_tests")]
+    pub tests: Vec<Rfc2544Test>,
+    #[serde(default = "default_sizes")]
+    pub frame_sizes: Vec<u32>,
+    /// Loss tolerances in percent of the frames sent: one throughput per tolerance.
+    #[serde(default = "default_tolerances")]
+    pub loss_tolerance_pct: Vec<f64>,
+    /// The search's range in frames per second. The maximum is also the "line rate" of the
+    /// frame loss and back-to-back tests. Give `max_rate_pps`, or `max_rate_bps`: bit/s on
+    /// the wire (with preamble and gap), from which each frame size gets its own maximum.
+    pub min_rate_pps: Option<f64>,
+    pub max_rate_pps: Option<f64>,
+    pub max_rate_bps: Option<f64>,
+    /// The search stops when the interval is this narrow: pps, or percent of the rate.
+    pub resolution_pps: Option<f64>,
+    pub resolution_pct: Option<f64>,
+    #[serde(default = "default_iterations")]
+    pub max_iterations: u32,
+    /// Back-to-back: the longest burst tried, in frames.
+    #[serde(default = "default_max_burst")]
+    pub max_burst: u32,
+}
+
+fn default_tests() -> Vec<Rfc2544Test> {
+    vec![Rfc2544Test::Throughput]
+}
+fn default_sizes() -> Vec<u32> {
+    RFC2544_SIZES.to_vec()
+}
+fn default_tolerances() -> Vec<f64> {
+    vec![0.0]
+}
+fn default_iterations() -> u32 {
+    16
+}
+fn default_max_burst() -> u32 {
+    10_000
+}
+
+/// A swept parameter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Param {
+    /// Mean rate, frames per second.
+    Rate,
+    /// Frames per departure, back to back (the mean rate kept).
+    Burst,
+    /// Frame size in bytes.
+    Size,
+    /// Arrival pattern: "cbr" or "poisson".
+    Pattern,
+}
+
+/// Values of a parameter: a list, or a range.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Axis {
+    pub parameter: Param,
+    /// The values (numbers; names for `pattern`).
+    #[serde(default)]
+    pub values: Option<Vec<toml::Value>>,
+    /// Or from..=to in `steps` equal steps (numeric parameters).
+    #[serde(default)]
+    pub from: Option<f64>,
+    #[serde(default)]
+    pub to: Option<f64>,
+    #[serde(default)]
+    pub steps: Option<u32>,
+}
+
+/// The `[sweep]` table: x values, and optionally one curve per value of another parameter.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct SweepSpec {
+    #[serde(flatten)]
+    pub x: Axis,
+    /// One curve per value of this (e.g. burst sizes 1, 4, 16, 64).
+    #[serde(default)]
+    pub curves: Option<Axis>,
+}
+
+/// One setting of a swept parameter.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Setting {
+    Rate(f64),
+    Burst(u32),
+    Size(u32),
+    Pattern(PatternKind),
+}
+
+impl Setting {
+    /// The value as a number for plots (a pattern: 0 CBR, 1 Poisson).
+    pub fn x(&self) -> f64 {
+        match *self {
+            Setting::Rate(r) => r,
+            Setting::Burst(b) | Setting::Size(b) => f64::from(b),
+            Setting::Pattern(p) => f64::from(u8::from(p != PatternKind::Cbr)),
+        }
+    }
+
+    /// How tables name the value.
+    pub fn label(&self) -> String {
+        match *self {
+            Setting::Rate(r) => format!("{r:.0} pps"),
+            Setting::Burst(b) => format!("burst {b}"),
+            Setting::Size(s) => format!("{s} B"),
+            Setting::Pattern(p) => format!("{p:?}").to_lowercase(),
+        }
+    }
+}
+
+impl Axis {
+    /// The settings, checked; `path` is the axis's TOML path for errors.
+    pub fn settings(&self, path: &str) -> Result<Vec<Setting>, String> {
+        let nums: Vec<f64> = match (&self.values, self.from, self.to, self.steps) {
+            (Some(v), None, None, None) if self.parameter == Param::Pattern => {
+                return v
+                    .iter()
+                    .enumerate()
+                    .map(|(i, x)| pattern_of(x, &format!("{path}.values[{i}]")))
+                    .collect();
+            }
+            (Some(v), None, None, None) => v
+                .iter()
+                .enumerate()
+                .map(|(i, x)| {
+                    x.as_float()
+                        .or_else(|| x.as_integer().map(|n| n as f64))
+                        .ok_or_else(|| format!("{path}.values[{i}] = {x}: give a number"))
+                })
+                .collect::<Result<_, _>>()?,
+            (None, Some(a), Some(b), Some(n)) if n >= 1 && self.parameter != Param::Pattern => {
+                (0..=n).map(|k| a + (b - a) * f64::from(k) / f64::from(n)).collect()
+            }
+            _ => {
+                return Err(format!(
+                    "{path}: give `values = [...]`, or `from`, `to` and `steps` (≥ 1) for a numeric parameter"
+                ))
+            }
+        };
+        if nums.is_empty() {
+            return Err(format!("{path}.values is empty: give at least one value"));
+        }
+        nums.iter().map(|&v| self.setting(v, path)).collect()
+    }
+
+    fn setting(&self, v: f64, path: &str) -> Result<Setting, String> {
+        let whole = |lo: f64, hi: f64, what: &str| {
+            if v.fract() == 0.0 && (lo..=hi).contains(&v) {
+                Ok(v as u32)
+            } else {
+                Err(format!("{path}: {what} {v}: give a whole number from {lo} to {hi}"))
+            }
+        };
+        Ok(match self.parameter {
+            Param::Rate if v.is_finite() && v > 0.0 => Setting::Rate(v),
+            Param::Rate => return Err(format!("{path}: rate {v}: give a positive rate in frames per second")),
+            Param::Burst => Setting::Burst(whole(1.0, 65_536.0, "burst")?),
+            Param::Size => Setting::Size(whole(60.0, 9_216.0, "frame size")?),
+            Param::Pattern => unreachable!("patterns are names"),
+        })
+    }
+}
+
+fn pattern_of(v: &toml::Value, path: &str) -> Result<Setting, String> {
+    match v.as_str() {
+        Some("cbr") => Ok(Setting::Pattern(PatternKind::Cbr)),
+        Some("poisson") => Ok(Setting::Pattern(PatternKind::Poisson)),
+        _ => Err(format!("{path} = {v}: give \"cbr\" or \"poisson\"")),
+    }
+}
+
+impl TrialSpec {
+    /// Checks the numbers; errors name `trial.KEY`.
+    pub fn check(&self) -> Result<(), String> {
+        let pos = |x: f64| x.is_finite() && x > 0.0;
+        let nonneg = |x: f64| x.is_finite() && x >= 0.0;
+        if !pos(self.duration_s) {
+            return Err(format!(
+                "trial.duration_s = {}: give a positive number of seconds",
+                self.duration_s
+            ));
+        }
+        if let Some(f) = self.final_duration_s.filter(|&f| !pos(f)) {
+            return Err(format!(
+                "trial.final_duration_s = {f}: give a positive number of seconds"
+            ));
+        }
+        for (k, v) in [("warmup_s", self.warmup_s), ("settle_s", self.settle_s)] {
+            if !nonneg(v) {
+                return Err(format!("trial.{k} = {v}: give 0 or more seconds"));
+            }
+        }
+        if self.repetitions == 0 || self.repetitions > 1000 {
+            return Err(format!("trial.repetitions = {}: give 1 to 1000", self.repetitions));
+        }
+        if !(self.confidence > 0.0 && self.confidence < 1.0) {
+            return Err(format!(
+                "trial.confidence = {}: give a level between 0 and 1, e.g. 0.95",
+                self.confidence
+            ));
+        }
+        if self.max_retries > 100 {
+            return Err(format!("trial.max_retries = {}: give 0 to 100", self.max_retries));
+        }
+        if !(self.late_limit.is_finite() && (0.0..1.0).contains(&self.late_limit)) {
+            return Err(format!(
+                "trial.late_limit = {}: give a fraction from 0 to below 1 (0.001 = 0.1 %)",
+                self.late_limit
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl Rfc2544Spec {
+    /// The search resolution; errors name `rfc2544.KEY`.
+    pub fn resolution(&self) -> Result<Resolution, String> {
+        match (self.resolution_pps, self.resolution_pct) {
+            (Some(_), Some(_)) => Err("rfc2544: give resolution_pps or resolution_pct, not both".into()),
+            (Some(r), None) if r.is_finite() && r > 0.0 => Ok(Resolution::Pps(r)),
+            (Some(r), None) => Err(format!("rfc2544.resolution_pps = {r}: give a positive rate")),
+            (None, Some(p)) if p.is_finite() && p > 0.0 && p < 100.0 => Ok(Resolution::Relative(p / 100.0)),
+            (None, Some(p)) => Err(format!(
+                "rfc2544.resolution_pct = {p}: give a percentage above 0 and below 100"
+            )),
+            (None, None) => Ok(Resolution::Relative(0.005)),
+        }
+    }
+
+    /// The highest rate for frames of `size` bytes.
+    pub fn max_rate(&self, size: u32) -> f64 {
+        match (self.max_rate_pps, self.max_rate_bps) {
+            (Some(p), _) => p,
+            (None, Some(b)) => b / (8.0 * f64::from(size + 20)),
+            (None, None) => f64::NAN,
+        }
+    }
+
+    /// The search's minimum: given, else 1 % of the maximum.
+    pub fn min_rate(&self, size: u32) -> f64 {
+        self.min_rate_pps.unwrap_or(self.max_rate(size) / 100.0)
+    }
+
+    /// Checks every value; errors name `rfc2544.KEY`.
+    pub fn check(&self) -> Result<(), String> {
+        let ok = |x: f64| x.is_finite() && x > 0.0;
+        match (self.max_rate_pps, self.max_rate_bps) {
+            (Some(_), Some(_)) => return Err("rfc2544: give max_rate_pps or max_rate_bps, not both".into()),
+            (None, None) => return Err(
+                "rfc2544: give max_rate_pps (frames/s) or max_rate_bps (bit/s on the wire): the search starts there"
+                    .into(),
+            ),
+            (Some(p), None) if !ok(p) => {
+                return Err(format!(
+                    "rfc2544.max_rate_pps = {p}: give a positive rate in frames per second"
+                ))
+            }
+            (None, Some(b)) if !ok(b) => {
+                return Err(format!("rfc2544.max_rate_bps = {b}: give a positive rate in bit/s"))
+            }
+            _ => {}
+        }
+        self.resolution()?;
+        if self.tests.is_empty() {
+            return Err("rfc2544.tests is empty: give one or more of \"throughput\", \"latency\", \"frame-loss\", \"back-to-back\"".into());
+        }
+        if self.frame_sizes.is_empty() {
+            return Err("rfc2544.frame_sizes is empty: give sizes in bytes, e.g. [64, 512, 1518]".into());
+        }
+        for (i, &s) in self.frame_sizes.iter().enumerate() {
+            if !(60..=9216).contains(&s) {
+                return Err(format!(
+                    "rfc2544.frame_sizes[{i}] = {s}: give a frame size from 60 to 9216 bytes"
+                ));
+            }
+            let (min, max) = (self.min_rate(s), self.max_rate(s));
+            if !(ok(min) && min < max) {
+                return Err(format!(
+                    "rfc2544.min_rate_pps = {min}: give a positive rate below the maximum ({max:.0} frames/s at {s} B)"
+                ));
+            }
+        }
+        if self.loss_tolerance_pct.is_empty() {
+            return Err("rfc2544.loss_tolerance_pct is empty: give [0] for no loss".into());
+        }
+        for (i, &t) in self.loss_tolerance_pct.iter().enumerate() {
+            if !(t.is_finite() && (0.0..100.0).contains(&t)) {
+                return Err(format!(
+                    "rfc2544.loss_tolerance_pct[{i}] = {t}: give a percentage from 0 to below 100"
+                ));
+            }
+        }
+        if self.max_iterations == 0 || self.max_iterations > 64 {
+            return Err(format!(
+                "rfc2544.max_iterations = {}: give 1 to 64",
+                self.max_iterations
+            ));
+        }
+        if self.max_burst == 0 {
+            return Err("rfc2544.max_burst = 0: give the longest burst to try, in frames".into());
+        }
+        Ok(())
+    }
+}
+
+impl ExperimentSpec {
+    /// Parses an experiment file; `origin` names it in errors.
+    pub fn from_toml(text: &str, origin: &str) -> Result<ExperimentSpec, String> {
+        let spec: ExperimentSpec =
+            toml::from_str(text).map_err(|e| format!("{origin}: {}", e.to_string().trim_end()))?;
+        spec.check().map_err(|e| format!("{origin}: {e}"))?;
+        Ok(spec)
+    }
+
+    /// Checks that the method has its table and every value is in range.
+    pub fn check(&self) -> Result<(), String> {
+        self.trial.check()?;
+        match self.method {
+            Method::Rfc2544 => self
+                .rfc2544
+                .as_ref()
+                .ok_or("method = \"rfc2544\" needs an [rfc2544] table with at least max_rate_pps or max_rate_bps")?
+                .check()?,
+            Method::Sweep => {
+                let s = self
+                    .sweep
+                    .as_ref()
+                    .ok_or("method = \"sweep\" needs a [sweep] table: parameter and values")?;
+                s.x.settings("sweep")?;
+                if let Some(c) = &s.curves {
+                    c.settings("sweep.curves")?;
+                    if c.parameter == s.x.parameter {
+                        return Err("sweep.curves.parameter is the swept parameter too: give another (e.g. sweep rate, curves burst)".into());
+                    }
+                }
+            }
+            Method::Repeat => {}
+        }
+        for (k, p) in [("tx", &self.tx), ("rx", &self.rx)] {
+            if p.iface.is_empty() {
+                return Err(format!("{k}.iface is empty: give the interface name"));
+            }
+        }
+        if self.rx.backend.is_some() {
+            return Err("rx.backend: the meter's socket is AF_PACKET; drop the key".into());
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,303 @@
+use super::*;
+
+/// A device that forwards `cap` frames/s and drops the rest; the sender falls behind on
+/// the trials listed in `late` (by index).
+struct FakeDut {
+    cap: f64,
+    late: Vec<usize>,
+    seeds: Vec<u64>,
+    stop_after: Option<usize>,
+}
+
+impl Trials for FakeDut {
+    fn run(&mut self, index: usize, plan: &TrialPlan) -> Result<TrialRun, TrialError> {
+        if self.stop_after.is_some_and(|n| index >= n) {
+            return Err(TrialError::Stopped);
+        }
+        self.seeds.push(plan.seed);
+        let rate = plan.rate_pps.unwrap_or(1000.0);
+        let sent = plan.count.unwrap_or((rate * plan.duration_s) as u64);
+        let received = if rate <= self.cap {
+            sent
+        } else {
+            (self.cap * plan.duration_s) as u64
+        };
+        let late = self.late.contains(&index);
+        Ok(TrialRun {
+            sent,
+            sent_total: sent,
+            received,
+            late_over_gap: if late { sent / 100 } else { 0 },
+            schedule: if late { "NOT held".into() } else { "held".into() },
+            held: !late,
+            ..Default::default()
+        })
+    }
+}
+
+fn dut(cap: f64) -> FakeDut {
+    FakeDut {
+        cap,
+        late: Vec::new(),
+        seeds: Vec::new(),
+        stop_after: None,
+    }
+}
+
+const BASE: &str = r#"
+method = "rfc2544"
+profile = "p.toml"
+tx = { iface = "gl-tx0", netns = "gl-tx" }
+rx = { iface = "gl-rx0", netns = "gl-rx" }
+"#;
+
+fn spec(extra: &str) -> ExperimentSpec {
+    spec_of("rfc2544", extra)
+}
+
+fn spec_of(method: &str, extra: &str) -> ExperimentSpec {
+    let base = BASE.replace("\"rfc2544\"", &format!("{method:?}"));
+    ExperimentSpec::from_toml(&format!("{base}{extra}"), "e.toml").expect("valid")
+}
+
+#[test]
+fn rfc2544_finds_the_fake_capacity_for_each_tolerance_and_reuses_trials() {
+    let s = spec("[rfc2544]\nframe_sizes = [64, 512]\nmax_rate_pps = 100000\nresolution_pct = 0.5\nloss_tolerance_pct = [0, 0.1, 1]\n");
+    let mut d = dut(50_000.0);
+    let r = run(&s, 1, &mut d);
+    assert!(!r.stopped, "{:?}", r.error);
+    assert_eq!(r.rfc2544.len(), 2);
+    for size in &r.rfc2544 {
+        for t in &size.throughput {
+            let tp = t.throughput_pps.expect("found");
+            // Within tolerance tol, rates up to cap / (1 - tol) pass.
+            let top = 50_000.0 / (1.0 - t.loss_tolerance_pct / 100.0);
+            assert!(
+                tp <= top && tp >= top * 0.995 - 1.0,
+                "tol {} %: expected within 0.5 % below {top}, got {tp}",
+                t.loss_tolerance_pct
+            );
+            assert!(t.search.converged);
+        }
+    }
+    // The second and third searches start where the first did: 100 kpps is tried once per size.
+    let at_max = r.trials.iter().filter(|t| t.plan.rate_pps == Some(100_000.0)).count();
+    assert_eq!(at_max, 2, "expected the maximum tried once per size, got {at_max}");
+    assert_eq!(r.repeats, 0);
+}
+
+#[test]
+fn a_trial_whose_sender_fell_behind_is_run_again_and_counted() {
+    let s = spec("[rfc2544]\nframe_sizes = [64]\nmax_rate_pps = 100000\n");
+    let mut d = dut(50_000.0);
+    d.late = vec![0, 1];
+    let r = run(&s, 7, &mut d);
+    assert_eq!(r.repeats, 2, "expected 2 repeats, got {}", r.repeats);
+    assert!(r.trials[0].repeated && r.trials[1].repeated && !r.trials[2].repeated);
+    assert!(!r.trials[0].valid && r.trials[0].invalid_reason.as_deref().unwrap().contains("fell behind"));
+    assert!(r.trials[2].valid);
+    assert_eq!(r.trials[0].plan, r.trials[2].plan, "the same trial again");
+    // Only the valid attempt counts in the search.
+    let used = &r.rfc2544[0].throughput[0].trials;
+    assert!(
+        !used.contains(&0) && !used.contains(&1) && used.contains(&2),
+        "{used:?}"
+    );
+}
+
+#[test]
+fn an_always_late_sender_uses_its_last_attempt_and_says_so() {
+    let s = spec_of("repeat", "[trial]\nrepetitions = 2\nmax_retries = 2\n");
+    let mut d = dut(1e9);
+    d.late = (0..100).collect();
+    let r = run(&s, 1, &mut d);
+    // 2 repetitions × (1 + 2 retries).
+    assert_eq!(r.trials.len(), 6, "expected 6 attempts, got {}", r.trials.len());
+    assert_eq!(r.repeats, 4);
+    let p = r.repeat.expect("point");
+    assert_eq!(p.invalid_used, 2);
+    assert_eq!(p.trials, vec![2, 5]);
+}
+
+#[test]
+fn repetitions_have_their_own_seeds_and_a_confidence_interval() {
+    let s = spec_of(
+        "sweep",
+        "[trial]\nrepetitions = 3\n[sweep]\nparameter = \"rate\"\nvalues = [1000, 60000]\ncurves = { parameter = \"burst\", values = [1, 4] }\n",
+    );
+    let mut d = dut(50_000.0);
+    let r = run(&s, 10, &mut d);
+    assert_eq!(r.sweep.len(), 2);
+    assert_eq!(r.sweep[1].curve, Some(Setting::Burst(4)));
+    assert_eq!(r.sweep[0].points.len(), 2);
+    assert_eq!(&d.seeds[..3], &[10, 11, 12]);
+    let lossy = &r.sweep[0].points[1];
+    assert_eq!(lossy.loss_pct.n, 3);
+    // 60 kpps into 50 kpps: a sixth lost in every repetition, so no spread.
+    assert!((lossy.loss_pct.mean - 100.0 / 6.0).abs() < 1e-6, "{:?}", lossy.loss_pct);
+    assert_eq!(lossy.loss_pct.half_width, Some(0.0));
+}
+
+#[test]
+fn back_to_back_and_frame_loss_follow_the_rfc() {
+    let s = spec("[rfc2544]\ntests = [\"frame-loss\", \"back-to-back\"]\nframe_sizes = [64]\nmax_rate_pps = 100000\nmax_burst = 1000\n");
+    // A fake whose queue takes 300 frames of a burst.
+    struct Queue;
+    impl Trials for Queue {
+        fn run(&mut self, _: usize, p: &TrialPlan) -> Result<TrialRun, TrialError> {
+            let rate = p.rate_pps.unwrap();
+            let sent = p.count.unwrap_or((rate * p.duration_s) as u64);
+            let received = match p.count {
+                Some(n) => n.min(300),
+                None if rate <= 75_000.0 => sent,
+                None => (75_000.0 * p.duration_s) as u64,
+            };
+            Ok(TrialRun {
+                sent,
+                sent_total: sent,
+                received,
+                ..Default::default()
+            })
+        }
+    }
+    let r = run(&s, 1, &mut Queue);
+    let sz = &r.rfc2544[0];
+    assert_eq!(sz.back_to_back.as_ref().unwrap().bursts, vec![300]);
+    let loads: Vec<f64> = sz.frame_loss.iter().map(|l| l.load_pct).collect();
+    // 100, 90, 80 lose; 70 and 60 do not: two clean steps end it.
+    assert_eq!(loads, vec![100.0, 90.0, 80.0, 70.0, 60.0]);
+    assert!((sz.frame_loss[0].loss_pct - 25.0).abs() < 1e-9);
+}
+
+#[test]
+fn a_wire_rate_gives_each_size_its_own_maximum() {
+    let s = spec("[rfc2544]\nframe_sizes = [64, 1518]\nmax_rate_bps = 1e9\n");
+    let r = s.rfc2544.as_ref().unwrap();
+    assert!((r.max_rate(64) - 1_488_095.2).abs() < 0.1, "{}", r.max_rate(64));
+    assert!((r.max_rate(1518) - 81_274.4).abs() < 0.1, "{}", r.max_rate(1518));
+    let mut d = dut(1e9);
+    let out = run(&s, 1, &mut d);
+    let firsts: Vec<f64> = out.trials.iter().map(|t| t.plan.rate_pps.unwrap()).collect();
+    assert!(
+        (firsts[0] - r.max_rate(64)).abs() < 1e-6 && (firsts[1] - r.max_rate(1518)).abs() < 1e-6,
+        "{firsts:?}"
+    );
+}
+
+#[test]
+fn a_stop_keeps_what_was_measured() {
+    let s = spec("[rfc2544]\nframe_sizes = [64]\nmax_rate_pps = 100000\n");
+    let mut d = dut(50_000.0);
+    d.stop_after = Some(3);
+    let r = run(&s, 1, &mut d);
+    assert!(r.stopped);
+    assert_eq!(r.trials.len(), 3);
+}
+
+#[test]
+fn a_plan_sets_every_stream() {
+    let base = crate::ProfileSpec::from_toml(
+        "[[stream]]\nsize = 64\n[stream.timing]\nrate_bps_l1 = 1e6\n[[stream]]\nsize = 128\n[stream.timing]\nrate_pps = 5\ncount = 9\n",
+        "p",
+    )
+    .unwrap();
+    let plan = TrialPlan {
+        purpose: String::new(),
+        rate_pps: Some(1000.0),
+        size: Some(512),
+        burst: Some(4),
+        pattern: None,
+        duration_s: 2.0,
+        warmup_s: 0.5,
+        count: None,
+        seed: 3,
+    };
+    let p = plan.apply(&base);
+    assert_eq!(p.seed, Some(3));
+    for s in &p.streams {
+        assert_eq!(s.timing.rate_pps, Some(500.0));
+        assert_eq!(s.timing.rate_bps_l1, None);
+        assert_eq!(s.timing.burst, Some(4));
+        assert_eq!((s.timing.count, s.timing.duration_s), (None, Some(2.5)));
+        assert!(matches!(s.size, Some(SizeSpec::Fixed(512))));
+    }
+}
+
+#[test]
+fn bad_experiment_files_name_the_key() {
+    let cases = [
+        ("method = \"rfc2544\"\n", "[rfc2544]"),
+        ("method = \"sweep\"\n", "[sweep]"),
+        ("[rfc2544]\nmax_rate_pps = -1\n", "rfc2544.max_rate_pps = -1"),
+        (
+            "[rfc2544]\nframe_sizes = [64]\n",
+            "give max_rate_pps (frames/s) or max_rate_bps",
+        ),
+        (
+            "[rfc2544]\nmax_rate_pps = 10\nmin_rate_pps = 20\n",
+            "rfc2544.min_rate_pps = 20",
+        ),
+        (
+            "[rfc2544]\nmax_rate_pps = 10\nframe_sizes = [64, 20]\n",
+            "rfc2544.frame_sizes[1] = 20",
+        ),
+        (
+            "[rfc2544]\nmax_rate_pps = 10\nloss_tolerance_pct = [100]\n",
+            "rfc2544.loss_tolerance_pct[0] = 100",
+        ),
+        (
+            "[rfc2544]\nmax_rate_pps = 10\nresolution_pps = 1\nresolution_pct = 1\n",
+            "not both",
+        ),
+        (
+            "[rfc2544]\nmax_rate_pps = 10\ntests = [\"speed\"]\n",
+            "unknown variant `speed`",
+        ),
+        (
+            "[trial]\nduration_s = 0\n[rfc2544]\nmax_rate_pps = 10\n",
+            "trial.duration_s = 0",
+        ),
+        (
+            "[trial]\nconfidence = 95\n[rfc2544]\nmax_rate_pps = 10\n",
+            "trial.confidence = 95",
+        ),
+        ("[trial]\nwarm_up = 1\n", "unknown field `warm_up`"),
+        ("[sweep]\nparameter = \"burst\"\nvalues = [0]\n", "sweep: burst 0"),
+        (
+            "[sweep]\nparameter = \"pattern\"\nvalues = [\"onoff\"]\n",
+            "sweep.values[0] = \"onoff\"",
+        ),
+        ("[sweep]\nparameter = \"rate\"\n", "give `values = [...]`"),
+    ];
+    let inline = BASE.replace("profile = \"p.toml\"\n", "");
+    for (extra, want) in [
+        (
+            "[rfc2544]\nmax_rate_pps = 10\n[profile]\nbogus = 1\n",
+            "in the [profile] table: unknown field `bogus`",
+        ),
+        (
+            "profile = 3\n[rfc2544]\nmax_rate_pps = 10\n",
+            "profile = 3: give a profile file's path",
+        ),
+    ] {
+        let e = ExperimentSpec::from_toml(&format!("{inline}{extra}"), "e.toml").expect_err(extra);
+        assert!(
+            e.contains(want),
+            "for {extra:?}: expected an error with {want:?}, got {e:?}"
+        );
+    }
+    for (extra, want) in cases {
+        let text = if extra.starts_with("method") {
+            format!("{}{extra}", BASE.replace("method = \"rfc2544\"\n", ""))
+        } else if extra.contains("[sweep]") {
+            format!("{}{extra}", BASE.replace("\"rfc2544\"", "\"sweep\""))
+        } else {
+            format!("{BASE}{extra}")
+        };
+        let e = ExperimentSpec::from_toml(&text, "e.toml").expect_err(extra);
+        assert!(
+            e.starts_with("e.toml: ") && e.contains(want),
+            "for {extra:?}: expected an error with {want:?}, got {e:?}"
+        );
+    }
+}

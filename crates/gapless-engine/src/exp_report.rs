@@ -1,0 +1,214 @@
+//! An experiment's report: the summary for a terminal, the trial trace as CSV, and its plots.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use gapless_core::experiment::{ExperimentResult, PointResult, Setting, TrialRecord};
+use gapless_core::stats::Estimate;
+
+/// One trial as its live line prints it.
+pub fn trial_line(i: usize, r: &TrialRecord) -> String {
+    let lat = r.run.latency.as_ref().map_or("-".to_string(), |l| {
+        format!(
+            "p50 {} p99 {}",
+            us(l.percentiles_ns.p50 as f64),
+            us(l.percentiles_ns.p99 as f64)
+        )
+    });
+    format!(
+        "trial {:>3}: {:<52} sent {:>9} received {:>9} loss {:>8.4} %  latency {lat}{}",
+        i + 1,
+        r.plan.purpose,
+        r.run.sent,
+        r.run.received,
+        r.loss_pct,
+        if r.valid {
+            String::new()
+        } else {
+            "  INVALID (sender fell behind), run again".into()
+        }
+    )
+}
+
+fn us(ns: f64) -> String {
+    if ns.abs() >= 1e6 {
+        format!("{:.2} ms", ns / 1e6)
+    } else {
+        format!("{:.1} µs", ns / 1e3)
+    }
+}
+
+fn est(e: &Estimate, f: impl Fn(f64) -> String) -> String {
+    match e.half_width {
+        Some(h) => format!("{} ± {}", f(e.mean), f(h)),
+        None => f(e.mean),
+    }
+}
+
+fn opt_est(e: &Option<Estimate>, f: impl Fn(f64) -> String) -> String {
+    e.as_ref().map_or("-".into(), |e| est(e, f))
+}
+
+/// The summary for a terminal.
+pub fn summary_text(r: &ExperimentResult, dut: Option<&str>) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "experiment {}: {:?}, {} trials ({} run again because the sender fell behind), figures as mean ± {:.0} % CI",
+        r.name.as_deref().unwrap_or("-"),
+        r.method,
+        r.trials.len(),
+        r.repeats,
+        r.confidence * 100.0
+    );
+    if let Some(d) = dut {
+        let _ = writeln!(s, "device under test: {d}");
+    }
+    for z in &r.rfc2544 {
+        rfc2544_text(&mut s, z);
+    }
+    for c in &r.sweep {
+        let _ = writeln!(
+            s,
+            "sweep{}:",
+            c.curve.map_or(String::new(), |c| format!(" {}", c.label()))
+        );
+        point_header(&mut s);
+        for p in &c.points {
+            point_row(&mut s, p);
+        }
+    }
+    if let Some(p) = &r.repeat {
+        point_header(&mut s);
+        point_row(&mut s, p);
+    }
+    if r.stopped {
+        let _ = writeln!(
+            s,
+            "STOPPED before the end{}: the figures are of the trials that ran",
+            r.error.as_ref().map_or(String::new(), |e| format!(" ({e})"))
+        );
+    }
+    for w in &r.warnings {
+        let _ = writeln!(s, "warning: {w}");
+    }
+    s
+}
+
+fn rfc2544_text(s: &mut String, z: &gapless_core::experiment::SizeResult) {
+    let _ = writeln!(s, "RFC 2544, {} B frames:", z.frame_size);
+    for t in &z.throughput {
+        let _ = writeln!(
+            s,
+            "  throughput (loss ≤ {} %): {} ({} trials{}{})",
+            t.loss_tolerance_pct,
+            t.throughput_pps.map_or("none in range".into(), |p| format!(
+                "{p:.0} frames/s, {:.3} Mbit/s on the wire",
+                t.throughput_bps_l1.unwrap_or(0.0) / 1e6
+            )),
+            t.trials.len(),
+            if t.search.converged {
+                ""
+            } else {
+                ", NOT converged: more iterations needed"
+            },
+            match t.final_passed {
+                Some(true) => ", final trial passed",
+                Some(false) => ", FINAL TRIAL FAILED",
+                None => "",
+            }
+        );
+    }
+    if let Some(p) = &z.latency {
+        let _ = writeln!(
+            s,
+            "  latency at throughput ({} reps): p50 {}  p99 {}  p99.9 {}  (median of max {})",
+            p.trials.len(),
+            opt_est(&p.latency_p50_ns, us),
+            opt_est(&p.latency_p99_ns, us),
+            opt_est(&p.latency_p99_9_ns, us),
+            p.latency_max_spread.as_ref().map_or("-".into(), |m| us(m.median))
+        );
+    }
+    if !z.frame_loss.is_empty() {
+        let steps: Vec<String> = z
+            .frame_loss
+            .iter()
+            .map(|l| format!("{:.0} %: {:.3} %", l.load_pct, l.loss_pct))
+            .collect();
+        let _ = writeln!(s, "  frame loss rate by load: {}", steps.join(", "));
+    }
+    if let Some(b) = &z.back_to_back {
+        let _ = writeln!(
+            s,
+            "  back-to-back at {:.0} frames/s: {} frames (per repetition {:?})",
+            b.rate_pps,
+            b.burst_frames
+                .as_ref()
+                .map_or("-".into(), |e| est(e, |v| format!("{v:.0}"))),
+            b.bursts
+        );
+    }
+}
+
+fn point_header(s: &mut String) {
+    let _ = writeln!(
+        s,
+        "  {:<28} {:>22} {:>22} {:>22} {:>22}",
+        "point", "loss %", "latency p50", "latency p99", "latency p99.9"
+    );
+}
+
+fn point_row(s: &mut String, p: &PointResult) {
+    let name = p.settings.iter().map(Setting::label).collect::<Vec<_>>().join(", ");
+    let _ = writeln!(
+        s,
+        "  {:<28} {:>22} {:>22} {:>22} {:>22}{}",
+        if name.is_empty() { "as profiled".into() } else { name },
+        est(&p.loss_pct, |v| format!("{v:.4}")),
+        opt_est(&p.latency_p50_ns, us),
+        opt_est(&p.latency_p99_ns, us),
+        opt_est(&p.latency_p99_9_ns, us),
+        if p.invalid_used > 0 {
+            format!("  ({} invalid used)", p.invalid_used)
+        } else {
+            String::new()
+        }
+    );
+}
+
+/// The trace of every trial, one CSV row each.
+pub fn trials_csv(r: &ExperimentResult) -> String {
+    let mut s = String::from("trial,purpose,rate_pps,size,burst,seed,sent,received,loss_pct,warmup_sent,late_share,valid,repeated,latency_p50_ns,latency_p99_ns,latency_p99_9_ns\n");
+    for t in &r.trials {
+        let l = t.run.latency.as_ref().map(|l| &l.percentiles_ns);
+        let _ = writeln!(
+            s,
+            "{},\"{}\",{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+            t.index + 1,
+            t.plan.purpose.replace('"', "'"),
+            t.plan.rate_pps.map_or(String::new(), |v| format!("{v:.1}")),
+            t.plan.size.map_or(String::new(), |v| v.to_string()),
+            t.plan.burst.map_or(String::new(), |v| v.to_string()),
+            t.plan.seed,
+            t.run.sent,
+            t.run.received,
+            t.loss_pct,
+            t.run.warmup_sent,
+            t.late_share,
+            t.valid,
+            t.repeated,
+            l.map_or(String::new(), |l| l.p50.to_string()),
+            l.map_or(String::new(), |l| l.p99.to_string()),
+            l.map_or(String::new(), |l| l.p99_9.to_string()),
+        );
+    }
+    s
+}
+
+/// Writes the trace CSV and the plots into `dir`; returns how many files.
+pub fn write_all(r: &ExperimentResult, dir: &Path) -> anyhow::Result<usize> {
+    std::fs::create_dir_all(dir)?;
+    gapless_io::files::write_atomic(&dir.join("trials.csv"), trials_csv(r).as_bytes())?;
+    Ok(1 + crate::exp_plots::write(r, dir)?)
+}

@@ -1,0 +1,305 @@
+//! Experiments on real sockets: the core's driver ([`gapless_core::experiment`]) decides
+//! the trials; each trial here is a [`Run`] with a meter, a warm-up, and the settle time
+//! before it.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use gapless_core::experiment::spec::{DutInfo, ProfileRef};
+use gapless_core::experiment::{ExperimentResult, ExperimentSpec, TrialError, TrialPlan, TrialRun, Trials};
+use gapless_core::meter::report::MeterReport;
+use gapless_core::spec::BackendKind;
+
+use crate::spec::{MeterSetup, ProfileSource, RunSpec, RxSpec, TxSocket, TxTarget};
+use crate::{EngineError, Run, RunReport};
+
+/// An experiment ready to run: the file, its profile, and the calibration it names.
+#[derive(Debug, Clone)]
+pub struct Experiment {
+    pub spec: ExperimentSpec,
+    pub profile: ProfileSource,
+    pub calibration: Option<(gapless_core::meter::Calibration, String)>,
+    /// How results name the experiment (its path).
+    pub label: String,
+}
+
+impl Experiment {
+    /// Reads an experiment file and what it names (relative to its directory).
+    pub fn from_file(path: &Path) -> Result<Experiment, EngineError> {
+        let text = crate::read_text(
+            path,
+            "experiment",
+            "check the path (examples/rfc2544_dut.toml is one to start from)",
+        )?;
+        let origin = path.display().to_string();
+        let spec = ExperimentSpec::from_toml(&text, &origin).map_err(|e| EngineError::BadFile {
+            problem: e.strip_prefix(&format!("{origin}: ")).unwrap_or(&e).to_string(),
+            path: origin.clone(),
+            fix: "see the README's Experiments section for the keys".into(),
+        })?;
+        Experiment::new(
+            spec,
+            path.parent().unwrap_or(Path::new(".")),
+            path.display().to_string(),
+        )
+    }
+
+    /// An experiment from data; files it names are read from `dir`.
+    pub fn new(spec: ExperimentSpec, dir: &Path, label: String) -> Result<Experiment, EngineError> {
+        spec.check().map_err(|e| EngineError::BadFile {
+            path: label.clone(),
+            problem: e,
+            fix: "see the README's Experiments section for the keys".into(),
+        })?;
+        let in_profile = |e: EngineError| EngineError::ExperimentProfile {
+            experiment: label.clone(),
+            inner: Box::new(e),
+        };
+        let profile = match &spec.profile {
+            ProfileRef::Path(p) => ProfileSource::from_file(&dir.join(p)).map_err(in_profile)?,
+            ProfileRef::Inline(p) => ProfileSource {
+                spec: (**p).clone(),
+                dir: dir.to_path_buf(),
+                label: format!("{label} [profile]"),
+            },
+        };
+        if profile.spec.streams.is_empty() {
+            return Err(EngineError::BadFile {
+                path: profile.label,
+                problem: "the profile has no [[stream]]".into(),
+                fix: "give the experiment's profile one stream (its rate and size are set per trial)".into(),
+            });
+        }
+        let calibration = match &spec.calibration {
+            Some(c) => {
+                let p: PathBuf = dir.join(c);
+                Some((crate::metering::load_calibration(&p)?, p.display().to_string()))
+            }
+            None => None,
+        };
+        // Every trial's profile must compile: check the first one now.
+        profile.compile(None).map_err(in_profile)?;
+        Ok(Experiment {
+            spec,
+            profile,
+            calibration,
+            label,
+        })
+    }
+
+    /// Runs every trial; `on_trial` hears of each as it ends. Stops early (keeping what was
+    /// measured) when `stop` is raised or a trial fails.
+    pub fn run(&self, stop: Arc<AtomicBool>, on_trial: &mut dyn FnMut(usize, &TrialPlan, &TrialRun)) -> ExperimentFile {
+        let seed = self.profile.spec.seed.unwrap_or(1);
+        let mut t = EngineTrials {
+            x: self,
+            stop,
+            last_end: None,
+            on_trial,
+            machine: None,
+        };
+        let mut r = gapless_core::experiment::run(&self.spec, seed, &mut t);
+        let machine = t.machine.take();
+        if let Some((c, p)) = &self.calibration {
+            r.warnings.push(if c.valid {
+                format!("calibration {p}: its latency offset of {} ns was subtracted from every latency", c.latency_offset_ns)
+            } else {
+                format!("calibration {p} is invalid: its offset was NOT subtracted. Fix: calibrate again on a quiet machine")
+            });
+        }
+        ExperimentFile {
+            tool: "gapless".into(),
+            version: env!("CARGO_PKG_VERSION").into(),
+            experiment: self.label.clone(),
+            spec: self.spec.clone(),
+            dut: self.spec.dut.clone().or_else(|| testbed_dut(&self.spec)),
+            machine,
+            calibration: self.calibration.as_ref().map(|(c, p)| c.reference(p)),
+            result: r,
+        }
+    }
+}
+
+/// An experiment's result file: what ran, where, against what, and every trial.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct ExperimentFile {
+    pub tool: String,
+    pub version: String,
+    pub experiment: String,
+    pub spec: ExperimentSpec,
+    pub dut: Option<DutInfo>,
+    /// The sending host, as the first trial found it.
+    pub machine: Option<gapless_core::result::Environment>,
+    pub calibration: Option<gapless_core::meter::CalibrationRef>,
+    #[serde(flatten)]
+    pub result: ExperimentResult,
+}
+
+impl ExperimentFile {
+    /// How the report names the device.
+    pub fn dut_text(&self) -> Option<String> {
+        self.dut.as_ref().map(|d| {
+            let mut s = d.kind.clone();
+            if let Some(r) = &d.rate {
+                s.push_str(&format!(", egress {r}"));
+            }
+            if let Some(q) = d.queue {
+                s.push_str(&format!(", queue {q} frames"));
+            }
+            if let Some(n) = &d.note {
+                s.push_str(&format!(" ({n})"));
+            }
+            s
+        })
+    }
+}
+
+/// The reference device of the testbed the sender's namespace belongs to (`NAME-tx`).
+fn testbed_dut(spec: &ExperimentSpec) -> Option<DutInfo> {
+    let name = spec.tx.netns.as_deref()?.strip_suffix("-tx")?;
+    let d = gapless_io::testbed::Testbed::new(name).ok()?.dut()?;
+    Some(DutInfo {
+        kind: match d.kind {
+            gapless_io::dut::DutKind::Bridge => "reference bridge (gapless testbed --dut bridge)".into(),
+            gapless_io::dut::DutKind::Router => "reference IPv4 router (gapless testbed --dut router)".into(),
+        },
+        rate: d.rate_bps.map(|r| format!("{} {:.3} Mbit/s", d.qdisc, r as f64 / 1e6)),
+        queue: d.rate_bps.map(|_| d.queue),
+        note: None,
+    })
+}
+
+struct EngineTrials<'a> {
+    x: &'a Experiment,
+    stop: Arc<AtomicBool>,
+    last_end: Option<Instant>,
+    on_trial: &'a mut dyn FnMut(usize, &TrialPlan, &TrialRun),
+    machine: Option<gapless_core::result::Environment>,
+}
+
+impl Trials for EngineTrials<'_> {
+    fn run(&mut self, index: usize, plan: &TrialPlan) -> Result<TrialRun, TrialError> {
+        self.settle()?;
+        let spec = self.run_spec(plan).map_err(|e| TrialError::Failed(e.to_string()))?;
+        let report = Run::start_with_stop(spec, self.stop.clone())
+            .and_then(|h| h.wait())
+            .map_err(|e| TrialError::Failed(format!("trial {}: {e}", index + 1)))?;
+        self.last_end = Some(Instant::now());
+        if self.stop.load(Ordering::Relaxed) {
+            return Err(TrialError::Stopped);
+        }
+        if let Some(e) = report.backend_error.as_ref().or(report.meter_error.as_ref()) {
+            return Err(TrialError::Failed(format!("trial {}: {e}", index + 1)));
+        }
+        let run = trial_run(&report);
+        self.machine.get_or_insert_with(|| report.result.environment.clone());
+        (self.on_trial)(index, plan, &run);
+        Ok(run)
+    }
+}
+
+impl EngineTrials<'_> {
+    /// Waits the settle time after the previous trial (queues drain), or until stopped.
+    fn settle(&self) -> Result<(), TrialError> {
+        let Some(end) = self.last_end else { return Ok(()) };
+        let until = end + Duration::from_secs_f64(self.x.spec.trial.settle_s);
+        while Instant::now() < until {
+            if self.stop.load(Ordering::Relaxed) {
+                return Err(TrialError::Stopped);
+            }
+            std::thread::sleep(Duration::from_millis(10).min(until.saturating_duration_since(Instant::now())));
+        }
+        Ok(())
+    }
+
+    fn run_spec(&self, plan: &TrialPlan) -> Result<RunSpec, EngineError> {
+        let x = self.x;
+        let profile = ProfileSource {
+            spec: plan.apply(&x.profile.spec),
+            dir: x.profile.dir.clone(),
+            label: format!("{} ({})", x.profile.label, plan.purpose),
+        };
+        let socket = x.spec.tx.backend.map(|b| match b {
+            BackendKind::Afxdp => TxSocket::AfXdp {
+                mode: gapless_io::afxdp::XdpMode::Auto,
+                queue: 0,
+            },
+            _ => TxSocket::AfPacket(crate::spec::TxMethod::Sendmmsg),
+        });
+        let mut rx = RxSpec::new(x.spec.rx.iface.clone());
+        rx.netns = x.spec.rx.netns.clone();
+        rx.linger = Duration::from_millis(300);
+        rx.meter = MeterSetup {
+            calibration: x.calibration.clone(),
+            ..MeterSetup::default()
+        };
+        Ok(RunSpec {
+            netns: x.spec.tx.netns.clone(),
+            rx: Some(rx),
+            warmup: (plan.warmup_s > 0.0).then(|| Duration::from_secs_f64(plan.warmup_s)),
+            core: sender_core(),
+            ..RunSpec::new(
+                profile,
+                TxTarget::Iface {
+                    name: x.spec.tx.iface.clone(),
+                    socket,
+                },
+            )
+        })
+    }
+}
+
+/// The send loop's core: off the reference device's forwarding CPU when there is another.
+fn sender_core() -> Option<usize> {
+    let dut = gapless_io::dut::dut_cpu();
+    crate::meter::allowed_cores().into_iter().find(|&c| c != dut)
+}
+
+/// A trial's counts from the joined run: after the warm-up, by stream, added up.
+fn trial_run(r: &RunReport) -> TrialRun {
+    let res = &r.result;
+    let warmup_sent: u64 = res.streams.iter().map(|s| s.warmup_frames).sum();
+    let rx = res.rx.as_ref();
+    let signed = |f: &dyn Fn(&gapless_core::meter::report::StreamRx) -> u64| -> u64 {
+        rx.map_or(0, |m| m.streams.iter().filter(|s| s.id.is_some()).map(f).sum())
+    };
+    let received = signed(&|s| s.seq.as_ref().map_or(s.rx_frames, |q| q.unique));
+    let sent_total = res.sent_frames;
+    TrialRun {
+        // Frames the device refused at its door (the send failed) were offered and lost.
+        sent: sent_total.saturating_sub(warmup_sent) + res.send_errors,
+        sent_total,
+        received,
+        warmup_sent,
+        warmup_received: rx.map_or(0, |m| m.warmup_frames),
+        late_over_gap: res.lateness.late_over_one_gap,
+        schedule: schedule_text(&res.verdict),
+        held: res.verdict.held.unwrap_or(true),
+        rx_pps: rx.and_then(rx_rate),
+        latency: rx.and_then(|m| {
+            m.streams
+                .iter()
+                .find(|s| s.id.is_some())
+                .and_then(|s| s.latency.clone())
+        }),
+        warnings: res.warnings.clone(),
+    }
+}
+
+fn schedule_text(v: &gapless_core::verdict::Verdict) -> String {
+    match v.causes.first() {
+        Some(c) if v.held == Some(false) => format!("{}: {c}", v.schedule),
+        _ => v.schedule.clone(),
+    }
+}
+
+/// Received frames per second between the first and last metered arrival.
+fn rx_rate(m: &MeterReport) -> Option<f64> {
+    let s: Vec<_> = m.streams.iter().filter(|s| s.id.is_some() && s.rx_frames > 1).collect();
+    let first = s.iter().map(|s| s.first_rx_ns).min()?;
+    let last = s.iter().map(|s| s.last_rx_ns).max()?;
+    let n: u64 = s.iter().map(|s| s.rx_frames).sum();
+    (last > first).then(|| (n - 1) as f64 * 1e9 / (last - first) as f64)
+}
