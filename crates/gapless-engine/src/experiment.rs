@@ -230,7 +230,8 @@ impl EngineTrials<'_> {
         });
         let mut rx = RxSpec::new(x.spec.rx.iface.clone());
         rx.netns = x.spec.rx.netns.clone();
-        rx.linger = Duration::from_millis(300);
+        // Frames the device still holds when the sender ends arrive within the settle time.
+        rx.linger = Duration::from_secs_f64(x.spec.trial.settle_s.max(0.3));
         rx.meter = MeterSetup {
             calibration: x.calibration.clone(),
             ..MeterSetup::default()

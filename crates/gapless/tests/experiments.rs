@@ -252,6 +252,59 @@ fn rfc2544_finds_the_dut_capacity_at_64_and_512_bytes() {
     }
 }
 
+/// Back-to-back measures the device's buffer: its queue plus the frames its bucket passes at
+/// once. 2 Mbit/s drains a 512-byte frame every 2 ms, so a host stall during a burst can add a
+/// frame only per 2 ms it lasts.
+#[test]
+fn back_to_back_finds_the_dut_queue_plus_its_bucket() {
+    let _g = exclusive();
+    let (bed, _) = DutBed::up("q", &["--dut", "router", "--dut-rate", "2mbit", "--dut-queue", "100"]);
+    let dir = tempfile::tempdir().unwrap();
+    let j = dir.path().join("b2b.json");
+    let o = gapless(&[
+        "rfc2544",
+        "--testbed",
+        &bed.0.name,
+        "--sizes",
+        "512",
+        "--tests",
+        "back-to-back",
+        "--max-rate-bps",
+        "1e9",
+        "--max-burst",
+        "400",
+        "--settle",
+        "0.4",
+        "--json",
+        j.to_str().unwrap(),
+        "-q",
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    let r = read_json(&j);
+    let b = r["rfc2544"][0]["back_to_back"]["bursts"][0].as_u64().unwrap();
+    // The bucket is 3028 bytes (two full frames): 5 frames of 508 bytes as tbf counts them.
+    let expect = 100 + 5;
+    assert!(
+        (expect..=expect + 10).contains(&b),
+        "expected a burst of {expect} frames (queue 100 + bucket 5), up to 10 more for stalls, got {b}"
+    );
+    // The search's trials: the longest passing burst, and one more frame lost.
+    let trials = r["trials"].as_array().unwrap();
+    let at = |n: u64| trials.iter().find(|t| t["plan"]["count"] == n);
+    if let Some(t) = at(b + 1) {
+        assert!(
+            t["received"].as_u64() < t["sent"].as_u64(),
+            "burst {} should lose: {t}",
+            b + 1
+        );
+    }
+    assert_eq!(
+        at(b).map(|t| t["received"] == t["sent"]),
+        Some(true),
+        "burst {b} passed"
+    );
+}
+
 /// Warm-up frames are told apart by their TX time: exact counts in a pcap (scheduled times),
 /// and sender and meter agree frame for frame on a live run.
 #[test]

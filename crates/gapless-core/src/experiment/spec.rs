@@ -108,7 +108,8 @@ pub struct TrialSpec {
     pub final_duration_s: Option<f64>,
     /// Seconds sent first and not metered.
     pub warmup_s: f64,
-    /// Idle seconds between trials, for queues to drain.
+    /// Seconds for queues to drain: the meter keeps listening this long (at least 0.3 s)
+    /// after a trial's last frame, and the next trial waits as long again.
     pub settle_s: f64,
     /// Runs per point, each with its own seed.
     pub repetitions: u32,
