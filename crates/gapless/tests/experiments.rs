@@ -305,6 +305,82 @@ fn back_to_back_finds_the_dut_queue_plus_its_bucket() {
     );
 }
 
+/// A sweep over a list with curves and repetitions, on the direct testbed: every point has its
+/// repetitions, each with its own seed, and the figures carry intervals.
+#[test]
+fn a_sweep_runs_each_point_with_its_repetitions() {
+    let _g = exclusive();
+    let bed = Bed::up();
+    let dir = tempfile::tempdir().unwrap();
+    let j = dir.path().join("s.json");
+    let rep = dir.path().join("rep");
+    let o = gapless(&[
+        "sweep",
+        "--testbed",
+        &bed.name,
+        "--param",
+        "pattern",
+        "--values",
+        "cbr,poisson",
+        "--curves",
+        "rate=5000,10000",
+        "--repetitions",
+        "2",
+        "--duration",
+        "0.5",
+        "--warmup",
+        "0.1",
+        "--settle",
+        "0.1",
+        "--max-retries",
+        "0",
+        "--json",
+        j.to_str().unwrap(),
+        "--report-dir",
+        rep.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    let r = read_json(&j);
+    assert_eq!(
+        r["trials"].as_array().unwrap().len(),
+        8,
+        "2 curves × 2 patterns × 2 repetitions"
+    );
+    let seeds: Vec<u64> = r["trials"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["plan"]["seed"].as_u64().unwrap())
+        .collect();
+    assert_eq!(&seeds[..2], &[1, 2], "repetition k has seed + k: {seeds:?}");
+    for c in r["sweep"].as_array().unwrap() {
+        for p in c["points"].as_array().unwrap() {
+            assert_eq!(p["loss_pct"]["n"], 2, "{p}");
+            assert_eq!(p["loss_pct"]["mean"], 0.0, "nothing lost on the direct link: {p}");
+            assert!(
+                p["latency_p50_ns"]["half_width"].is_number(),
+                "an interval from 2 repetitions: {p}"
+            );
+        }
+    }
+    for t in r["trials"].as_array().unwrap() {
+        let want = (t["plan"]["rate_pps"].as_f64().unwrap() * 0.5).round() as u64;
+        let sent = t["sent"].as_u64().unwrap();
+        // Poisson counts in a window spread by √n: 5σ.
+        let bound = 5 * (want as f64).sqrt() as u64 + 2;
+        assert!(
+            sent.abs_diff(want) <= bound,
+            "{want} ± {bound} frames metered per trial, got {sent}: {t}"
+        );
+    }
+    assert!(rep.join("sweep_latency_p50.png").exists() && rep.join("trials.csv").exists());
+    let summary = text(&o);
+    assert!(
+        summary.contains("sweep 5000 pps:") && summary.contains("poisson"),
+        "{summary}"
+    );
+}
+
 /// Warm-up frames are told apart by their TX time: exact counts in a pcap (scheduled times),
 /// and sender and meter agree frame for frame on a live run.
 #[test]
