@@ -6,6 +6,8 @@ use std::path::Path;
 use anyhow::Result;
 use gapless_core::experiment::{Curve, ExperimentResult, PointResult, SizeResult};
 use gapless_core::stats::Estimate;
+use plotters::coord::ranged1d::ValueFormatter;
+use plotters::coord::types::RangedCoordf64;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
@@ -38,50 +40,41 @@ where
     let y1 = if y1 > 0.0 { y1 * 1.1 } else { 1.0 };
     let mut c = chart(root, l.title.clone(), 90);
     if l.log_x && x0 > 0.0 {
-        let mut ch = c
+        let ch = c
             .build_cartesian_2d((x0 * 0.9..x1 * 1.1).log_scale(), 0.0..y1)
             .map_err(pe)?;
-        ch.configure_mesh()
-            .x_desc(&l.x)
-            .y_desc(&l.y)
-            .label_style(("sans-serif", 14))
-            .draw()
-            .map_err(pe)?;
-        for (i, (name, p)) in l.series.iter().enumerate() {
-            let col = COLOURS[i % COLOURS.len()];
-            ch.draw_series(LineSeries::new(p.clone(), col.stroke_width(2)).point_size(3))
-                .map_err(pe)?
-                .label(name)
-                .legend(move |(x, y)| PathElement::new([(x, y), (x + 16, y)], col.stroke_width(2)));
-        }
-        ch.configure_series_labels()
-            .background_style(WHITE.mix(0.8))
-            .border_style(BLACK)
-            .label_font(("sans-serif", 14))
-            .draw()
-            .map_err(pe)?;
+        series(ch, l)
     } else {
-        let mut ch = c.build_cartesian_2d(x0..x1, 0.0..y1).map_err(pe)?;
-        ch.configure_mesh()
-            .x_desc(&l.x)
-            .y_desc(&l.y)
-            .label_style(("sans-serif", 14))
-            .draw()
-            .map_err(pe)?;
-        for (i, (name, p)) in l.series.iter().enumerate() {
-            let col = COLOURS[i % COLOURS.len()];
-            ch.draw_series(LineSeries::new(p.clone(), col.stroke_width(2)).point_size(3))
-                .map_err(pe)?
-                .label(name)
-                .legend(move |(x, y)| PathElement::new([(x, y), (x + 16, y)], col.stroke_width(2)));
-        }
-        ch.configure_series_labels()
-            .background_style(WHITE.mix(0.8))
-            .border_style(BLACK)
-            .label_font(("sans-serif", 14))
-            .draw()
-            .map_err(pe)?;
+        series(c.build_cartesian_2d(x0..x1, 0.0..y1).map_err(pe)?, l)
     }
+}
+
+/// The mesh, the lines and the legend, on either x axis.
+fn series<'a, DB, X>(mut ch: ChartContext<'a, DB, Cartesian2d<X, RangedCoordf64>>, l: &Lines) -> Result<()>
+where
+    DB: DrawingBackend + 'a,
+    DB::ErrorType: 'static,
+    X: Ranged<ValueType = f64> + ValueFormatter<f64>,
+{
+    ch.configure_mesh()
+        .x_desc(&l.x)
+        .y_desc(&l.y)
+        .label_style(("sans-serif", 14))
+        .draw()
+        .map_err(pe)?;
+    for (i, (name, p)) in l.series.iter().enumerate() {
+        let col = COLOURS[i % COLOURS.len()];
+        ch.draw_series(LineSeries::new(p.clone(), col.stroke_width(2)).point_size(3))
+            .map_err(pe)?
+            .label(name)
+            .legend(move |(x, y)| PathElement::new([(x, y), (x + 16, y)], col.stroke_width(2)));
+    }
+    ch.configure_series_labels()
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .label_font(("sans-serif", 14))
+        .draw()
+        .map_err(pe)?;
     Ok(())
 }
 

@@ -17,7 +17,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use crate::error::IoError;
-use crate::testbed::{ip, Testbed, RX_IP4, RX_MAC, TX_IP4, TX_MAC};
+use crate::testbed::{end, ip, Testbed, RX_IP4, RX_MAC, TX_IP4, TX_MAC};
 
 /// What forwards between the ends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -154,8 +154,8 @@ impl Testbed {
             "netns",
             &rxn,
         ])?;
-        self.end(&txn, &self.tx_if(), TX_MAC, TX_IP4, RX_IP4, RX_MAC)?;
-        self.end(&rxn, &self.rx_if(), RX_MAC, RX_IP4, TX_IP4, TX_MAC)?;
+        end(&txn, &self.tx_if(), TX_MAC, TX_IP4, RX_IP4, RX_MAC)?;
+        end(&rxn, &self.rx_if(), RX_MAC, RX_IP4, TX_IP4, TX_MAC)?;
         for p in [&d0, &d1] {
             ip(&["-n", &dn, "link", "set", p, "addrgenmode", "none"])?;
         }
@@ -167,28 +167,6 @@ impl Testbed {
             shape(&dn, &d1, rate, dut.queue, &dut.qdisc)?;
         }
         steer(&dn, &d0, dut_cpu())
-    }
-
-    /// One end: its MAC, address, and the permanent neighbour of the other end.
-    fn end(&self, ns: &str, dev: &str, mac: &str, addr: &str, peer: &str, peer_mac: &str) -> Result<(), IoError> {
-        ip(&["-n", ns, "link", "set", dev, "address", mac])?;
-        ip(&["-n", ns, "link", "set", dev, "addrgenmode", "none"])?;
-        ip(&["-n", ns, "addr", "add", &format!("{addr}/24"), "dev", dev])?;
-        ip(&["-n", ns, "link", "set", dev, "up"])?;
-        ip(&[
-            "-n",
-            ns,
-            "neigh",
-            "replace",
-            peer,
-            "lladdr",
-            peer_mac,
-            "dev",
-            dev,
-            "nud",
-            "permanent",
-        ])?;
-        Ok(())
     }
 }
 

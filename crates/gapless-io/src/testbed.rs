@@ -43,6 +43,29 @@ pub(crate) fn ip(args: &[&str]) -> Result<String, IoError> {
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
+/// One end of the link: its MAC, its address, no IPv6 chatter, and the permanent
+/// neighbour entry of the other end.
+pub(crate) fn end(ns: &str, dev: &str, mac: &str, addr: &str, peer: &str, peer_mac: &str) -> Result<(), IoError> {
+    ip(&["-n", ns, "link", "set", dev, "address", mac])?;
+    ip(&["-n", ns, "link", "set", dev, "addrgenmode", "none"])?;
+    ip(&["-n", ns, "addr", "add", &format!("{addr}/24"), "dev", dev])?;
+    ip(&["-n", ns, "link", "set", dev, "up"])?;
+    ip(&[
+        "-n",
+        ns,
+        "neigh",
+        "replace",
+        peer,
+        "lladdr",
+        peer_mac,
+        "dev",
+        dev,
+        "nud",
+        "permanent",
+    ])?;
+    Ok(())
+}
+
 impl Testbed {
     /// A testbed name: 1 to 10 characters of a-z, 0-9 (interface names are at most 15).
     pub fn new(name: &str) -> Result<Testbed, String> {
@@ -139,23 +162,7 @@ impl Testbed {
                 (&rxn, &rxi, RX_MAC, RX_IP4, TX_IP4, TX_MAC),
             ] {
                 ip(&["-n", ns, "link", "set", "lo", "up"])?;
-                ip(&["-n", ns, "link", "set", dev, "address", mac])?;
-                ip(&["-n", ns, "link", "set", dev, "addrgenmode", "none"])?;
-                ip(&["-n", ns, "addr", "add", &format!("{addr}/24"), "dev", dev])?;
-                ip(&["-n", ns, "link", "set", dev, "up"])?;
-                ip(&[
-                    "-n",
-                    ns,
-                    "neigh",
-                    "replace",
-                    peer,
-                    "lladdr",
-                    peer_mac,
-                    "dev",
-                    dev,
-                    "nud",
-                    "permanent",
-                ])?;
+                end(ns, dev, mac, addr, peer, peer_mac)?;
             }
             Ok(())
         })();
