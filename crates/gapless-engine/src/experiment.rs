@@ -116,7 +116,14 @@ impl Experiment {
             spec: self.spec.clone(),
             dut: self.spec.dut.clone().or_else(|| testbed_dut(&self.spec)),
             machine,
-            calibration: self.calibration.as_ref().map(|(c, p)| c.reference(p)),
+            // Experiments subtract a calibration's offset only when it passed its own checks.
+            calibration: self
+                .calibration
+                .as_ref()
+                .map(|(c, p)| gapless_core::meter::CalibrationRef {
+                    subtracted: c.valid,
+                    ..c.reference(p)
+                }),
             result: r,
         }
     }

@@ -381,6 +381,71 @@ fn a_sweep_runs_each_point_with_its_repetitions() {
     );
 }
 
+/// `method = "repeat"` with a calibration: the offset is subtracted from every trial's
+/// latency (when the calibration is valid) and named in the result.
+#[test]
+fn a_repeat_experiment_subtracts_and_names_its_calibration() {
+    let _g = exclusive();
+    let bed = Bed::up();
+    let dir = tempfile::tempdir().unwrap();
+    let cal = dir.path().join("cal.json");
+    let o = gapless(&[
+        "calibrate",
+        "--tx",
+        &bed.tx_if(),
+        "--tx-netns",
+        &bed.tx_ns(),
+        "--rx",
+        &bed.rx_if(),
+        "--rx-netns",
+        &bed.rx_ns(),
+        "--rate-pps",
+        "20000",
+        "--duration",
+        "1",
+        "--out",
+        cal.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    let c = read_json(&cal);
+    let body = format!(
+        "method = \"repeat\"\ncalibration = \"cal.json\"\ntx = {{ iface = \"{}\", netns = \"{}\" }}\nrx = {{ iface = \"{}\", netns = \"{}\" }}\n[trial]\nrepetitions = 2\nduration_s = 0.5\nwarmup_s = 0.1\nsettle_s = 0.1\nmax_retries = 0\n[profile]\n[[profile.stream]]\nsize = 64\n[profile.stream.timing]\nrate_pps = 10000\n",
+        bed.tx_if(), bed.tx_ns(), bed.rx_if(), bed.rx_ns()
+    );
+    let f = write(dir.path(), "rep.toml", &body);
+    let j = dir.path().join("rep.json");
+    let o = gapless(&["experiment", f.to_str().unwrap(), "--json", j.to_str().unwrap(), "-q"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let r = read_json(&j);
+    assert_eq!(r["repeat"]["loss_pct"]["n"], 2, "{}", r["repeat"]);
+    assert!(
+        r["calibration"]["path"].as_str().unwrap().ends_with("cal.json"),
+        "{}",
+        r["calibration"]
+    );
+    let valid = c["valid"] == true;
+    assert_eq!(r["calibration"]["subtracted"], valid);
+    let want = if valid {
+        c["latency_offset_ns"].as_i64().unwrap()
+    } else {
+        0
+    };
+    for t in r["trials"].as_array().unwrap() {
+        assert_eq!(
+            t["latency"]["offset_subtracted_ns"].as_i64(),
+            Some(want),
+            "each trial's latency: {}",
+            t["latency"]
+        );
+    }
+    let named = r["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|w| w.as_str().unwrap().contains("cal.json"));
+    assert!(named, "the calibration is named in the warnings: {}", r["warnings"]);
+}
+
 /// Warm-up frames are told apart by their TX time: exact counts in a pcap (scheduled times),
 /// and sender and meter agree frame for frame on a live run.
 #[test]
