@@ -7,7 +7,7 @@ use gapless_core::experiment::{ExperimentResult, PointResult, Setting, TrialReco
 use gapless_core::stats::Estimate;
 
 /// One trial as its live line prints it.
-pub fn trial_line(i: usize, r: &TrialRecord) -> String {
+pub fn trial_line(r: &TrialRecord) -> String {
     let lat = r.run.latency.as_ref().map_or("-".to_string(), |l| {
         format!(
             "p50 {} p99 {}",
@@ -17,7 +17,7 @@ pub fn trial_line(i: usize, r: &TrialRecord) -> String {
     });
     format!(
         "trial {:>3}: {:<52} sent {:>9} received {:>9} loss {:>8.4} %  latency {lat}{}",
-        i + 1,
+        r.index + 1,
         r.plan.purpose,
         r.run.sent,
         r.run.received,

@@ -8,7 +8,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use gapless_core::experiment::spec::{DutInfo, ProfileRef};
-use gapless_core::experiment::{ExperimentResult, ExperimentSpec, TrialError, TrialPlan, TrialRun, Trials};
+use gapless_core::experiment::{
+    ExperimentResult, ExperimentSpec, TrialError, TrialPlan, TrialRecord, TrialRun, Trials,
+};
 use gapless_core::meter::report::MeterReport;
 use gapless_core::spec::BackendKind;
 
@@ -89,9 +91,9 @@ impl Experiment {
         })
     }
 
-    /// Runs every trial; `on_trial` hears of each as it ends. Stops early (keeping what was
-    /// measured) when `stop` is raised or a trial fails.
-    pub fn run(&self, stop: Arc<AtomicBool>, on_trial: &mut dyn FnMut(usize, &TrialPlan, &TrialRun)) -> ExperimentFile {
+    /// Runs every trial; `on_trial` hears of each as it is judged. Stops early (keeping what
+    /// was measured) when `stop` is raised or a trial fails.
+    pub fn run(&self, stop: Arc<AtomicBool>, on_trial: &mut dyn FnMut(&TrialRecord)) -> ExperimentFile {
         let seed = self.profile.spec.seed.unwrap_or(1);
         let mut t = EngineTrials {
             x: self,
@@ -182,7 +184,7 @@ struct EngineTrials<'a> {
     x: &'a Experiment,
     stop: Arc<AtomicBool>,
     last_end: Option<Instant>,
-    on_trial: &'a mut dyn FnMut(usize, &TrialPlan, &TrialRun),
+    on_trial: &'a mut dyn FnMut(&TrialRecord),
     machine: Option<gapless_core::result::Environment>,
 }
 
@@ -202,8 +204,11 @@ impl Trials for EngineTrials<'_> {
         }
         let run = trial_run(&report);
         self.machine.get_or_insert_with(|| report.result.environment.clone());
-        (self.on_trial)(index, plan, &run);
         Ok(run)
+    }
+
+    fn judged(&mut self, rec: &TrialRecord) {
+        (self.on_trial)(rec);
     }
 }
 

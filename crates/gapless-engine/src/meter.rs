@@ -192,7 +192,10 @@ pub fn join(run: &mut RunResult, mut rx: MeterReport) {
         let Some(id) = s.id else { continue };
         if let Some(tx) = run.streams.iter().find(|t| t.id == id) {
             // A replay signs only the frames that can carry the signature.
-            let sent = tx.signed_frames.unwrap_or(tx.sent_frames) - tx.warmup_frames;
+            let sent = tx
+                .signed_frames
+                .unwrap_or(tx.sent_frames)
+                .saturating_sub(tx.warmup_frames);
             s.tx_sent = Some(sent);
             let got = s.seq.as_ref().map_or(s.rx_frames, |q| q.unique);
             s.lost_vs_tx = Some(sent as i64 - got as i64);

@@ -215,6 +215,7 @@ fn shaper(rc: &mut RateControl, s: &ShaperSpec, profile: &Profile, iface: &str) 
         rate_bps: rate.round() as u64,
         burst_bytes: burst,
         limit_bytes: 64 << 20,
+        queue_frames: None,
     };
     let sh = Shaper::install(iface, &p)?;
     rc.setup.params = json!({"qdisc": p.qdisc, "rate_bps": p.rate_bps, "burst_bytes": p.burst_bytes, "limit_bytes": p.limit_bytes, "replaced": sh.replaced});

@@ -17,6 +17,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use crate::error::IoError;
+use crate::qdisc::tc;
 use crate::testbed::{end, ip, Testbed, RX_IP4, RX_MAC, TX_IP4, TX_MAC};
 
 /// What forwards between the ends.
@@ -277,51 +278,19 @@ fn shape(ns: &str, dev: &str, rate: u64, queue: u32, qdisc: &str) -> Result<(), 
         rate_bps: rate,
         burst_bytes: burst,
         limit_bytes: burst + 1514,
+        queue_frames: Some(queue),
     };
-    let mut cmds = p.commands(dev);
-    if qdisc != "htb" {
-        let q = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
-        cmds.push(q(&[
-            "qdisc", "replace", "dev", dev, "parent", "1:1", "handle", "10:", "pfifo",
-        ]));
-    } else {
-        let last = cmds.last_mut().expect("htb has a leaf");
-        // "... bfifo limit BYTES" becomes "... pfifo" (its limit in frames follows).
-        last.truncate(last.len() - 3);
-        last.push("pfifo".into());
-    }
-    cmds.last_mut()
-        .expect("a leaf")
-        .extend(["limit".to_string(), queue.to_string()]);
-    for c in cmds {
-        let mut args = vec!["-n".to_string(), ns.to_string()];
-        args.extend(c);
+    for c in p.commands(dev) {
+        let mut args = vec!["-n", ns];
+        args.extend(c.iter().map(String::as_str));
         tc(&args)?;
     }
     Ok(())
 }
 
-fn tc(args: &[String]) -> Result<String, IoError> {
-    let out = Command::new("tc").args(args).output().map_err(|e| IoError::Command {
-        cmd: format!("tc {}", args.join(" ")),
-        stderr: format!("cannot run tc: {e}"),
-    })?;
-    if !out.status.success() {
-        return Err(IoError::Command {
-            cmd: format!("tc {}", args.join(" ")),
-            stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
-        });
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-}
-
 /// The shaper on `dev`: its rate, the pfifo's limit, the root's kind.
 fn read_shaper(ns: &str, dev: &str) -> (Option<u64>, u32, String) {
-    let args: Vec<String> = ["-n", ns, "-j", "qdisc", "show", "dev", dev]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-    let qs = tc(&args)
+    let qs = tc(&["-n", ns, "-j", "qdisc", "show", "dev", dev])
         .ok()
         .and_then(|j| crate::qdisc::parse(&j).ok())
         .unwrap_or_default();
@@ -341,11 +310,8 @@ fn read_shaper(ns: &str, dev: &str) -> (Option<u64>, u32, String) {
 }
 
 fn htb_rate(ns: &str, dev: &str) -> Option<u64> {
-    let args: Vec<String> = ["-n", ns, "-j", "class", "show", "dev", dev]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-    let j: serde_json::Value = serde_json::from_str(&tc(&args).ok()?).ok()?;
+    let out = tc(&["-n", ns, "-j", "class", "show", "dev", dev]).ok()?;
+    let j: serde_json::Value = serde_json::from_str(&out).ok()?;
     j.as_array()?.iter().find_map(|c| c["rate"].as_u64()).map(|r| r * 8)
 }
 

@@ -40,7 +40,7 @@ pub fn parse(json: &str) -> Result<Vec<Qdisc>, String> {
         .collect())
 }
 
-fn tc(args: &[&str]) -> Result<String, IoError> {
+pub(crate) fn tc(args: &[&str]) -> Result<String, IoError> {
     let cmd = format!("tc {}", args.join(" "));
     let out = Command::new("tc").args(args).output().map_err(|e| IoError::Command {
         cmd: cmd.clone(),
@@ -114,6 +114,8 @@ pub struct ShaperParams {
     /// Queue limit, bytes: room for everything the socket's send buffer can hold, so the
     /// qdisc never drops and the sender waits instead.
     pub limit_bytes: u64,
+    /// A queue of this many frames instead (a pfifo leaf): a device with a real queue.
+    pub queue_frames: Option<u32>,
 }
 
 impl ShaperParams {
@@ -130,37 +132,44 @@ impl ShaperParams {
                     "class", "replace", "dev", iface, "parent", "1:", "classid", "1:1", "htb", "rate", &rate, "ceil",
                     &rate, "burst", &burst, "cburst", &burst,
                 ]),
-                s(&[
+                self.leaf(iface),
+            ],
+            _ => {
+                let mut c = vec![s(&[
                     "qdisc",
                     "replace",
                     "dev",
                     iface,
-                    "parent",
-                    "1:1",
+                    "root",
                     "handle",
-                    "10:",
-                    "bfifo",
+                    "1:",
+                    "tbf",
+                    "rate",
+                    &rate,
+                    "burst",
+                    &burst,
                     "limit",
                     &self.limit_bytes.to_string(),
-                ]),
-            ],
-            _ => vec![s(&[
-                "qdisc",
-                "replace",
-                "dev",
-                iface,
-                "root",
-                "handle",
-                "1:",
-                "tbf",
-                "rate",
-                &rate,
-                "burst",
-                &burst,
-                "limit",
-                &self.limit_bytes.to_string(),
-            ])],
+                ])];
+                // tbf keeps its byte limit unless a leaf queue replaces it.
+                c.extend(self.queue_frames.map(|_| self.leaf(iface)));
+                c
+            }
         }
+    }
+
+    /// The leaf queue under class 1:1: `queue_frames` frames, else `limit_bytes` bytes.
+    fn leaf(&self, iface: &str) -> Vec<String> {
+        let (kind, limit) = match self.queue_frames {
+            Some(n) => ("pfifo", n.to_string()),
+            None => ("bfifo", self.limit_bytes.to_string()),
+        };
+        [
+            "qdisc", "replace", "dev", iface, "parent", "1:1", "handle", "10:", kind, "limit", &limit,
+        ]
+        .iter()
+        .map(|x| x.to_string())
+        .collect()
     }
 }
 
@@ -274,6 +283,7 @@ mod tests {
             rate_bps: 51_200_000,
             burst_bytes: 3028,
             limit_bytes: 1 << 22,
+            queue_frames: None,
         };
         assert_eq!(
             p.commands("eth1")[0].join(" "),
@@ -288,5 +298,23 @@ mod tests {
         assert!(c[1]
             .join(" ")
             .contains("htb rate 51200000bit ceil 51200000bit burst 3028b"));
+        assert_eq!(
+            c[2].join(" "),
+            "qdisc replace dev eth1 parent 1:1 handle 10: bfifo limit 4194304"
+        );
+        // A queue in frames: a pfifo leaf under either.
+        for (qdisc, n) in [("tbf", 2), ("htb", 3)] {
+            let c = ShaperParams {
+                qdisc: qdisc.into(),
+                queue_frames: Some(256),
+                ..h.clone()
+            }
+            .commands("d1");
+            assert_eq!(c.len(), n);
+            assert_eq!(
+                c[n - 1].join(" "),
+                "qdisc replace dev d1 parent 1:1 handle 10: pfifo limit 256"
+            );
+        }
     }
 }

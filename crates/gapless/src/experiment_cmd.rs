@@ -257,12 +257,9 @@ fn run(x: &Experiment, out: &OutArgs) -> Result<i32> {
     let stop = Arc::new(AtomicBool::new(false));
     stop_on_signals(&stop)?;
     let quiet = out.quiet;
-    let mut n = 0usize;
-    let file = x.run(stop, &mut |i, plan, run| {
-        n += 1;
+    let file = x.run(stop, &mut |rec| {
         if !quiet {
-            let rec = gapless_core::experiment::judge(i, plan.clone(), run.clone(), x.spec.trial.late_limit);
-            eprintln!("{}", exp_report::trial_line(i, &rec));
+            eprintln!("{}", exp_report::trial_line(rec));
         }
     });
     deliver(&file, out)?;

@@ -90,6 +90,7 @@ impl Driver<'_> {
             let index = self.out.trials.len();
             let run = self.trials.run(index, &plan)?;
             let rec = judge(index, plan.clone(), run, self.spec.trial.late_limit);
+            self.trials.judged(&rec);
             let valid = rec.valid;
             self.out.trials.push(rec);
             if valid || attempt >= self.spec.trial.max_retries {
@@ -304,7 +305,7 @@ impl Driver<'_> {
 }
 
 /// A trial's record: loss, lateness, and whether its sender kept up.
-pub fn judge(index: usize, plan: TrialPlan, run: TrialRun, late_limit: f64) -> TrialRecord {
+fn judge(index: usize, plan: TrialPlan, run: TrialRun, late_limit: f64) -> TrialRecord {
     let loss_pct = if run.sent == 0 {
         100.0
     } else {
@@ -357,7 +358,7 @@ pub(crate) fn summarise(settings: Vec<Setting>, all: &[TrialRecord], idx: &[usiz
     PointResult {
         settings,
         trials: idx.to_vec(),
-        loss_pct: mean_ci(&loss, level).unwrap_or_else(|_| mean_ci(&[100.0], level).expect("one value")),
+        loss_pct: mean_ci(&loss, level).expect("a point has ≥ 1 repetition, and losses are finite"),
         rx_pps: est(&col(&|t: &TrialRecord| t.run.rx_pps)),
         latency_p50_ns: est(&p50),
         latency_p99_ns: est(&p99),

@@ -15,7 +15,7 @@ use crate::rfc2544::SearchResult;
 use crate::spec::{PatternKind, ProfileSpec, SizeSpec};
 use crate::stats::{Estimate, Spread};
 
-pub use drive::{judge, run};
+pub use drive::run;
 pub use spec::{ExperimentSpec, Method, Param, Rfc2544Test, Setting, TrialSpec};
 
 /// One trial to run: the profile's streams with these settings.
@@ -120,6 +120,9 @@ pub enum TrialError {
 /// Runs trials: the engine on sockets, or a fake device in tests.
 pub trait Trials {
     fn run(&mut self, index: usize, plan: &TrialPlan) -> Result<TrialRun, TrialError>;
+
+    /// Hears of each trial once the driver has judged it (a front end's line per trial).
+    fn judged(&mut self, _rec: &TrialRecord) {}
 }
 
 /// A point: the figures over its repetitions.
