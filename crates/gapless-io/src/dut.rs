@@ -309,10 +309,13 @@ fn read_shaper(ns: &str, dev: &str) -> (Option<u64>, u32, String) {
     (rate, queue, kind)
 }
 
+/// The htb class's rate. `tc -j class show` prints htb classes as text on this iproute2,
+/// so the rate is read from the text (`... rate 24Mbit ceil ...`).
 fn htb_rate(ns: &str, dev: &str) -> Option<u64> {
-    let out = tc(&["-n", ns, "-j", "class", "show", "dev", dev]).ok()?;
-    let j: serde_json::Value = serde_json::from_str(&out).ok()?;
-    j.as_array()?.iter().find_map(|c| c["rate"].as_u64()).map(|r| r * 8)
+    let out = tc(&["-n", ns, "class", "show", "dev", dev]).ok()?;
+    let mut words = out.split_whitespace();
+    words.find(|w| *w == "rate")?;
+    parse_rate(words.next()?).ok()
 }
 
 #[cfg(test)]
@@ -330,5 +333,7 @@ mod tests {
             assert!(e.contains("24mbit"), "{bad}: {e}");
         }
         assert!((pps_at(24_000_000, 64) - 50_000.0).abs() < 1e-9);
+        // As tc prints an htb class's rate.
+        assert_eq!(parse_rate("24Mbit"), Ok(24_000_000));
     }
 }

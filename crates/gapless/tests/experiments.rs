@@ -115,6 +115,29 @@ fn the_reference_dut_comes_up_once_forwards_and_goes() {
     }
 }
 
+/// An htb device is read back as it was asked: `up` again is idempotent and names its rate.
+#[test]
+fn an_htb_device_is_read_back_with_its_rate() {
+    let (bed, first) = DutBed::up("h", &["--dut", "router", "--dut-rate", "24mbit", "--dut-qdisc", "htb"]);
+    assert!(
+        first.contains("htb 24.000 Mbit/s") && first.contains("queue 256 frames"),
+        "{first}"
+    );
+    let again = gapless(&[
+        "testbed",
+        "up",
+        "--name",
+        &bed.0.name,
+        "--dut",
+        "router",
+        "--dut-rate",
+        "24mbit",
+        "--dut-qdisc",
+        "htb",
+    ]);
+    assert!(text(&again).contains("was already up"), "{}", text(&again));
+}
+
 #[test]
 fn a_direct_testbed_replaces_a_dut_one_and_the_router_decrements_the_ttl() {
     let _g = exclusive();
