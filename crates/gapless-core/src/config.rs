@@ -585,7 +585,12 @@ fn compile_variants(
 /// One packet: its sizes, its template checked against the smallest frame, and its field
 /// ops bound to it.
 fn compile_packet(p: &PacketSpec, seed: u64, path: &str, files: &dyn FileLoader) -> Result<Variant, ProfileError> {
-    let sizes = compile_sizes(p.size, path, files)?;
+    let tpath = format!("{path}.template");
+    let (tspec, frame_size) = crate::frame_template::resolve(p.template, p.signature, &tpath)?;
+    let sizes = match (p.size, frame_size) {
+        (None, Some(s)) => SizeGen::Fixed(s),
+        _ => compile_sizes(p.size, path, files)?,
+    };
     // Payload regions must be known before the template is built.
     let mut regions = Vec::new();
     for f in p.fields {
@@ -596,17 +601,17 @@ fn compile_packet(p: &PacketSpec, seed: u64, path: &str, files: &dyn FileLoader)
         }
     }
     let mut template = Template::build(
-        p.template,
+        &tspec,
         sizes.max() as usize - FCS_LEN,
         p.signature,
         regions,
         seed,
-        &format!("{path}.template"),
+        &tpath,
     )?;
     check_room(&template, &sizes, p.size, path)?;
     let mut ops = Vec::new();
     for (j, f) in p.fields.iter().enumerate() {
-        let (op, high) = fields::compile(f, &template.layout, p.template.l4, &format!("{path}.field[{j}]"))?;
+        let (op, high) = fields::compile(f, &template.layout, tspec.l4, &format!("{path}.field[{j}]"))?;
         if let Some(h) = high {
             let at = op.target.offset - 8;
             template.bytes[at..at + 8].copy_from_slice(&h.to_be_bytes());

@@ -16,6 +16,7 @@ pub mod error;
 pub mod experiment;
 pub mod fields;
 pub mod filler;
+pub mod frame_template;
 pub mod hurst;
 pub mod meter;
 pub mod pdf;

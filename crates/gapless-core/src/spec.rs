@@ -297,6 +297,10 @@ pub struct TemplateSpec {
     pub icmp_id: u16,
     pub icmp_seq: u16,
     pub payload: PayloadSpec,
+    /// A whole Ethernet frame as hex (no FCS), e.g. the bytes of a Scapy packet: its headers
+    /// become the template (see [`crate::frame_template`]). Exclusive with the other keys.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub frame: Option<String>,
 }
 
 impl Default for TemplateSpec {
@@ -324,6 +328,7 @@ impl Default for TemplateSpec {
             icmp_id: 1,
             icmp_seq: 1,
             payload: PayloadSpec::default(),
+            frame: None,
         }
     }
 }
@@ -360,6 +365,10 @@ pub struct PayloadSpec {
     /// Bytes as hex, repeated to fill the payload, e.g. "deadbeef". Exclusive with `pattern`.
     #[serde(default)]
     pub hex: Option<String>,
+    /// Bytes as hex that start the payload, zeros after (cut at the frame's end). Exclusive
+    /// with `pattern` and `hex`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bytes: Option<String>,
 }
 
 /// Frame-size specification.

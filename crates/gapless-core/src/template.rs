@@ -11,6 +11,7 @@ use std::net::IpAddr;
 
 use crate::checksum::{finish, prefix_sums, sum_at, sum_be};
 use crate::error::ProfileError;
+use crate::frame_template::parse_hex;
 use crate::signature::SIG_LEN;
 use crate::spec::{L4Kind, TemplateSpec};
 
@@ -105,34 +106,22 @@ fn tcp_flags(hdr: &mut TcpHeader, flags: &str, path: &str) -> Result<(), Profile
 /// The payload filler bytes for a payload of `len` bytes.
 fn payload_bytes(spec: &TemplateSpec, len: usize, seed: u64, path: &str) -> Result<Vec<u8>, ProfileError> {
     let p = &spec.payload;
+    let given = [p.pattern.is_some(), p.hex.is_some(), p.bytes.is_some()];
+    if given.iter().filter(|g| **g).count() > 1 {
+        return Err(ProfileError::invalid(
+            format!("{path}.payload"),
+            "more than one of `pattern`, `hex` and `bytes` is set",
+            "keep one of them",
+        ));
+    }
     if let Some(hex) = &p.hex {
-        if p.pattern.is_some() {
-            return Err(ProfileError::invalid(
-                format!("{path}.payload"),
-                "both `hex` and `pattern` are set",
-                "keep one of them",
-            ));
-        }
-        let h: String = hex.chars().filter(|c| !c.is_whitespace()).collect();
-        let h = h.strip_prefix("0x").unwrap_or(&h);
-        if h.is_empty() || !h.len().is_multiple_of(2) {
-            return Err(ProfileError::invalid(
-                format!("{path}.payload.hex"),
-                "needs a non-empty, even number of hex digits",
-                "write bytes as hex pairs, e.g. \"deadbeef\"",
-            ));
-        }
-        let mut bytes = Vec::new();
-        for i in (0..h.len()).step_by(2) {
-            bytes.push(u8::from_str_radix(&h[i..i + 2], 16).map_err(|_| {
-                ProfileError::invalid(
-                    format!("{path}.payload.hex"),
-                    format!("{:?} is not a hex byte", &h[i..i + 2]),
-                    "use only 0-9 a-f",
-                )
-            })?);
-        }
+        let bytes = parse_hex(hex, &format!("{path}.payload.hex"))?;
         return Ok(bytes.iter().copied().cycle().take(len).collect());
+    }
+    if let Some(hex) = &p.bytes {
+        let mut bytes = parse_hex(hex, &format!("{path}.payload.bytes"))?;
+        bytes.resize(len, 0);
+        return Ok(bytes);
     }
     match p.pattern.as_deref().unwrap_or("zeros") {
         "zeros" => Ok(vec![0; len]),

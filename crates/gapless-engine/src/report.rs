@@ -512,7 +512,7 @@ pub fn profile_text(label: &str, p: &Profile) -> String {
             (Some(c), Some(d)) => format!("{c} frames or {:.3} s", d as f64 / 1e9),
             (Some(c), None) => format!("{c} frames"),
             (None, Some(d)) => format!("{:.3} s", d as f64 / 1e9),
-            (None, None) => "until stopped".into(),
+            (None, None) => "stopped".into(),
         };
         t.push_str(&format!(
             "  {} (id {}): {}, {} L1, frames {}..{} B (mean {:.1}), {} field op(s), until {end}\n",
