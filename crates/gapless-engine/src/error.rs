@@ -110,6 +110,22 @@ pub enum EngineError {
 
     #[error("{0}")]
     Report(String),
+    /// A request (from a front end that takes keywords) with a key no option has.
+    #[error("{what}: unknown option {key:?}. Fix: check its spelling; the options are: {known}")]
+    UnknownOption {
+        what: &'static str,
+        key: String,
+        known: String,
+    },
+    /// A run asked to send to more than one target.
+    #[error("a run sends to one target: an interface, a pcap file or the null backend; more than one was given. Fix: keep one")]
+    TargetConflict,
+    /// A run with nowhere to send.
+    #[error("no output: name an interface to send on, a pcap file to write, or the null backend; or set [output] in the profile")]
+    NoTarget,
+    /// A meter option without a meter.
+    #[error("an RX namespace or core was given without an RX interface to meter on. Fix: name the RX interface too, or drop them")]
+    RxOptionWithoutRx,
     /// A thread of the engine panicked (a bug: please report it).
     #[error("{0} panicked")]
     Panicked(&'static str),

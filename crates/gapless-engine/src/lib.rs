@@ -38,6 +38,7 @@ pub mod metering;
 pub mod plots;
 pub mod ratectl;
 pub mod report;
+pub mod request;
 pub mod run;
 pub mod session;
 pub mod snapshot;

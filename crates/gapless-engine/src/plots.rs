@@ -82,6 +82,29 @@ fn latency_buckets(l: &gapless_core::meter::report::LatencySummary) -> Result<Ve
     Ok(out)
 }
 
+/// A stream's histograms as buckets (lowest ns, highest ns, count), ascending: its
+/// latency (negative values included) and its inter-arrival times, where measured. Front
+/// ends that tabulate results (Python's `to_frame`) read them here.
+pub fn histograms(s: &StreamRx) -> std::result::Result<StreamHistograms, crate::EngineError> {
+    let bad = |e: anyhow::Error| crate::EngineError::Report(format!("{}: {e:#}", s.name));
+    let latency = s.latency.as_ref().map(latency_buckets).transpose().map_err(bad)?;
+    let interarrival = match &s.interarrival {
+        Some(ia) => {
+            let h = hist_from_b64(&ia.histogram_v2_deflate_b64).map_err(|e| bad(anyhow!("{e}")))?;
+            Some(buckets(&h, ia.histogram_unit_ns.max(1)))
+        }
+        None => None,
+    };
+    Ok(StreamHistograms { latency, interarrival })
+}
+
+/// See [`histograms`].
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct StreamHistograms {
+    pub latency: Option<Vec<(i64, i64, u64)>>,
+    pub interarrival: Option<Vec<(u64, u64, u64)>>,
+}
+
 /// (midpoint, count) for drawing.
 fn mids(b: &[(u64, u64, u64)]) -> Vec<(u64, u64)> {
     b.iter().map(|&(lo, hi, c)| (lo + (hi - lo) / 2, c)).collect()
