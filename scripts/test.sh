@@ -13,6 +13,15 @@ cargo clippy --release --locked --all-targets --quiet -- -D warnings || { echo "
 log=$(mktemp)
 cargo test --release --locked --workspace --no-fail-fast 2>&1 | tee "$log"
 cargo_rc=${PIPESTATUS[0]}
+# The Python API's tests (pytest, in .venv made by setup.sh), counted in the closing line.
+pylog=$(mktemp)
+.venv/bin/python -m pytest -q -p no:cacheprovider python/tests 2>&1 | tee "$pylog"
+py_rc=${PIPESTATUS[0]}
+read -r py_pass py_fail < <(tail -n 1 "$pylog" | awk '{ p = 0; f = 0
+  for (i = 1; i < NF; i++) { if ($(i + 1) ~ /^passed/) p += $i; if ($(i + 1) ~ /^(failed|error)/) f += $i }
+  print p, f }')
+if [[ $py_rc -ne 0 && ${py_fail:-0} -eq 0 ]]; then py_fail=1; fi
+echo "test result: pytest. ${py_pass:-0} passed; ${py_fail:-0} failed (python/tests)" | tee -a "$log"
 # Fuzz smoke: each cargo-fuzz target for 20 s from the committed corpus (bench/fuzz.sh runs
 # them longer and records the result). A crash, or a target that does not build, fails.
 if bash bench/fuzz.sh 20 --smoke; then

@@ -1,0 +1,72 @@
+"""Shared helpers: the CLI binary, root checks, and a testbed of the test's own.
+
+Tests that need root fail with a clear message without it (never skip), like the Rust
+tests. The testbed is made with `gapless testbed up --name glpy` and removed after.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Iterator, List
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLES = REPO / "examples"
+
+
+def cli() -> str:
+    """The gapless binary of this checkout (GAPLESS_BIN overrides)."""
+    b = os.environ.get("GAPLESS_BIN") or str(REPO / "target" / "release" / "gapless")
+    assert Path(b).exists(), f"expected the gapless binary at {b}; got none. Fix: run scripts/setup.sh"
+    return b
+
+
+def gapless_cli(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    p = subprocess.run([cli(), *args], capture_output=True, text=True, timeout=300)
+    if check:
+        assert p.returncode == 0, f"expected `gapless {' '.join(args)}` to exit 0; got {p.returncode}: {p.stderr}"
+    return p
+
+
+def require_root() -> None:
+    assert os.geteuid() == 0, (
+        "this test makes network namespaces and needs root (CI runs as root). "
+        "Fix: run the suite as root, e.g. sudo .venv/bin/pytest"
+    )
+
+
+class Testbed:
+    name = "glpy"
+    tx, rx = "glpy-tx0", "glpy-rx0"
+    tx_ns, rx_ns = "glpy-tx", "glpy-rx"
+
+
+@pytest.fixture(scope="session")
+def testbed() -> Iterator[Testbed]:
+    require_root()
+    gapless_cli("testbed", "up", "--name", Testbed.name)
+    try:
+        yield Testbed()
+    finally:
+        gapless_cli("testbed", "down", "--name", Testbed.name)
+
+
+def have(tool: str) -> str:
+    path = shutil.which(tool)
+    assert path, f"expected {tool} on PATH; got none. Fix: run scripts/setup.sh"
+    return path
+
+
+def stream(name: str = "a", rate: float = 100_000, count: int = 1000, **extra: object) -> dict:  # type: ignore[type-arg]
+    s: dict = {"name": name, "size": 64, "timing": {"rate_pps": rate, "count": count}}  # type: ignore[type-arg]
+    s.update(extra)
+    return s
+
+
+def examples_checked_alone() -> List[Path]:
+    """Example profiles that compile without an interface (no `%` rate)."""
+    return sorted(p for p in EXAMPLES.glob("*.toml") if p.name not in {"link_pct.toml", "rfc2544_dut.toml"})
