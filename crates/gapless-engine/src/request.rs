@@ -1,8 +1,8 @@
 //! Requests as plain data, for front ends that take keywords or JSON (Python, HTTP): a
 //! [`RunRequest`], an [`AnalyzeRequest`], a [`CalibrateRequest`]. Each is serde with unknown
 //! keys refused, names its options as the CLI's flags without the dashes, and maps to the
-//! engine's spec with the same checks and messages the CLI gives. The CLI keeps its clap
-//! types (they carry its help text); both end in the same [`RunSpec`].
+//! engine's spec with the checks the CLI makes. The CLI maps its clap types (they carry its
+//! help text) into these too, so every front end ends in one mapping to [`RunSpec`].
 
 use std::path::PathBuf;
 use std::time::Duration;

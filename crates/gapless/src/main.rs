@@ -119,6 +119,7 @@ pub(crate) fn explain(e: EngineError) -> anyhow::Error {
         }
         EngineError::PacedPcap => return anyhow!("--pace on with --out: a pcap file is written as fast as possible and stamped with the scheduled times. Fix: drop --pace"),
         EngineError::LoopsWithPcap => return anyhow!("--cores with --out: a pcap file is written by one loop. Fix: drop --cores, or send on --iface"),
+        EngineError::NoTarget => return anyhow!("no output: give --iface IF (send on an interface), --out FILE.pcap, or --null; or set [output] in the profile"),
         EngineError::UnboundedPcap => return anyhow!("a pcap output needs every stream to end. Fix: set count or duration_s in each [stream.timing], duration_s at the top, or pass --duration"),
         EngineError::Plan(PlanError::DuplicateCore) => return anyhow!("--cores lists a core twice: two send loops on one core would stall each other. Fix: list each core once"),
         EngineError::Plan(PlanError::StreamCoreNotLooped { core, .. }) => {

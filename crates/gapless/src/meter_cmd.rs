@@ -12,8 +12,9 @@ use clap::ValueEnum;
 use gapless_core::meter::{MeterReport, StreamTarget};
 use gapless_engine::live::RxLive;
 use gapless_engine::meter::summary_text;
-use gapless_engine::metering::{load_calibration, targets_from_file};
+use gapless_engine::metering::targets_from_file;
 use gapless_engine::report::write_json_atomic;
+use gapless_engine::request::{BackendName, MeterRequest, RxPath, StampName, XdpAttachName};
 use gapless_engine::{AnalyzeSpec, CalibrationSpec, MeasureSpec, MeterSetup, RxSocket, RxSpec};
 use gapless_io::rx::RxTimestamps;
 use gapless_io::xdp_prog::XdpAttach;
@@ -66,8 +67,8 @@ pub struct MeterOpts {
 }
 
 impl MeterOpts {
-    /// The engine's meter setup (the calibration read and checked).
-    pub fn setup(&self) -> Result<MeterSetup> {
+    /// The meter's options as the engine's request, checked with the flags' names.
+    pub fn request(&self) -> Result<MeterRequest> {
         if let Some(t) = self.target_pps {
             if !(t.is_finite() && t > 0.0) {
                 bail!("--target-pps {t}: give a positive rate in packets per second");
@@ -82,19 +83,19 @@ impl MeterOpts {
         if !(self.warmup.is_finite() && (0.0..=86_400.0).contains(&self.warmup)) {
             bail!("--warmup {}: give 0 to 86400 seconds", self.warmup);
         }
-        let calibration = match &self.calibration {
-            Some(p) => Some((load_calibration(p).map_err(explain)?, p.display().to_string())),
-            None => None,
-        };
-        Ok(MeterSetup {
+        Ok(MeterRequest {
             target_pps: self.target_pps,
             latency_unit_ns: self.latency_unit_ns,
-            calibration,
+            calibration: self.calibration.clone(),
             use_invalid_calibration: self.use_invalid_calibration,
             signed_only: self.signed_only,
-            latency: true,
-            warmup_ns: (self.warmup * 1e9).round() as u64,
+            warmup: self.warmup,
         })
+    }
+
+    /// The engine's meter setup (the calibration read and checked).
+    pub fn setup(&self) -> Result<MeterSetup> {
+        self.request()?.setup().map_err(explain)
     }
 }
 
@@ -170,6 +171,26 @@ pub struct RxPathArgs {
 }
 
 impl RxPathArgs {
+    /// The meter's socket as the engine's request, stamped as `ts` says.
+    pub fn request(&self, ts: TsArg) -> RxPath {
+        RxPath {
+            rx_backend: Some(match self.rx_backend {
+                RxBackendArg::Afpacket => BackendName::Afpacket,
+                RxBackendArg::Afxdp => BackendName::Afxdp,
+            }),
+            rx_queue: self.rx_queue,
+            xdp_attach: match self.xdp_attach {
+                XdpAttachArg::Auto => XdpAttachName::Auto,
+                XdpAttachArg::Native => XdpAttachName::Native,
+                XdpAttachArg::Generic => XdpAttachName::Generic,
+            },
+            timestamps: match ts {
+                TsArg::Software => StampName::Software,
+                TsArg::Hardware => StampName::Hardware,
+            },
+        }
+    }
+
     pub fn socket(&self) -> RxSocket {
         match self.rx_backend {
             RxBackendArg::Afpacket => RxSocket::AfPacket,

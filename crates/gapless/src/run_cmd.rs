@@ -9,10 +9,8 @@ use std::time::Duration;
 use anyhow::{anyhow, bail, Context, Result};
 use clap::ValueEnum;
 use gapless_engine::report::{snapshot_text, summary_text, verdict_text, write_json_atomic};
-use gapless_engine::{
-    Pacing, ProfileSource, RateControlKind, Run, RunHandle, RunReport, RunSpec, TxSocket, TxStampKind, TxTarget,
-};
-use gapless_io::afxdp::XdpMode;
+use gapless_engine::request::{BackendName, RunRequest, StampName, TxMethodName, XdpModeName};
+use gapless_engine::{RateControlKind, Run, RunHandle, RunReport, RunSpec, TxTarget};
 
 use crate::{meter_cmd, outputs, say};
 
@@ -165,63 +163,73 @@ pub struct RunArgs {
 }
 
 impl RunArgs {
-    /// The target: the flags first, then the profile's `[output]`.
-    fn target(&self, src: &ProfileSource) -> Result<TxTarget> {
-        let out = src.spec.output.clone().unwrap_or_default();
-        let flagged = self.iface.is_some() || self.out.is_some() || self.null;
-        let iface = self.iface.clone().or(if flagged { None } else { out.iface });
-        let pcap = self
-            .out
-            .clone()
-            .or(if flagged { None } else { out.pcap.map(PathBuf::from) });
-        Ok(match (iface, pcap) {
-            (Some(name), _) => TxTarget::Iface {
-                name,
-                socket: self.socket(out.backend),
+    /// The flags as the engine's request: the same mapping as Python's keywords.
+    fn request(&self) -> Result<RunRequest> {
+        Ok(RunRequest {
+            iface: self.iface.clone(),
+            out: self.out.clone(),
+            null: self.null,
+            netns: self.netns.clone(),
+            duration: self.duration,
+            seed: self.seed,
+            pace: match self.pace {
+                Pace::Auto => None,
+                Pace::On => Some(true),
+                Pace::Off => Some(false),
             },
-            (None, Some(p)) => TxTarget::Pcap(p),
-            _ if self.null || out.null => TxTarget::Null,
-            _ => bail!("no output: give --iface IF (send on an interface), --out FILE.pcap, or --null; or set [output] in the profile"),
-        })
-    }
-
-    fn socket(&self, profile: Option<gapless_core::spec::BackendKind>) -> Option<TxSocket> {
-        let mode = match self.xdp_mode {
-            XdpModeArg::Auto => XdpMode::Auto,
-            XdpModeArg::Copy => XdpMode::Copy,
-            XdpModeArg::Zerocopy => XdpMode::ZeroCopy,
-        };
-        let method = match self.tx_method {
-            TxMethod::Sendmmsg => gapless_engine::TxMethod::Sendmmsg,
-            TxMethod::Ring => gapless_engine::TxMethod::Ring,
-        };
-        let xdp = TxSocket::AfXdp {
-            mode,
-            queue: self.xdp_queue,
-        };
-        let profile_xdp = profile == Some(gapless_core::spec::BackendKind::Afxdp);
-        Some(match self.backend {
-            Some(Backend::Afxdp) => xdp,
-            None if profile_xdp => xdp,
-            _ => TxSocket::AfPacket(method),
+            backend: self.backend.map(|b| match b {
+                Backend::Afpacket => BackendName::Afpacket,
+                Backend::Afxdp => BackendName::Afxdp,
+            }),
+            tx_method: match self.tx_method {
+                TxMethod::Sendmmsg => TxMethodName::Sendmmsg,
+                TxMethod::Ring => TxMethodName::Ring,
+            },
+            xdp_mode: match self.xdp_mode {
+                XdpModeArg::Auto => XdpModeName::Auto,
+                XdpModeArg::Copy => XdpModeName::Copy,
+                XdpModeArg::Zerocopy => XdpModeName::Zerocopy,
+            },
+            xdp_queue: self.xdp_queue,
+            rate_control: self.rate_control.map(|r| match r {
+                RateControlArg::Software => RateControlKind::Software,
+                RateControlArg::Nic => RateControlKind::Nic,
+                RateControlArg::Filler => RateControlKind::Filler,
+                RateControlArg::LaunchTime => RateControlKind::LaunchTime,
+                RateControlArg::Shaper => RateControlKind::Shaper,
+            }),
+            tx_timestamps: self.tx_timestamps.map(|t| match t {
+                TxStampsArg::Kernel => StampName::Kernel,
+                TxStampsArg::Hardware => StampName::Hardware,
+            }),
+            batch: Some(self.batch),
+            cores: self.cores.clone().unwrap_or_default(),
+            core: self.core,
+            split_cbr: self.split_cbr,
+            rt_priority: self.rt_priority,
+            rx: self.rx.clone(),
+            rx_netns: self.rx_netns.clone(),
+            rx_core: self.rx_core,
+            rx_linger: Some(self.rx_linger),
+            rx_path: self.rx_path.request(self.timestamps),
+            meter: self.meter.request()?,
+            unknown: Default::default(),
         })
     }
 
     /// The run asked for, with every file it reads and writes checked first.
     fn spec(&self) -> Result<RunSpec> {
-        let mut src = crate::profile(&self.profile)?;
         if let Some(d) = self.duration {
             if !(d.is_finite() && d > 0.0) {
                 bail!("--duration {d}: give a positive number of seconds");
             }
-            src.spec.duration_s = Some(d);
         }
-        src.spec.seed = self.seed.or(src.spec.seed);
-        let target = self.target(&src)?;
         if !(self.rx_linger.is_finite() && self.rx_linger >= 0.0) {
             bail!("--rx-linger {}: give a number of seconds, 0 or more", self.rx_linger);
         }
-        let pcap = match &target {
+        let src = crate::profile(&self.profile)?;
+        let spec = self.request()?.spec(src).map_err(crate::explain)?;
+        let pcap = match &spec.target {
             TxTarget::Pcap(p) => Some(p.as_path()),
             _ => None,
         };
@@ -235,53 +243,7 @@ impl RunArgs {
         if let Some(d) = &self.meter.report_dir {
             outputs::check_dir("--report-dir", d)?;
         }
-        let netns = self
-            .netns
-            .clone()
-            .or(src.spec.output.as_ref().and_then(|o| o.netns.clone()));
-        let rx = match &self.rx {
-            Some(iface) => Some(self.rx_spec(iface)?),
-            None => None,
-        };
-        Ok(RunSpec {
-            netns,
-            pacing: match self.pace {
-                Pace::Auto => Pacing::Auto,
-                Pace::On => Pacing::On,
-                Pace::Off => Pacing::Off,
-            },
-            batch: self.batch,
-            cores: self.cores.clone().unwrap_or_default(),
-            core: self.core,
-            split_cbr: self.split_cbr,
-            rt_priority: self.rt_priority,
-            rx,
-            rate_control: self.rate_control.map(|r| match r {
-                RateControlArg::Software => RateControlKind::Software,
-                RateControlArg::Nic => RateControlKind::Nic,
-                RateControlArg::Filler => RateControlKind::Filler,
-                RateControlArg::LaunchTime => RateControlKind::LaunchTime,
-                RateControlArg::Shaper => RateControlKind::Shaper,
-            }),
-            tx_stamps: self.tx_timestamps.map(|t| match t {
-                TxStampsArg::Kernel => TxStampKind::Kernel,
-                TxStampsArg::Hardware => TxStampKind::Hardware,
-            }),
-            warmup: (self.meter.warmup > 0.0).then(|| Duration::from_secs_f64(self.meter.warmup)),
-            ..RunSpec::new(src, target)
-        })
-    }
-
-    fn rx_spec(&self, iface: &str) -> Result<gapless_engine::RxSpec> {
-        Ok(gapless_engine::RxSpec {
-            netns: self.rx_netns.clone(),
-            socket: self.rx_path.socket(),
-            timestamps: self.timestamps.rx(),
-            meter: self.meter.setup()?,
-            core: self.rx_core,
-            linger: Duration::from_secs_f64(self.rx_linger),
-            ..gapless_engine::RxSpec::new(iface)
-        })
+        Ok(spec)
     }
 }
 
