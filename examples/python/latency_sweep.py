@@ -21,10 +21,10 @@ def main() -> None:
         PROFILE,
         tx="gl-tx0", tx_netns="gl-tx", rx="gl-rx0", rx_netns="gl-rx",
         trial={"duration_s": 1, "warmup_s": 0.2, "repetitions": 2},
-        param="rate", values=RATES,
+        parameter="rate", values=RATES,
         on_trial=lambda t: print(f"trial {t['index']}: {'valid' if t['valid'] else 'invalid'}"),
     )
-    points = res["result"]["sweep"][0]["points"]
+    points = res["sweep"][0]["points"]
     p50: List[float] = [p["latency_p50_ns"]["mean"] / 1e3 for p in points]
     p99: List[float] = [p["latency_p99_ns"]["mean"] / 1e3 for p in points]
     for r, a, b in zip(RATES, p50, p99):

@@ -18,7 +18,7 @@ them. Errors are :class:`Error` subclasses carrying the message and its fields.
 """
 
 from ._gapless import __version__
-from .api import Run, analyze, calibrate, experiment, report, rfc2544, run, start, summary, sweep, to_frame
+from .api import Run, analyze, calibrate, experiment, measure, report, rfc2544, run, start, summary, sweep, to_frame
 from .errors import (
     ConfigError,
     Error,
@@ -39,6 +39,7 @@ __all__ = [
     "run",
     "start",
     "analyze",
+    "measure",
     "calibrate",
     "experiment",
     "rfc2544",

@@ -185,6 +185,32 @@ def analyze(
             os.unlink(targets)
 
 
+def measure(
+    iface: str,
+    *,
+    netns: Optional[str] = None,
+    duration: Optional[float] = None,
+    profile: Optional[Union[ProfileLike, Result]] = None,
+    **options: Any,
+) -> Result:
+    """Meters an interface live, as ``gapless measure`` does, until ``duration`` seconds
+    have passed or Ctrl-C (then the report is marked ``interrupted``); returns the meter's
+    report. ``profile``: a profile or a run's result naming the streams and their targets.
+    Options: ``core``, ``timestamps``, ``rx_backend``, ``rx_queue``, ``xdp_attach``,
+    ``target_pps``, ``latency_unit_ns``, ``calibration``, ``use_invalid_calibration``,
+    ``signed_only``, ``warmup``. A meter that fails on the way raises
+    :class:`gapless.RunError` with the report so far as ``result``.
+    """
+    targets = _targets_file(profile)
+    try:
+        req = dict(options, iface=iface, netns=netns, duration=duration, profile=targets)
+        r: Result = _gapless.measure(_options(req))
+        return r
+    finally:
+        if targets is not None and not isinstance(profile, (str, os.PathLike)):
+            os.unlink(targets)
+
+
 def calibrate(
     tx: str,
     rx: str,
@@ -213,8 +239,18 @@ def _experiment_spec(spec: Mapping[str, Any]) -> Dict[str, Any]:
     if isinstance(p, os.PathLike):
         out["profile"] = os.fspath(p)
     elif isinstance(p, (Profile, Mapping)):
-        out["profile"] = as_profile(p).to_dict()
+        # An inline profile is read as TOML values, which have no null.
+        out["profile"] = _drop_none(as_profile(p).to_dict())
     return _options(out)
+
+
+def _drop_none(x: Any) -> Any:
+    """A dict or list without its None values, at any depth."""
+    if isinstance(x, Mapping):
+        return {k: _drop_none(v) for k, v in x.items() if v is not None}
+    if isinstance(x, list):
+        return [_drop_none(v) for v in x]
+    return x
 
 
 def experiment(
@@ -226,9 +262,11 @@ def experiment(
 ) -> Result:
     """Runs an experiment (a file, or a dict with the file's keys: ``method``, ``profile``,
     ``tx``, ``rx``, ``trial``, ``rfc2544``/``sweep``, ...) and returns its result file as a
-    dict (what ``gapless experiment --json`` writes). ``on_trial`` is called with each
-    trial as it is judged; ``report_dir`` gets the CSV and plots. Ctrl-C stops it and the
-    trials so far come back."""
+    dict (what ``gapless experiment --json`` writes: ``trials``, and ``rfc2544``, ``sweep``
+    or ``repeat`` with the figures). ``on_trial`` is called with each trial as it is judged;
+    ``report_dir`` gets the CSV and plots. Ctrl-C stops it and the trials so far come back
+    (``stopped`` is true). A trial that cannot run (a missing interface) raises
+    :class:`gapless.RunError` whose ``result`` has the trials before it."""
     if isinstance(spec, Mapping):
         arg: Any = _experiment_spec(spec)
         label = str(spec.get("name") or "python experiment")
@@ -303,7 +341,7 @@ def sweep(
     report_dir: Optional[PathLike] = None,
     **params: Any,
 ) -> Result:
-    """A load sweep: ``params`` are the ``[sweep]`` table's keys (``param`` = "rate",
+    """A load sweep: ``params`` are the ``[sweep]`` table's keys (``parameter`` = "rate",
     "burst", "size" or "pattern"; ``values`` or ``from``/``to``/``steps``; ``curves``).
     Each point runs ``trial["repetitions"]`` trials; the result has latency percentiles and
     loss per point with confidence intervals."""

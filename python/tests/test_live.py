@@ -28,3 +28,20 @@ def test_live_counts_rise_and_the_result_matches_the_last_snapshot(testbed: Test
     # Every frame arrived, or the verdict says the schedule was not held and why.
     lost = sum(s["lost_vs_tx"] or 0 for s in res["rx"]["streams"])
     assert lost == 0 or not res["verdict"]["held"], f"expected no loss on the testbed; got {lost} with {res['verdict']}"
+
+
+def test_measure_meters_what_a_run_sends_across_the_testbed(testbed: Testbed) -> None:
+    import threading
+
+    prof = gapless.Profile({"stream": [stream("m", rate=10_000, count=5_000)]})
+    out: dict = {}  # type: ignore[type-arg]
+    t = threading.Thread(target=lambda: out.update(rep=gapless.measure(testbed.rx, netns=testbed.rx_ns, duration=2.0, profile=prof)))
+    t.start()
+    import time
+
+    time.sleep(0.3)
+    res = gapless.run(prof, iface=testbed.tx, netns=testbed.tx_ns)
+    t.join()
+    s = out["rep"]["streams"][0]
+    assert s["name"] == "m" and s["rx_frames"] == res["sent_frames"] == 5000, (s["name"], s["rx_frames"], res["sent_frames"])
+    assert s["seq"]["lost"] == 0 and s["seq"]["reordered"] == 0, s["seq"]

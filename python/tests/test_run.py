@@ -82,3 +82,31 @@ def test_analyze_and_report_give_the_clis_figures(tmp_path: Path) -> None:
     assert frames["streams"]["rx_frames"].tolist() == [5000]
     assert frames["interarrival"]["count"].sum() == 4999, frames["interarrival"]
     assert set(frames) == {"streams", "series", "latency", "interarrival"}
+
+
+def test_snapshots_from_another_thread_while_waiting_for_the_result() -> None:
+    # A thread that polls snapshots while the main thread waits for the result, and a
+    # second waiter: none may block the others (run in a child with a timeout, so a
+    # deadlock fails the test instead of hanging the suite).
+    code = (
+        "import threading, gapless\n"
+        "run = gapless.start({'stream': [{'size': 64, 'timing': {'rate_pps': 20000, 'count': 20000}}]}, null=True, pace=True)\n"
+        "seen = []\n"
+        "def poll():\n"
+        "    while not run.done:\n"
+        "        seen.append(run.snapshot()['total']['tx']['sent'])\n"
+        "    seen.append(run.snapshot()['total']['tx']['sent'])\n"
+        "other = []\n"
+        "ts = [threading.Thread(target=poll), threading.Thread(target=lambda: other.append(run.result()))]\n"
+        "[t.start() for t in ts]\n"
+        "res = run.result()\n"
+        "[t.join() for t in ts]\n"
+        "assert res['sent_frames'] == 20000 and other[0]['sent_frames'] == 20000, res['sent_frames']\n"
+        "assert len(seen) > 10 and seen == sorted(seen) and seen[-1] == 20000, (len(seen), seen[-3:])\n"
+        "print('ok', len(seen))\n"
+    )
+    import subprocess
+    import sys
+
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0 and p.stdout.startswith("ok"), f"expected ok; got {p.returncode}: {p.stdout}{p.stderr}"

@@ -17,7 +17,7 @@ use crate::metering::{load_calibration, targets_from_file};
 use crate::spec::{
     MeterSetup, Pacing, ProfileSource, RunSpec, RxSocket, RxSpec, TxMethod, TxSocket, TxStampKind, TxTarget,
 };
-use crate::{AnalyzeSpec, CalibrationSpec, EngineError};
+use crate::{AnalyzeSpec, CalibrationSpec, EngineError, MeasureSpec};
 
 /// The socket that sends on an interface.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
@@ -392,6 +392,59 @@ impl AnalyzeRequest {
             file: self.file.clone(),
             targets: self.profile.as_deref().map(targets_from_file).transpose()?,
             meter,
+        })
+    }
+}
+
+/// A live meter on an interface.
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(default)]
+pub struct MeasureRequest {
+    pub iface: String,
+    pub netns: Option<String>,
+    /// Stop after this many seconds (None: when stopped).
+    pub duration: Option<f64>,
+    /// A profile or a run's result file: names and targets of the streams.
+    pub profile: Option<PathBuf>,
+    /// Core for the meter loop.
+    pub core: Option<usize>,
+    #[serde(flatten)]
+    pub rx_path: RxPath,
+    #[serde(flatten)]
+    pub meter: MeterRequest,
+    /// Keys no part took (an error).
+    #[serde(flatten, skip_serializing)]
+    pub unknown: Unknown,
+}
+
+impl MeasureRequest {
+    pub fn spec(&self) -> Result<MeasureSpec, EngineError> {
+        self.unknown.check(
+            "a meter",
+            &[
+                "iface",
+                "netns",
+                "duration",
+                "profile",
+                "core",
+                RX_PATH_KEYS,
+                METER_KEYS,
+            ],
+        )?;
+        if let Some(d) = self.duration {
+            if !(d.is_finite() && d > 0.0) {
+                return Err(out_of_range("duration (s)", d, "a positive number of seconds"));
+            }
+        }
+        Ok(MeasureSpec {
+            rx: RxSpec {
+                core: self.core,
+                ..self
+                    .rx_path
+                    .rx_spec(&self.iface, self.netns.clone(), self.meter.setup()?)
+            },
+            targets: self.profile.as_deref().map(targets_from_file).transpose()?,
+            duration: self.duration.map(Duration::from_secs_f64),
         })
     }
 }

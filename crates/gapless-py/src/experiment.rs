@@ -14,7 +14,7 @@ use crate::wait::interruptible;
 /// Runs an experiment: `spec` is a path (str) or a dict in the file's schema, whose files
 /// are read from `dir`. `on_trial` (optional) is called with each trial's record as it is
 /// judged. Returns the experiment's result file as a dict; `report_dir` gets its CSV and
-/// plots.
+/// plots. A trial that could not run raises RunError, with the file so far as `result`.
 #[pyfunction]
 #[pyo3(signature = (spec, dir, label, on_trial=None, report_dir=None))]
 pub fn experiment<'py>(
@@ -67,5 +67,21 @@ pub fn experiment<'py>(
             )
         })?;
     }
-    to_py(py, &file)
+    let dict = to_py(py, &file)?;
+    match &file.result.error {
+        // A trial failed (not a judgement: the sender or meter could not run). The trials
+        // before it are kept in the exception's `result`, as the CLI keeps them in its file.
+        Some(e) => {
+            let err = make(
+                py,
+                "RunError",
+                &format!("{label}: {e}"),
+                "ExperimentFailed",
+                serde_json::json!({}),
+            );
+            err.value(py).setattr("result", &dict)?;
+            Err(err)
+        }
+        None => Ok(dict),
+    }
 }

@@ -25,6 +25,7 @@ fn _gapless(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(profile::profile_check, m)?)?;
     m.add_function(wrap_pyfunction!(session::start, m)?)?;
     m.add_function(wrap_pyfunction!(meter::analyze, m)?)?;
+    m.add_function(wrap_pyfunction!(meter::measure, m)?)?;
     m.add_function(wrap_pyfunction!(meter::calibrate, m)?)?;
     m.add_function(wrap_pyfunction!(meter::report, m)?)?;
     m.add_function(wrap_pyfunction!(meter::summary, m)?)?;

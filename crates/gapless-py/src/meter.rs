@@ -7,7 +7,7 @@ use std::sync::Arc;
 use gapless_core::meter::MeterReport;
 use gapless_core::result::RunResult;
 use gapless_engine::report::write_json_atomic;
-use gapless_engine::request::{AnalyzeRequest, CalibrateRequest};
+use gapless_engine::request::{AnalyzeRequest, CalibrateRequest, MeasureRequest};
 use pyo3::prelude::*;
 
 use crate::convert::{from_py, to_py};
@@ -22,6 +22,31 @@ pub fn analyze<'py>(py: Python<'py>, options: &Bound<'py, PyAny>) -> PyResult<Bo
     let stop = AtomicBool::new(false);
     let report = interruptible(py, &stop, || gapless_engine::analyze(&spec, &stop)).map_err(|e| raise(py, &e))?;
     to_py(py, &report)
+}
+
+/// Meters an interface live until `duration` or Ctrl-C; returns the meter's report.
+#[pyfunction]
+pub fn measure<'py>(py: Python<'py>, options: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    let req: MeasureRequest = from_py(options).map_err(|m| option_mismatch(py, "a meter", &m))?;
+    let spec = req.spec().map_err(|e| raise(py, &e))?;
+    let stop = AtomicBool::new(false);
+    let live = gapless_engine::live::RxLive::default();
+    let out = interruptible(py, &stop, || gapless_engine::measure(&spec, &stop, &live)).map_err(|e| raise(py, &e))?;
+    let report = to_py(py, &out.report)?;
+    match out.error {
+        Some(e) => {
+            let err = make(
+                py,
+                "RunError",
+                &format!("the meter failed: {e} (the result has what was measured until then)"),
+                "MeterFailed",
+                serde_json::json!({}),
+            );
+            err.value(py).setattr("result", &report)?;
+            Err(err)
+        }
+        None => Ok(report),
+    }
 }
 
 /// Calibrates a direct link; returns the calibration as a dict and writes it to `out`

@@ -55,35 +55,49 @@ impl RunHandle {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Waits up to `d` with the GIL released; true if the run has ended.
+    /// Waits up to `d` with the GIL released; true if the run has ended and been joined.
+    /// The state's lock is taken only with the GIL released, and never held while taking
+    /// the GIL, so a thread waiting here and one taking a snapshot cannot block each other.
     fn wait_for(&self, py: Python<'_>, d: Duration) -> bool {
-        match &*self.lock() {
-            State::Running(h) => py.detach(|| h.wait_timeout(d)),
-            _ => true,
-        }
+        py.detach(|| {
+            let g = self.lock();
+            match &*g {
+                State::Running(h) => h.wait_timeout(d),
+                State::Ended { .. } => true,
+                // Another thread is joining the run: wait for it to finish.
+                State::Joining => {
+                    drop(g);
+                    std::thread::sleep(d.min(Duration::from_millis(5)));
+                    false
+                }
+            }
+        })
     }
 
     /// Joins the ended run and keeps its outcome.
-    fn join(&self, py: Python<'_>) -> PyResult<()> {
+    fn join(&self, py: Python<'_>) {
         let prev = std::mem::replace(&mut *self.lock(), State::Joining);
         let h = match prev {
             State::Running(h) => h,
             ended => {
                 *self.lock() = ended;
-                return Ok(());
+                return;
             }
         };
         let last = h.snapshot();
         let outcome = py.detach(|| h.wait());
-        *self.lock() = match outcome {
-            Ok(report) => ended(py, report, last)?,
+        let state = match outcome
+            .map_err(|e| raise(py, &e))
+            .and_then(|r| ended(py, r, last.clone()))
+        {
+            Ok(state) => state,
             Err(e) => State::Ended {
                 result: py.None(),
-                error: Some(raise(py, &e)),
+                error: Some(e),
                 last: Box::new(last),
             },
         };
-        Ok(())
+        *self.lock() = state;
     }
 }
 
@@ -153,12 +167,18 @@ impl RunHandle {
     /// stops the run, which still returns its result, marked `interrupted`. A run that
     /// failed raises its error, with the result as its `result` attribute.
     fn result(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
-        while !self.wait_for(py, POLL) {
+        loop {
+            let ended = self.wait_for(py, POLL);
+            if matches!(&*self.lock(), State::Running(h) if ended || h.is_finished()) {
+                self.join(py);
+            }
+            if matches!(&*self.lock(), State::Ended { .. }) {
+                break;
+            }
             if signalled(py) {
                 self.stop();
             }
         }
-        self.join(py)?;
         match &*self.lock() {
             State::Ended { error: Some(e), .. } => Err(e.clone_ref(py)),
             State::Ended { result, .. } => Ok(result.clone_ref(py)),
