@@ -8,6 +8,7 @@ Ctrl-C stops it: the call still returns what was measured, marked ``interrupted`
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tempfile
@@ -145,16 +146,22 @@ def run(profile: ProfileLike, **options: Any) -> Result:
     return start(profile, **options).result()
 
 
-def _targets_file(profile: Optional[Union[ProfileLike, Result]]) -> Optional[str]:
-    """A path the meter reads stream names and targets from (a temp file for objects)."""
+@contextlib.contextmanager
+def _targets(profile: Optional[Union[ProfileLike, Result]]) -> Iterator[Optional[str]]:
+    """A path the meter reads stream names and targets from: the file given, or a
+    temporary one for a Profile, a dict or a result (removed after)."""
     if profile is None or isinstance(profile, (str, os.PathLike)):
-        return None if profile is None else os.fspath(profile)
-    text = as_profile(profile).to_toml() if not _is_result(profile) else json.dumps(profile)
-    suffix = ".json" if _is_result(profile) else ".toml"
-    fd, path = tempfile.mkstemp(prefix="gapless-targets-", suffix=suffix)
+        yield None if profile is None else os.fspath(profile)
+        return
+    result = _is_result(profile)
+    text = json.dumps(profile) if result else as_profile(profile).to_toml()
+    fd, path = tempfile.mkstemp(prefix="gapless-targets-", suffix=".json" if result else ".toml")
     with os.fdopen(fd, "w") as f:
         f.write(text)
-    return path
+    try:
+        yield path
+    finally:
+        os.unlink(path)
 
 
 def _is_result(x: Any) -> bool:
@@ -175,14 +182,10 @@ def analyze(
     their target rates. Options: ``target_pps``, ``latency_unit_ns``, ``calibration``,
     ``use_invalid_calibration``, ``signed_only``, ``warmup``.
     """
-    targets = _targets_file(profile)
-    try:
+    with _targets(profile) as targets:
         req = dict(options, file=file, profile=targets, latency=latency)
         r: Result = _gapless.analyze(_options(req))
         return r
-    finally:
-        if targets is not None and not isinstance(profile, (str, os.PathLike)):
-            os.unlink(targets)
 
 
 def measure(
@@ -201,14 +204,10 @@ def measure(
     ``signed_only``, ``warmup``. A meter that fails on the way raises
     :class:`gapless.RunError` with the report so far as ``result``.
     """
-    targets = _targets_file(profile)
-    try:
+    with _targets(profile) as targets:
         req = dict(options, iface=iface, netns=netns, duration=duration, profile=targets)
         r: Result = _gapless.measure(_options(req))
         return r
-    finally:
-        if targets is not None and not isinstance(profile, (str, os.PathLike)):
-            os.unlink(targets)
 
 
 def calibrate(

@@ -26,6 +26,21 @@ pub fn make(py: Python<'_>, class: &str, message: &str, kind: &str, fields: Valu
     build().unwrap_or_else(|e| e)
 }
 
+/// `result` as it stands, or, when the work failed on the way (`failure`: what and its
+/// kind), a RunError that carries it as its `result` attribute: nothing measured is lost.
+pub fn result_or_failure<'py>(
+    py: Python<'py>,
+    result: Bound<'py, PyAny>,
+    failure: Option<(String, &str)>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let Some((message, kind)) = failure else {
+        return Ok(result);
+    };
+    let err = make(py, "RunError", &message, kind, json!({}));
+    err.value(py).setattr("result", &result)?;
+    Err(err)
+}
+
 /// A dict that does not fit a profile: a ProfileError naming the key path.
 pub fn profile_mismatch(py: Python<'_>, label: &str, m: &Mismatch) -> PyErr {
     let msg = format!("profile {label}: {}", m.text());

@@ -8,7 +8,7 @@ use gapless_engine::Experiment;
 use pyo3::prelude::*;
 
 use crate::convert::{from_py, to_py};
-use crate::errors::{make, raise};
+use crate::errors::{make, raise, result_or_failure};
 use crate::wait::interruptible;
 
 /// Runs an experiment: `spec` is a path (str) or a dict in the file's schema, whose files
@@ -67,21 +67,12 @@ pub fn experiment<'py>(
             )
         })?;
     }
-    let dict = to_py(py, &file)?;
-    match &file.result.error {
-        // A trial failed (not a judgement: the sender or meter could not run). The trials
-        // before it are kept in the exception's `result`, as the CLI keeps them in its file.
-        Some(e) => {
-            let err = make(
-                py,
-                "RunError",
-                &format!("{label}: {e}"),
-                "ExperimentFailed",
-                serde_json::json!({}),
-            );
-            err.value(py).setattr("result", &dict)?;
-            Err(err)
-        }
-        None => Ok(dict),
-    }
+    // A trial that could not run (not a judgement: the sender or meter failed) ends the
+    // experiment; the trials before it ride on the exception, as the CLI keeps them in its file.
+    let failure = file
+        .result
+        .error
+        .as_ref()
+        .map(|e| (format!("{label}: {e}"), "ExperimentFailed"));
+    result_or_failure(py, to_py(py, &file)?, failure)
 }

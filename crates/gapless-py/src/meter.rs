@@ -11,7 +11,7 @@ use gapless_engine::request::{AnalyzeRequest, CalibrateRequest, MeasureRequest};
 use pyo3::prelude::*;
 
 use crate::convert::{from_py, to_py};
-use crate::errors::{make, option_mismatch, raise};
+use crate::errors::{make, option_mismatch, raise, result_or_failure};
 use crate::wait::interruptible;
 
 /// Meters a capture or a CSV of timestamps; returns the meter's report as a dict.
@@ -32,21 +32,11 @@ pub fn measure<'py>(py: Python<'py>, options: &Bound<'py, PyAny>) -> PyResult<Bo
     let stop = AtomicBool::new(false);
     let live = gapless_engine::live::RxLive::default();
     let out = interruptible(py, &stop, || gapless_engine::measure(&spec, &stop, &live)).map_err(|e| raise(py, &e))?;
-    let report = to_py(py, &out.report)?;
-    match out.error {
-        Some(e) => {
-            let err = make(
-                py,
-                "RunError",
-                &format!("the meter failed: {e} (the result has what was measured until then)"),
-                "MeterFailed",
-                serde_json::json!({}),
-            );
-            err.value(py).setattr("result", &report)?;
-            Err(err)
-        }
-        None => Ok(report),
-    }
+    let failure = out.error.map(|e| {
+        let msg = format!("the meter failed: {e} (the result has what was measured until then)");
+        (msg, "MeterFailed")
+    });
+    result_or_failure(py, to_py(py, &out.report)?, failure)
 }
 
 /// Calibrates a direct link; returns the calibration as a dict and writes it to `out`
