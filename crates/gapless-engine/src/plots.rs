@@ -88,14 +88,19 @@ fn latency_buckets(l: &gapless_core::meter::report::LatencySummary) -> Result<Ve
 pub fn histograms(s: &StreamRx) -> std::result::Result<StreamHistograms, crate::EngineError> {
     let bad = |e: anyhow::Error| crate::EngineError::Report(format!("{}: {e:#}", s.name));
     let latency = s.latency.as_ref().map(latency_buckets).transpose().map_err(bad)?;
-    let interarrival = match &s.interarrival {
-        Some(ia) => {
-            let h = hist_from_b64(&ia.histogram_v2_deflate_b64).map_err(|e| bad(anyhow!("{e}")))?;
-            Some(buckets(&h, ia.histogram_unit_ns.max(1)))
-        }
-        None => None,
-    };
+    let interarrival = s
+        .interarrival
+        .as_ref()
+        .map(interarrival_buckets)
+        .transpose()
+        .map_err(bad)?;
     Ok(StreamHistograms { latency, interarrival })
+}
+
+/// The inter-arrival histogram's buckets in ns, ascending: (lowest, highest, count).
+fn interarrival_buckets(ia: &gapless_core::meter::report::InterArrivalSummary) -> Result<Vec<(u64, u64, u64)>> {
+    let h = hist_from_b64(&ia.histogram_v2_deflate_b64).map_err(|e| anyhow!("{e}"))?;
+    Ok(buckets(&h, ia.histogram_unit_ns.max(1)))
 }
 
 /// See [`histograms`].
@@ -466,8 +471,7 @@ fn write_all_files(r: &MeterReport, dir: &Path) -> Result<usize> {
         let stem = |what: &str| dir.join(format!("{base}-{what}"));
         // Inter-arrival times.
         if let Some(ia) = &s.interarrival {
-            let h = hist_from_b64(&ia.histogram_v2_deflate_b64).map_err(|e| anyhow!("{}: {e}", s.name))?;
-            let b = buckets(&h, ia.histogram_unit_ns.max(1));
+            let b = interarrival_buckets(ia).map_err(|e| anyhow!("{}: {e}", s.name))?;
             let mut csv = String::from("gap_lo_ns,gap_hi_ns,count\n");
             for (lo, hi, c) in &b {
                 let _ = writeln!(csv, "{lo},{hi},{c}");

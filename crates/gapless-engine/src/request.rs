@@ -1,8 +1,9 @@
 //! Requests as plain data, for front ends that take keywords or JSON (Python, HTTP): a
-//! [`RunRequest`], an [`AnalyzeRequest`], a [`CalibrateRequest`]. Each is serde with unknown
-//! keys refused, names its options as the CLI's flags without the dashes, and maps to the
-//! engine's spec with the checks the CLI makes. The CLI maps its clap types (they carry its
-//! help text) into these too, so every front end ends in one mapping to [`RunSpec`].
+//! [`RunRequest`], an [`AnalyzeRequest`], a [`MeasureRequest`], a [`CalibrateRequest`].
+//! Each is serde with unknown keys refused, names its options as the CLI's flags without
+//! the dashes, and maps to the engine's spec with the checks the CLI makes. The CLI maps its
+//! clap types (they carry its help text) into these too, so every front end ends in one
+//! mapping to the engine's specs.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -72,16 +73,30 @@ pub enum XdpAttachName {
 pub struct Unknown(std::collections::BTreeMap<String, serde::de::IgnoredAny>);
 
 impl Unknown {
-    /// An error naming the first unknown key and the keys `what` takes.
-    pub fn check(&self, what: &'static str, known: &[&str]) -> Result<(), EngineError> {
-        match self.0.keys().next() {
-            None => Ok(()),
-            Some(key) => Err(EngineError::UnknownOption {
-                what,
-                key: key.clone(),
-                known: known.join(", "),
-            }),
-        }
+    /// An error naming the first unknown key and the keys request type `R` takes. They are
+    /// read from `R`'s serialized default (flattened parts included), so the list cannot
+    /// drift from its fields.
+    pub fn check<R: Serialize + Default>(&self, what: &'static str) -> Result<(), EngineError> {
+        let Some(key) = self.0.keys().next() else {
+            return Ok(());
+        };
+        let known = match serde_json::to_value(R::default()) {
+            Ok(serde_json::Value::Object(m)) => m.keys().cloned().collect::<Vec<_>>().join(", "),
+            _ => String::new(),
+        };
+        Err(EngineError::UnknownOption {
+            what,
+            key: key.clone(),
+            known,
+        })
+    }
+}
+
+/// A duration option, if given, must be a positive number of seconds.
+fn check_duration(d: Option<f64>) -> Result<(), EngineError> {
+    match d {
+        Some(d) if !(d.is_finite() && d > 0.0) => Err(out_of_range("duration (s)", d, "a positive number of seconds")),
+        _ => Ok(()),
     }
 }
 
@@ -228,43 +243,12 @@ pub struct RunRequest {
     pub unknown: Unknown,
 }
 
-const METER_KEYS: &str = "target_pps, latency_unit_ns, calibration, use_invalid_calibration, signed_only, warmup";
-const RX_PATH_KEYS: &str = "rx_backend, rx_queue, xdp_attach, timestamps";
-
 impl RunRequest {
-    const KEYS: [&'static str; 24] = [
-        "iface",
-        "out",
-        "null",
-        "netns",
-        "duration",
-        "seed",
-        "pace",
-        "backend",
-        "tx_method",
-        "xdp_mode",
-        "xdp_queue",
-        "rate_control",
-        "tx_timestamps",
-        "batch",
-        "cores",
-        "core",
-        "split_cbr",
-        "rt_priority",
-        "rx",
-        "rx_netns",
-        "rx_core",
-        "rx_linger",
-        RX_PATH_KEYS,
-        METER_KEYS,
-    ];
     /// The engine's spec for `profile`, checked as the CLI checks its flags.
     pub fn spec(&self, mut profile: ProfileSource) -> Result<RunSpec, EngineError> {
-        self.unknown.check("a run", &Self::KEYS)?;
+        self.unknown.check::<RunRequest>("a run")?;
+        check_duration(self.duration)?;
         if let Some(d) = self.duration {
-            if !(d.is_finite() && d > 0.0) {
-                return Err(out_of_range("duration (s)", d, "a positive number of seconds"));
-            }
             profile.spec.duration_s = Some(d);
         }
         profile.spec.seed = self.seed.or(profile.spec.seed);
@@ -384,8 +368,7 @@ pub struct AnalyzeRequest {
 
 impl AnalyzeRequest {
     pub fn spec(&self) -> Result<AnalyzeSpec, EngineError> {
-        self.unknown
-            .check("an analysis", &["file", "profile", "latency", METER_KEYS])?;
+        self.unknown.check::<AnalyzeRequest>("an analysis")?;
         let mut meter = self.meter.setup()?;
         meter.latency = self.latency.unwrap_or(true);
         Ok(AnalyzeSpec {
@@ -419,23 +402,8 @@ pub struct MeasureRequest {
 
 impl MeasureRequest {
     pub fn spec(&self) -> Result<MeasureSpec, EngineError> {
-        self.unknown.check(
-            "a meter",
-            &[
-                "iface",
-                "netns",
-                "duration",
-                "profile",
-                "core",
-                RX_PATH_KEYS,
-                METER_KEYS,
-            ],
-        )?;
-        if let Some(d) = self.duration {
-            if !(d.is_finite() && d > 0.0) {
-                return Err(out_of_range("duration (s)", d, "a positive number of seconds"));
-            }
-        }
+        self.unknown.check::<MeasureRequest>("a meter")?;
+        check_duration(self.duration)?;
         Ok(MeasureSpec {
             rx: RxSpec {
                 core: self.core,
@@ -485,19 +453,7 @@ impl Default for CalibrateRequest {
 
 impl CalibrateRequest {
     pub fn spec(&self) -> Result<CalibrationSpec, EngineError> {
-        self.unknown.check(
-            "a calibration",
-            &[
-                "tx",
-                "rx",
-                "tx_netns",
-                "rx_netns",
-                "rate_pps",
-                "duration",
-                "core",
-                RX_PATH_KEYS,
-            ],
-        )?;
+        self.unknown.check::<CalibrateRequest>("a calibration")?;
         Ok(CalibrationSpec {
             tx: self.tx.clone(),
             tx_netns: self.tx_netns.clone(),
@@ -527,11 +483,26 @@ mod tests {
         assert_eq!(r.rx_path.timestamps, StampName::Hardware);
         let keys: Vec<_> = r.unknown.0.keys().cloned().collect();
         assert_eq!(keys, ["nope"]);
-        let e = r.unknown.check("a run", &RunRequest::KEYS).unwrap_err().to_string();
+        let e = r.unknown.check::<RunRequest>("a run").unwrap_err().to_string();
         assert!(
             e.contains("unknown option \"nope\"") && e.contains("target_pps"),
             "got {e}"
         );
+        // The list is every field, the flattened parts' included, and nothing else.
+        for k in [
+            "iface",
+            "rx_linger",
+            "xdp_attach",
+            "timestamps",
+            "warmup",
+            "calibration",
+        ] {
+            assert!(
+                e.contains(&format!(" {k},")) || e.ends_with(&format!(" {k}")),
+                "{k} missing from {e}"
+            );
+        }
+        assert!(!e.contains("unknown,"), "got {e}");
         assert!(run(r#"{"null": true, "warmup": 1.5}"#).unknown.0.is_empty());
     }
 

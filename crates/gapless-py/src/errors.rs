@@ -36,9 +36,15 @@ pub fn result_or_failure<'py>(
     let Some((message, kind)) = failure else {
         return Ok(result);
     };
-    let err = make(py, "RunError", &message, kind, json!({}));
-    err.value(py).setattr("result", &result)?;
-    Err(err)
+    Err(carrying(py, make(py, "RunError", &message, kind, json!({})), &result))
+}
+
+/// `err` with what was measured until it happened as its `result` attribute.
+pub fn carrying(py: Python<'_>, err: PyErr, result: &Bound<'_, PyAny>) -> PyErr {
+    // Setting an attribute on an exception instance does not fail; if it ever did, the
+    // error itself still goes up.
+    let _ = err.value(py).setattr("result", result);
+    err
 }
 
 /// A dict that does not fit a profile: a ProfileError naming the key path.

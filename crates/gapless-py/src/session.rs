@@ -172,19 +172,15 @@ impl RunHandle {
             if matches!(&*self.lock(), State::Running(h) if ended || h.is_finished()) {
                 self.join(py);
             }
-            if matches!(&*self.lock(), State::Ended { .. }) {
-                break;
+            if let State::Ended { result, error, .. } = &*self.lock() {
+                return match error {
+                    Some(e) => Err(e.clone_ref(py)),
+                    None => Ok(result.clone_ref(py)),
+                };
             }
             if signalled(py) {
                 self.stop();
             }
-        }
-        match &*self.lock() {
-            State::Ended { error: Some(e), .. } => Err(e.clone_ref(py)),
-            State::Ended { result, .. } => Ok(result.clone_ref(py)),
-            _ => Err(pyo3::exceptions::PyRuntimeError::new_err(
-                "the run is being joined by another thread",
-            )),
         }
     }
 }

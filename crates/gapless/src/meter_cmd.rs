@@ -1,23 +1,19 @@
 //! `gapless measure`, `analyze`, `calibrate`: the meter's front ends, and the options they
 //! share with `run --rx`. Each maps its options to the engine's spec and prints the report.
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
-use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use clap::ValueEnum;
-use gapless_core::meter::{MeterReport, StreamTarget};
+use gapless_core::meter::MeterReport;
 use gapless_engine::live::RxLive;
 use gapless_engine::meter::summary_text;
-use gapless_engine::metering::targets_from_file;
 use gapless_engine::report::write_json_atomic;
-use gapless_engine::request::{BackendName, MeterRequest, RxPath, StampName, XdpAttachName};
-use gapless_engine::{AnalyzeSpec, CalibrationSpec, MeasureSpec, MeterSetup, RxSocket, RxSpec};
-use gapless_io::rx::RxTimestamps;
-use gapless_io::xdp_prog::XdpAttach;
+use gapless_engine::request::{
+    AnalyzeRequest, BackendName, CalibrateRequest, MeasureRequest, MeterRequest, RxPath, StampName, XdpAttachName,
+};
 
 use crate::{explain, say};
 
@@ -27,15 +23,6 @@ pub enum TsArg {
     Software,
     /// The NIC's hardware stamp (an error where the NIC has none).
     Hardware,
-}
-
-impl TsArg {
-    pub fn rx(self) -> RxTimestamps {
-        match self {
-            TsArg::Software => RxTimestamps::Software,
-            TsArg::Hardware => RxTimestamps::Hardware,
-        }
-    }
 }
 
 /// Options every meter front end takes.
@@ -92,16 +79,6 @@ impl MeterOpts {
             warmup: self.warmup,
         })
     }
-
-    /// The engine's meter setup (the calibration read and checked).
-    pub fn setup(&self) -> Result<MeterSetup> {
-        self.request()?.setup().map_err(explain)
-    }
-}
-
-/// Stream names and targets from the file given with --profile.
-fn targets(p: Option<&Path>) -> Result<Option<HashMap<u16, StreamTarget>>> {
-    p.map(|p| targets_from_file(p).map_err(explain)).transpose()
 }
 
 /// Writes the result, the CSV exports and plots, and prints the summary.
@@ -187,20 +164,6 @@ impl RxPathArgs {
             timestamps: match ts {
                 TsArg::Software => StampName::Software,
                 TsArg::Hardware => StampName::Hardware,
-            },
-        }
-    }
-
-    pub fn socket(&self) -> RxSocket {
-        match self.rx_backend {
-            RxBackendArg::Afpacket => RxSocket::AfPacket,
-            RxBackendArg::Afxdp => RxSocket::AfXdp {
-                queue: self.rx_queue,
-                attach: match self.xdp_attach {
-                    XdpAttachArg::Auto => XdpAttach::Auto,
-                    XdpAttachArg::Native => XdpAttach::Native,
-                    XdpAttachArg::Generic => XdpAttach::Generic,
-                },
             },
         }
     }
@@ -296,18 +259,18 @@ pub fn cmd_measure(a: MeasureArgs) -> Result<i32> {
             bail!("--duration {d}: give a positive number of seconds");
         }
     }
-    let spec = MeasureSpec {
-        rx: RxSpec {
-            netns: a.netns.clone(),
-            socket: a.path.socket(),
-            timestamps: a.timestamps.rx(),
-            meter: a.meter.setup()?,
-            core: a.core,
-            ..RxSpec::new(&a.iface)
-        },
-        targets: targets(a.profile.as_deref())?,
-        duration: a.duration.map(Duration::from_secs_f64),
-    };
+    let spec = MeasureRequest {
+        iface: a.iface.clone(),
+        netns: a.netns.clone(),
+        duration: a.duration,
+        profile: a.profile.clone(),
+        core: a.core,
+        rx_path: a.path.request(a.timestamps),
+        meter: a.meter.request()?,
+        unknown: Default::default(),
+    }
+    .spec()
+    .map_err(explain)?;
     let stop = Arc::new(AtomicBool::new(false));
     crate::stop_on_signals(&stop)?;
     let live = RxLive::default();
@@ -346,13 +309,15 @@ fn rx_line(live: &RxLive, t0: std::time::Instant, prev: &std::sync::Mutex<(std::
 
 pub fn cmd_analyze(a: AnalyzeArgs) -> Result<i32> {
     check_files(Some(&a.file), a.profile.as_deref(), a.json.as_deref(), &a.meter)?;
-    let mut meter = a.meter.setup()?;
-    meter.latency = !a.no_latency;
-    let spec = AnalyzeSpec {
+    let spec = AnalyzeRequest {
         file: a.file.clone(),
-        targets: targets(a.profile.as_deref())?,
-        meter,
-    };
+        profile: a.profile.clone(),
+        latency: Some(!a.no_latency),
+        meter: a.meter.request()?,
+        unknown: Default::default(),
+    }
+    .spec()
+    .map_err(explain)?;
     let stop = Arc::new(AtomicBool::new(false));
     crate::stop_on_signals(&stop)?;
     let report = gapless_engine::analyze(&spec, &stop).map_err(explain)?;
@@ -372,19 +337,19 @@ pub fn cmd_calibrate(a: CalibrateArgs) -> Result<i32> {
         .filter_map(|(f, p)| p.map(|p| (f, p)))
         .collect();
     crate::outputs::check(&[], &outs)?;
-    let spec = CalibrationSpec {
+    let spec = CalibrateRequest {
         tx: a.tx.clone(),
+        rx: a.rx.clone(),
         tx_netns: a.tx_netns.clone(),
-        rx: RxSpec {
-            netns: a.rx_netns.clone(),
-            socket: a.path.socket(),
-            timestamps: a.timestamps.rx(),
-            ..RxSpec::new(&a.rx)
-        },
+        rx_netns: a.rx_netns.clone(),
         rate_pps: a.rate_pps,
-        duration_s: a.duration,
+        duration: a.duration,
         core: a.core,
-    };
+        rx_path: a.path.request(a.timestamps),
+        unknown: Default::default(),
+    }
+    .spec()
+    .map_err(explain)?;
     let stop = Arc::new(AtomicBool::new(false));
     crate::stop_on_signals(&stop)?;
     let done = gapless_engine::calibrate(&spec, stop).map_err(explain)?;
