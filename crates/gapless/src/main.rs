@@ -60,6 +60,19 @@ enum Cmd {
     Rfc2544(experiment_cmd::Rfc2544Args),
     /// Vary rate, burst, frame size or pattern, with repetitions: latency and loss per point.
     Sweep(experiment_cmd::SweepArgs),
+    /// The HTTP server for the dashboard's API (work in progress: saved profiles in SQLite).
+    /// It listens on loopback; any other address needs --token-file.
+    Serve {
+        /// Address to listen on.
+        #[arg(long, default_value = "127.0.0.1:8080")]
+        listen: std::net::SocketAddr,
+        /// The SQLite database (created and migrated if needed).
+        #[arg(long, default_value = "gapless.db")]
+        db: PathBuf,
+        /// A file whose first line is the bearer token every request must carry.
+        #[arg(long)]
+        token_file: Option<PathBuf>,
+    },
     /// The veth testbed: namespaces NAME-tx and NAME-rx joined by NAME-tx0 <-> NAME-rx0.
     Testbed {
         #[command(subcommand)]
@@ -287,6 +300,7 @@ fn main() {
             profile,
             link_speed_bps,
         } => cmd_check(&profile, link_speed_bps),
+        Cmd::Serve { listen, db, token_file } => cmd_serve(listen, db, token_file.as_deref()),
         Cmd::Testbed { action } => cmd_testbed(action),
         Cmd::Measure(a) => meter_cmd::cmd_measure(a),
         Cmd::Analyze(a) => meter_cmd::cmd_analyze(a),
@@ -303,4 +317,16 @@ fn main() {
             std::process::exit(2);
         }
     }
+}
+
+fn cmd_serve(listen: std::net::SocketAddr, db: PathBuf, token_file: Option<&Path>) -> Result<i32> {
+    let token = token_file.map(gapless_serve::read_token).transpose()?;
+    gapless_serve::check_listen(listen, token.as_deref())?;
+    let cfg = gapless_serve::ServeConfig { listen, db, token };
+    let rt = tokio::runtime::Runtime::new()?;
+    eprintln!("gapless serve: http://{listen}/api/profiles (Ctrl-C stops)");
+    rt.block_on(gapless_serve::serve(cfg, async {
+        let _ = tokio::signal::ctrl_c().await;
+    }))?;
+    Ok(0)
 }
