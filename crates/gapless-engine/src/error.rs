@@ -130,3 +130,16 @@ pub enum EngineError {
     #[error("{0} panicked")]
     Panicked(&'static str),
 }
+
+impl EngineError {
+    /// The fault's name for matching in other languages: the variant's, e.g. `OutOfRange`,
+    /// or the I/O error's, e.g. `NoSuchInterface` (Python's `Error.kind`, HTTP's `kind`).
+    pub fn kind(&self) -> String {
+        let name = |d: String| d.split(['(', ' ', '{']).next().unwrap_or_default().to_string();
+        match self {
+            EngineError::Io(io) | EngineError::PcapNotWritten(io) => name(format!("{io:?}")),
+            EngineError::ExperimentProfile { inner, .. } => inner.kind(),
+            _ => name(format!("{self:?}")),
+        }
+    }
+}

@@ -43,12 +43,14 @@ pub struct TxSnapshot {
 #[derive(Debug, Clone, Copy, Serialize, Default)]
 pub struct RxSnapshot {
     pub received: u64,
+    pub bytes: u64,
     /// Gaps in the sequence numbers so far (the tail is known at the end).
     pub lost: u64,
     pub reordered: u64,
     pub duplicated: u64,
     pub latency_p50_ns: Option<i64>,
     pub latency_p99_ns: Option<i64>,
+    pub latency_p99_9_ns: Option<i64>,
     pub rate_pps: f64,
 }
 
@@ -122,11 +124,13 @@ impl Board {
                 .and_then(|v| v.iter().find(|s| s.id == Some(self.ids[i])))
                 .map(|s| RxSnapshot {
                     received: s.received,
+                    bytes: s.bytes,
                     lost: s.lost,
                     reordered: s.reordered,
                     duplicated: s.duplicated,
                     latency_p50_ns: s.latency_p50_ns,
                     latency_p99_ns: s.latency_p99_ns,
+                    latency_p99_9_ns: s.latency_p99_9_ns,
                     rate_pps: s.received.saturating_sub(p_rx) as f64 / dt,
                 });
             prev.1[i] = (c.sent, rx.map_or(p_rx, |r| r.received));
@@ -160,6 +164,7 @@ fn add(total: &mut StreamSnapshot, tx: &TxSnapshot, rx: Option<&RxSnapshot>) {
     if let Some(r) = rx {
         let a = total.rx.get_or_insert_with(RxSnapshot::default);
         a.received += r.received;
+        a.bytes += r.bytes;
         a.lost += r.lost;
         a.reordered += r.reordered;
         a.duplicated += r.duplicated;

@@ -74,17 +74,7 @@ pub fn option_mismatch(py: Python<'_>, what: &str, m: &Mismatch) -> PyErr {
 /// The engine's error as its exception class.
 pub fn raise(py: Python<'_>, e: &EngineError) -> PyErr {
     let (class, fields) = classify(e);
-    make(py, class, &e.to_string(), &kind_of(e), fields)
-}
-
-/// The variant's name, e.g. `OutOfRange`, or the I/O error's, e.g. `NoSuchInterface`.
-fn kind_of(e: &EngineError) -> String {
-    let name = |d: String| d.split(['(', ' ', '{']).next().unwrap_or_default().to_string();
-    match e {
-        EngineError::Io(io) | EngineError::PcapNotWritten(io) => name(format!("{io:?}")),
-        EngineError::ExperimentProfile { inner, .. } => kind_of(inner),
-        _ => name(format!("{e:?}")),
-    }
+    make(py, class, &e.to_string(), &e.kind(), fields)
 }
 
 fn profile_fields(p: &ProfileError) -> Value {

@@ -1,5 +1,7 @@
 //! The dashboard's JSON API under `/api`: profiles (list, get, put, delete) with the core's
-//! validation. Errors are `{ "error": message, "path", "fix" }` with a 4xx status.
+//! validation, runs ([`crate::runs_api`]), calibrations ([`crate::calibrations`]) and the
+//! page ([`crate::web`]). Errors are `{ "error": message, "kind"?, "path"?, "fix"? }` with a
+//! 4xx or 5xx status.
 
 use std::sync::Arc;
 
@@ -8,19 +10,19 @@ use axum::extract::{DefaultBodyLimit, Path, Request, State};
 use axum::http::{header, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde_json::{json, Value};
 
-use crate::AppState;
+use crate::{calibrations, runs_api, web, AppState};
 
 /// Bodies larger than this are refused (413): a profile is a few kB.
 pub const BODY_LIMIT: usize = 1 << 20;
 
-type Shared = Arc<AppState>;
+pub type Shared = Arc<AppState>;
 
 /// A 4xx/5xx with a JSON body.
-pub struct ApiError(StatusCode, Value);
+pub struct ApiError(pub StatusCode, pub Value);
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
@@ -28,12 +30,12 @@ impl IntoResponse for ApiError {
     }
 }
 
-fn err(status: StatusCode, msg: impl Into<String>) -> ApiError {
+pub fn err(status: StatusCode, msg: impl Into<String>) -> ApiError {
     ApiError(status, json!({ "error": msg.into() }))
 }
 
-fn internal(e: impl std::fmt::Display) -> ApiError {
-    err(StatusCode::INTERNAL_SERVER_ERROR, format!("database: {e}"))
+pub fn internal(e: impl std::fmt::Display) -> ApiError {
+    err(StatusCode::INTERNAL_SERVER_ERROR, format!("internal: {e}"))
 }
 
 /// The API and its middleware (token, body limit).
@@ -44,19 +46,38 @@ pub fn router(state: Shared) -> Router {
             "/api/profiles/{name}",
             get(get_profile).put(put_profile).delete(delete_profile),
         )
+        .route("/api/runs", get(runs_api::list).post(runs_api::start))
+        .route("/api/runs/{id}", get(runs_api::get).delete(runs_api::delete))
+        .route("/api/runs/{id}/stop", post(runs_api::stop))
+        .route("/api/runs/{id}/events", get(runs_api::events))
+        .route("/api/runs/{id}/files/{name}", get(runs_api::file))
+        .route("/api/calibrations", get(calibrations::list).post(calibrations::create))
+        .route("/api/check", post(check))
+        .route("/api/toml", post(to_toml))
+        .route("/", get(web::index))
+        .route("/assets/{name}", get(web::asset))
+        .fallback(not_found)
         .layer(DefaultBodyLimit::max(BODY_LIMIT))
         .layer(middleware::from_fn_with_state(state.clone(), require_token))
         .with_state(state)
 }
 
-async fn require_token(State(s): State<Shared>, req: Request, next: Next) -> Response {
-    if let Some(token) = &s.token {
-        let given = req
+/// Off loopback every request carries the token: `Authorization: Bearer TOKEN`, or
+/// `?token=TOKEN` where a browser cannot set headers (EventSource, a download link). The
+/// page itself and its assets are public: the page asks for the token.
+pub(crate) async fn require_token(State(s): State<Shared>, req: Request, next: Next) -> Response {
+    let public = req.uri().path() == "/" || req.uri().path().starts_with("/assets/");
+    if let (Some(token), false) = (&s.token, public) {
+        let header = req
             .headers()
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.strip_prefix("Bearer "));
-        if given != Some(token.as_str()) {
+        let query = req
+            .uri()
+            .query()
+            .and_then(|q| q.split('&').find_map(|kv| kv.strip_prefix("token=")));
+        if header != Some(token.as_str()) && query != Some(token.as_str()) {
             return err(
                 StatusCode::UNAUTHORIZED,
                 "a bearer token is required: send Authorization: Bearer TOKEN",
@@ -108,13 +129,17 @@ async fn put_profile(State(s): State<Shared>, Path(name): Path<String>, body: By
     let text = std::str::from_utf8(&body).map_err(|_| err(StatusCode::BAD_REQUEST, "the profile is not UTF-8 text"))?;
     let spec = gapless_core::ProfileSpec::from_toml(text, &name)
         .map_err(|e| ApiError(StatusCode::UNPROCESSABLE_ENTITY, profile_error(&e)))?;
-    let compiled = gapless_engine::ProfileSource {
-        spec,
-        dir: std::path::PathBuf::new(),
-        label: name.clone(),
-    }
-    .compile(None);
-    let problem = compiled.err().map(|e| e.to_string());
+    let problem = match no_files(&spec) {
+        Err(ApiError(_, e)) => Some(e["error"].as_str().unwrap_or_default().to_string()),
+        Ok(()) => gapless_engine::ProfileSource {
+            spec,
+            dir: std::path::PathBuf::new(),
+            label: name.clone(),
+        }
+        .compile(None)
+        .err()
+        .map(|e| e.to_string()),
+    };
     let row =
         s.db.lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -142,5 +167,117 @@ async fn delete_profile(State(s): State<Shared>, Path(name): Path<String>) -> Re
         Ok(StatusCode::NO_CONTENT)
     } else {
         Err(err(StatusCode::NOT_FOUND, format!("no profile named {name:?}")))
+    }
+}
+
+async fn not_found(uri: axum::http::Uri) -> ApiError {
+    err(StatusCode::NOT_FOUND, format!("no such path {}", uri.path()))
+}
+
+/// A JSON body as `T`, or a 400 that says what is wrong and where.
+pub fn json_body<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
+    let de = &mut serde_json::Deserializer::from_slice(body);
+    serde_path_to_error::deserialize(de).map_err(|e| {
+        let at = e.path().to_string();
+        let inner = e.into_inner();
+        let msg = if inner.is_syntax() || inner.is_eof() {
+            format!("malformed JSON: {inner}")
+        } else if at == "." {
+            format!("{inner}")
+        } else {
+            format!("{at}: {inner}")
+        };
+        err(StatusCode::BAD_REQUEST, msg)
+    })
+}
+
+/// The server reads no files a profile names (replays, size or gap files, rate traces, a
+/// pcap output): a path in a request must not reach the file system.
+pub fn no_files(spec: &gapless_core::ProfileSpec) -> Result<(), ApiError> {
+    fn walk(v: &Value, at: &str) -> Option<String> {
+        match v {
+            Value::Object(m) => m.iter().find_map(|(k, v)| {
+                let here = if at.is_empty() { k.clone() } else { format!("{at}.{k}") };
+                if (k == "file" || k == "pcap") && v.is_string() {
+                    Some(here)
+                } else {
+                    walk(v, &here)
+                }
+            }),
+            Value::Array(a) => a.iter().enumerate().find_map(|(i, v)| walk(v, &format!("{at}[{i}]"))),
+            _ => None,
+        }
+    }
+    let v = serde_json::to_value(spec).map_err(internal)?;
+    match walk(&v, "") {
+        None => Ok(()),
+        Some(path) => Err(ApiError(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            json!({ "error": format!("{path}: the server does not read or write files a profile names. Fix: run this profile with the CLI or Python, or give the values inline"), "path": path }),
+        )),
+    }
+}
+
+/// The text the CLI prints for a run's result: summary, meter, verdict.
+pub fn summary(r: &gapless_core::result::RunResult) -> String {
+    let mut s = gapless_engine::report::summary_text(r);
+    if let Some(rx) = &r.rx {
+        s.push_str(&gapless_engine::meter::summary_text(rx));
+    }
+    s.push_str(&gapless_engine::report::verdict_text(r));
+    s
+}
+
+/// `POST /api/check`: a profile's TOML checked by the core, as the form validates. Returns
+/// `ok` with `gapless check`'s text, or the error with its path and fix; and the TOML as
+/// written (a plain JSON value, for the form), when it parses as TOML at all.
+async fn check(body: Bytes) -> Result<Json<Value>, ApiError> {
+    let text = std::str::from_utf8(&body).map_err(|_| err(StatusCode::BAD_REQUEST, "the profile is not UTF-8 text"))?;
+    let plain = toml::from_str::<toml::Value>(text)
+        .ok()
+        .and_then(|v| serde_json::to_value(v).ok());
+    let verdict = match gapless_core::ProfileSpec::from_toml(text, "profile") {
+        Err(e) => json!({ "ok": false, "error": profile_error(&e) }),
+        Ok(spec) => match no_files(&spec) {
+            Err(ApiError(_, e)) => json!({ "ok": false, "error": e }),
+            Ok(()) => {
+                let src = gapless_engine::ProfileSource {
+                    spec,
+                    dir: std::path::PathBuf::new(),
+                    label: "profile".into(),
+                };
+                match src.compile(None) {
+                    Ok(p) => json!({ "ok": true, "text": gapless_engine::report::profile_text("profile", &p) }),
+                    Err(e) => json!({ "ok": false, "error": crate::runs_api::engine_error(StatusCode::OK, &e).1 }),
+                }
+            }
+        },
+    };
+    let mut v = verdict;
+    v["profile"] = plain.unwrap_or(Value::Null);
+    Ok(Json(v))
+}
+
+/// `POST /api/toml`: `{"profile": {...}}` (the form's state) as TOML text.
+async fn to_toml(body: Bytes) -> Result<Json<Value>, ApiError> {
+    let v: Value = json_body(&body)?;
+    let profile = v.get("profile").cloned().unwrap_or(Value::Null);
+    let t: toml::Value = serde_json::from_value(drop_nulls(profile))
+        .map_err(|e| err(StatusCode::BAD_REQUEST, format!("profile: {e}")))?;
+    let text = toml::to_string(&t).map_err(|e| err(StatusCode::BAD_REQUEST, format!("profile: {e}")))?;
+    Ok(Json(json!({ "toml": text })))
+}
+
+/// TOML has no null: a key set to null is a key not given.
+fn drop_nulls(v: Value) -> Value {
+    match v {
+        Value::Object(m) => Value::Object(
+            m.into_iter()
+                .filter(|(_, v)| !v.is_null())
+                .map(|(k, v)| (k, drop_nulls(v)))
+                .collect(),
+        ),
+        Value::Array(a) => Value::Array(a.into_iter().map(drop_nulls).collect()),
+        v => v,
     }
 }

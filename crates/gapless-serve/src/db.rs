@@ -106,6 +106,131 @@ impl Db {
     }
 }
 
+/// A run as stored. `result` is the result JSON once it ended, or the last checkpoint
+/// (`{"checkpoint": snapshot}`) while running or after an interruption.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct RunRow {
+    pub id: i64,
+    pub profile: String,
+    pub toml: String,
+    pub target: serde_json::Value,
+    pub started_ns: i64,
+    pub ended_ns: Option<i64>,
+    pub status: String,
+    pub result: Option<serde_json::Value>,
+    pub error: Option<String>,
+}
+
+const RUN_COLS: &str = "id, profile, toml, target, started_ns, ended_ns, status, result, error";
+
+impl Db {
+    /// Records a run that starts now; returns its id.
+    pub fn insert_run(&mut self, profile: &str, toml: &str, target: &serde_json::Value) -> rusqlite::Result<i64> {
+        let tx = self.conn.transaction()?;
+        tx.execute(
+            "INSERT INTO runs (profile, toml, target, started_ns, status) VALUES (?1, ?2, ?3, ?4, 'running')",
+            params![profile, toml, target.to_string(), now_ns()],
+        )?;
+        let id = tx.last_insert_rowid();
+        tx.commit()?;
+        Ok(id)
+    }
+
+    /// Stores what a running run has measured so far.
+    pub fn checkpoint(&mut self, id: i64, snapshot: &serde_json::Value) -> rusqlite::Result<()> {
+        let doc = serde_json::json!({ "checkpoint": snapshot });
+        self.conn.execute(
+            "UPDATE runs SET result = ?2 WHERE id = ?1 AND status = 'running'",
+            params![id, doc.to_string()],
+        )?;
+        Ok(())
+    }
+
+    /// Ends a run: its status, result JSON (None keeps the last checkpoint) and error.
+    pub fn end_run(
+        &mut self,
+        id: i64,
+        status: &str,
+        result: Option<&serde_json::Value>,
+        error: Option<&str>,
+    ) -> rusqlite::Result<()> {
+        let tx = self.conn.transaction()?;
+        tx.execute(
+            "UPDATE runs SET status = ?2, ended_ns = ?3, result = COALESCE(?4, result), error = ?5 WHERE id = ?1",
+            params![id, status, now_ns(), result.map(|r| r.to_string()), error],
+        )?;
+        tx.commit()
+    }
+
+    /// Every run, newest first.
+    pub fn runs(&self) -> rusqlite::Result<Vec<RunRow>> {
+        let mut st = self
+            .conn
+            .prepare(&format!("SELECT {RUN_COLS} FROM runs ORDER BY id DESC"))?;
+        let rows = st.query_map([], row_to_run)?;
+        rows.collect()
+    }
+
+    pub fn run(&self, id: i64) -> rusqlite::Result<Option<RunRow>> {
+        self.conn
+            .query_row(
+                &format!("SELECT {RUN_COLS} FROM runs WHERE id = ?1"),
+                params![id],
+                row_to_run,
+            )
+            .optional()
+    }
+
+    /// Deletes an ended run; false if there was none.
+    pub fn delete_run(&mut self, id: i64) -> rusqlite::Result<bool> {
+        Ok(self
+            .conn
+            .execute("DELETE FROM runs WHERE id = ?1 AND status != 'running'", params![id])?
+            > 0)
+    }
+
+    /// Stores a calibration (the engine's JSON); returns its id.
+    pub fn insert_calibration(&mut self, json: &serde_json::Value) -> rusqlite::Result<i64> {
+        let tx = self.conn.transaction()?;
+        tx.execute(
+            "INSERT INTO calibrations (created_ns, json) VALUES (?1, ?2)",
+            params![now_ns(), json.to_string()],
+        )?;
+        let id = tx.last_insert_rowid();
+        tx.commit()?;
+        Ok(id)
+    }
+
+    /// Every calibration, newest first: (id, created_ns, json).
+    pub fn calibrations(&self) -> rusqlite::Result<Vec<(i64, i64, serde_json::Value)>> {
+        let mut st = self
+            .conn
+            .prepare("SELECT id, created_ns, json FROM calibrations ORDER BY id DESC")?;
+        let rows = st.query_map([], |r| Ok((r.get(0)?, r.get(1)?, json_col(r, 2)?.unwrap_or_default())))?;
+        rows.collect()
+    }
+}
+
+/// A JSON text column; a column that does not parse reads as a string (never lost).
+fn json_col(r: &rusqlite::Row<'_>, i: usize) -> rusqlite::Result<Option<serde_json::Value>> {
+    let t: Option<String> = r.get(i)?;
+    Ok(t.map(|t| serde_json::from_str(&t).unwrap_or(serde_json::Value::String(t))))
+}
+
+fn row_to_run(r: &rusqlite::Row<'_>) -> rusqlite::Result<RunRow> {
+    Ok(RunRow {
+        id: r.get(0)?,
+        profile: r.get(1)?,
+        toml: r.get(2)?,
+        target: json_col(r, 3)?.unwrap_or_default(),
+        started_ns: r.get(4)?,
+        ended_ns: r.get(5)?,
+        status: r.get(6)?,
+        result: json_col(r, 7)?,
+        error: r.get(8)?,
+    })
+}
+
 fn row_to_profile(r: &rusqlite::Row<'_>) -> rusqlite::Result<ProfileRow> {
     Ok(ProfileRow {
         name: r.get(0)?,

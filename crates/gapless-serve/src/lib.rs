@@ -1,16 +1,25 @@
 //! # gapless-serve
 //!
-//! `gapless serve`: one HTTP server over the engine for the dashboard's API (saved profiles,
-//! runs and calibrations in SQLite). Work in progress (issue 16): this is the server's
-//! foundation (the listen rule, the database with its migrations and crash recovery, the
-//! profile API with the core's validation, bearer tokens, body limits). Runs, live events,
-//! the page and the OTG API come next.
+//! `gapless serve`: one server process over the engine with two front ends:
 //!
-//! The server binds to loopback unless it is given a token: on any other address every
-//! request must carry `Authorization: Bearer TOKEN`.
+//! - the **dashboard** and its JSON API under `/api` ([`api`]): saved profiles, runs with
+//!   live events over SSE and their stored results and report files, calibrations; the page
+//!   and its assets are embedded in the binary ([`web`]);
+//! - the **Open Traffic Generator API** ([`otg`]) on a listener of its own, for snappi.
+//!
+//! Profiles, runs and calibrations live in SQLite ([`db`]); a run's report files live in the
+//! report directory beside the database. The server binds to loopback unless it is given a
+//! token: on any other address every request must carry `Authorization: Bearer TOKEN`.
 
-mod api;
+pub mod api;
+mod calibrations;
 pub mod db;
+mod files;
+pub mod otg;
+mod runs;
+mod runs_api;
+pub mod testing;
+mod web;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -27,6 +36,19 @@ pub struct ServeConfig {
     pub db: PathBuf,
     /// Required when `listen` is not a loopback address.
     pub token: Option<String>,
+    /// The OTG API's address (None: no OTG API).
+    pub otg_listen: Option<SocketAddr>,
+}
+
+impl ServeConfig {
+    /// The report directory: `NAME-reports` beside the database `NAME.db`.
+    pub fn reports_dir(&self) -> PathBuf {
+        let stem = self
+            .db
+            .file_stem()
+            .map_or("gapless".into(), |s| s.to_string_lossy().to_string());
+        self.db.with_file_name(format!("{stem}-reports"))
+    }
 }
 
 #[derive(Debug, Error)]
@@ -39,6 +61,10 @@ pub enum ServeError {
     Db { path: String, cause: rusqlite::Error },
     #[error("cannot listen on {addr}: {cause}. Fix: pick a free address with --listen")]
     Listen { addr: SocketAddr, cause: std::io::Error },
+    #[error(
+        "cannot make the report directory {path}: {cause}. Fix: put the database (--db) where the server may write"
+    )]
+    Reports { path: String, cause: std::io::Error },
     #[error("cannot read the token file {path}: {cause}")]
     TokenFile { path: String, cause: std::io::Error },
 }
@@ -78,32 +104,80 @@ pub fn read_token(path: &Path) -> Result<String, ServeError> {
 
 /// What every handler shares.
 pub struct AppState {
-    pub db: Mutex<db::Db>,
+    pub db: Arc<Mutex<db::Db>>,
     pub token: Option<String>,
+    pub runs: runs::Runs,
+    /// Where runs write their report files and calibrations their files.
+    pub reports: PathBuf,
+    pub otg: Mutex<otg::OtgState>,
 }
 
-/// Serves until `shutdown` resolves. Errors before the first request are returned.
+/// Serves until `shutdown` resolves, then stops the runs going on and waits for each to
+/// store what it measured. Errors before the first request are returned.
 pub async fn serve(
     cfg: ServeConfig,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServeError> {
     check_listen(cfg.listen, cfg.token.as_deref())?;
+    if let Some(otg) = cfg.otg_listen {
+        check_listen(otg, cfg.token.as_deref())?;
+    }
     let db = db::Db::open(&cfg.db)?;
+    let reports = cfg.reports_dir();
+    std::fs::create_dir_all(&reports).map_err(|cause| ServeError::Reports {
+        path: reports.display().to_string(),
+        cause,
+    })?;
     let state = Arc::new(AppState {
-        db: Mutex::new(db),
+        db: Arc::new(Mutex::new(db)),
         token: cfg.token.clone(),
+        runs: runs::Runs::default(),
+        reports,
+        otg: Mutex::new(otg::OtgState::default()),
     });
-    let listener = tokio::net::TcpListener::bind(cfg.listen)
-        .await
-        .map_err(|cause| ServeError::Listen {
-            addr: cfg.listen,
-            cause,
-        })?;
-    axum::serve(listener, router(state))
-        .with_graceful_shutdown(shutdown)
-        .await
-        .map_err(|cause| ServeError::Listen {
-            addr: cfg.listen,
-            cause,
+    let listener = bind(cfg.listen).await?;
+    let otg = match cfg.otg_listen {
+        Some(a) => Some((bind(a).await?, a)),
+        None => None,
+    };
+    let (tx, rx) = tokio::sync::watch::channel(false);
+    let ended = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
+        let _ = rx.wait_for(|v| *v).await;
+    };
+    let otg_task = otg.map(|(l, addr)| {
+        let app = otg::router(state.clone());
+        let stop = ended(rx.clone());
+        tokio::spawn(async move {
+            axum::serve(l, app)
+                .with_graceful_shutdown(stop)
+                .await
+                .map_err(|cause| ServeError::Listen { addr, cause })
         })
+    });
+    let s = state.clone();
+    tokio::spawn(async move {
+        shutdown.await;
+        // Runs end first, so their event streams close and the listeners can drain.
+        s.runs.stop_flags();
+        let _ = tx.send(true);
+    });
+    let served = axum::serve(listener, router(state.clone()))
+        .with_graceful_shutdown(ended(rx))
+        .await
+        .map_err(|cause| ServeError::Listen {
+            addr: cfg.listen,
+            cause,
+        });
+    if let Some(t) = otg_task {
+        let _ = t.await;
+    }
+    let s = state.clone();
+    let _ = tokio::task::spawn_blocking(move || s.runs.stop_all()).await;
+    served
+}
+
+async fn bind(addr: SocketAddr) -> Result<tokio::net::TcpListener, ServeError> {
+    tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|cause| ServeError::Listen { addr, cause })
 }

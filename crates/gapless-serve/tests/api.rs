@@ -2,46 +2,32 @@
 //! rule, bad and oversize bodies, and a database reopened after a server that did not end
 //! its runs.
 
-use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
 
+use gapless_serve::testing::{events_until_end, http, json};
 use gapless_serve::{check_listen, ServeConfig, ServeError};
-
-/// One HTTP/1.1 request; returns (status, body).
-fn http(addr: SocketAddr, method: &str, path: &str, body: &[u8], token: Option<&str>) -> (u16, String) {
-    let mut s = TcpStream::connect(addr).expect("connect to the server");
-    let auth = token.map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"));
-    let head = format!(
-        "{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n{auth}Content-Length: {}\r\n\r\n",
-        body.len()
-    );
-    s.write_all(head.as_bytes()).unwrap();
-    let _ = s.write_all(body);
-    let mut out = Vec::new();
-    s.read_to_end(&mut out).unwrap();
-    let text = String::from_utf8_lossy(&out).to_string();
-    let status = text[9..12].parse().expect("a status code");
-    let body = text.split_once("\r\n\r\n").map_or("", |x| x.1).to_string();
-    (status, body)
-}
 
 /// A server on a free loopback port in a thread of its own; dropped = shut down.
 struct Server {
     addr: SocketAddr,
+    otg: SocketAddr,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<Result<(), ServeError>>>,
 }
 
 impl Server {
     fn start(db: &Path, listen: &str, token: Option<&str>) -> Server {
-        let probe = std::net::TcpListener::bind(listen).unwrap();
-        let addr = probe.local_addr().unwrap();
-        drop(probe);
+        let free = || {
+            let probe = std::net::TcpListener::bind(listen).unwrap();
+            probe.local_addr().unwrap()
+        };
+        let (addr, otg) = (free(), free());
         let cfg = ServeConfig {
             listen: addr,
             db: db.to_path_buf(),
             token: token.map(str::to_string),
+            otg_listen: Some(otg),
         };
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
         let thread = std::thread::spawn(move || {
@@ -58,6 +44,7 @@ impl Server {
         }
         Server {
             addr,
+            otg,
             stop: Some(tx),
             thread: Some(thread),
         }
@@ -191,4 +178,197 @@ fn a_run_left_running_by_a_dead_server_is_interrupted_after_restart() {
     assert_eq!(status, "interrupted");
     assert!(ended.is_some(), "an end time is set");
     assert_eq!(result, "{\"sent\": 5}", "the checkpoint is kept");
+}
+
+const NULL_RUN: &str = "[[stream]]\nname = \"a\"\nsize = 64\n[stream.timing]\nrate_pps = 20000\ncount = 30000\n";
+
+#[test]
+fn a_run_on_null_streams_snapshots_over_sse_and_stores_its_result() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = Server::start(&dir.path().join("g.db"), "127.0.0.1:0", None);
+    // Paced on null (1.5 s), so the stream has time to push snapshots.
+    let body = serde_json::json!({ "toml": NULL_RUN, "profile": "cbr", "options": { "null": true, "pace": true } });
+    let (st, b) = http(srv.addr, "POST", "/api/runs", body.to_string().as_bytes(), None);
+    assert_eq!(st, 201, "expected 201 Created; got {st}: {b}");
+    let id = json(&b)["id"].as_i64().unwrap();
+    let (snapshots, end) = events_until_end(srv.addr, id);
+    assert!(
+        snapshots >= 3,
+        "expected several snapshot events during a 1.5 s run; got {snapshots}"
+    );
+    assert_eq!(end["status"], "finished", "{end}");
+    let (st, b) = http(srv.addr, "GET", &format!("/api/runs/{id}"), b"", None);
+    let run = json(&b);
+    assert_eq!(st, 200);
+    assert_eq!(run["status"], "finished");
+    assert_eq!(
+        run["result"]["sent_frames"], 30000,
+        "the stored result: {}",
+        run["result"]
+    );
+    assert!(
+        run["summary"].as_str().unwrap().contains("30000 frames"),
+        "{}",
+        run["summary"]
+    );
+    assert!(
+        run["files"].as_array().unwrap().iter().any(|f| f == "result.json"),
+        "{}",
+        run["files"]
+    );
+    let (st, b) = http(srv.addr, "GET", &format!("/api/runs/{id}/files/result.json"), b"", None);
+    assert_eq!((st, json(&b)["sent_frames"].as_u64()), (200, Some(30000)));
+    // An ended run's event stream sends its end at once.
+    let (snapshots, end) = events_until_end(srv.addr, id);
+    assert_eq!((snapshots, end["status"].as_str()), (0, Some("finished")));
+    // The list has its figures.
+    let list = json(&http(srv.addr, "GET", "/api/runs", b"", None).1);
+    assert_eq!(list["runs"][0]["brief"]["sent"], 30000, "{list}");
+}
+
+#[test]
+fn bad_run_requests_are_4xx_with_what_is_wrong() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = Server::start(&dir.path().join("g.db"), "127.0.0.1:0", None);
+    let post = |body: &str| http(srv.addr, "POST", "/api/runs", body.as_bytes(), None);
+    let cases: Vec<(String, u16, &str)> = vec![
+        ("{\"toml\": ".into(), 400, "malformed JSON"),
+        ("{\"tmol\": \"x\"}".into(), 400, "unknown field `tmol`"),
+        (serde_json::json!({"toml": NULL_RUN, "options": {"null": true, "bogus": 1}}).to_string(), 400, "bogus"),
+        (serde_json::json!({"toml": NULL_RUN, "options": {"out": "/tmp/x.pcap"}}).to_string(), 400, "report directory"),
+        (serde_json::json!({"toml": NULL_RUN, "options": {"null": true, "calibration": "/etc/passwd"}}).to_string(), 400, "by its id"),
+        (serde_json::json!({"toml": NULL_RUN, "options": {"null": true}, "calibration": 7}).to_string(), 404, "no calibration 7"),
+        (serde_json::json!({"toml": NULL_RUN, "options": {"null": true, "duration": -1}}).to_string(), 400, "duration"),
+        (serde_json::json!({"toml": "[[stream]]\nreplay = { file = \"/etc/passwd\" }\n[stream.timing]\nrate_pps = 1\n", "options": {"null": true}}).to_string(), 422, "stream[0].replay.file"),
+        (serde_json::json!({"profile": "nosuch", "options": {"null": true}}).to_string(), 404, "no profile named"),
+        (serde_json::json!({"toml": NULL_RUN, "options": {"iface": "nosuch0"}}).to_string(), 400, "nosuch0"),
+    ];
+    for (body, want, says) in cases {
+        let (st, b) = post(&body);
+        assert_eq!(st, want, "expected {want} for {body}; got {st}: {b}");
+        assert!(
+            b.contains(says),
+            "expected the reply to {body} to say {says:?}; got {b}"
+        );
+    }
+    let (st, b) = http(srv.addr, "GET", "/api/runs/1/files/..%2F..%2Fg.db", b"", None);
+    assert_eq!(st, 404, "a path outside the report directory: {b}");
+    let (st, b) = http(srv.addr, "GET", "/nowhere", b"", None);
+    assert_eq!((st, b.contains("no such path")), (404, true), "{b}");
+    assert_eq!(
+        http(srv.addr, "GET", "/api/runs", b"", None).0,
+        200,
+        "the server is still up"
+    );
+}
+
+#[test]
+fn a_profile_that_names_a_file_is_a_draft_that_never_reads_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = Server::start(&dir.path().join("g.db"), "127.0.0.1:0", None);
+    let t = "[[stream]]\nsize = { kind = \"empirical\", file = \"/etc/passwd\" }\n[stream.timing]\nrate_pps = 1\n";
+    let (st, b) = http(srv.addr, "PUT", "/api/profiles/f", t.as_bytes(), None);
+    let v = json(&b);
+    assert_eq!((st, v["valid"].as_bool()), (200, Some(false)), "{b}");
+    assert!(v["error"].as_str().unwrap().contains("stream[0].size.file"), "{b}");
+}
+
+#[test]
+fn the_page_and_its_assets_are_served_from_the_binary() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = Server::start(&dir.path().join("g.db"), "127.0.0.1:0", Some("s3cret-token-123456"));
+    let (st, b) = http(srv.addr, "GET", "/", b"", None);
+    assert_eq!(st, 200, "the page needs no token (it asks for it)");
+    assert!(b.contains("/assets/app.js"), "{b}");
+    let (st, b) = http(srv.addr, "GET", "/assets/uPlot.iife.min.js", b"", None);
+    assert_eq!((st, b.len() > 40_000), (200, true));
+    assert_eq!(http(srv.addr, "GET", "/assets/nope.js", b"", None).0, 404);
+    // The API still needs it; a query token serves EventSource and download links.
+    assert_eq!(http(srv.addr, "GET", "/api/runs", b"", None).0, 401);
+    assert_eq!(
+        http(srv.addr, "GET", "/api/runs?token=s3cret-token-123456", b"", None).0,
+        200
+    );
+}
+
+#[test]
+fn otg_refuses_what_it_cannot_send_with_code_kind_and_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = Server::start(&dir.path().join("g.db"), "127.0.0.1:0", None);
+    let (st, b) = http(srv.otg, "GET", "/capabilities/version", b"", None);
+    assert_eq!(
+        (st, json(&b)["api_spec_version"].as_str()),
+        (200, Some("^1.58.0")),
+        "{b}"
+    );
+    let flow = |packet: serde_json::Value| {
+        serde_json::json!({
+            "ports": [{"name": "p1", "location": "a"}, {"name": "p2", "location": "ns/b"}],
+            "flows": [{"name": "f", "tx_rx": {"choice": "port", "port": {"tx_name": "p1", "rx_names": ["p2"]}}, "packet": packet}],
+        })
+        .to_string()
+    };
+    let cases = [
+        ("{".to_string(), "malformed JSON"),
+        (
+            flow(serde_json::json!([{"choice": "ethernet"}, {"choice": "gre", "gre": {}}])),
+            "flows[0].packet[1].choice: the \"gre\" header is not supported",
+        ),
+        (
+            flow(
+                serde_json::json!([{"choice": "ethernet"}, {"choice": "ipv4", "ipv4": {"src": {"choice": "value", "value": "1.2.3"}}}]),
+            ),
+            "flows[0].packet[1].ipv4.src.value",
+        ),
+        (
+            flow(
+                serde_json::json!([{"choice": "ethernet"}, {"choice": "ipv4"}, {"choice": "udp", "udp": {"src_port": {"choice": "increment", "increment": {"start": 65530, "step": 1, "count": 10}}}}]),
+            ),
+            "leave the field's range",
+        ),
+        (
+            flow(
+                serde_json::json!([{"choice": "ethernet"}, {"choice": "ipv4"}, {"choice": "udp", "udp": {"src_port": {"choice": "random", "random": {}}}}]),
+            ),
+            "flows[0].packet[2].udp.src_port.choice",
+        ),
+    ];
+    for (body, says) in cases {
+        let (st, b) = http(srv.otg, "POST", "/config", body.as_bytes(), None);
+        let v = json(&b);
+        assert_eq!(
+            (st, v["code"].as_u64(), v["kind"].as_str()),
+            (400, Some(400), Some("validation")),
+            "for {body}: {b}"
+        );
+        let errors = v["errors"].as_array().unwrap();
+        assert!(errors[0].as_str().unwrap().contains(says), "expected {says:?} in {b}");
+    }
+    // Defaults filled: a bare flow is 64 B at 1000 pps, continuous.
+    let (st, b) = http(
+        srv.otg,
+        "POST",
+        "/config",
+        flow(serde_json::json!([{"choice": "ethernet"}, {"choice": "ipv4"}, {"choice": "udp"}])).as_bytes(),
+        None,
+    );
+    assert_eq!(
+        (st, json(&b)["warnings"].as_array().map(Vec::len)),
+        (200, Some(0)),
+        "{b}"
+    );
+    let (st, b) = http(srv.otg, "POST", "/monitor/metrics", br#"{"choice": "lag"}"#, None);
+    assert_eq!(st, 400, "{b}");
+    let (st, b) = http(
+        srv.otg,
+        "POST",
+        "/control/state",
+        br#"{"choice": "protocol", "protocol": {}}"#,
+        None,
+    );
+    assert_eq!(st, 200, "{b}");
+    assert!(
+        json(&b)["warnings"][0].as_str().unwrap().contains("does nothing"),
+        "{b}"
+    );
 }

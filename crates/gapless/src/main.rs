@@ -60,12 +60,19 @@ enum Cmd {
     Rfc2544(experiment_cmd::Rfc2544Args),
     /// Vary rate, burst, frame size or pattern, with repetitions: latency and loss per point.
     Sweep(experiment_cmd::SweepArgs),
-    /// The HTTP server for the dashboard's API (work in progress: saved profiles in SQLite).
-    /// It listens on loopback; any other address needs --token-file.
+    /// The web dashboard (saved profiles, runs with live charts, history, calibrations) and
+    /// the Open Traffic Generator API for snappi. Both listen on loopback by default; any
+    /// other address needs --token-file.
     Serve {
-        /// Address to listen on.
+        /// The dashboard's address (the page at /, its JSON API under /api).
         #[arg(long, default_value = "127.0.0.1:8080")]
         listen: std::net::SocketAddr,
+        /// The OTG API's address (plain HTTP; paths at the root as snappi expects).
+        #[arg(long, default_value = "127.0.0.1:8443")]
+        otg_listen: std::net::SocketAddr,
+        /// Serve no OTG API.
+        #[arg(long)]
+        no_otg: bool,
         /// The SQLite database (created and migrated if needed).
         #[arg(long, default_value = "gapless.db")]
         db: PathBuf,
@@ -300,7 +307,13 @@ fn main() {
             profile,
             link_speed_bps,
         } => cmd_check(&profile, link_speed_bps),
-        Cmd::Serve { listen, db, token_file } => cmd_serve(listen, db, token_file.as_deref()),
+        Cmd::Serve {
+            listen,
+            otg_listen,
+            no_otg,
+            db,
+            token_file,
+        } => cmd_serve(listen, (!no_otg).then_some(otg_listen), db, token_file.as_deref()),
         Cmd::Testbed { action } => cmd_testbed(action),
         Cmd::Measure(a) => meter_cmd::cmd_measure(a),
         Cmd::Analyze(a) => meter_cmd::cmd_analyze(a),
@@ -319,12 +332,30 @@ fn main() {
     }
 }
 
-fn cmd_serve(listen: std::net::SocketAddr, db: PathBuf, token_file: Option<&Path>) -> Result<i32> {
+fn cmd_serve(
+    listen: std::net::SocketAddr,
+    otg_listen: Option<std::net::SocketAddr>,
+    db: PathBuf,
+    token_file: Option<&Path>,
+) -> Result<i32> {
     let token = token_file.map(gapless_serve::read_token).transpose()?;
     gapless_serve::check_listen(listen, token.as_deref())?;
-    let cfg = gapless_serve::ServeConfig { listen, db, token };
+    let cfg = gapless_serve::ServeConfig {
+        listen,
+        db,
+        token,
+        otg_listen,
+    };
     let rt = tokio::runtime::Runtime::new()?;
-    eprintln!("gapless serve: http://{listen}/api/profiles (Ctrl-C stops)");
+    eprintln!("gapless serve: dashboard http://{listen}/ (Ctrl-C stops)");
+    if let Some(o) = otg_listen {
+        eprintln!("gapless serve: OTG API http://{o} (snappi: snappi.api(location=\"http://{o}\"))");
+    }
+    eprintln!(
+        "gapless serve: database {}, reports in {}",
+        cfg.db.display(),
+        cfg.reports_dir().display()
+    );
     rt.block_on(gapless_serve::serve(cfg, async {
         let _ = tokio::signal::ctrl_c().await;
     }))?;

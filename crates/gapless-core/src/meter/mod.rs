@@ -38,6 +38,7 @@ pub struct LiveRx {
     pub duplicated: u64,
     pub latency_p50_ns: Option<i64>,
     pub latency_p99_ns: Option<i64>,
+    pub latency_p99_9_ns: Option<i64>,
 }
 
 /// How to meter.

@@ -366,6 +366,7 @@ impl StreamMeter {
             duplicated: q.as_ref().map_or(0, |q| q.duplicated),
             latency_p50_ns: lat.map(|h| h.quantile(0.5, self.lat_min, self.lat_max)),
             latency_p99_ns: lat.map(|h| h.quantile(0.99, self.lat_min, self.lat_max)),
+            latency_p99_9_ns: lat.map(|h| h.quantile(0.999, self.lat_min, self.lat_max)),
         }
     }
 

@@ -1,0 +1,69 @@
+//! `/api/calibrations`: run one (the engine's calibration between two interfaces or across
+//! a testbed), store it, list them. A stored calibration is also written as the file
+//! `gapless calibrate` writes, under the report directory, where runs read it by id.
+
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::Json;
+use gapless_engine::request::CalibrateRequest;
+use serde_json::{json, Value};
+
+use crate::api::{err, internal, ApiError, Shared};
+use crate::runs::lock;
+use crate::runs_api::engine_error;
+
+/// Where calibration `id`'s file is; an error if there is no such calibration.
+pub fn path(s: &Shared, id: i64) -> Result<PathBuf, ApiError> {
+    let p = s.reports.join("calibrations").join(format!("calibration-{id}.json"));
+    if p.is_file() {
+        Ok(p)
+    } else {
+        Err(err(StatusCode::NOT_FOUND, format!("no calibration {id}")))
+    }
+}
+
+pub async fn list(State(s): State<Shared>) -> Result<Json<Value>, ApiError> {
+    let rows = lock(&s.db).calibrations().map_err(internal)?;
+    let list: Vec<Value> = rows
+        .into_iter()
+        .map(|(id, created_ns, c)| json!({ "id": id, "created_ns": created_ns, "calibration": c }))
+        .collect();
+    Ok(Json(json!({ "calibrations": list })))
+}
+
+/// `POST /api/calibrations`: `CalibrateRequest`'s keys, or `{"testbed": NAME, ...}` for
+/// its two ends. Returns the stored calibration and its summary text.
+pub async fn create(State(s): State<Shared>, body: axum::body::Bytes) -> Result<Json<Value>, ApiError> {
+    let mut body: serde_json::Map<String, Value> = crate::api::json_body(&body)?;
+    if let Some(tb) = body.remove("testbed") {
+        let name = tb.as_str().unwrap_or_default();
+        let tb = gapless_io::testbed::Testbed::new(name).map_err(|m| err(StatusCode::BAD_REQUEST, m))?;
+        for (k, v) in [
+            ("tx", tb.tx_if()),
+            ("rx", tb.rx_if()),
+            ("tx_netns", tb.tx_ns()),
+            ("rx_netns", tb.rx_ns()),
+        ] {
+            body.entry(k).or_insert(json!(v));
+        }
+    }
+    let req: CalibrateRequest = serde_path_to_error::deserialize(Value::Object(body))
+        .map_err(|e| err(StatusCode::BAD_REQUEST, format!("{e}")))?;
+    let spec = req.spec().map_err(|e| engine_error(StatusCode::BAD_REQUEST, &e))?;
+    let done = tokio::task::spawn_blocking(move || gapless_engine::calibrate(&spec, Arc::new(AtomicBool::new(false))))
+        .await
+        .map_err(internal)?
+        .map_err(|e| engine_error(StatusCode::UNPROCESSABLE_ENTITY, &e))?;
+    let c = serde_json::to_value(&done.calibration).map_err(internal)?;
+    let id = lock(&s.db).insert_calibration(&c).map_err(internal)?;
+    let dir = s.reports.join("calibrations");
+    std::fs::create_dir_all(&dir).map_err(internal)?;
+    gapless_engine::report::write_json_atomic(&dir.join(format!("calibration-{id}.json")), &done.calibration)
+        .map_err(internal)?;
+    let text = gapless_engine::report::calibration_text(&done.calibration);
+    Ok(Json(json!({ "id": id, "calibration": c, "summary": text })))
+}

@@ -1,0 +1,458 @@
+//! An OTG config (the JSON snappi sends) as gapless profiles: one profile per TX port, a
+//! stream per flow, the schema's defaults filled where snappi left a key out. What gapless
+//! cannot send is refused with the path of the key.
+
+use serde_json::{json, Map, Value};
+
+use super::patterns::{read, Kind};
+
+/// A validation error: its message names the config path.
+#[derive(Debug)]
+pub struct Invalid(pub String);
+
+/// A number, or a 64-bit number sent as a string.
+pub fn num(v: &Value) -> Option<u64> {
+    v.as_u64().or_else(|| v.as_str().and_then(|s| s.trim().parse().ok()))
+}
+
+fn float(v: &Value) -> Option<f64> {
+    v.as_f64().or_else(|| v.as_str().and_then(|s| s.trim().parse().ok()))
+}
+
+/// An OTG port: its name and where it is (`IFACE` or `NETNS/IFACE`).
+#[derive(Debug, Clone)]
+pub struct Port {
+    pub name: String,
+    pub location: String,
+    pub iface: String,
+    pub netns: Option<String>,
+}
+
+/// What a TX port sends: the profile (as a TOML-shaped value), its flows in stream order,
+/// and the port the flows are metered on.
+#[derive(Debug, Clone)]
+pub struct Group {
+    pub tx: Port,
+    pub rx: Option<Port>,
+    pub flows: Vec<String>,
+    pub profile: Value,
+}
+
+/// The config as gapless runs it.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    pub ports: Vec<Port>,
+    pub groups: Vec<Group>,
+    /// Every flow: (name, tx port, rx port).
+    pub flows: Vec<(String, String, String)>,
+}
+
+fn ports(cfg: &Value) -> Result<Vec<Port>, Invalid> {
+    let list = cfg["ports"].as_array().cloned().unwrap_or_default();
+    list.iter()
+        .enumerate()
+        .map(|(i, p)| {
+            let name = p["name"]
+                .as_str()
+                .ok_or_else(|| Invalid(format!("ports[{i}].name: every port needs a name")))?;
+            let location = p["location"].as_str().unwrap_or(name);
+            let (netns, iface) = match location.split_once('/') {
+                Some((ns, i)) => (Some(ns.to_string()), i.to_string()),
+                None => (None, location.to_string()),
+            };
+            if iface.is_empty() || netns.as_deref() == Some("") {
+                return Err(Invalid(format!(
+                    "ports[{i}].location: {location:?} is not IFACE or NETNS/IFACE"
+                )));
+            }
+            Ok(Port {
+                name: name.to_string(),
+                location: location.to_string(),
+                iface,
+                netns,
+            })
+        })
+        .collect()
+}
+
+/// The line rate the config's `layer1` gives a port (`speed_10_gbps` ...), in bit/s.
+fn link_speed(cfg: &Value, port: &str) -> Option<f64> {
+    let l1 = cfg["layer1"].as_array()?;
+    let s = l1
+        .iter()
+        .find(|l| l["port_names"].as_array().is_some_and(|n| n.iter().any(|n| n == port)))?;
+    let speed = s["speed"].as_str()?;
+    let mut parts = speed.trim_start_matches("speed_").split('_');
+    let n: f64 = parts.next()?.parse().ok()?;
+    let unit = match parts.next()? {
+        "mbps" => 1e6,
+        "gbps" => 1e9,
+        _ => return None,
+    };
+    Some(n * unit)
+}
+
+/// Reads and checks a config; refuses what gapless cannot send.
+pub fn plan(cfg: &Value) -> Result<Plan, Invalid> {
+    if !cfg.is_object() {
+        return Err(Invalid("the config must be a JSON object".into()));
+    }
+    for key in ["devices", "lags"] {
+        if cfg[key].as_array().is_some_and(|a| !a.is_empty()) {
+            return Err(Invalid(format!(
+                "{key}: emulated devices and LAGs are not supported; gapless sends flows between ports"
+            )));
+        }
+    }
+    let ports = ports(cfg)?;
+    let find = |name: &str, path: String| {
+        ports
+            .iter()
+            .find(|p| p.name == name)
+            .cloned()
+            .ok_or_else(|| Invalid(format!("{path}: no port named {name:?}")))
+    };
+    let mut groups: Vec<Group> = Vec::new();
+    let mut flows = Vec::new();
+    for (i, f) in cfg["flows"].as_array().cloned().unwrap_or_default().iter().enumerate() {
+        let path = format!("flows[{i}]");
+        let name = f["name"]
+            .as_str()
+            .ok_or_else(|| Invalid(format!("{path}.name: every flow needs a name")))?
+            .to_string();
+        let (tx_name, rx_name) = tx_rx(f, &path)?;
+        let tx = find(&tx_name, format!("{path}.tx_rx.port.tx_name"))?;
+        let rx = find(&rx_name, format!("{path}.tx_rx.port.rx_names"))?;
+        let stream = stream(f, &path, &name)?;
+        flows.push((name.clone(), tx.name.clone(), rx.name.clone()));
+        match groups.iter_mut().find(|g| g.tx.name == tx.name) {
+            Some(g) => {
+                if g.rx.as_ref().map(|p| &p.name) != Some(&rx.name) {
+                    return Err(Invalid(format!(
+                        "{path}.tx_rx.port.rx_names: flows from port {:?} go to one RX port in gapless (one meter per sending port); this one goes to {:?}",
+                        tx.name, rx.name
+                    )));
+                }
+                g.flows.push(name);
+                push_stream(&mut g.profile, stream);
+            }
+            None => {
+                let mut profile = json!({ "seed": 1, "stream": [stream] });
+                if let Some(bps) = link_speed(cfg, &tx.name) {
+                    profile["link_speed_bps"] = json!(bps);
+                }
+                groups.push(Group {
+                    tx,
+                    rx: Some(rx),
+                    flows: vec![name],
+                    profile,
+                });
+            }
+        }
+    }
+    Ok(Plan { ports, groups, flows })
+}
+
+fn push_stream(profile: &mut Value, stream: Value) {
+    if let Some(a) = profile["stream"].as_array_mut() {
+        a.push(stream);
+    }
+}
+
+fn tx_rx(f: &Value, path: &str) -> Result<(String, String), Invalid> {
+    let t = &f["tx_rx"];
+    let choice = t["choice"].as_str().unwrap_or("port");
+    if choice != "port" {
+        return Err(Invalid(format!(
+            "{path}.tx_rx.choice: {choice:?} is not supported; gapless sends between ports"
+        )));
+    }
+    let p = &t["port"];
+    let tx = p["tx_name"]
+        .as_str()
+        .ok_or_else(|| Invalid(format!("{path}.tx_rx.port.tx_name: give the sending port")))?;
+    let rx = p["rx_names"]
+        .as_array()
+        .and_then(|a| {
+            if a.len() > 1 {
+                None
+            } else {
+                a.first().and_then(|v| v.as_str())
+            }
+        })
+        .or(p["rx_name"].as_str())
+        .ok_or_else(|| Invalid(format!("{path}.tx_rx.port.rx_names: give exactly one receiving port")))?;
+    Ok((tx.to_string(), rx.to_string()))
+}
+
+/// One flow as a `[[stream]]`.
+fn stream(f: &Value, path: &str, name: &str) -> Result<Value, Invalid> {
+    let (template, fields) = headers(&f["packet"], &format!("{path}.packet"))?;
+    Ok(json!({
+        "name": name,
+        "template": template,
+        "field": fields,
+        "size": size(&f["size"], &format!("{path}.size"))?,
+        "timing": timing(f, path)?,
+    }))
+}
+
+/// The template being built and its field ops.
+#[derive(Default)]
+struct Hdr {
+    t: Map<String, Value>,
+    fields: Vec<Value>,
+}
+
+impl Hdr {
+    /// Reads a pattern into template key `key`; a varying one needs a field op name.
+    fn put(
+        &mut self,
+        key: &str,
+        p: Option<&Value>,
+        at: String,
+        kind: Kind,
+        field: Option<&str>,
+    ) -> Result<(), Invalid> {
+        let pat = read(p, &at, kind, field.unwrap_or(key))?;
+        if let Some(op) = pat.op {
+            if field.is_none() {
+                return Err(Invalid(format!("{at}: only a single value is supported here")));
+            }
+            self.fields.push(Value::Object(op));
+        }
+        if let Some(v) = pat.first {
+            self.t.insert(key.into(), v);
+        }
+        Ok(())
+    }
+}
+
+/// The packet's headers as the template and its field ops.
+fn headers(packet: &Value, path: &str) -> Result<(Map<String, Value>, Vec<Value>), Invalid> {
+    let mut h = Hdr::default();
+    let mut vlans = Vec::new();
+    let empty = Vec::new();
+    let list = packet.as_array().unwrap_or(&empty);
+    if list.is_empty() {
+        return Err(Invalid(format!("{path}: give at least an ethernet header")));
+    }
+    for (i, hd) in list.iter().enumerate() {
+        let at = format!("{path}[{i}]");
+        let choice = hd["choice"].as_str().unwrap_or_default();
+        let b = &hd[choice];
+        let f = |k: &str| b.get(k);
+        let p = |k: &str| format!("{at}.{choice}.{k}");
+        match choice {
+            "ethernet" => {
+                h.put("eth_src", f("src"), p("src"), Kind::Mac, Some("mac_src"))?;
+                h.put("eth_dst", f("dst"), p("dst"), Kind::Mac, Some("mac_dst"))?;
+            }
+            "vlan" => vlans.push(vlan(b, &at, vlans.len(), &mut h.fields)?),
+            "ipv4" => {
+                h.put("ip_src", f("src"), p("src"), Kind::Ipv4, Some("ip_src"))?;
+                h.put("ip_dst", f("dst"), p("dst"), Kind::Ipv4, Some("ip_dst"))?;
+                h.put("ttl", f("time_to_live"), p("time_to_live"), Kind::Int(8), Some("ttl"))?;
+                h.put("ip_id", f("identification"), p("identification"), Kind::Int(16), None)?;
+                let df = read(f("dont_fragment"), &p("dont_fragment"), Kind::Int(1), "df")?;
+                if let Some(v) = df.first {
+                    h.t.insert("dont_fragment".into(), json!(v.as_u64() == Some(1)));
+                }
+                if let Some(dscp) = b["priority"]["dscp"].get("phb") {
+                    h.put(
+                        "dscp",
+                        Some(dscp),
+                        format!("{at}.ipv4.priority.dscp.phb"),
+                        Kind::Int(6),
+                        Some("dscp"),
+                    )?;
+                }
+            }
+            "ipv6" => {
+                h.put("ip_src", f("src"), p("src"), Kind::Ipv6, Some("ip_src"))?;
+                h.put("ip_dst", f("dst"), p("dst"), Kind::Ipv6, Some("ip_dst"))?;
+                h.put("ttl", f("hop_limit"), p("hop_limit"), Kind::Int(8), Some("ttl"))?;
+                h.put("flow_label", f("flow_label"), p("flow_label"), Kind::Int(20), None)?;
+                h.put("tos", f("traffic_class"), p("traffic_class"), Kind::Int(8), None)?;
+            }
+            "udp" | "tcp" => {
+                h.t.insert("l4".into(), json!(choice));
+                h.put(
+                    "src_port",
+                    f("src_port"),
+                    p("src_port"),
+                    Kind::Int(16),
+                    Some("src_port"),
+                )?;
+                h.put(
+                    "dst_port",
+                    f("dst_port"),
+                    p("dst_port"),
+                    Kind::Int(16),
+                    Some("dst_port"),
+                )?;
+                if choice == "tcp" {
+                    tcp(&mut h, b, &at)?;
+                }
+            }
+            "" => return Err(Invalid(format!("{at}.choice: say which header this is"))),
+            other => {
+                return Err(Invalid(format!(
+                    "{at}.choice: the {other:?} header is not supported (ethernet, vlan, ipv4, ipv6, udp, tcp)"
+                )))
+            }
+        }
+    }
+    if !vlans.is_empty() {
+        h.t.insert("vlan".into(), json!(vlans));
+    }
+    Ok((h.t, h.fields))
+}
+
+/// A VLAN tag (the `k`-th), its id and priority possibly varying.
+fn vlan(b: &Value, at: &str, k: usize, fields: &mut Vec<Value>) -> Result<Value, Invalid> {
+    let p = |key: &str| format!("{at}.vlan.{key}");
+    let id = read(b.get("id"), &p("id"), Kind::Int(12), "vlan_id")?;
+    let pcp = read(b.get("priority"), &p("priority"), Kind::Int(3), "vlan_pcp")?;
+    let dei = read(b.get("cfi"), &p("cfi"), Kind::Int(1), "dei")?;
+    let tpid = read(b.get("tpid"), &p("tpid"), Kind::Int(16), "tpid")?;
+    if dei.op.is_some() || tpid.op.is_some() {
+        return Err(Invalid(format!("{at}.vlan: cfi and tpid take a single value")));
+    }
+    let mut tag = json!({ "id": id.first.unwrap_or(json!(1)) });
+    if let Some(v) = pcp.first {
+        tag["pcp"] = v;
+    }
+    if let Some(v) = dei.first {
+        tag["dei"] = json!(v.as_u64() == Some(1));
+    }
+    if let Some(v) = tpid.first {
+        tag["tpid"] = v;
+    }
+    for mut op in [id.op, pcp.op].into_iter().flatten() {
+        op.insert("vlan".into(), json!(k));
+        fields.push(Value::Object(op));
+    }
+    Ok(tag)
+}
+
+fn tcp(h: &mut Hdr, b: &Value, at: &str) -> Result<(), Invalid> {
+    h.put(
+        "tcp_seq",
+        b.get("seq_num"),
+        format!("{at}.tcp.seq_num"),
+        Kind::Int(32),
+        None,
+    )?;
+    h.put(
+        "tcp_ack",
+        b.get("ack_num"),
+        format!("{at}.tcp.ack_num"),
+        Kind::Int(32),
+        None,
+    )?;
+    h.put(
+        "tcp_window",
+        b.get("window"),
+        format!("{at}.tcp.window"),
+        Kind::Int(16),
+        None,
+    )?;
+    let mut flags = String::new();
+    for (key, letter) in [
+        ("ctl_fin", 'F'),
+        ("ctl_syn", 'S'),
+        ("ctl_rst", 'R'),
+        ("ctl_psh", 'P'),
+        ("ctl_ack", 'A'),
+        ("ctl_urg", 'U'),
+        ("ecn_echo", 'E'),
+        ("ecn_cwr", 'C'),
+    ] {
+        let bit = read(b.get(key), &format!("{at}.tcp.{key}"), Kind::Int(1), key)?;
+        if bit.first.and_then(|v| v.as_u64()) == Some(1) {
+            flags.push(letter);
+        }
+    }
+    h.t.insert("tcp_flags".into(), json!(flags));
+    Ok(())
+}
+
+/// `size`: fixed (default 64, FCS included as in gapless), increment or random.
+fn size(s: &Value, path: &str) -> Result<Value, Invalid> {
+    let choice = s["choice"]
+        .as_str()
+        .unwrap_or(if s.get("fixed").is_some() { "fixed" } else { "default" });
+    let n = |v: &Value, k: &str| {
+        num(v)
+            .map(|n| json!(n))
+            .ok_or_else(|| Invalid(format!("{path}.{k}: give a number of bytes")))
+    };
+    match choice {
+        "default" => Ok(json!(64)),
+        "fixed" => n(&s["fixed"], "fixed"),
+        "increment" => {
+            let i = &s["increment"];
+            Ok(
+                json!({ "ramp": [n(&i["start"], "increment.start")?, n(&i["end"], "increment.end")?], "step": num(&i["step"]).unwrap_or(1) }),
+            )
+        }
+        "random" => {
+            let r = &s["random"];
+            Ok(json!({ "kind": "uniform", "min": n(&r["min"], "random.min")?, "max": n(&r["max"], "random.max")? }))
+        }
+        other => Err(Invalid(format!(
+            "{path}.choice: {other:?} is not supported (fixed, increment or random)"
+        ))),
+    }
+}
+
+/// `rate` (default 1000 pps) and `duration` (default continuous) as `[stream.timing]`.
+fn timing(f: &Value, path: &str) -> Result<Value, Invalid> {
+    let r = &f["rate"];
+    let choice = r["choice"]
+        .as_str()
+        .unwrap_or(if r.get("pps").is_some() { "pps" } else { "default" });
+    let val = |k: &str| float(&r[k]).ok_or_else(|| Invalid(format!("{path}.rate.{k}: give a number")));
+    let mut t = match choice {
+        "default" => json!({ "rate_pps": 1000 }),
+        "pps" => json!({ "rate_pps": val("pps")? }),
+        "bps" => json!({ "rate_bps_l2": val("bps")? }),
+        "kbps" => json!({ "rate_bps_l2": val("kbps")? * 1e3 }),
+        "mbps" => json!({ "rate_bps_l2": val("mbps")? * 1e6 }),
+        "gbps" => json!({ "rate_bps_l2": val("gbps")? * 1e9 }),
+        "percentage" => json!({ "rate_pct": val("percentage")? }),
+        other => return Err(Invalid(format!("{path}.rate.choice: {other:?} is not supported"))),
+    };
+    let d = &f["duration"];
+    match d["choice"].as_str().unwrap_or("continuous") {
+        "continuous" => {}
+        "fixed_packets" => {
+            let p = &d["fixed_packets"];
+            let n = num(&p["packets"]).unwrap_or(1);
+            t["count"] = json!(n);
+            start_delay(&mut t, &p["delay"]);
+        }
+        "fixed_seconds" => {
+            let p = &d["fixed_seconds"];
+            let s = float(&p["seconds"]).unwrap_or(1.0);
+            t["duration_s"] = json!(s);
+            start_delay(&mut t, &p["delay"]);
+        }
+        other => {
+            return Err(Invalid(format!(
+                "{path}.duration.choice: {other:?} is not supported (continuous, fixed_packets or fixed_seconds)"
+            )))
+        }
+    }
+    Ok(t)
+}
+
+/// A `delay` in ns before the flow's first frame.
+fn start_delay(t: &mut Value, d: &Value) {
+    if d["choice"].as_str() == Some("nanoseconds") {
+        if let Some(ns) = float(&d["nanoseconds"]) {
+            t["start_offset_ns"] = json!(ns as u64);
+        }
+    }
+}

@@ -1,0 +1,186 @@
+//! OTG header-field patterns (`value`, `values`, `increment`, `decrement`, `auto`) as the
+//! template's value plus a `[[stream.field]]` op. Increment `{start, step, count}` walks
+//! `start, start+step, ..., start+(count-1)*step` and wraps: the field engine's `inc` over
+//! `[start, start+step*count-1]` with that step gives exactly this sequence (and `dec` over
+//! `[start-step*count+1, start]` the decrement).
+
+use std::net::{Ipv4Addr, Ipv6Addr};
+
+use serde_json::{json, Map, Value};
+
+use super::config::{num, Invalid};
+
+/// What a field holds, for parsing and printing its values.
+#[derive(Debug, Clone, Copy)]
+pub enum Kind {
+    Mac,
+    Ipv4,
+    Ipv6,
+    /// An integer of this many bits.
+    Int(u32),
+}
+
+/// A field's pattern read: the template's value and, when it varies, the field op.
+pub struct Pattern {
+    pub first: Option<Value>,
+    pub op: Option<Map<String, Value>>,
+}
+
+impl Kind {
+    fn parse(self, v: &Value, path: &str) -> Result<u128, Invalid> {
+        let bad = || Invalid(format!("{path}: {v} is not {}", self.what()));
+        match self {
+            Kind::Int(bits) => {
+                let n = num(v).ok_or_else(bad)? as u128;
+                if bits < 64 && n >= 1u128 << bits {
+                    return Err(Invalid(format!("{path}: {n} does not fit in {bits} bits")));
+                }
+                Ok(n)
+            }
+            Kind::Ipv4 => v
+                .as_str()
+                .and_then(|s| s.parse::<Ipv4Addr>().ok())
+                .map(|a| u32::from(a) as u128)
+                .ok_or_else(bad),
+            Kind::Ipv6 => v
+                .as_str()
+                .and_then(|s| s.parse::<Ipv6Addr>().ok())
+                .map(u128::from)
+                .ok_or_else(bad),
+            Kind::Mac => {
+                let s = v.as_str().ok_or_else(bad)?;
+                let parts: Vec<_> = s.split(':').collect();
+                if parts.len() != 6 {
+                    return Err(bad());
+                }
+                parts.iter().try_fold(0u128, |acc, p| {
+                    u8::from_str_radix(p, 16)
+                        .map(|b| acc << 8 | u128::from(b))
+                        .map_err(|_| bad())
+                })
+            }
+        }
+    }
+
+    fn show(self, n: u128) -> Value {
+        match self {
+            Kind::Int(_) => json!(n as u64),
+            Kind::Ipv4 => json!(Ipv4Addr::from(n as u32).to_string()),
+            Kind::Ipv6 => json!(Ipv6Addr::from(n).to_string()),
+            Kind::Mac => {
+                let b = (n as u64).to_be_bytes();
+                json!(b[2..].iter().map(|x| format!("{x:02x}")).collect::<Vec<_>>().join(":"))
+            }
+        }
+    }
+
+    fn what(self) -> &'static str {
+        match self {
+            Kind::Int(_) => "a number",
+            Kind::Ipv4 => "an IPv4 address",
+            Kind::Ipv6 => "an IPv6 address",
+            Kind::Mac => "a MAC address (aa:bb:cc:dd:ee:ff)",
+        }
+    }
+
+    fn max(self) -> u128 {
+        match self {
+            Kind::Int(b) => (1u128 << b) - 1,
+            Kind::Ipv4 => u32::MAX as u128,
+            Kind::Ipv6 => u128::MAX,
+            Kind::Mac => (1u128 << 48) - 1,
+        }
+    }
+}
+
+/// Reads the pattern object at `path` (`None` or `auto`: the template's default).
+pub fn read(p: Option<&Value>, path: &str, kind: Kind, field: &str) -> Result<Pattern, Invalid> {
+    let none = Pattern { first: None, op: None };
+    let Some(p) = p else { return Ok(none) };
+    let choice = p["choice"]
+        .as_str()
+        .unwrap_or(if p.get("value").is_some() { "value" } else { "auto" });
+    match choice {
+        "auto" => Ok(none),
+        "value" => {
+            let n = kind.parse(&p["value"], &format!("{path}.value"))?;
+            Ok(Pattern {
+                first: Some(kind.show(n)),
+                op: None,
+            })
+        }
+        "values" => {
+            let list = p["values"]
+                .as_array()
+                .filter(|a| !a.is_empty())
+                .ok_or_else(|| Invalid(format!("{path}.values: give a non-empty list")))?;
+            let vals = list
+                .iter()
+                .enumerate()
+                .map(|(i, v)| kind.parse(v, &format!("{path}.values[{i}]")).map(|n| kind.show(n)))
+                .collect::<Result<Vec<_>, _>>()?;
+            let mut op = Map::new();
+            op.insert("field".into(), json!(field));
+            op.insert("op".into(), json!("list"));
+            op.insert("values".into(), json!(vals));
+            Ok(Pattern {
+                first: Some(vals[0].clone()),
+                op: Some(op),
+            })
+        }
+        "increment" | "decrement" => step_op(
+            &p[choice],
+            &format!("{path}.{choice}"),
+            kind,
+            field,
+            choice == "increment",
+        ),
+        other => Err(Invalid(format!(
+            "{path}.choice: {other:?} is not supported (value, values, increment, decrement or auto)"
+        ))),
+    }
+}
+
+fn step_op(p: &Value, path: &str, kind: Kind, field: &str, up: bool) -> Result<Pattern, Invalid> {
+    let start = match p.get("start") {
+        Some(v) => kind.parse(v, &format!("{path}.start"))?,
+        None => return Err(Invalid(format!("{path}.start: give the first value"))),
+    };
+    let step = p
+        .get("step")
+        .map_or(Ok(1), |v| kind.parse(v, &format!("{path}.step")))?;
+    let count = p.get("count").and_then(num).unwrap_or(1).max(1) as u128;
+    if step == 0 || count == 1 {
+        return Ok(Pattern {
+            first: Some(kind.show(start)),
+            op: None,
+        });
+    }
+    let span = step.checked_mul(count).map(|s| s - 1);
+    let (from, to) = match span {
+        Some(span) if up && start.checked_add(span).is_some_and(|e| e <= kind.max()) => (start, start + span),
+        Some(span) if !up && start >= span => (start - span, start),
+        _ => {
+            return Err(Invalid(format!(
+                "{path}: {count} values {} by {step} from {} leave the field's range",
+                if up { "up" } else { "down" },
+                kind.show(start)
+            )))
+        }
+    };
+    if matches!(kind, Kind::Ipv6) && from >> 64 != to >> 64 {
+        return Err(Invalid(format!(
+            "{path}: gapless varies the low 64 bits of an IPv6 address; keep the range inside one /64"
+        )));
+    }
+    let mut op = Map::new();
+    op.insert("field".into(), json!(field));
+    op.insert("op".into(), json!(if up { "inc" } else { "dec" }));
+    op.insert("from".into(), kind.show(from));
+    op.insert("to".into(), kind.show(to));
+    op.insert("step".into(), json!(step as u64));
+    Ok(Pattern {
+        first: Some(kind.show(start)),
+        op: Some(op),
+    })
+}

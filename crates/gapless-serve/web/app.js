@@ -1,0 +1,566 @@
+// gapless dashboard: compose profiles (a form and its TOML, validated by the core on the
+// server), run them with live charts pushed over SSE, look back at past runs and compare
+// two, and make calibrations. No framework; uPlot draws the charts.
+"use strict";
+
+const $ = (s) => document.querySelector(s);
+const el = (tag, attrs = {}, ...kids) => {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (k === "text") e.textContent = v;
+    else if (k.startsWith("on")) e.addEventListener(k.slice(2), v);
+    else e.setAttribute(k, v);
+  }
+  for (const k of kids) e.append(k);
+  return e;
+};
+
+// ---- the server ----------------------------------------------------------------------
+
+const token = () => localStorage.getItem("gapless-token") || "";
+
+async function api(method, path, body, raw) {
+  const headers = {};
+  if (token()) headers.Authorization = "Bearer " + token();
+  let data;
+  if (body !== undefined) {
+    data = raw ? body : JSON.stringify(body);
+    headers["Content-Type"] = raw ? "text/plain" : "application/json";
+  }
+  const r = await fetch(path, { method, headers, body: data });
+  if (r.status === 401) {
+    $("#token-box").hidden = false;
+    throw new Error("this server needs its token");
+  }
+  const text = await r.text();
+  const json = text ? JSON.parse(text) : null;
+  if (!r.ok) {
+    const e = new Error((json && json.error) || r.statusText);
+    e.body = json;
+    e.status = r.status;
+    throw e;
+  }
+  return json;
+}
+
+function status(msg, bad) {
+  const s = $("#status");
+  s.textContent = msg;
+  s.className = bad ? "bad" : "";
+}
+
+const withToken = (path) => (token() ? path + (path.includes("?") ? "&" : "?") + "token=" + encodeURIComponent(token()) : path);
+
+// ---- the profile: state.profile is the source of truth; the form and TOML views show it --
+
+const state = { name: "", profile: null, saved: null, run: null, source: null, charts: {} };
+
+const defaultStream = (i) => ({
+  name: "s" + (i + 1),
+  size: 64,
+  template: { l4: "udp", src_port: 1024, dst_port: 1024 },
+  timing: { rate_pps: 1000, duration_s: 5 },
+});
+
+function getPath(obj, path) {
+  return path.split(".").reduce((o, k) => (o == null ? undefined : o[k]), obj);
+}
+
+function setPath(obj, path, value) {
+  const keys = path.split(".");
+  let o = obj;
+  for (const k of keys.slice(0, -1)) {
+    if (o[k] == null || typeof o[k] !== "object") o[k] = {};
+    o = o[k];
+  }
+  const last = keys[keys.length - 1];
+  if (value === undefined || value === "") delete o[last];
+  else o[last] = value;
+}
+
+// One input bound to a path inside stream `i`. `kind`: "text", "number" or a list of options.
+function bound(i, path, label, kind = "text", cls = "") {
+  const full = `stream.${i}.${path}`;
+  const cur = getPath(state.profile, full);
+  let input;
+  if (Array.isArray(kind)) {
+    input = el("select", {}, ...kind.map((o) => el("option", { value: o, text: o || "(default)" })));
+    input.value = cur == null ? "" : String(cur);
+  } else {
+    input = el("input", { type: kind === "number" ? "number" : "text", step: "any", class: cls });
+    input.value = cur == null ? "" : String(cur);
+  }
+  input.dataset.path = `stream[${i}].${path}`;
+  input.addEventListener("change", () => {
+    let v = input.value.trim();
+    if (kind === "number" && v !== "") v = Number(v);
+    setPath(state.profile, full, v);
+    profileChanged();
+  });
+  return el("label", {}, label, input);
+}
+
+function sizeControls(i) {
+  const s = state.profile.stream[i];
+  const mode = typeof s.size === "number" || s.size == null ? "fixed" : s.size.imix ? "imix" : s.size.kind === "uniform" ? "uniform" : "custom";
+  const select = el("select", { "data-path": `stream[${i}].size` },
+    ...["fixed", "uniform", "imix", "custom"].map((o) => el("option", { value: o, text: o })));
+  select.value = mode;
+  select.addEventListener("change", () => {
+    const m = select.value;
+    if (m === "fixed") s.size = 64;
+    else if (m === "uniform") s.size = { kind: "uniform", min: 64, max: 1518 };
+    else if (m === "imix") s.size = { imix: "simple" };
+    profileChanged(true);
+  });
+  const kids = [el("label", {}, "size", select)];
+  if (mode === "fixed") kids.push(bound(i, "size", "bytes (FCS incl.)", "number", "narrow"));
+  if (mode === "uniform") kids.push(bound(i, "size.min", "min", "number", "narrow"), bound(i, "size.max", "max", "number", "narrow"));
+  if (mode === "imix") kids.push(bound(i, "size.imix", "IMIX", ["simple", "ipv6", "tolly"]));
+  if (mode === "custom") kids.push(el("span", { class: "field-error", text: "edit this size in the TOML" }));
+  return el("div", { class: "row" }, ...kids);
+}
+
+const FIELDS = ["mac_src", "mac_dst", "vlan_id", "vlan_pcp", "ip_src", "ip_dst", "tos", "dscp", "ttl", "src_port", "dst_port", "payload"];
+
+function fieldOps(i) {
+  const s = state.profile.stream[i];
+  s.field = s.field || [];
+  const rows = s.field.map((f, k) => {
+    const parse = (v) => (v === "" ? undefined : /^\d+$/.test(v) ? Number(v) : v);
+    const inp = (key, label, cls = "narrow") => {
+      const x = el("input", { class: cls });
+      x.value = f[key] == null ? "" : Array.isArray(f[key]) ? f[key].join(",") : String(f[key]);
+      x.dataset.path = `stream[${i}].field[${k}].${key}`;
+      x.addEventListener("change", () => {
+        if (key === "values") f.values = x.value ? x.value.split(",").map((v) => parse(v.trim())) : undefined;
+        else f[key] = parse(x.value.trim());
+        if (f[key] === undefined) delete f[key];
+        profileChanged();
+      });
+      return el("label", {}, label, x);
+    };
+    const sel = (key, opts) => {
+      const x = el("select", {}, ...opts.map((o) => el("option", { value: o, text: o })));
+      x.value = f[key] || opts[0];
+      x.dataset.path = `stream[${i}].field[${k}].${key}`;
+      x.addEventListener("change", () => { f[key] = x.value; profileChanged(); });
+      return el("label", {}, key, x);
+    };
+    const del = el("button", { text: "✕", title: "remove this field op", onclick: () => { s.field.splice(k, 1); profileChanged(true); } });
+    return el("div", { class: "field-op" }, sel("field", FIELDS), sel("op", ["inc", "dec", "random", "list"]),
+      inp("from", "from", "wide"), inp("to", "to", "wide"), inp("step", "step"), inp("values", "values (a,b,c)", "wide"), del);
+  });
+  const add = el("button", { text: "Add field op", onclick: () => { s.field.push({ field: "src_port", op: "inc", from: 1024, to: 1033 }); profileChanged(true); } });
+  return el("fieldset", {}, el("legend", { text: "field ops" }), ...rows, add);
+}
+
+function streamCard(i) {
+  const s = state.profile.stream[i];
+  const remove = el("button", { text: "Remove", onclick: () => { state.profile.stream.splice(i, 1); profileChanged(true); } });
+  return el("div", { class: "stream", "data-stream": String(i) },
+    el("h3", {}, el("span", { text: `Stream ${i + 1}` }), remove),
+    el("div", { class: "row" }, bound(i, "name", "name")),
+    el("fieldset", {}, el("legend", { text: "template" }),
+      el("div", { class: "row" }, bound(i, "template.eth_src", "MAC src", "text", "wide"), bound(i, "template.eth_dst", "MAC dst", "text", "wide")),
+      el("div", { class: "row" }, bound(i, "template.ip_src", "IP src", "text", "wide"), bound(i, "template.ip_dst", "IP dst", "text", "wide"),
+        vlanInput(i)),
+      el("div", { class: "row" }, bound(i, "template.l4", "L4", ["", "udp", "tcp", "icmp"]),
+        bound(i, "template.src_port", "src port", "number", "narrow"), bound(i, "template.dst_port", "dst port", "number", "narrow"),
+        bound(i, "template.payload.pattern", "payload pattern", "text"))),
+    el("fieldset", {}, el("legend", { text: "size" }), sizeControls(i)),
+    fieldOps(i),
+    el("fieldset", {}, el("legend", { text: "timing" }),
+      el("div", { class: "row" }, bound(i, "timing.rate_pps", "rate (pps)", "number", "narrow"),
+        bound(i, "timing.pattern", "pattern", ["", "cbr", "poisson", "bursty", "distribution", "self_similar"]),
+        bound(i, "timing.burst", "burst", "number", "narrow"),
+        bound(i, "timing.count", "count", "number", "narrow"), bound(i, "timing.duration_s", "duration (s)", "number", "narrow"))),
+  );
+  void s;
+}
+
+// The outer VLAN tag's id (more tags: edit the TOML).
+function vlanInput(i) {
+  const s = state.profile.stream[i];
+  const tags = (s.template && s.template.vlan) || [];
+  const x = el("input", { type: "number", class: "narrow" });
+  x.value = tags.length ? tags[0].id : "";
+  x.dataset.path = `stream[${i}].template.vlan`;
+  x.addEventListener("change", () => {
+    s.template = s.template || {};
+    if (x.value === "") delete s.template.vlan;
+    else s.template.vlan = [Object.assign({}, tags[0] || {}, { id: Number(x.value) })].concat(tags.slice(1));
+    profileChanged();
+  });
+  return el("label", {}, "VLAN id", x);
+}
+
+function renderForm() {
+  const box = $("#streams");
+  box.replaceChildren(...(state.profile.stream || []).map((_, i) => streamCard(i)));
+  $("#profile-name").value = state.name;
+}
+
+// ---- sync: form -> TOML (server) -> check (server); TOML edits -> form ---------------
+
+let syncTimer = null;
+function profileChanged(rerender) {
+  if (rerender) renderForm();
+  clearTimeout(syncTimer);
+  syncTimer = setTimeout(syncFromForm, 250);
+}
+
+async function syncFromForm() {
+  try {
+    const r = await api("POST", "/api/toml", { profile: state.profile });
+    $("#toml").value = r.toml;
+    await check(r.toml);
+  } catch (e) {
+    showCheck({ ok: false, error: { error: e.message } });
+  }
+}
+
+async function check(text) {
+  const r = await api("POST", "/api/check", text, true);
+  showCheck(r);
+  return r;
+}
+
+function showCheck(r) {
+  document.querySelectorAll(".err").forEach((e) => e.classList.remove("err"));
+  document.querySelectorAll(".field-error.from-check").forEach((e) => e.remove());
+  const c = $("#check");
+  if (r.ok) {
+    c.className = "check ok";
+    c.textContent = r.text;
+    return;
+  }
+  c.className = "check bad";
+  c.textContent = r.error.error + (r.error.fix && !r.error.error.includes(r.error.fix) ? "\nfix: " + r.error.fix : "");
+  const path = r.error.path;
+  if (!path) return;
+  // The deepest input whose path starts the error's path gets the message beside it.
+  const inputs = [...document.querySelectorAll("[data-path]")].filter((e) => path === e.dataset.path || path.startsWith(e.dataset.path + ".") || path.startsWith(e.dataset.path + "["));
+  inputs.sort((a, b) => b.dataset.path.length - a.dataset.path.length);
+  if (inputs[0]) {
+    inputs[0].classList.add("err");
+    inputs[0].closest("label").append(el("span", { class: "field-error from-check", text: r.error.problem || r.error.error }));
+  }
+}
+
+async function tomlEdited() {
+  const text = $("#toml").value;
+  const r = await check(text);
+  if (r.profile && typeof r.profile === "object") {
+    state.profile = r.profile;
+    state.profile.stream = state.profile.stream || [];
+    renderForm();
+    showCheck(r);
+  }
+}
+
+// ---- profiles ------------------------------------------------------------------------
+
+async function loadProfiles() {
+  const r = await api("GET", "/api/profiles");
+  const list = $("#profile-list");
+  list.replaceChildren(...r.profiles.map((p) => el("li", { class: p.name === state.saved ? "current" : "", "data-name": p.name, onclick: () => openProfile(p.name) },
+    el("span", { text: p.name }), p.valid ? "" : el("span", { class: "invalid", text: "draft", title: p.error || "" }))));
+}
+
+async function openProfile(name) {
+  const p = await api("GET", "/api/profiles/" + encodeURIComponent(name));
+  state.name = name;
+  state.saved = name;
+  $("#toml").value = p.toml;
+  const r = await check(p.toml);
+  state.profile = r.profile || { stream: [] };
+  state.profile.stream = state.profile.stream || [];
+  renderForm();
+  showCheck(r);
+  loadProfiles();
+}
+
+function newProfile() {
+  state.name = "";
+  state.saved = null;
+  state.profile = { seed: 1, stream: [defaultStream(0)] };
+  profileChanged(true);
+}
+
+async function saveProfile() {
+  const name = $("#profile-name").value.trim();
+  if (!name) return status("give the profile a name first", true);
+  await syncFromForm();
+  try {
+    const row = await api("PUT", "/api/profiles/" + encodeURIComponent(name), $("#toml").value, true);
+    state.name = state.saved = name;
+    $("#save-state").textContent = row.valid ? "saved" : "saved as a draft: " + row.error;
+    status("saved " + name);
+    loadProfiles();
+  } catch (e) {
+    status(e.message, true);
+    if (e.body) showCheck({ ok: false, error: e.body });
+  }
+}
+
+async function duplicateProfile() {
+  const base = state.name || "profile";
+  state.name = base + "-copy";
+  state.saved = null;
+  $("#profile-name").value = state.name;
+  await saveProfile();
+}
+
+async function deleteProfile() {
+  if (!state.saved) return status("open a saved profile first", true);
+  await api("DELETE", "/api/profiles/" + encodeURIComponent(state.saved));
+  status("deleted " + state.saved);
+  newProfile();
+  loadProfiles();
+}
+
+function exportToml() {
+  const blob = new Blob([$("#toml").value], { type: "text/plain" });
+  const a = el("a", { href: URL.createObjectURL(blob), download: (state.name || "profile") + ".toml" });
+  document.body.append(a);
+  a.click();
+  a.remove();
+}
+
+async function importToml(file) {
+  $("#toml").value = await file.text();
+  state.name = file.name.replace(/\.toml$/, "").replace(/[^A-Za-z0-9._-]/g, "-");
+  state.saved = null;
+  await tomlEdited();
+  $("#profile-name").value = state.name;
+}
+
+// ---- runs and live charts ------------------------------------------------------------
+
+const palette = ["#1565c0", "#c62828", "#2e7d32", "#6a1b9a", "#ef6c00", "#00838f"];
+
+function chart(id, title, unit, names) {
+  const box = $("#" + id);
+  box.replaceChildren();
+  const series = [{}].concat(names.map((n, k) => ({ label: n, stroke: palette[k % palette.length], width: 1.5 })));
+  const opts = {
+    title, width: Math.max(320, box.clientWidth || 480), height: 170, series,
+    scales: { x: { time: false } },
+    axes: [{ label: "s" }, { label: unit, size: 60 }],
+  };
+  const data = [[]].concat(names.map(() => []));
+  return { plot: new uPlot(opts, data, box), data };
+}
+
+function startCharts(names) {
+  const per = (suffix) => names.flatMap((n) => suffix.map((s) => n + " " + s));
+  state.charts = {
+    rate: chart("chart-rate", "TX and RX rate", "frames/s", per(["tx", "rx"])),
+    lateness: chart("chart-lateness", "lateness of the last departure", "µs", names),
+    loss: chart("chart-loss", "lost, reordered, duplicated", "frames", ["lost", "reordered", "duplicated"]),
+    latency: chart("chart-latency", "latency", "µs", per(["p50", "p99", "p99.9"])),
+  };
+}
+
+function pushSnapshot(snap) {
+  const t = snap.elapsed_s;
+  const c = state.charts;
+  if (!c.rate) startCharts(snap.streams.map((s) => s.name));
+  const rx = (s, k) => (s.rx ? s.rx[k] : null);
+  const us = (v) => (v == null ? null : v / 1000);
+  const add = (ch, values) => {
+    ch.data[0].push(t);
+    values.forEach((v, k) => ch.data[k + 1].push(v));
+    ch.plot.setData(ch.data);
+  };
+  add(c.rate, snap.streams.flatMap((s) => [s.tx.rate_pps, rx(s, "rate_pps")]));
+  add(c.lateness, snap.streams.map((s) => us(s.tx.lag_ns)));
+  const tot = snap.total.rx || {};
+  add(c.loss, [tot.lost ?? null, tot.reordered ?? null, tot.duplicated ?? null]);
+  add(c.latency, snap.streams.flatMap((s) => [us(rx(s, "latency_p50_ns")), us(rx(s, "latency_p99_ns")), us(rx(s, "latency_p99_9_ns"))]));
+  $("#run-state").textContent = `run ${state.run}: ${t.toFixed(1)} s, sent ${snap.total.tx.sent}` + (snap.total.rx ? `, received ${snap.total.rx.received}` : "");
+}
+
+function runOptions() {
+  const body = { options: {} };
+  const t = $("#target").value;
+  if (t === "testbed") body.testbed = $("#testbed").value.trim();
+  else if (t === "null") body.options.null = true;
+  else for (const k of ["iface", "netns", "rx", "rx_netns"]) { const v = $("#" + k).value.trim(); if (v) body.options[k] = v; }
+  const d = $("#duration").value;
+  if (d) body.options.duration = Number(d);
+  const cal = $("#calibration").value;
+  if (cal) body.calibration = Number(cal);
+  return body;
+}
+
+async function startRun() {
+  await syncFromForm();
+  const body = runOptions();
+  body.toml = $("#toml").value;
+  body.profile = state.name || "unsaved";
+  try {
+    const r = await api("POST", "/api/runs", body);
+    follow(r.id);
+  } catch (e) {
+    status(e.message, true);
+    $("#run-state").textContent = e.message;
+  }
+}
+
+function follow(id) {
+  state.run = id;
+  state.charts = {};
+  ["chart-rate", "chart-lateness", "chart-loss", "chart-latency"].forEach((c) => $("#" + c).replaceChildren());
+  $("#start").disabled = true;
+  $("#stop").disabled = false;
+  $("#run-state").textContent = `run ${id} started`;
+  if (state.source) state.source.close();
+  const es = new EventSource(withToken(`/api/runs/${id}/events`));
+  state.source = es;
+  es.addEventListener("snapshot", (ev) => pushSnapshot(JSON.parse(ev.data)));
+  es.addEventListener("end", (ev) => {
+    es.close();
+    const end = JSON.parse(ev.data);
+    $("#start").disabled = false;
+    $("#stop").disabled = true;
+    const link = el("a", { href: "#", id: "open-report", text: "open its report", onclick: (e) => { e.preventDefault(); showTab("history"); showRun(id); } });
+    $("#run-state").replaceChildren(`run ${id} ${end.status}` + (end.error ? ": " + end.error : "") + " — ", link);
+    loadRuns();
+  });
+  es.onerror = () => { if (es.readyState === EventSource.CLOSED) status("lost the run's event stream", true); };
+}
+
+async function stopRun() {
+  if (state.run != null) await api("POST", `/api/runs/${state.run}/stop`);
+}
+
+// ---- history -------------------------------------------------------------------------
+
+const fmt = (v) => (v == null ? "" : typeof v === "number" ? (Number.isInteger(v) ? v.toLocaleString("en") : v.toFixed(1)) : String(v));
+
+async function loadRuns() {
+  const r = await api("GET", "/api/runs");
+  const body = $("#runs tbody");
+  body.replaceChildren(...r.runs.map((run) => {
+    const b = run.brief || {};
+    const tick = el("input", { type: "checkbox", class: "pick", "data-id": String(run.id) });
+    tick.addEventListener("click", (e) => { e.stopPropagation(); updateCompare(); });
+    const held = b.schedule === "held" ? "held" : b.schedule === "NOT held" ? "not-held" : "";
+    return el("tr", { "data-id": String(run.id), onclick: () => showRun(run.id) },
+      el("td", {}, tick), el("td", { text: String(run.id) }), el("td", { text: run.profile }),
+      el("td", { text: new Date(run.started_ns / 1e6).toLocaleString() }), el("td", { text: run.status }),
+      el("td", { text: fmt(b.sent) }), el("td", { text: fmt(b.received) }), el("td", { text: fmt(b.lost) }),
+      el("td", { class: held, text: b.schedule || "" }));
+  }));
+  updateCompare();
+}
+
+function updateCompare() {
+  $("#compare").disabled = document.querySelectorAll(".pick:checked").length !== 2;
+}
+
+function runView(run) {
+  const files = run.files || [];
+  const url = (f) => withToken(`/api/runs/${run.id}/files/${encodeURIComponent(f)}`);
+  const downloads = el("div", { class: "downloads" }, ...files.filter((f) => /\.(json|csv)$/.test(f)).map((f) => el("a", { href: url(f), download: f, text: f })));
+  const plots = el("div", { class: "plots" }, ...files.filter((f) => f.endsWith(".png")).map((f) => el("img", { src: url(f), alt: f, title: f })));
+  const cp = run.result && run.result.checkpoint ? el("p", { class: "field-error", text: "interrupted: these are the figures of its last checkpoint" }) : "";
+  return el("div", { class: "run-view", "data-run": String(run.id) },
+    el("h2", { text: `Run ${run.id}: ${run.profile} (${run.status})` }),
+    run.error ? el("p", { class: "field-error", text: run.error }) : "", cp,
+    el("pre", { class: "summary", text: run.summary || JSON.stringify(run.result && run.result.checkpoint, null, 1) || "" }),
+    downloads, plots);
+}
+
+async function showRun(id) {
+  const run = await api("GET", `/api/runs/${id}`);
+  $("#run-detail").replaceChildren(runView(run));
+}
+
+async function compareRuns() {
+  const ids = [...document.querySelectorAll(".pick:checked")].map((e) => e.dataset.id);
+  const runs = await Promise.all(ids.map((id) => api("GET", `/api/runs/${id}`)));
+  const row = (label, f) => el("tr", {}, el("th", { text: label }), ...runs.map((r) => el("td", { text: fmt(f(r.result || {})) })));
+  const rx = (r, k) => (r.rx ? r.rx.streams.reduce((a, s) => a + (s[k] || 0), 0) : null);
+  const lat = (r, p) => (r.rx && r.rx.streams[0] && r.rx.streams[0].latency ? r.rx.streams[0].latency.percentiles_ns[p] / 1000 : null);
+  const table = el("table", { class: "compare-table" },
+    el("thead", {}, el("tr", {}, el("th"), ...runs.map((r) => el("th", { text: `run ${r.id} (${r.profile})` })))),
+    el("tbody", {}, row("sent", (r) => r.sent_frames), row("achieved pps", (r) => r.achieved_pps), row("received", (r) => rx(r, "rx_frames")),
+      row("lost vs tx", (r) => rx(r, "lost_vs_tx")), row("latency p50 (µs)", (r) => lat(r, "p50")), row("latency p99 (µs)", (r) => lat(r, "p99")),
+      row("latency p99.9 (µs)", (r) => lat(r, "p99_9")), row("lateness p99 (ns)", (r) => r.lateness && r.lateness.p99_ns),
+      row("schedule", (r) => r.verdict && r.verdict.schedule)));
+  $("#run-detail").replaceChildren(el("h2", { text: "Comparison" }), table, el("div", { class: "compare" }, ...runs.map(runView)));
+}
+
+// ---- calibrations --------------------------------------------------------------------
+
+async function loadCalibrations() {
+  const r = await api("GET", "/api/calibrations");
+  const sel = $("#calibration");
+  const keep = sel.value;
+  sel.replaceChildren(el("option", { value: "", text: "none" }), ...r.calibrations.map((c) => el("option", { value: String(c.id), text: `#${c.id} (${c.calibration.valid ? "valid" : "invalid"})` })));
+  sel.value = keep;
+  $("#cal-list tbody").replaceChildren(...r.calibrations.map((c) => {
+    const k = c.calibration;
+    return el("tr", {}, el("td", { text: String(c.id) }), el("td", { text: new Date(c.created_ns / 1e6).toLocaleString() }),
+      el("td", { text: String(k.valid) }), el("td", { text: fmt(k.latency_offset_ns) + " ns" }), el("td", { text: fmt(k.floor_abs_err_p99_ns) + " ns" }));
+  }));
+}
+
+async function calibrate() {
+  $("#cal-result").textContent = "calibrating…";
+  try {
+    const r = await api("POST", "/api/calibrations", { testbed: $("#cal-testbed").value.trim(), rate_pps: Number($("#cal-rate").value), duration: Number($("#cal-duration").value) });
+    $("#cal-result").textContent = r.summary;
+    loadCalibrations();
+  } catch (e) {
+    $("#cal-result").textContent = e.message;
+  }
+}
+
+// ---- wiring --------------------------------------------------------------------------
+
+function showTab(name) {
+  document.querySelectorAll(".tab").forEach((t) => t.classList.toggle("active", t.dataset.tab === name));
+  document.querySelectorAll(".pane").forEach((p) => { p.hidden = p.id !== "tab-" + name; });
+  if (name === "history") loadRuns();
+  if (name === "calibrations") loadCalibrations();
+}
+
+function wire() {
+  document.querySelectorAll(".tab").forEach((t) => t.addEventListener("click", () => showTab(t.dataset.tab)));
+  $("#token-save").addEventListener("click", () => { localStorage.setItem("gapless-token", $("#token").value); $("#token-box").hidden = true; init(); });
+  $("#new-profile").addEventListener("click", newProfile);
+  $("#save").addEventListener("click", saveProfile);
+  $("#duplicate-profile").addEventListener("click", duplicateProfile);
+  $("#delete-profile").addEventListener("click", deleteProfile);
+  $("#export").addEventListener("click", exportToml);
+  $("#import").addEventListener("change", (e) => e.target.files[0] && importToml(e.target.files[0]));
+  $("#add-stream").addEventListener("click", () => { state.profile.stream.push(defaultStream(state.profile.stream.length)); profileChanged(true); });
+  $("#profile-name").addEventListener("input", (e) => { state.name = e.target.value.trim(); });
+  $("#toml").addEventListener("change", tomlEdited);
+  $("#target").addEventListener("change", (e) => {
+    $("#target-testbed").hidden = e.target.value !== "testbed";
+    $("#target-iface").hidden = e.target.value !== "iface";
+  });
+  $("#start").addEventListener("click", startRun);
+  $("#stop").addEventListener("click", stopRun);
+  $("#compare").addEventListener("click", compareRuns);
+  $("#calibrate").addEventListener("click", calibrate);
+}
+
+async function init() {
+  try {
+    await loadProfiles();
+    await loadCalibrations();
+    status("connected");
+  } catch (e) {
+    status(e.message, true);
+  }
+}
+
+wire();
+newProfile();
+init();

@@ -1,0 +1,186 @@
+//! `gapless serve` as a process: a busy interface is a 409 and a stopped run keeps what it
+//! measured (on a testbed); a server killed with SIGKILL leaves its run "interrupted" with
+//! its last checkpoint, found after a restart; Ctrl-C ends the server promptly and stores
+//! the run it stops; off loopback it refuses to start without a token.
+
+mod common;
+use common::*;
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use gapless_serve::testing::{events_until_end, http, json};
+
+/// `gapless serve` on a free loopback port with the database `db`.
+fn serve(db: &Path) -> (KillOnDrop, SocketAddr) {
+    let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = probe.local_addr().unwrap();
+    drop(probe);
+    let child = Command::new(bin())
+        .args(["serve", "--no-otg", "--listen", &addr.to_string(), "--db"])
+        .arg(db)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start gapless serve");
+    let t0 = Instant::now();
+    while std::net::TcpStream::connect(addr).is_err() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "gapless serve did not listen on {addr} within 10 s"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    (KillOnDrop(Some(child)), addr)
+}
+
+const NULL_LONG: &str = "[[stream]]\nname = \"a\"\n[stream.timing]\nrate_pps = 1000\nduration_s = 60\n";
+
+fn start(addr: SocketAddr, body: serde_json::Value) -> i64 {
+    let (st, b) = http(addr, "POST", "/api/runs", body.to_string().as_bytes(), None);
+    assert_eq!(st, 201, "expected 201 for {body}; got {st}: {b}");
+    json(&b)["id"].as_i64().unwrap()
+}
+
+#[test]
+fn a_busy_interface_is_a_409_and_a_stopped_run_keeps_what_it_measured() {
+    let bed = Bed::up();
+    let dir = tempfile::tempdir().unwrap();
+    let (_srv, addr) = serve(&dir.path().join("g.db"));
+    let tb = serde_json::json!({ "toml": NULL_LONG.replace("1000", "2000"), "testbed": bed.0.tx_ns().trim_end_matches("-tx") });
+    let id = start(addr, tb.clone());
+    let (st, b) = http(addr, "POST", "/api/runs", tb.to_string().as_bytes(), None);
+    assert_eq!(
+        st, 409,
+        "expected 409 for a second run on the busy testbed; got {st}: {b}"
+    );
+    let v = json(&b);
+    let busy = format!("{}/{} is busy", bed.tx_ns(), bed.tx_if());
+    assert_eq!(v["run"], id, "{b}");
+    assert!(v["error"].as_str().unwrap().contains(&busy), "expected {busy:?} in {b}");
+    // A run on null is not held up by it.
+    start(
+        addr,
+        serde_json::json!({ "toml": NULL_LONG.replace("60", "1"), "options": { "null": true } }),
+    );
+    std::thread::sleep(Duration::from_millis(800));
+    let (st, b) = http(addr, "POST", &format!("/api/runs/{id}/stop"), b"", None);
+    assert_eq!(st, 200, "{b}");
+    let (_, end) = events_until_end(addr, id);
+    assert_eq!(end["status"], "stopped", "{end}");
+    let run = json(&http(addr, "GET", &format!("/api/runs/{id}"), b"", None).1);
+    let r = &run["result"];
+    let sent = r["sent_frames"].as_u64().unwrap();
+    let sum = |k: &str| -> i64 {
+        r["rx"]["streams"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s[k].as_i64().unwrap())
+            .sum()
+    };
+    assert!(sent > 500, "about 0.8 s at 2 kpps was sent before the stop; got {sent}");
+    assert_eq!(r["interrupted"], true);
+    // Every frame sent before the stop is accounted for: received, or counted lost (a veth
+    // drops when this VM's host stalls the receiving CPU).
+    let (got, lost) = (sum("rx_frames"), sum("lost_vs_tx"));
+    assert_eq!(
+        (got + lost, got > 0),
+        (sent as i64, true),
+        "received {got} + lost {lost} against sent {sent}"
+    );
+    assert_eq!(
+        http(addr, "POST", &format!("/api/runs/{id}/stop"), b"", None).0,
+        409,
+        "no longer running"
+    );
+    let short =
+        serde_json::json!({ "toml": NULL_LONG.replace("duration_s = 60", "count = 100"), "testbed": tb["testbed"] });
+    start(addr, short);
+}
+
+#[test]
+fn a_killed_server_leaves_its_run_interrupted_with_its_last_checkpoint() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("g.db");
+    let (mut srv, addr) = serve(&db);
+    let id = start(
+        addr,
+        serde_json::json!({ "toml": NULL_LONG, "options": { "null": true, "pace": true } }),
+    );
+    std::thread::sleep(Duration::from_millis(2500));
+    let mut child = srv.take();
+    child.kill().unwrap(); // SIGKILL: nothing is flushed or ended.
+    child.wait().unwrap();
+    let (_srv, addr) = serve(&db);
+    let run = json(&http(addr, "GET", &format!("/api/runs/{id}"), b"", None).1);
+    assert_eq!(run["status"], "interrupted", "{run}");
+    let sent = run["result"]["checkpoint"]["total"]["tx"]["sent"].as_u64().unwrap_or(0);
+    assert!(
+        sent >= 900,
+        "expected a checkpoint from after the first second (≥ 900 of 1 kpps); got {sent}: {}",
+        run["result"]
+    );
+    let list = json(&http(addr, "GET", "/api/runs", b"", None).1);
+    assert_eq!(list["runs"][0]["brief"]["checkpoint"], true, "{list}");
+}
+
+#[test]
+fn ctrl_c_ends_the_server_promptly_and_stores_the_run_it_stops() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("g.db");
+    let (mut srv, addr) = serve(&db);
+    let id = start(
+        addr,
+        serde_json::json!({ "toml": NULL_LONG, "options": { "null": true, "pace": true } }),
+    );
+    std::thread::sleep(Duration::from_millis(700));
+    let mut child = srv.take();
+    // SAFETY: kill(2) with a child's pid.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let t0 = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(5),
+            "the server did not end within 5 s of Ctrl-C"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(status.success(), "expected exit 0 after Ctrl-C; got {status}");
+    let (_srv, addr) = serve(&db);
+    let run = json(&http(addr, "GET", &format!("/api/runs/{id}"), b"", None).1);
+    assert_eq!(run["status"], "stopped", "{run}");
+    let sent = run["result"]["sent_frames"].as_u64().unwrap();
+    assert!(
+        (500..=2000).contains(&sent),
+        "expected about 0.7 s at 1 kpps sent; got {sent}"
+    );
+    assert!(
+        run["files"].as_array().unwrap().iter().any(|f| f == "result.json"),
+        "{run}"
+    );
+}
+
+#[test]
+fn off_loopback_the_server_refuses_to_start_without_a_token() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("g.db");
+    let o = gapless(&["serve", "--listen", "0.0.0.0:18089", "--db", db.to_str().unwrap()]);
+    expect_error(&o, &["refusing to listen on 0.0.0.0:18089 without a token", "Fix"]);
+    let o = gapless(&[
+        "serve",
+        "--listen",
+        "127.0.0.1:18089",
+        "--otg-listen",
+        "0.0.0.0:18090",
+        "--db",
+        db.to_str().unwrap(),
+    ]);
+    expect_error(&o, &["refusing to listen on 0.0.0.0:18090 without a token"]);
+    assert!(!db.exists(), "nothing was created before refusing");
+}
