@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Installs what gapless needs on a fresh Debian/Ubuntu machine and builds it (release).
 #   scripts/setup.sh          runtime + test tools: iproute2, tcpdump, tshark, util-linux, python3
-#                             (and python3-venv), the release build, and the Python package in .venv
+#                             (and python3-venv), chromium (the dashboard's browser test, driven
+#                             headless by Playwright: no browser download), the release build,
+#                             and the Python package in .venv
 #   scripts/setup.sh --bench  also the peer tools the benchmarks compare against
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-pkgs=(iproute2 tcpdump tshark util-linux python3 python3-venv ca-certificates stress-ng)
+pkgs=(iproute2 tcpdump tshark util-linux python3 python3-venv ca-certificates stress-ng chromium)
 if [[ "${1:-}" == "--bench" ]]; then
   # dpdk-testpmd is in dpdk-dev; its AF_XDP and AF_PACKET drivers and mempool are separate packages.
   pkgs+=(netsniff-ng tcpreplay iperf3 d-itg dpdk-dev librte-net-af-xdp23 librte-net-af-packet23 librte-mempool-ring23)
@@ -45,7 +47,8 @@ fi
 # release profile, so `cargo test --release` after it compiles nothing more.
 cargo build --release --locked --quiet --all-targets
 # The Python package (crates/gapless-py, python/gapless) into .venv, with what its tests
-# and examples use (pytest, mypy, scapy, pandas, matplotlib: all optional for users).
+# and examples use (pytest, mypy, scapy, pandas, matplotlib, snappi for the OTG tests and
+# Playwright for the browser test: all optional for users).
 # `pip install .` builds the extension with maturin, reusing the cargo build above.
 py="${PYTHON:-python3}"
 [[ -x .venv/bin/python ]] || "$py" -m venv .venv || { echo "setup: '$py -m venv' failed: install python3-venv" >&2; exit 1; }

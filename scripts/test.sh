@@ -22,6 +22,7 @@ read -r py_pass py_fail < <(tail -n 1 "$pylog" | awk '{ p = 0; f = 0
   print p, f }')
 if [[ $py_rc -ne 0 && ${py_fail:-0} -eq 0 ]]; then py_fail=1; fi
 echo "test result: pytest. ${py_pass:-0} passed; ${py_fail:-0} failed (python/tests)" | tee -a "$log"
+[[ -d target/screenshots ]] && echo "test.sh: the dashboard test's screenshots are in $(pwd)/target/screenshots"
 # Fuzz smoke: each cargo-fuzz target for 20 s from the committed corpus (bench/fuzz.sh runs
 # them longer and records the result). A crash, or a target that does not build, fails.
 if bash bench/fuzz.sh 20 --smoke; then

@@ -70,3 +70,59 @@ def stream(name: str = "a", rate: float = 100_000, count: int = 1000, **extra: o
 def examples_checked_alone() -> List[Path]:
     """Example profiles that compile without an interface (no `%` rate)."""
     return sorted(p for p in EXAMPLES.glob("*.toml") if p.name not in {"link_pct.toml", "rfc2544_dut.toml"})
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Server:
+    """A `gapless serve` process: the dashboard at `url`, the OTG API at `otg`."""
+
+    def __init__(self, db: Path) -> None:
+        import socket
+        import time
+
+        self.port, self.otg_port = free_port(), free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.otg = f"http://127.0.0.1:{self.otg_port}"
+        self.db = db
+        self.log = open(db.with_suffix(".log"), "w")
+        self.proc = subprocess.Popen(
+            [cli(), "serve", "--listen", f"127.0.0.1:{self.port}", "--otg-listen", f"127.0.0.1:{self.otg_port}", "--db", str(db)],
+            stdout=self.log, stderr=subprocess.STDOUT,
+        )
+        t0 = time.monotonic()
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", self.otg_port), timeout=1).close()
+                break
+            except OSError:
+                assert self.proc.poll() is None, f"gapless serve exited: {db.with_suffix('.log').read_text()}"
+                assert time.monotonic() - t0 < 10, "expected gapless serve to listen within 10 s"
+                time.sleep(0.02)
+
+    def stop(self) -> None:
+        import signal
+
+        self.proc.send_signal(signal.SIGINT)
+        try:
+            self.proc.wait(timeout=10)
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+            self.log.close()
+
+
+@pytest.fixture(scope="session")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """One server for the session, its database in a temporary directory."""
+    s = Server(tmp_path_factory.mktemp("serve") / "g.db")
+    try:
+        yield s
+    finally:
+        s.stop()

@@ -79,6 +79,12 @@ function setPath(obj, path, value) {
 }
 
 // One input bound to a path inside stream `i`. `kind`: "text", "number" or a list of options.
+const PLACEHOLDERS = {
+  "template.eth_src": "02:67:6c:00:00:01", "template.eth_dst": "02:67:6c:00:00:02",
+  "template.ip_src": "198.18.0.1", "template.ip_dst": "198.18.0.2",
+  "template.src_port": "1024", "template.dst_port": "1024", "template.payload.pattern": "zeros",
+};
+
 function bound(i, path, label, kind = "text", cls = "") {
   const full = `stream.${i}.${path}`;
   const cur = getPath(state.profile, full);
@@ -87,7 +93,7 @@ function bound(i, path, label, kind = "text", cls = "") {
     input = el("select", {}, ...kind.map((o) => el("option", { value: o, text: o || "(default)" })));
     input.value = cur == null ? "" : String(cur);
   } else {
-    input = el("input", { type: kind === "number" ? "number" : "text", step: "any", class: cls });
+    input = el("input", { type: kind === "number" ? "number" : "text", step: "any", class: cls, placeholder: PLACEHOLDERS[path] || "" });
     input.value = cur == null ? "" : String(cur);
   }
   input.dataset.path = `stream[${i}].${path}`;
@@ -167,7 +173,7 @@ function streamCard(i) {
         vlanInput(i)),
       el("div", { class: "row" }, bound(i, "template.l4", "L4", ["", "udp", "tcp", "icmp"]),
         bound(i, "template.src_port", "src port", "number", "narrow"), bound(i, "template.dst_port", "dst port", "number", "narrow"),
-        bound(i, "template.payload.pattern", "payload pattern", "text"))),
+        bound(i, "template.payload.pattern", "payload", ["", "zeros", "incrementing", "random"]))),
     el("fieldset", {}, el("legend", { text: "size" }), sizeControls(i)),
     fieldOps(i),
     el("fieldset", {}, el("legend", { text: "timing" }),
@@ -365,8 +371,8 @@ function startCharts(names) {
 
 function pushSnapshot(snap) {
   const t = snap.elapsed_s;
+  if (!state.charts.rate) startCharts(snap.streams.map((s) => s.name));
   const c = state.charts;
-  if (!c.rate) startCharts(snap.streams.map((s) => s.name));
   const rx = (s, k) => (s.rx ? s.rx[k] : null);
   const us = (v) => (v == null ? null : v / 1000);
   const add = (ch, values) => {
@@ -564,3 +570,6 @@ async function init() {
 wire();
 newProfile();
 init();
+
+// For scripts and the browser test: the page's state (profile, run, charts).
+window.gapless = { state };

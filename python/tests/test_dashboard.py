@@ -1,0 +1,114 @@
+"""The dashboard in a real browser: Debian's headless Chromium driven by Playwright (no
+browser download). It composes a two-stream profile in the form, saves it, finds it after a
+reload, runs it on the testbed and watches the live charts get points, then opens the
+finished run's report. A screenshot is taken at each step into a directory the test prints;
+any JavaScript error on the page fails the test."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from typing import Any, List
+
+from playwright.sync_api import Page, expect, sync_playwright
+
+from conftest import REPO, Server, Testbed
+
+
+def chromium() -> str:
+    for name in ("chromium", "chromium-browser"):
+        path = shutil.which(name)
+        if path:
+            return path
+    raise AssertionError("expected Debian's chromium on PATH; got none. Fix: run scripts/setup.sh (apt-get install chromium)")
+
+
+def shots_dir() -> Path:
+    d = Path(os.environ.get("GAPLESS_SCREENSHOTS", REPO / "target" / "screenshots"))
+    d.mkdir(parents=True, exist_ok=True)
+    return d
+
+
+def field(page: Page, stream: int, path: str) -> Any:
+    return page.locator(f'[data-path="stream[{stream}].{path}"]')
+
+
+def test_compose_save_reload_run_live_and_open_the_report(server: Server, testbed: Testbed) -> None:
+    shots = shots_dir()
+    print(f"\nscreenshots: {shots}")
+    errors: List[str] = []
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium(), args=["--no-sandbox", "--disable-gpu"])
+        page = browser.new_page(viewport={"width": 1500, "height": 1000})
+        page.on("pageerror", lambda e: errors.append(f"page error: {e}"))
+        page.on("console", lambda m: errors.append(f"console {m.type}: {m.text}") if m.type == "error" else None)
+
+        # 1. The dashboard opens with a new profile of one stream.
+        page.goto(server.url + "/")
+        expect(page.locator("#status")).to_have_text("connected")
+        expect(page.locator(".stream")).to_have_count(1)
+        page.screenshot(path=str(shots / "1-open.png"))
+
+        # 2. Compose two streams in the form.
+        field(page, 0, "name").fill("alpha")
+        field(page, 0, "name").dispatch_event("change")
+        field(page, 0, "timing.rate_pps").fill("2000")
+        field(page, 0, "timing.rate_pps").dispatch_event("change")
+        field(page, 0, "timing.duration_s").fill("2")
+        field(page, 0, "timing.duration_s").dispatch_event("change")
+        page.click("#add-stream")
+        expect(page.locator(".stream")).to_have_count(2)
+        field(page, 1, "name").fill("beta")
+        field(page, 1, "name").dispatch_event("change")
+        field(page, 1, "template.dst_port").fill("5001")
+        field(page, 1, "template.dst_port").dispatch_event("change")
+        field(page, 1, "timing.duration_s").fill("2")
+        field(page, 1, "timing.duration_s").dispatch_event("change")
+        page.locator('[data-stream="1"] button', has_text="Add field op").click()
+        expect(page.locator("#toml")).to_have_value(__import__("re").compile(r'name = "beta"[\s\S]*field = "src_port"'))
+        expect(page.locator("#check")).to_have_class("check ok")
+        # A bad value is shown beside its field, with the core's message.
+        field(page, 0, "timing.rate_pps").fill("-5")
+        field(page, 0, "timing.rate_pps").dispatch_event("change")
+        expect(page.locator("#check")).to_have_class("check bad")
+        expect(page.locator(".field-error.from-check")).to_contain_text("not a positive number")
+        page.screenshot(path=str(shots / "2a-invalid-field.png"))
+        field(page, 0, "timing.rate_pps").fill("2000")
+        field(page, 0, "timing.rate_pps").dispatch_event("change")
+        expect(page.locator("#check")).to_have_class("check ok")
+        page.screenshot(path=str(shots / "2-composed.png"))
+
+        # 3. Save.
+        page.fill("#profile-name", "two-streams")
+        page.click("#save")
+        expect(page.locator("#save-state")).to_have_text("saved")
+        expect(page.locator('#profile-list li[data-name="two-streams"]')).to_have_count(1)
+        page.screenshot(path=str(shots / "3-saved.png"))
+
+        # 4. Reload, find it and open it.
+        page.reload()
+        expect(page.locator("#status")).to_have_text("connected")
+        page.click('#profile-list li[data-name="two-streams"]')
+        expect(page.locator(".stream")).to_have_count(2)
+        expect(field(page, 1, "name")).to_have_value("beta")
+        page.screenshot(path=str(shots / "4-reloaded.png"))
+
+        # 5. Run it on the testbed; the live charts get points.
+        page.fill("#testbed", testbed.name)
+        page.click("#start")
+        page.wait_for_function("() => { const c = window.gapless.state.charts.rate; return c && c.data[0].length >= 3; }", timeout=15000)
+        expect(page.locator("#run-state")).to_contain_text("received")
+        page.screenshot(path=str(shots / "5-live.png"))
+
+        # 6. When it ends, open its report.
+        page.locator("#open-report").click(timeout=20000)
+        view = page.locator(".run-view")
+        expect(view.locator("pre.summary")).to_contain_text("schedule:")
+        expect(view.locator("pre.summary")).to_contain_text("beta")
+        expect(view.locator(".plots img").first).to_be_visible()
+        page.wait_for_function("() => [...document.querySelectorAll('.plots img')].every(i => i.complete && i.naturalWidth > 0)")
+        assert view.locator(".downloads a", has_text="result.json").count() == 1
+        page.screenshot(path=str(shots / "6-report.png"), full_page=True)
+        browser.close()
+    assert errors == [], f"expected no JavaScript errors on the page; got {errors}"

@@ -1,0 +1,193 @@
+"""The OTG API driven by the real snappi client across the testbed: the quickstart (two
+flows, UDP with an incrementing source port and TCP, fixed counts, polled until stopped,
+every frame sent and received), value/values/increment/decrement patterns on UDP and TCP
+ports checked on the wire, IPv6, rates and errors as snappi sees them."""
+
+from __future__ import annotations
+
+import itertools
+import signal
+import subprocess
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator, List
+
+import pytest
+import snappi  # type: ignore[import-untyped]
+from scapy.all import IPv6, TCP, UDP, rdpcap  # type: ignore[import-untyped]
+
+from conftest import Server, Testbed, have
+
+MAC_TX, MAC_RX = "02:67:6c:00:00:01", "02:67:6c:00:00:02"
+
+
+def api(server: Server) -> Any:
+    return snappi.api(location=server.otg, verify=False, version_check=True)
+
+
+def config(a: Any, tb: Testbed) -> tuple[Any, Any, Any]:
+    cfg = a.config()
+    p1 = cfg.ports.port(name="p1", location=f"{tb.tx_ns}/{tb.tx}")[-1]
+    p2 = cfg.ports.port(name="p2", location=f"{tb.rx_ns}/{tb.rx}")[-1]
+    return cfg, p1, p2
+
+
+def flow(cfg: Any, name: str, count: int, pps: int = 2000, size: int = 128) -> Any:
+    f = cfg.flows.flow(name=name)[-1]
+    f.tx_rx.port.tx_name = "p1"
+    f.tx_rx.port.rx_names = ["p2"]
+    f.size.fixed = size
+    f.rate.pps = pps
+    f.duration.fixed_packets.packets = count
+    f.metrics.enable = True
+    return f
+
+
+def run_to_stop(a: Any, cfg: Any, timeout: float = 30) -> List[Any]:
+    """Sets the config, starts traffic and polls flow metrics until every flow is stopped."""
+    assert len(a.set_config(cfg).warnings) == 0
+    cs = a.control_state()
+    cs.traffic.flow_transmit.state = cs.traffic.flow_transmit.START
+    a.set_control_state(cs)
+    req = a.metrics_request()
+    req.flow.flow_names = []
+    t0 = time.monotonic()
+    while True:
+        m = list(a.get_metrics(req).flow_metrics)
+        if all(x.transmit == "stopped" for x in m):
+            return m
+        assert time.monotonic() - t0 < timeout, f"expected every flow to stop within {timeout} s; got {[(x.name, x.transmit) for x in m]}"
+        time.sleep(0.2)
+
+
+@contextmanager
+def capture(tb: Testbed, path: Path) -> Iterator[None]:
+    """tcpdump on the testbed's receiving end while the block runs."""
+    p = subprocess.Popen(["ip", "netns", "exec", tb.rx_ns, have("tcpdump"), "-i", tb.rx, "-U", "-s", "256", "-w", str(path), "ip or ip6"],
+                         stderr=subprocess.PIPE, text=True)
+    assert p.stderr is not None
+    line = p.stderr.readline()
+    assert "listening" in line, f"expected tcpdump to start; got {line}"
+    try:
+        yield
+    finally:
+        time.sleep(0.3)
+        p.send_signal(signal.SIGINT)
+        p.wait(timeout=10)
+
+
+def test_quickstart_two_flows_every_frame_sent_and_received(server: Server, testbed: Testbed) -> None:
+    a = api(server)
+    cfg, _, _ = config(a, testbed)
+    count = 1000
+    f1 = flow(cfg, "udp", count)
+    eth, ip, udp = f1.packet.ethernet().ipv4().udp()
+    eth.src.value, eth.dst.value = MAC_TX, MAC_RX
+    ip.src.value, ip.dst.value = "198.18.0.1", "198.18.0.2"
+    udp.src_port.increment.start, udp.src_port.increment.step, udp.src_port.increment.count = 5000, 1, 10
+    udp.dst_port.value = 6000
+    f2 = flow(cfg, "tcp", count)
+    eth, ip, tcp = f2.packet.ethernet().ipv4().tcp()
+    eth.src.value, eth.dst.value = MAC_TX, MAC_RX
+    ip.src.value, ip.dst.value = "198.18.0.1", "198.18.0.2"
+    tcp.src_port.value, tcp.dst_port.value = 7000, 80
+    metrics = run_to_stop(a, cfg)
+    for m in metrics:
+        assert (m.name, m.frames_tx, m.frames_rx) == (m.name, count, count), f"expected {count} sent and received by {m.name}; got tx {m.frames_tx} rx {m.frames_rx}"
+        assert m.bytes_tx == count * 128, f"expected {count * 128} bytes (FCS included); got {m.bytes_tx}"
+        assert m.loss == 0 and m.latency.average_ns > 0, m
+    req = a.metrics_request()
+    req.port.port_names = []
+    ports = {p.name: p for p in a.get_metrics(req).port_metrics}
+    assert (ports["p1"].frames_tx, ports["p2"].frames_rx) == (2 * count, 2 * count)
+
+
+PATTERNS = {
+    "values": (lambda f: setattr(f, "values", [7, 9, 11]), [7, 9, 11]),
+    "increment": (lambda f: (setattr(f.increment, "start", 5000), setattr(f.increment, "step", 2), setattr(f.increment, "count", 5)),
+                  [5000, 5002, 5004, 5006, 5008]),
+    "decrement": (lambda f: (setattr(f.decrement, "start", 6000), setattr(f.decrement, "step", 3), setattr(f.decrement, "count", 4)),
+                  [6000, 5997, 5994, 5991]),
+}
+
+
+@pytest.mark.parametrize("proto,pattern", list(itertools.product(["udp", "tcp"], PATTERNS)))
+def test_port_patterns_on_the_wire(server: Server, testbed: Testbed, tmp_path: Path, proto: str, pattern: str) -> None:
+    a = api(server)
+    cfg, _, _ = config(a, testbed)
+    count = 24
+    f = flow(cfg, f"{proto}-{pattern}", count, pps=1000)
+    eth, _ip, l4 = getattr(f.packet.ethernet().ipv4(), proto)()
+    eth.src.value, eth.dst.value = MAC_TX, MAC_RX
+    set_pattern, cycle = PATTERNS[pattern]
+    set_pattern(l4.src_port)
+    l4.dst_port.value = 4321
+    with capture(testbed, tmp_path / "c.pcap"):
+        m = run_to_stop(a, cfg)[0]
+    assert (m.frames_tx, m.frames_rx) == (count, count), f"expected {count} each way; got {m.frames_tx}, {m.frames_rx}"
+    layer = UDP if proto == "udp" else TCP
+    pkts = [p for p in rdpcap(str(tmp_path / "c.pcap")) if layer in p and p[layer].dport == 4321]
+    got = [p[layer].sport for p in pkts]
+    want = [cycle[k % len(cycle)] for k in range(count)]
+    assert got == want, f"expected source ports {want}; got {got}"
+
+
+def test_ipv6_with_an_incrementing_source_address(server: Server, testbed: Testbed, tmp_path: Path) -> None:
+    a = api(server)
+    cfg, _, _ = config(a, testbed)
+    count = 40
+    f = flow(cfg, "v6", count, pps=1000, size=128)
+    eth, ip6, udp = f.packet.ethernet().ipv6().udp()
+    eth.src.value, eth.dst.value = MAC_TX, MAC_RX
+    ip6.src.increment.start, ip6.src.increment.step, ip6.src.increment.count = "2001:db8::1", "::1", 4
+    ip6.dst.value = "2001:db8::ff"
+    udp.src_port.value, udp.dst_port.value = 1111, 2222
+    with capture(testbed, tmp_path / "c.pcap"):
+        m = run_to_stop(a, cfg)[0]
+    assert (m.frames_tx, m.frames_rx) == (count, count), f"expected {count} each way; got {m.frames_tx}, {m.frames_rx}"
+    pkts = [p for p in rdpcap(str(tmp_path / "c.pcap")) if IPv6 in p and UDP in p and p[UDP].dport == 2222]
+    got = [p[IPv6].src for p in pkts]
+    want = [f"2001:db8::{1 + k % 4}" for k in range(count)]
+    assert got == want, f"expected IPv6 sources {want[:6]}...; got {got[:6]}..."
+    assert {p[IPv6].dst for p in pkts} == {"2001:db8::ff"}
+    assert all(len(p) == 124 for p in pkts), f"expected 124-byte frames (128 with FCS); got {sorted({len(p) for p in pkts})}"
+
+
+def test_continuous_flow_stopped_by_the_script_and_a_rate_in_mbps(server: Server, testbed: Testbed) -> None:
+    a = api(server)
+    cfg, _, _ = config(a, testbed)
+    f = cfg.flows.flow(name="cont")[-1]
+    f.tx_rx.port.tx_name, f.tx_rx.port.rx_names = "p1", ["p2"]
+    f.packet.ethernet().ipv4().udp()
+    f.size.fixed = 1000
+    f.rate.mbps = 8  # 1000 frames/s of 1000 B at L2
+    assert len(a.set_config(cfg).warnings) == 0
+    cs = a.control_state()
+    cs.traffic.flow_transmit.state = cs.traffic.flow_transmit.START
+    a.set_control_state(cs)
+    time.sleep(1.0)
+    req = a.metrics_request()
+    req.flow.flow_names = ["cont"]
+    live = a.get_metrics(req).flow_metrics[0]
+    assert live.transmit == "started" and live.frames_tx > 0, live
+    cs.traffic.flow_transmit.state = cs.traffic.flow_transmit.STOP
+    a.set_control_state(cs)
+    t0 = time.monotonic()
+    while (m := a.get_metrics(req).flow_metrics[0]).transmit != "stopped":
+        assert time.monotonic() - t0 < 5, "expected the flow to stop within 5 s of stop"
+        time.sleep(0.1)
+    assert 600 <= m.frames_tx <= 1600, f"expected about 1000 frames in ~1 s at 8 Mbit/s of 1000 B; got {m.frames_tx}"
+    assert m.frames_rx + m.frames_tx * m.loss / 100 == pytest.approx(m.frames_tx), m
+
+
+def test_what_gapless_cannot_send_is_a_validation_error_naming_the_path(server: Server, testbed: Testbed) -> None:
+    a = api(server)
+    cfg, _, _ = config(a, testbed)
+    f = flow(cfg, "gre", 10)
+    f.packet.ethernet().ipv4().gre()
+    with pytest.raises(Exception) as e:
+        a.set_config(cfg)
+    text = str(e.value)
+    assert "flows[0].packet[2].choice" in text and "gre" in text, f"expected the unsupported header's path; got {text}"
+    assert "400" in text or "validation" in text, text
