@@ -1,7 +1,7 @@
 """The dashboard in a real browser: Debian's headless Chromium driven by Playwright (no
 browser download). It composes a two-stream profile in the form, saves it, finds it after a
-reload, runs it on the testbed and watches the live charts get points, then opens the
-finished run's report. A screenshot is taken at each step into a directory the test prints;
+reload, runs it on the testbed and watches the live charts get points, opens the finished
+run's report, then runs a small rate sweep from the experiments tab and opens its report. A screenshot is taken at each step into a directory the test prints;
 any JavaScript error on the page fails the test."""
 
 from __future__ import annotations
@@ -110,5 +110,24 @@ def test_compose_save_reload_run_live_and_open_the_report(server: Server, testbe
         page.wait_for_function("() => [...document.querySelectorAll('.plots img')].every(i => i.complete && i.naturalWidth > 0)")
         assert view.locator(".downloads a", has_text="result.json").count() == 1
         page.screenshot(path=str(shots / "6-report.png"), full_page=True)
+
+        # 7. An experiment: a two-point rate sweep on the testbed, its trials as they are
+        # judged, then its report.
+        page.click('nav .tab[data-tab="experiments"]')
+        page.fill("#exp-testbed", testbed.name)
+        page.locator("#exp-testbed").dispatch_event("change")
+        text = page.locator("#exp-toml").input_value()
+        assert f'iface = "{testbed.tx}"' in text, text
+        text = text.replace("values = [5000, 10000, 20000]", "values = [2000, 4000]").replace("repetitions = 2", "repetitions = 1")
+        text = text.replace("duration_s = 1\n", "duration_s = 0.5\n")
+        page.fill("#exp-toml", text)
+        page.click("#exp-start")
+        expect(page.locator("#exp-trials tbody tr")).to_have_count(2, timeout=30000)
+        expect(page.locator("#exp-state")).to_contain_text("finished", timeout=30000)
+        detail = page.locator(".exp-view")
+        expect(detail.locator("pre.summary")).to_contain_text("sweep")
+        expect(detail.locator(".downloads a", has_text="trials.csv")).to_have_count(1)
+        page.wait_for_function("() => { const i = [...document.querySelectorAll('.exp-view .plots img')]; return i.length > 0 && i.every(x => x.complete && x.naturalWidth > 0); }")
+        page.screenshot(path=str(shots / "7-experiment.png"), full_page=True)
         browser.close()
     assert errors == [], f"expected no JavaScript errors on the page; got {errors}"

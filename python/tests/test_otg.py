@@ -191,3 +191,16 @@ def test_what_gapless_cannot_send_is_a_validation_error_naming_the_path(server: 
     text = str(e.value)
     assert "flows[0].packet[2].choice" in text and "gre" in text, f"expected the unsupported header's path; got {text}"
     assert "400" in text or "validation" in text, text
+
+
+def test_the_snappi_example_script_runs_against_the_server(server: Server, testbed: Testbed) -> None:
+    import sys
+
+    from conftest import EXAMPLES
+
+    p = subprocess.run([sys.executable, str(EXAMPLES / "otg" / "snappi_quickstart.py"), server.otg, testbed.name],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, f"expected the example to exit 0; got {p.returncode}: {p.stdout}{p.stderr}"
+    for flow in ("udp", "tcp"):
+        assert f"{flow}: sent 1000, received 1000" in p.stdout, f"expected {flow} 1000/1000 in: {p.stdout}"
+    assert "latency p99.9" in p.stdout and "schedule" in p.stdout, p.stdout

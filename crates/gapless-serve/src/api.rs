@@ -14,7 +14,7 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde_json::{json, Value};
 
-use crate::{calibrations, runs_api, web, AppState};
+use crate::{calibrations, experiments, runs_api, web, AppState};
 
 /// Bodies larger than this are refused (413): a profile is a few kB.
 pub const BODY_LIMIT: usize = 1 << 20;
@@ -52,6 +52,11 @@ pub fn router(state: Shared) -> Router {
         .route("/api/runs/{id}/events", get(runs_api::events))
         .route("/api/runs/{id}/files/{name}", get(runs_api::file))
         .route("/api/calibrations", get(calibrations::list).post(calibrations::create))
+        .route("/api/experiments", get(experiments::list).post(experiments::start))
+        .route("/api/experiments/{id}", get(experiments::get))
+        .route("/api/experiments/{id}/stop", post(experiments::stop))
+        .route("/api/experiments/{id}/events", get(experiments::events))
+        .route("/api/experiments/{id}/files/{name}", get(experiments::file))
         .route("/api/check", post(check))
         .route("/api/toml", post(to_toml))
         .route("/", get(web::index))

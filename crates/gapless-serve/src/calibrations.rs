@@ -13,7 +13,7 @@ use gapless_engine::request::CalibrateRequest;
 use serde_json::{json, Value};
 
 use crate::api::{err, internal, ApiError, Shared};
-use crate::runs::lock;
+use crate::jobs::lock;
 use crate::runs_api::engine_error;
 
 /// Where calibration `id`'s file is; an error if there is no such calibration.

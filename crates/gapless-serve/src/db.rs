@@ -12,7 +12,26 @@ use serde::Serialize;
 use crate::ServeError;
 
 /// The migrations, in order; version k is the first k applied.
-const MIGRATIONS: &[&str] = &[include_str!("../migrations/0001_init.sql")];
+const MIGRATIONS: &[&str] = &[
+    include_str!("../migrations/0001_init.sql"),
+    include_str!("../migrations/0002_experiments.sql"),
+];
+
+/// The tables of jobs (runs, experiments): they share status, checkpoint and end.
+#[derive(Debug, Clone, Copy)]
+pub enum Jobs {
+    Runs,
+    Experiments,
+}
+
+impl Jobs {
+    fn table(self) -> &'static str {
+        match self {
+            Jobs::Runs => "runs",
+            Jobs::Experiments => "experiments",
+        }
+    }
+}
 
 /// Unix time in ns.
 pub fn now_ns() -> i64 {
@@ -45,12 +64,15 @@ impl Db {
             .map_err(|e| ServeError::db(path, e))?;
         let mut db = Db { conn };
         db.migrate().map_err(|e| ServeError::db(path, e))?;
-        db.conn
-            .execute(
-                "UPDATE runs SET status = 'interrupted', ended_ns = COALESCE(ended_ns, ?1) WHERE status = 'running'",
-                params![now_ns()],
-            )
-            .map_err(|e| ServeError::db(path, e))?;
+        for t in [Jobs::Runs, Jobs::Experiments] {
+            let sql = format!(
+                "UPDATE {} SET status = 'interrupted', ended_ns = COALESCE(ended_ns, ?1) WHERE status = 'running'",
+                t.table()
+            );
+            db.conn
+                .execute(&sql, params![now_ns()])
+                .map_err(|e| ServeError::db(path, e))?;
+        }
         Ok(db)
     }
 
@@ -136,27 +158,34 @@ impl Db {
         Ok(id)
     }
 
-    /// Stores what a running run has measured so far.
-    pub fn checkpoint(&mut self, id: i64, snapshot: &serde_json::Value) -> rusqlite::Result<()> {
-        let doc = serde_json::json!({ "checkpoint": snapshot });
-        self.conn.execute(
-            "UPDATE runs SET result = ?2 WHERE id = ?1 AND status = 'running'",
-            params![id, doc.to_string()],
-        )?;
+    /// Stores what a running run or experiment has measured so far.
+    pub fn checkpoint(&mut self, t: Jobs, id: i64, so_far: &serde_json::Value) -> rusqlite::Result<()> {
+        let doc = serde_json::json!({ "checkpoint": so_far });
+        let sql = format!(
+            "UPDATE {} SET result = ?2 WHERE id = ?1 AND status = 'running'",
+            t.table()
+        );
+        self.conn.execute(&sql, params![id, doc.to_string()])?;
         Ok(())
     }
 
-    /// Ends a run: its status, result JSON (None keeps the last checkpoint) and error.
-    pub fn end_run(
+    /// Ends a run or experiment: its status, result JSON (None keeps the last checkpoint)
+    /// and error.
+    pub fn end(
         &mut self,
+        t: Jobs,
         id: i64,
         status: &str,
         result: Option<&serde_json::Value>,
         error: Option<&str>,
     ) -> rusqlite::Result<()> {
         let tx = self.conn.transaction()?;
+        let sql = format!(
+            "UPDATE {} SET status = ?2, ended_ns = ?3, result = COALESCE(?4, result), error = ?5 WHERE id = ?1",
+            t.table()
+        );
         tx.execute(
-            "UPDATE runs SET status = ?2, ended_ns = ?3, result = COALESCE(?4, result), error = ?5 WHERE id = ?1",
+            &sql,
             params![id, status, now_ns(), result.map(|r| r.to_string()), error],
         )?;
         tx.commit()
@@ -209,6 +238,67 @@ impl Db {
         let rows = st.query_map([], |r| Ok((r.get(0)?, r.get(1)?, json_col(r, 2)?.unwrap_or_default())))?;
         rows.collect()
     }
+}
+
+/// An experiment as stored (`result` as for runs).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct ExperimentRow {
+    pub id: i64,
+    pub name: String,
+    pub toml: String,
+    pub started_ns: i64,
+    pub ended_ns: Option<i64>,
+    pub status: String,
+    pub result: Option<serde_json::Value>,
+    pub error: Option<String>,
+}
+
+const EXP_COLS: &str = "id, name, toml, started_ns, ended_ns, status, result, error";
+
+impl Db {
+    /// Records an experiment that starts now; returns its id.
+    pub fn insert_experiment(&mut self, name: &str, toml: &str) -> rusqlite::Result<i64> {
+        let tx = self.conn.transaction()?;
+        tx.execute(
+            "INSERT INTO experiments (name, toml, started_ns, status) VALUES (?1, ?2, ?3, 'running')",
+            params![name, toml, now_ns()],
+        )?;
+        let id = tx.last_insert_rowid();
+        tx.commit()?;
+        Ok(id)
+    }
+
+    /// Every experiment, newest first.
+    pub fn experiments(&self) -> rusqlite::Result<Vec<ExperimentRow>> {
+        let mut st = self
+            .conn
+            .prepare(&format!("SELECT {EXP_COLS} FROM experiments ORDER BY id DESC"))?;
+        let rows = st.query_map([], row_to_experiment)?;
+        rows.collect()
+    }
+
+    pub fn experiment(&self, id: i64) -> rusqlite::Result<Option<ExperimentRow>> {
+        self.conn
+            .query_row(
+                &format!("SELECT {EXP_COLS} FROM experiments WHERE id = ?1"),
+                params![id],
+                row_to_experiment,
+            )
+            .optional()
+    }
+}
+
+fn row_to_experiment(r: &rusqlite::Row<'_>) -> rusqlite::Result<ExperimentRow> {
+    Ok(ExperimentRow {
+        id: r.get(0)?,
+        name: r.get(1)?,
+        toml: r.get(2)?,
+        started_ns: r.get(3)?,
+        ended_ns: r.get(4)?,
+        status: r.get(5)?,
+        result: json_col(r, 6)?,
+        error: r.get(7)?,
+    })
 }
 
 /// A JSON text column; a column that does not parse reads as a string (never lost).

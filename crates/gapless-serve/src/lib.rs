@@ -14,7 +14,9 @@
 pub mod api;
 mod calibrations;
 pub mod db;
+mod experiments;
 mod files;
+mod jobs;
 pub mod otg;
 mod runs;
 mod runs_api;
@@ -106,7 +108,7 @@ pub fn read_token(path: &Path) -> Result<String, ServeError> {
 pub struct AppState {
     pub db: Arc<Mutex<db::Db>>,
     pub token: Option<String>,
-    pub runs: runs::Runs,
+    pub jobs: jobs::Jobs,
     /// Where runs write their report files and calibrations their files.
     pub reports: PathBuf,
     pub otg: Mutex<otg::OtgState>,
@@ -131,7 +133,7 @@ pub async fn serve(
     let state = Arc::new(AppState {
         db: Arc::new(Mutex::new(db)),
         token: cfg.token.clone(),
-        runs: runs::Runs::default(),
+        jobs: jobs::Jobs::default(),
         reports,
         otg: Mutex::new(otg::OtgState::default()),
     });
@@ -158,7 +160,7 @@ pub async fn serve(
     tokio::spawn(async move {
         shutdown.await;
         // Runs end first, so their event streams close and the listeners can drain.
-        s.runs.stop_flags();
+        s.jobs.stop_flags();
         let _ = tx.send(true);
     });
     let served = axum::serve(listener, router(state.clone()))
@@ -172,7 +174,7 @@ pub async fn serve(
         let _ = t.await;
     }
     let s = state.clone();
-    let _ = tokio::task::spawn_blocking(move || s.runs.stop_all()).await;
+    let _ = tokio::task::spawn_blocking(move || s.jobs.stop_all()).await;
     served
 }
 

@@ -19,7 +19,8 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use crate::api::{err, internal, ApiError, Shared};
-use crate::runs::{lock, NewRun, StartError};
+use crate::jobs::{lock, JobId, StartError};
+use crate::runs::NewRun;
 
 /// `POST /api/runs`.
 #[derive(Debug, Deserialize)]
@@ -54,13 +55,24 @@ pub async fn start(State(s): State<Shared>, body: axum::body::Bytes) -> Result<R
     let new = tokio::task::spawn_blocking(move || new_run(&s2, body))
         .await
         .map_err(internal)??;
-    s.runs.reap();
-    match s.runs.start(&s.db, &s.reports, new) {
-        Ok(id) => Ok((StatusCode::CREATED, Json(json!({ "id": id }))).into_response()),
-        Err(StartError::Busy { iface, run }) => Err(ApiError(
-            StatusCode::CONFLICT,
-            json!({ "error": format!("{iface} is busy with run {run}: one run at a time per interface. Fix: stop run {run} or wait for it to end"), "run": run, "iface": iface }),
-        )),
+    let started = crate::runs::start(&s.jobs, &s.db, &s.reports, new);
+    started_reply(started.map(JobId::Run))
+}
+
+/// 201 with the new job's id, or why it did not start (a busy interface is a 409).
+pub fn started_reply(r: Result<JobId, StartError>) -> Result<Response, ApiError> {
+    match r {
+        Ok(JobId::Run(id) | JobId::Experiment(id)) => {
+            Ok((StatusCode::CREATED, Json(json!({ "id": id }))).into_response())
+        }
+        Err(StartError::Busy { iface, holder }) => {
+            let mut body = json!({ "error": format!("{iface} is busy with {holder}: one run or experiment at a time per interface. Fix: stop {holder} or wait for it to end"), "iface": iface, "holder": holder.to_string() });
+            match holder {
+                JobId::Run(id) => body["run"] = json!(id),
+                JobId::Experiment(id) => body["experiment"] = json!(id),
+            }
+            Err(ApiError(StatusCode::CONFLICT, body))
+        }
         Err(StartError::Engine(e)) => Err(engine_error(StatusCode::BAD_REQUEST, &e)),
         Err(StartError::Db(e)) => Err(internal(e)),
     }
@@ -211,11 +223,14 @@ pub async fn get(State(s): State<Shared>, Path(id): Path<String>) -> Result<Json
 }
 
 pub async fn stop(State(s): State<Shared>, Path(id): Path<String>) -> Result<Json<Value>, ApiError> {
-    let id = run_id(&id)?;
-    if s.runs.stop(id) {
-        Ok(Json(json!({ "stopping": id })))
+    stop_job(&s, JobId::Run(run_id(&id)?))
+}
+
+pub fn stop_job(s: &Shared, job: JobId) -> Result<Json<Value>, ApiError> {
+    if s.jobs.stop(job) {
+        Ok(Json(json!({ "stopping": job.to_string() })))
     } else {
-        Err(err(StatusCode::CONFLICT, format!("run {id} is not running")))
+        Err(err(StatusCode::CONFLICT, format!("{job} is not going on")))
     }
 }
 
@@ -242,22 +257,25 @@ pub async fn events(
     Path(id): Path<String>,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
     let id = run_id(&id)?;
-    let live = s.runs.subscribe(id);
-    let ended = match &live {
-        Some(_) => None,
-        None => {
-            let row = lock(&s.db)
-                .run(id)
-                .map_err(internal)?
-                .ok_or_else(|| err(StatusCode::NOT_FOUND, format!("no run {id}")))?;
-            Some(json!({ "status": row.status, "error": row.error }))
-        }
-    };
-    let (first, rx) = match live {
-        // The run ended after it was looked up: its end event is the last one.
+    let row = lock(&s.db).run(id).map_err(internal)?;
+    let ended = row
+        .map(|r| json!({ "status": r.status, "error": r.error }))
+        .ok_or_else(|| err(StatusCode::NOT_FOUND, format!("no run {id}")));
+    job_events(&s, JobId::Run(id), ended)
+}
+
+/// A job's event stream: its last event, then the rest until `end`; for a job that is not
+/// going on, `ended` is its end event (from the database) or the 404.
+pub fn job_events(
+    s: &Shared,
+    job: JobId,
+    ended: Result<Value, ApiError>,
+) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>> + use<>>, ApiError> {
+    let (first, rx) = match s.jobs.subscribe(job) {
+        // It ended after it was looked up: its end event is the last one.
         Some((Some(last), _)) if last.0 == "end" => (Some(last), None),
         Some((last, rx)) => (last, Some(rx)),
-        None => (ended.map(|e| ("end", e)), None),
+        None => (Some(("end", ended?)), None),
     };
     let head = stream::iter(first.map(event));
     let tail = stream::unfold(rx, |rx| async move {

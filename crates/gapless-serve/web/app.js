@@ -500,6 +500,128 @@ async function compareRuns() {
   $("#run-detail").replaceChildren(el("h2", { text: "Comparison" }), table, el("div", { class: "compare" }, ...runs.map(runView)));
 }
 
+// ---- experiments ---------------------------------------------------------------------
+
+const EXP_PRESETS = {
+  sweep: (tb) => `name = "rate-sweep"
+method = "sweep"
+tx = { iface = "${tb}-tx0", netns = "${tb}-tx" }
+rx = { iface = "${tb}-rx0", netns = "${tb}-rx" }
+
+[trial]
+duration_s = 1
+warmup_s = 0.2
+settle_s = 0.2
+repetitions = 2
+
+[sweep]
+parameter = "rate"
+values = [5000, 10000, 20000]
+
+[profile]
+seed = 1
+[[profile.stream]]
+name = "s"
+size = 64
+[profile.stream.timing]
+rate_pps = 1000
+`,
+  rfc2544: (tb) => `name = "rfc2544-64B"
+method = "rfc2544"
+tx = { iface = "${tb}-tx0", netns = "${tb}-tx" }
+rx = { iface = "${tb}-rx0", netns = "${tb}-rx" }
+
+[trial]
+duration_s = 1
+warmup_s = 0.2
+settle_s = 0.2
+max_retries = 2
+
+[rfc2544]
+tests = ["throughput"]
+frame_sizes = [64]
+loss_tolerance_pct = [0]
+max_rate_pps = 50000
+min_rate_pps = 1000
+resolution_pct = 2
+
+[profile]
+seed = 1
+[[profile.stream]]
+name = "rfc2544"
+size = 64
+[profile.stream.timing]
+rate_pps = 1000
+`,
+};
+
+function presetExperiment() {
+  $("#exp-toml").value = EXP_PRESETS[$("#exp-preset").value]($("#exp-testbed").value.trim() || "gl");
+}
+
+function trialRow(t) {
+  const p = t.plan || {}, r = t;
+  return el("tr", {}, el("td", { text: String(t.index) }), el("td", { text: p.purpose || "" }), el("td", { text: fmt(p.rate_pps) }),
+    el("td", { text: fmt(p.size) || "profile" }), el("td", { text: fmt(r.sent) }), el("td", { text: fmt(r.received) }),
+    el("td", { text: fmt(t.loss_pct) }), el("td", { class: t.valid ? "held" : "not-held", text: t.valid ? "valid" : t.invalid_reason || "invalid" }));
+}
+
+async function startExperiment() {
+  $("#exp-trials tbody").replaceChildren();
+  try {
+    const r = await api("POST", "/api/experiments", $("#exp-toml").value, true);
+    followExperiment(r.id);
+  } catch (e) {
+    $("#exp-state").textContent = e.message;
+    status(e.message, true);
+  }
+}
+
+function followExperiment(id) {
+  state.experiment = id;
+  $("#exp-start").disabled = true;
+  $("#exp-stop").disabled = false;
+  $("#exp-state").textContent = `experiment ${id} started`;
+  const es = new EventSource(withToken(`/api/experiments/${id}/events`));
+  es.addEventListener("trial", (ev) => {
+    const t = JSON.parse(ev.data);
+    $("#exp-trials tbody").append(trialRow(t));
+    $("#exp-state").textContent = `experiment ${id}: trial ${t.index} judged`;
+  });
+  es.addEventListener("end", (ev) => {
+    es.close();
+    const end = JSON.parse(ev.data);
+    $("#exp-start").disabled = false;
+    $("#exp-stop").disabled = true;
+    $("#exp-state").textContent = `experiment ${id} ${end.status}` + (end.error ? ": " + end.error : "");
+    loadExperiments();
+    showExperiment(id);
+  });
+}
+
+async function loadExperiments() {
+  const r = await api("GET", "/api/experiments");
+  $("#exp-list tbody").replaceChildren(...r.experiments.map((x) => el("tr", { "data-id": String(x.id), onclick: () => showExperiment(x.id) },
+    el("td", { text: String(x.id) }), el("td", { text: x.name }), el("td", { text: new Date(x.started_ns / 1e6).toLocaleString() }),
+    el("td", { text: x.status }), el("td", { text: String(x.trials) }))));
+}
+
+async function showExperiment(id) {
+  const x = await api("GET", `/api/experiments/${id}`);
+  const url = (f) => withToken(`/api/experiments/${id}/files/${encodeURIComponent(f)}`);
+  const files = x.files || [];
+  $("#exp-detail").replaceChildren(el("div", { class: "exp-view", "data-experiment": String(id) },
+    el("h2", { text: `Experiment ${id}: ${x.name} (${x.status})` }),
+    x.error ? el("p", { class: "field-error", text: x.error }) : "",
+    el("pre", { class: "summary", text: x.summary || "" }),
+    el("div", { class: "downloads" }, ...files.filter((f) => /\.(json|csv)$/.test(f)).map((f) => el("a", { href: url(f), download: f, text: f }))),
+    el("div", { class: "plots" }, ...files.filter((f) => f.endsWith(".png")).map((f) => el("img", { src: url(f), alt: f, title: f })))));
+}
+
+async function stopExperiment() {
+  if (state.experiment != null) await api("POST", `/api/experiments/${state.experiment}/stop`);
+}
+
 // ---- calibrations --------------------------------------------------------------------
 
 async function loadCalibrations() {
@@ -533,6 +655,7 @@ function showTab(name) {
   document.querySelectorAll(".pane").forEach((p) => { p.hidden = p.id !== "tab-" + name; });
   if (name === "history") loadRuns();
   if (name === "calibrations") loadCalibrations();
+  if (name === "experiments") loadExperiments();
 }
 
 function wire() {
@@ -555,6 +678,10 @@ function wire() {
   $("#stop").addEventListener("click", stopRun);
   $("#compare").addEventListener("click", compareRuns);
   $("#calibrate").addEventListener("click", calibrate);
+  $("#exp-preset").addEventListener("change", presetExperiment);
+  $("#exp-testbed").addEventListener("change", presetExperiment);
+  $("#exp-start").addEventListener("click", startExperiment);
+  $("#exp-stop").addEventListener("click", stopExperiment);
 }
 
 async function init() {
@@ -568,6 +695,7 @@ async function init() {
 }
 
 wire();
+presetExperiment();
 newProfile();
 init();
 

@@ -184,3 +184,108 @@ fn off_loopback_the_server_refuses_to_start_without_a_token() {
     expect_error(&o, &["refusing to listen on 0.0.0.0:18090 without a token"]);
     assert!(!db.exists(), "nothing was created before refusing");
 }
+
+/// A small sweep on `bed`: 2 rates x 1 repetition of 0.4 s trials.
+fn sweep_toml(bed: &Bed) -> String {
+    format!(
+        "name = \"s\"\nmethod = \"sweep\"\ntx = {{ iface = \"{}\", netns = \"{}\" }}\nrx = {{ iface = \"{}\", netns = \"{}\" }}\n\
+         [trial]\nduration_s = 0.4\nwarmup_s = 0.1\nsettle_s = 0.1\nmax_retries = 0\n\
+         [sweep]\nparameter = \"rate\"\nvalues = [2000, 4000]\n\
+         [profile]\n[[profile.stream]]\nname = \"s\"\nsize = 64\n[profile.stream.timing]\nrate_pps = 1000\n",
+        bed.tx_if(),
+        bed.tx_ns(),
+        bed.rx_if(),
+        bed.rx_ns()
+    )
+}
+
+#[test]
+fn an_experiment_streams_its_trials_holds_its_ports_and_stores_its_report() {
+    let bed = Bed::up();
+    let dir = tempfile::tempdir().unwrap();
+    let (_srv, addr) = serve(&dir.path().join("g.db"));
+    let (st, b) = http(addr, "POST", "/api/experiments", sweep_toml(&bed).as_bytes(), None);
+    assert_eq!(st, 201, "expected the experiment to start; got {st}: {b}");
+    let id = json(&b)["id"].as_i64().unwrap();
+    // Its ports are held: a run on the same testbed is refused while it goes on.
+    let name = bed.tx_ns().trim_end_matches("-tx").to_string();
+    let run = serde_json::json!({ "toml": NULL_LONG, "testbed": name });
+    let (st, b) = http(addr, "POST", "/api/runs", run.to_string().as_bytes(), None);
+    assert_eq!(
+        st, 409,
+        "expected 409 while the experiment holds the testbed; got {st}: {b}"
+    );
+    assert_eq!(json(&b)["experiment"], id, "{b}");
+    // Its events: a trial event per trial as judged, then the end.
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    use std::io::{Read, Write};
+    write!(
+        s,
+        "GET /api/experiments/{id}/events HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut text = String::new();
+    s.read_to_string(&mut text).unwrap();
+    assert_eq!(
+        text.matches("event: trial").count(),
+        2,
+        "expected 2 trial events; got {text}"
+    );
+    assert!(
+        text.contains("event: end\ndata: {\"error\":null,\"status\":\"finished\"}"),
+        "{text}"
+    );
+    let x = json(&http(addr, "GET", &format!("/api/experiments/{id}"), b"", None).1);
+    assert_eq!(x["status"], "finished", "{x}");
+    assert_eq!(x["result"]["trials"].as_array().unwrap().len(), 2, "{}", x["result"]);
+    assert!(x["summary"].as_str().unwrap().contains("sweep"), "{}", x["summary"]);
+    let files: Vec<&str> = x["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f.as_str().unwrap())
+        .collect();
+    for f in ["experiment.json", "trials.csv"] {
+        assert!(files.contains(&f), "expected {f} among {files:?}");
+    }
+    assert!(
+        files.iter().any(|f| f.ends_with(".png")),
+        "expected plots among {files:?}"
+    );
+    let (st, csv) = http(
+        addr,
+        "GET",
+        &format!("/api/experiments/{id}/files/trials.csv"),
+        b"",
+        None,
+    );
+    assert_eq!((st, csv.lines().count()), (200, 3), "a header and 2 trials: {csv}");
+    // The interfaces are free again.
+    let short = serde_json::json!({ "toml": NULL_LONG.replace("duration_s = 60", "count = 10"), "testbed": name });
+    start(addr, short);
+}
+
+#[test]
+fn an_experiment_that_would_read_files_is_refused_with_the_key() {
+    let bed = Bed::up();
+    let dir = tempfile::tempdir().unwrap();
+    let (_srv, addr) = serve(&dir.path().join("g.db"));
+    let t = sweep_toml(&bed);
+    let cases = [
+        (
+            format!("profile = \"/etc/passwd\"\n{}", &t[..t.find("[profile]").unwrap()]),
+            "names a file",
+        ),
+        (
+            format!("calibration = \"/etc/passwd\"\n{t}"),
+            "calibration names a file",
+        ),
+        (t.replace("values = [2000, 4000]", "values = []"), "experiment"),
+        ("method = \"nope\"".to_string(), "experiment"),
+    ];
+    for (body, says) in cases {
+        let (st, b) = http(addr, "POST", "/api/experiments", body.as_bytes(), None);
+        assert_eq!(st, 422, "expected 422 for {body}; got {st}: {b}");
+        assert!(b.contains(says), "expected {says:?} in {b}");
+    }
+}

@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 
 use super::{body, invalid, otg, OtgError};
 use crate::api::Shared;
-use crate::runs::lock;
+use crate::jobs::{lock, JobId};
 
 /// One flow's figures.
 #[derive(Default)]
@@ -69,12 +69,12 @@ fn figures(s: &Shared, names: &[String]) -> Result<Vec<(String, String, String, 
             return Err(invalid(format!("flow_names: no flow named {n:?}")));
         }
     }
-    let live = s.runs.running();
+    let live = s.jobs.running();
     let mut out = Vec::new();
     for (name, tx, rx) in plan.flows.iter().filter(|f| names.is_empty() || names.contains(&f.0)) {
         let f = match runs.iter().find(|r| &r.0 == name) {
             None => Flow::default(),
-            Some((_, id, idx)) => match live.iter().find(|l| l.0 == *id) {
+            Some((_, id, idx)) => match live.iter().find(|l| l.0 == JobId::Run(*id)) {
                 Some((_, snap)) => from_snapshot(snap.as_ref().unwrap_or(&Value::Null), *idx, true),
                 None => ended(s, *id, *idx, name),
             },

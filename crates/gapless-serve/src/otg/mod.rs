@@ -28,7 +28,8 @@ use gapless_engine::ProfileSource;
 use serde_json::{json, Value};
 
 use crate::api::Shared;
-use crate::runs::{NewRun, StartError};
+use crate::jobs::{JobId, StartError};
+use crate::runs::NewRun;
 
 /// The OTG model version range this server speaks.
 pub const API_SPEC_VERSION: &str = "^1.58.0";
@@ -148,8 +149,8 @@ fn source(g: &config::Group) -> Result<ProfileSource, OtgError> {
 }
 
 fn running(s: &Shared, st: &OtgState) -> bool {
-    let active: Vec<i64> = s.runs.running().into_iter().map(|r| r.0).collect();
-    st.runs.iter().any(|(_, id, _)| active.contains(id))
+    let active: Vec<JobId> = s.jobs.running().into_iter().map(|r| r.0).collect();
+    st.runs.iter().any(|(_, id, _)| active.contains(&JobId::Run(*id)))
 }
 
 /// `POST /control/state`: traffic start/stop/pause/resume; port and protocol choices are
@@ -179,7 +180,7 @@ async fn control(State(s): State<Shared>, b: Bytes) -> Result<Json<Value>, OtgEr
             let st = otg(&s);
             for (name, id, _) in &st.runs {
                 if names.is_empty() || names.contains(name) {
-                    s.runs.stop(*id);
+                    s.jobs.stop(JobId::Run(*id));
                 }
             }
             Ok(ok(Vec::new()))
@@ -206,7 +207,7 @@ fn start(s: &Shared, names: &[String]) -> Result<Json<Value>, OtgError> {
             Ok(id) => started.extend(group.flows.iter().enumerate().map(|(i, f)| (f.clone(), id, i))),
             Err(e) => {
                 for (_, id, _) in &started {
-                    s.runs.stop(*id);
+                    s.jobs.stop(JobId::Run(*id));
                 }
                 return Err(e);
             }
@@ -254,12 +255,11 @@ fn start_group(s: &Shared, g: &config::Group) -> Result<i64, OtgError> {
         target,
         spec,
     };
-    s.runs.reap();
-    s.runs.start(&s.db, &s.reports, new).map_err(|e| match e {
-        StartError::Busy { iface, run } => OtgError(
+    crate::runs::start(&s.jobs, &s.db, &s.reports, new).map_err(|e| match e {
+        StartError::Busy { iface, holder } => OtgError(
             StatusCode::CONFLICT,
             "validation",
-            vec![format!("port {}: {iface} is busy with run {run}", g.tx.name)],
+            vec![format!("port {}: {iface} is busy with {holder}", g.tx.name)],
         ),
         StartError::Engine(e) => invalid(format!("port {}: {e}", g.tx.name)),
         StartError::Db(e) => internal(e),
