@@ -57,7 +57,14 @@ pub async fn create(State(s): State<Shared>, body: axum::body::Bytes) -> Result<
     let done = tokio::task::spawn_blocking(move || gapless_engine::calibrate(&spec, Arc::new(AtomicBool::new(false))))
         .await
         .map_err(internal)?
-        .map_err(|e| engine_error(StatusCode::UNPROCESSABLE_ENTITY, &e))?;
+        .map_err(|e| {
+            // A bad setting is the request's fault; a calibration that could not be made is not.
+            let status = match e {
+                gapless_engine::EngineError::OutOfRange { .. } => StatusCode::BAD_REQUEST,
+                _ => StatusCode::UNPROCESSABLE_ENTITY,
+            };
+            engine_error(status, &e)
+        })?;
     let c = serde_json::to_value(&done.calibration).map_err(internal)?;
     let id = lock(&s.db).insert_calibration(&c).map_err(internal)?;
     let dir = s.reports.join("calibrations");

@@ -344,6 +344,26 @@ fn otg_refuses_what_it_cannot_send_with_code_kind_and_errors() {
         let errors = v["errors"].as_array().unwrap();
         assert!(errors[0].as_str().unwrap().contains(says), "expected {says:?} in {b}");
     }
+    // 64-bit numbers as strings, as snappi sends them.
+    let mut cfg: serde_json::Value = json(&flow(
+        serde_json::json!([{"choice": "ethernet"}, {"choice": "ipv4"}, {"choice": "udp", "udp": {"src_port": {"choice": "increment", "increment": {"start": "100", "step": "2", "count": "5"}}}}]),
+    ));
+    cfg["flows"][0]["rate"] = serde_json::json!({"choice": "pps", "pps": "2500"});
+    cfg["flows"][0]["duration"] = serde_json::json!({"choice": "fixed_packets", "fixed_packets": {"packets": "40"}});
+    let (st, b) = http(srv.otg, "POST", "/config", cfg.to_string().as_bytes(), None);
+    assert_eq!(st, 200, "expected 64-bit numbers as strings to be taken; got {st}: {b}");
+    let plan = gapless_serve::otg::config::plan(&cfg).map_err(|e| e.0).unwrap();
+    let stream = &plan.groups[0].profile["stream"][0];
+    assert_eq!(
+        stream["timing"],
+        serde_json::json!({"rate_pps": 2500.0, "count": 40}),
+        "{stream}"
+    );
+    assert_eq!(
+        stream["field"][0],
+        serde_json::json!({"field": "src_port", "op": "inc", "from": 100, "to": 109, "step": 2}),
+        "{stream}"
+    );
     // Defaults filled: a bare flow is 64 B at 1000 pps, continuous.
     let (st, b) = http(
         srv.otg,

@@ -289,3 +289,41 @@ fn an_experiment_that_would_read_files_is_refused_with_the_key() {
         assert!(b.contains(says), "expected {says:?} in {b}");
     }
 }
+
+#[test]
+fn a_calibration_made_on_the_server_is_used_by_a_run_by_its_id() {
+    let bed = Bed::up();
+    let dir = tempfile::tempdir().unwrap();
+    let (_srv, addr) = serve(&dir.path().join("g.db"));
+    let name = bed.tx_ns().trim_end_matches("-tx").to_string();
+    let body = serde_json::json!({ "testbed": name, "rate_pps": 5000, "duration": 1 });
+    let (st, b) = http(addr, "POST", "/api/calibrations", body.to_string().as_bytes(), None);
+    assert_eq!(st, 200, "expected the calibration to run; got {st}: {b}");
+    let c = json(&b);
+    let id = c["id"].as_i64().unwrap();
+    assert!(c["summary"].as_str().unwrap().contains("latency offset"), "{b}");
+    let offset = c["calibration"]["latency_offset_ns"].as_i64().unwrap();
+    assert!(offset > 0, "a veth hop takes time: offset {offset} ns");
+    let list = json(&http(addr, "GET", "/api/calibrations", b"", None).1);
+    assert_eq!(list["calibrations"][0]["id"], id, "{list}");
+    let run = serde_json::json!({ "toml": NULL_LONG.replace("duration_s = 60", "count = 2000"), "testbed": name,
+                                  "calibration": id, "options": { "use_invalid_calibration": true } });
+    let rid = start(addr, run);
+    let (_, end) = events_until_end(addr, rid);
+    assert_eq!(end["status"], "finished", "{end}");
+    let r = json(&http(addr, "GET", &format!("/api/runs/{rid}"), b"", None).1);
+    let cal = &r["result"]["rx"]["calibration"];
+    assert_eq!(
+        cal["latency_offset_ns"].as_i64(),
+        Some(offset),
+        "the run's meter took the calibration's offset: {cal}"
+    );
+    let (st, b) = http(
+        addr,
+        "POST",
+        "/api/calibrations",
+        br#"{"testbed": "gl", "rate_pps": -1}"#,
+        None,
+    );
+    assert_eq!(st, 400, "a negative rate: {b}");
+}
