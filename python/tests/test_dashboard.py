@@ -1,12 +1,14 @@
 """The dashboard in a real browser: Debian's headless Chromium driven by Playwright (no
 browser download). It composes a two-stream profile in the form, saves it, finds it after a
 reload, runs it on the testbed and watches the live charts get points, opens the finished
-run's report, then runs a small rate sweep from the experiments tab and opens its report. A screenshot is taken at each step into a directory the test prints;
+run's report, runs a small rate sweep from the experiments tab and opens its report, makes a
+calibration, runs again with it, and compares the two runs. A screenshot is taken at each step into a directory the test prints;
 any JavaScript error on the page fails the test."""
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from pathlib import Path
 from typing import Any, List
@@ -34,6 +36,12 @@ def field(page: Page, stream: int, path: str) -> Any:
     return page.locator(f'[data-path="stream[{stream}].{path}"]')
 
 
+def set_field(page: Page, stream: int, path: str, value: str) -> None:
+    """Types into a form field and leaves it, as a user does (the form syncs on change)."""
+    field(page, stream, path).fill(value)
+    field(page, stream, path).dispatch_event("change")
+
+
 def test_compose_save_reload_run_live_and_open_the_report(server: Server, testbed: Testbed) -> None:
     shots = shots_dir()
     print(f"\nscreenshots: {shots}")
@@ -51,31 +59,23 @@ def test_compose_save_reload_run_live_and_open_the_report(server: Server, testbe
         page.screenshot(path=str(shots / "1-open.png"))
 
         # 2. Compose two streams in the form.
-        field(page, 0, "name").fill("alpha")
-        field(page, 0, "name").dispatch_event("change")
-        field(page, 0, "timing.rate_pps").fill("2000")
-        field(page, 0, "timing.rate_pps").dispatch_event("change")
-        field(page, 0, "timing.duration_s").fill("2")
-        field(page, 0, "timing.duration_s").dispatch_event("change")
+        set_field(page, 0, "name", "alpha")
+        set_field(page, 0, "timing.rate_pps", "2000")
+        set_field(page, 0, "timing.duration_s", "2")
         page.click("#add-stream")
         expect(page.locator(".stream")).to_have_count(2)
-        field(page, 1, "name").fill("beta")
-        field(page, 1, "name").dispatch_event("change")
-        field(page, 1, "template.dst_port").fill("5001")
-        field(page, 1, "template.dst_port").dispatch_event("change")
-        field(page, 1, "timing.duration_s").fill("2")
-        field(page, 1, "timing.duration_s").dispatch_event("change")
+        set_field(page, 1, "name", "beta")
+        set_field(page, 1, "template.dst_port", "5001")
+        set_field(page, 1, "timing.duration_s", "2")
         page.locator('[data-stream="1"] button', has_text="Add field op").click()
-        expect(page.locator("#toml")).to_have_value(__import__("re").compile(r'name = "beta"[\s\S]*field = "src_port"'))
+        expect(page.locator("#toml")).to_have_value(re.compile(r'name = "beta"[\s\S]*field = "src_port"'))
         expect(page.locator("#check")).to_have_class("check ok")
         # A bad value is shown beside its field, with the core's message.
-        field(page, 0, "timing.rate_pps").fill("-5")
-        field(page, 0, "timing.rate_pps").dispatch_event("change")
+        set_field(page, 0, "timing.rate_pps", "-5")
         expect(page.locator("#check")).to_have_class("check bad")
         expect(page.locator(".field-error.from-check")).to_contain_text("not a positive number")
         page.screenshot(path=str(shots / "2a-invalid-field.png"))
-        field(page, 0, "timing.rate_pps").fill("2000")
-        field(page, 0, "timing.rate_pps").dispatch_event("change")
+        set_field(page, 0, "timing.rate_pps", "2000")
         expect(page.locator("#check")).to_have_class("check ok")
         page.screenshot(path=str(shots / "2-composed.png"))
 
@@ -129,5 +129,30 @@ def test_compose_save_reload_run_live_and_open_the_report(server: Server, testbe
         expect(detail.locator(".downloads a", has_text="trials.csv")).to_have_count(1)
         page.wait_for_function("() => { const i = [...document.querySelectorAll('.exp-view .plots img')]; return i.length > 0 && i.every(x => x.complete && x.naturalWidth > 0); }")
         page.screenshot(path=str(shots / "7-experiment.png"), full_page=True)
+
+        # 8. A calibration on the testbed, then a second run that uses it; the two runs side
+        # by side.
+        page.click('nav .tab[data-tab="calibrations"]')
+        page.fill("#cal-testbed", testbed.name)
+        page.fill("#cal-duration", "1")
+        page.click("#calibrate")
+        expect(page.locator("#cal-result")).to_contain_text("latency offset", timeout=20000)
+        expect(page.locator("#cal-list tbody tr")).to_have_count(1)
+        page.screenshot(path=str(shots / "8-calibration.png"))
+        page.click('nav .tab[data-tab="compose"]')
+        page.select_option("#calibration", index=1)
+        page.click("#start")
+        expect(page.locator("#run-state")).to_contain_text("run 2", timeout=10000)
+        page.locator("#open-report").click(timeout=20000)
+        expect(page.locator(".run-view h2")).to_contain_text("Run 2")
+        expect(page.locator(".run-view pre.summary")).to_contain_text("calibration")
+        page.locator('#runs tbody tr[data-id="1"] .pick').check()
+        page.locator('#runs tbody tr[data-id="2"] .pick').check()
+        page.click("#compare")
+        table = page.locator(".compare-table")
+        expect(table.locator("thead th")).to_have_count(3)
+        expect(table).to_contain_text("latency p99 (µs)")
+        expect(page.locator(".compare .run-view")).to_have_count(2)
+        page.screenshot(path=str(shots / "9-compare.png"), full_page=True)
         browser.close()
     assert errors == [], f"expected no JavaScript errors on the page; got {errors}"

@@ -6,7 +6,6 @@ use std::time::{Duration, Instant};
 use gapless_engine::request::RunRequest;
 use gapless_engine::{Run, RunReport, Snapshot};
 use pyo3::prelude::*;
-use serde_json::json;
 
 use crate::convert::{from_py, to_py};
 use crate::errors::{option_mismatch, raise};
@@ -28,8 +27,9 @@ enum State {
         error: Option<PyErr>,
         last: Box<Snapshot>,
     },
-    /// Taken while a thread waits for the run to join.
-    Joining,
+    /// Taken while a thread waits for the run to join: the run's last snapshot (it has
+    /// ended), for threads that ask meanwhile.
+    Joining(Box<Snapshot>),
 }
 
 /// Starts a run of `profile` (a dict) with `options` (a dict of the run's keywords).
@@ -65,7 +65,7 @@ impl RunHandle {
                 State::Running(h) => h.wait_timeout(d),
                 State::Ended { .. } => true,
                 // Another thread is joining the run: wait for it to finish.
-                State::Joining => {
+                State::Joining(_) => {
                     drop(g);
                     std::thread::sleep(d.min(Duration::from_millis(5)));
                     false
@@ -76,15 +76,15 @@ impl RunHandle {
 
     /// Joins the ended run and keeps its outcome.
     fn join(&self, py: Python<'_>) {
-        let prev = std::mem::replace(&mut *self.lock(), State::Joining);
-        let h = match prev {
-            State::Running(h) => h,
-            ended => {
-                *self.lock() = ended;
-                return;
-            }
+        let mut g = self.lock();
+        let last = match &*g {
+            State::Running(h) => h.snapshot(),
+            _ => return,
         };
-        let last = h.snapshot();
+        let State::Running(h) = std::mem::replace(&mut *g, State::Joining(Box::new(last.clone()))) else {
+            unreachable!("matched as running above, under the same lock")
+        };
+        drop(g);
         let outcome = py.detach(|| h.wait());
         let state = match outcome
             .map_err(|e| raise(py, &e))
@@ -123,7 +123,7 @@ impl RunHandle {
         let snap = match &*self.lock() {
             State::Running(h) => h.snapshot(),
             State::Ended { last, .. } => (**last).clone(),
-            State::Joining => return to_py(py, &json!(null)),
+            State::Joining(last) => (**last).clone(),
         };
         to_py(py, &snap)
     }

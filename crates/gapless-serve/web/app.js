@@ -402,6 +402,7 @@ function runOptions() {
 }
 
 async function startRun() {
+  $("#run-state").textContent = "starting…";
   await syncFromForm();
   const body = runOptions();
   body.toml = $("#toml").value;
@@ -502,9 +503,10 @@ async function compareRuns() {
 
 // ---- experiments ---------------------------------------------------------------------
 
-const EXP_PRESETS = {
-  sweep: (tb) => `name = "rate-sweep"
-method = "sweep"
+// An experiment file on testbed `tb`: `method`, its own [trial] keys and method table, and a
+// one-stream profile (its rate and size are set per trial).
+const experimentText = (tb, name, method, trial, table) => `name = "${name}"
+method = "${method}"
 tx = { iface = "${tb}-tx0", netns = "${tb}-tx" }
 rx = { iface = "${tb}-rx0", netns = "${tb}-rx" }
 
@@ -512,11 +514,9 @@ rx = { iface = "${tb}-rx0", netns = "${tb}-rx" }
 duration_s = 1
 warmup_s = 0.2
 settle_s = 0.2
-repetitions = 2
+${trial}
 
-[sweep]
-parameter = "rate"
-values = [5000, 10000, 20000]
+${table}
 
 [profile]
 seed = 1
@@ -525,34 +525,13 @@ name = "s"
 size = 64
 [profile.stream.timing]
 rate_pps = 1000
-`,
-  rfc2544: (tb) => `name = "rfc2544-64B"
-method = "rfc2544"
-tx = { iface = "${tb}-tx0", netns = "${tb}-tx" }
-rx = { iface = "${tb}-rx0", netns = "${tb}-rx" }
+`;
 
-[trial]
-duration_s = 1
-warmup_s = 0.2
-settle_s = 0.2
-max_retries = 2
-
-[rfc2544]
-tests = ["throughput"]
-frame_sizes = [64]
-loss_tolerance_pct = [0]
-max_rate_pps = 50000
-min_rate_pps = 1000
-resolution_pct = 2
-
-[profile]
-seed = 1
-[[profile.stream]]
-name = "rfc2544"
-size = 64
-[profile.stream.timing]
-rate_pps = 1000
-`,
+const EXP_PRESETS = {
+  sweep: (tb) => experimentText(tb, "rate-sweep", "sweep", "repetitions = 2",
+    '[sweep]\nparameter = "rate"\nvalues = [5000, 10000, 20000]'),
+  rfc2544: (tb) => experimentText(tb, "rfc2544-64B", "rfc2544", "max_retries = 2",
+    '[rfc2544]\ntests = ["throughput"]\nframe_sizes = [64]\nloss_tolerance_pct = [0]\nmax_rate_pps = 50000\nmin_rate_pps = 1000\nresolution_pct = 2'),
 };
 
 function presetExperiment() {

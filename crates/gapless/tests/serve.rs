@@ -101,17 +101,23 @@ fn a_busy_interface_is_a_409_and_a_stopped_run_keeps_what_it_measured() {
     start(addr, short);
 }
 
-#[test]
-fn a_killed_server_leaves_its_run_interrupted_with_its_last_checkpoint() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("g.db");
-    let (mut srv, addr) = serve(&db);
+/// A server process with a paced 1 kpps run on null going for `after`: the process (not
+/// killed when dropped) and the run's id.
+fn serve_a_running_run(db: &Path, after: Duration) -> (std::process::Child, i64) {
+    let (mut srv, addr) = serve(db);
     let id = start(
         addr,
         serde_json::json!({ "toml": NULL_LONG, "options": { "null": true, "pace": true } }),
     );
-    std::thread::sleep(Duration::from_millis(2500));
-    let mut child = srv.take();
+    std::thread::sleep(after);
+    (srv.take(), id)
+}
+
+#[test]
+fn a_killed_server_leaves_its_run_interrupted_with_its_last_checkpoint() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("g.db");
+    let (mut child, id) = serve_a_running_run(&db, Duration::from_millis(2500));
     child.kill().unwrap(); // SIGKILL: nothing is flushed or ended.
     child.wait().unwrap();
     let (_srv, addr) = serve(&db);
@@ -131,13 +137,7 @@ fn a_killed_server_leaves_its_run_interrupted_with_its_last_checkpoint() {
 fn ctrl_c_ends_the_server_promptly_and_stores_the_run_it_stops() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("g.db");
-    let (mut srv, addr) = serve(&db);
-    let id = start(
-        addr,
-        serde_json::json!({ "toml": NULL_LONG, "options": { "null": true, "pace": true } }),
-    );
-    std::thread::sleep(Duration::from_millis(700));
-    let mut child = srv.take();
+    let (mut child, id) = serve_a_running_run(&db, Duration::from_millis(700));
     // SAFETY: kill(2) with a child's pid.
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
     let t0 = Instant::now();
