@@ -3,18 +3,19 @@
 //! `gapless calibrate` writes, under the report directory, where runs read it by id.
 
 use std::path::PathBuf;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
 use gapless_engine::request::CalibrateRequest;
+use gapless_engine::{Calibrated, CalibrationSpec, EngineError};
 use serde_json::{json, Value};
 
 use crate::api::{err, internal, ApiError, Shared};
-use crate::jobs::lock;
-use crate::runs_api::engine_error;
+use crate::jobs::{iface_key, lock, JobId, Publisher};
+use crate::runs_api::{engine_error, start_error};
 
 /// Where calibration `id`'s file is; an error if there is no such calibration.
 pub fn path(s: &Shared, id: i64) -> Result<PathBuf, ApiError> {
@@ -24,6 +25,32 @@ pub fn path(s: &Shared, id: i64) -> Result<PathBuf, ApiError> {
     } else {
         Err(err(StatusCode::NOT_FOUND, format!("no calibration {id}")))
     }
+}
+
+/// Numbers the calibrations being made (for the job table).
+static MAKING: AtomicU64 = AtomicU64::new(1);
+
+/// Calibrates as a job on the two interfaces, so no run or experiment shares them (a busy
+/// one is a 409); waits for it without holding an async worker.
+async fn hold_and_calibrate(s: &Shared, spec: CalibrationSpec) -> Result<Result<Calibrated, EngineError>, ApiError> {
+    let ifaces = vec![
+        iface_key(spec.tx_netns.as_deref(), &spec.tx),
+        iface_key(spec.rx.netns.as_deref(), &spec.rx.iface),
+    ];
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let stop = Arc::new(AtomicBool::new(false));
+    let flag = stop.clone();
+    let job = JobId::Calibration(MAKING.fetch_add(1, Ordering::Relaxed));
+    s.jobs
+        .start(ifaces, stop, move || {
+            let body = move |_: Publisher| {
+                let _ = tx.send(gapless_engine::calibrate(&spec, flag));
+            };
+            Ok((job, Box::new(body)))
+        })
+        .map_err(start_error)?;
+    rx.await
+        .map_err(|_| internal("the calibration's thread ended without a result"))
 }
 
 pub async fn list(State(s): State<Shared>) -> Result<Json<Value>, ApiError> {
@@ -54,17 +81,14 @@ pub async fn create(State(s): State<Shared>, body: axum::body::Bytes) -> Result<
     let req: CalibrateRequest = serde_path_to_error::deserialize(Value::Object(body))
         .map_err(|e| err(StatusCode::BAD_REQUEST, format!("{e}")))?;
     let spec = req.spec().map_err(|e| engine_error(StatusCode::BAD_REQUEST, &e))?;
-    let done = tokio::task::spawn_blocking(move || gapless_engine::calibrate(&spec, Arc::new(AtomicBool::new(false))))
-        .await
-        .map_err(internal)?
-        .map_err(|e| {
-            // A bad setting is the request's fault; a calibration that could not be made is not.
-            let status = match e {
-                gapless_engine::EngineError::OutOfRange { .. } => StatusCode::BAD_REQUEST,
-                _ => StatusCode::UNPROCESSABLE_ENTITY,
-            };
-            engine_error(status, &e)
-        })?;
+    let done = hold_and_calibrate(&s, spec).await?.map_err(|e| {
+        // A bad setting is the request's fault; a calibration that could not be made is not.
+        let status = match e {
+            EngineError::OutOfRange { .. } => StatusCode::BAD_REQUEST,
+            _ => StatusCode::UNPROCESSABLE_ENTITY,
+        };
+        engine_error(status, &e)
+    })?;
     let c = serde_json::to_value(&done.calibration).map_err(internal)?;
     let id = lock(&s.db).insert_calibration(&c).map_err(internal)?;
     let dir = s.reports.join("calibrations");

@@ -22,6 +22,8 @@ pub type JobEvent = (&'static str, Value);
 pub enum JobId {
     Run(i64),
     Experiment(i64),
+    /// A calibration being made (numbered from 1 per server; stored once made).
+    Calibration(u64),
 }
 
 impl std::fmt::Display for JobId {
@@ -29,6 +31,7 @@ impl std::fmt::Display for JobId {
         match self {
             JobId::Run(id) => write!(f, "run {id}"),
             JobId::Experiment(id) => write!(f, "experiment {id}"),
+            JobId::Calibration(_) => write!(f, "a calibration"),
         }
     }
 }

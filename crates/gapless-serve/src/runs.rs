@@ -57,6 +57,7 @@ pub fn start(jobs: &Jobs, db: &Arc<Mutex<Db>>, reports: &Path, new: NewRun) -> R
     })?;
     match id {
         JobId::Run(id) | JobId::Experiment(id) => Ok(id),
+        JobId::Calibration(n) => Ok(n as i64),
     }
 }
 

@@ -51,30 +51,40 @@ pub fn engine_error(status: StatusCode, e: &EngineError) -> ApiError {
 
 pub async fn start(State(s): State<Shared>, body: axum::body::Bytes) -> Result<Response, ApiError> {
     let body: StartBody = crate::api::json_body(&body)?;
-    let s2 = s.clone();
-    let new = tokio::task::spawn_blocking(move || new_run(&s2, body))
-        .await
-        .map_err(internal)??;
-    let started = crate::runs::start(&s.jobs, &s.db, &s.reports, new);
+    // Checking the profile, bringing a testbed up and opening the sockets (a 100 ms core
+    // probe) block: off the async workers.
+    let started = tokio::task::spawn_blocking(move || {
+        let new = new_run(&s, body)?;
+        Ok::<_, ApiError>(crate::runs::start(&s.jobs, &s.db, &s.reports, new))
+    })
+    .await
+    .map_err(internal)??;
     started_reply(started.map(JobId::Run))
 }
 
-/// 201 with the new job's id, or why it did not start (a busy interface is a 409).
+/// 201 with the new job's id, or why it did not start.
 pub fn started_reply(r: Result<JobId, StartError>) -> Result<Response, ApiError> {
-    match r {
-        Ok(JobId::Run(id) | JobId::Experiment(id)) => {
-            Ok((StatusCode::CREATED, Json(json!({ "id": id }))).into_response())
-        }
-        Err(StartError::Busy { iface, holder }) => {
-            let mut body = json!({ "error": format!("{iface} is busy with {holder}: one run or experiment at a time per interface. Fix: stop {holder} or wait for it to end"), "iface": iface, "holder": holder.to_string() });
+    let id = match r.map_err(start_error)? {
+        JobId::Run(id) | JobId::Experiment(id) => id,
+        JobId::Calibration(n) => n as i64,
+    };
+    Ok((StatusCode::CREATED, Json(json!({ "id": id }))).into_response())
+}
+
+/// Why a job did not start: a busy interface is a 409 naming the job that holds it.
+pub fn start_error(e: StartError) -> ApiError {
+    match e {
+        StartError::Busy { iface, holder } => {
+            let mut body = json!({ "error": format!("{iface} is busy with {holder}: one run, experiment or calibration at a time per interface. Fix: stop {holder} or wait for it to end"), "iface": iface, "holder": holder.to_string() });
             match holder {
                 JobId::Run(id) => body["run"] = json!(id),
                 JobId::Experiment(id) => body["experiment"] = json!(id),
+                JobId::Calibration(_) => body["calibration"] = json!(true),
             }
-            Err(ApiError(StatusCode::CONFLICT, body))
+            ApiError(StatusCode::CONFLICT, body)
         }
-        Err(StartError::Engine(e)) => Err(engine_error(StatusCode::BAD_REQUEST, &e)),
-        Err(StartError::Db(e)) => Err(internal(e)),
+        StartError::Engine(e) => engine_error(StatusCode::BAD_REQUEST, &e),
+        StartError::Db(e) => internal(e),
     }
 }
 

@@ -60,6 +60,14 @@ fn a_busy_interface_is_a_409_and_a_stopped_run_keeps_what_it_measured() {
     let busy = format!("{}/{} is busy", bed.tx_ns(), bed.tx_if());
     assert_eq!(v["run"], id, "{b}");
     assert!(v["error"].as_str().unwrap().contains(&busy), "expected {busy:?} in {b}");
+    // A calibration on the same testbed is refused too.
+    let cal = serde_json::json!({ "testbed": tb["testbed"], "duration": 1 });
+    let (st, b) = http(addr, "POST", "/api/calibrations", cal.to_string().as_bytes(), None);
+    assert_eq!(
+        st, 409,
+        "expected 409 for a calibration on the busy testbed; got {st}: {b}"
+    );
+    assert!(b.contains(&format!("busy with run {id}")), "{b}");
     // A run on null is not held up by it.
     start(
         addr,
