@@ -14,6 +14,10 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde_json::{json, Value};
 
+use gapless_engine::EngineError;
+
+use crate::jobs::lock;
+use crate::runs_api::engine_error;
 use crate::{calibrations, experiments, runs_api, web, AppState};
 
 /// Bodies larger than this are refused (413): a profile is a few kB.
@@ -94,20 +98,12 @@ pub(crate) async fn require_token(State(s): State<Shared>, req: Request, next: N
 }
 
 async fn list_profiles(State(s): State<Shared>) -> Result<Json<Value>, ApiError> {
-    let rows =
-        s.db.lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .profiles()
-            .map_err(internal)?;
+    let rows = lock(&s.db).profiles().map_err(internal)?;
     Ok(Json(json!({ "profiles": rows })))
 }
 
 async fn get_profile(State(s): State<Shared>, Path(name): Path<String>) -> Result<Json<Value>, ApiError> {
-    let row =
-        s.db.lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .profile(&name)
-            .map_err(internal)?;
+    let row = lock(&s.db).profile(&name).map_err(internal)?;
     row.map(|r| Json(json!(r)))
         .ok_or_else(|| err(StatusCode::NOT_FOUND, format!("no profile named {name:?}")))
 }
@@ -133,41 +129,18 @@ async fn put_profile(State(s): State<Shared>, Path(name): Path<String>, body: By
     check_name(&name)?;
     let text = std::str::from_utf8(&body).map_err(|_| err(StatusCode::BAD_REQUEST, "the profile is not UTF-8 text"))?;
     let spec = gapless_core::ProfileSpec::from_toml(text, &name)
-        .map_err(|e| ApiError(StatusCode::UNPROCESSABLE_ENTITY, profile_error(&e)))?;
-    let problem = match no_files(&spec) {
-        Err(ApiError(_, e)) => Some(e["error"].as_str().unwrap_or_default().to_string()),
-        Ok(()) => gapless_engine::ProfileSource {
-            spec,
-            dir: std::path::PathBuf::new(),
-            label: name.clone(),
-        }
-        .compile(None)
+        .map_err(|e| engine_error(StatusCode::UNPROCESSABLE_ENTITY, &EngineError::Profile(e)))?;
+    let problem = compile(spec, &name)
         .err()
-        .map(|e| e.to_string()),
-    };
-    let row =
-        s.db.lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .put_profile(&name, text, problem.as_deref())
-            .map_err(internal)?;
+        .map(|e| e["error"].as_str().unwrap_or_default().to_string());
+    let row = lock(&s.db)
+        .put_profile(&name, text, problem.as_deref())
+        .map_err(internal)?;
     Ok(Json(json!(row)))
 }
 
-fn profile_error(e: &gapless_core::ProfileError) -> Value {
-    match e {
-        gapless_core::ProfileError::Invalid { path, problem, fix } => {
-            json!({ "error": e.to_string(), "path": path, "problem": problem, "fix": fix })
-        }
-        _ => json!({ "error": e.to_string() }),
-    }
-}
-
 async fn delete_profile(State(s): State<Shared>, Path(name): Path<String>) -> Result<StatusCode, ApiError> {
-    let gone =
-        s.db.lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .delete_profile(&name)
-            .map_err(internal)?;
+    let gone = lock(&s.db).delete_profile(&name).map_err(internal)?;
     if gone {
         Ok(StatusCode::NO_CONTENT)
     } else {
@@ -223,6 +196,19 @@ pub fn no_files(spec: &gapless_core::ProfileSpec) -> Result<(), ApiError> {
     }
 }
 
+/// Compiles a profile as the server may: no files named (see [`no_files`]), none read.
+/// The error is the JSON body a reply carries (message, path, problem, fix).
+fn compile(spec: gapless_core::ProfileSpec, label: &str) -> Result<gapless_core::config::Profile, Value> {
+    no_files(&spec).map_err(|e| e.1)?;
+    gapless_engine::ProfileSource {
+        spec,
+        dir: std::path::PathBuf::new(),
+        label: label.into(),
+    }
+    .compile(None)
+    .map_err(|e| engine_error(StatusCode::OK, &e).1)
+}
+
 /// The text the CLI prints for a run's result: summary, meter, verdict.
 pub fn summary(r: &gapless_core::result::RunResult) -> String {
     let mut s = gapless_engine::report::summary_text(r);
@@ -241,22 +227,12 @@ async fn check(body: Bytes) -> Result<Json<Value>, ApiError> {
     let plain = toml::from_str::<toml::Value>(text)
         .ok()
         .and_then(|v| serde_json::to_value(v).ok());
-    let verdict = match gapless_core::ProfileSpec::from_toml(text, "profile") {
-        Err(e) => json!({ "ok": false, "error": profile_error(&e) }),
-        Ok(spec) => match no_files(&spec) {
-            Err(ApiError(_, e)) => json!({ "ok": false, "error": e }),
-            Ok(()) => {
-                let src = gapless_engine::ProfileSource {
-                    spec,
-                    dir: std::path::PathBuf::new(),
-                    label: "profile".into(),
-                };
-                match src.compile(None) {
-                    Ok(p) => json!({ "ok": true, "text": gapless_engine::report::profile_text("profile", &p) }),
-                    Err(e) => json!({ "ok": false, "error": crate::runs_api::engine_error(StatusCode::OK, &e).1 }),
-                }
-            }
-        },
+    let compiled = gapless_core::ProfileSpec::from_toml(text, "profile")
+        .map_err(|e| engine_error(StatusCode::OK, &EngineError::Profile(e)).1)
+        .and_then(|spec| compile(spec, "profile"));
+    let verdict = match compiled {
+        Ok(p) => json!({ "ok": true, "text": gapless_engine::report::profile_text("profile", &p) }),
+        Err(e) => json!({ "ok": false, "error": e }),
     };
     let mut v = verdict;
     v["profile"] = plain.unwrap_or(Value::Null);

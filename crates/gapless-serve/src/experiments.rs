@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 
 use axum::body::Bytes;
 use axum::extract::{Path, State};
-use axum::http::{header, StatusCode};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use gapless_core::experiment::spec::{ExperimentSpec, ProfileRef};
@@ -23,7 +23,7 @@ use crate::jobs::{iface_key, lock, JobId, Publisher, StartError};
 use crate::runs_api::{engine_error, job_events, started_reply, stop_job};
 
 fn dir(s: &Shared, id: i64) -> PathBuf {
-    s.reports.join(format!("experiment-{id}"))
+    JobId::Experiment(id).dir(&s.reports)
 }
 
 fn exp_id(id: &str) -> Result<i64, ApiError> {
@@ -69,7 +69,7 @@ pub async fn start(State(s): State<Shared>, body: Bytes) -> Result<Response, Api
     let started = tokio::task::spawn_blocking(move || {
         s2.jobs.start(ifaces, stop, move || {
             let id = lock(&db).insert_experiment(&name, &text).map_err(StartError::Db)?;
-            let out = reports.join(format!("experiment-{id}"));
+            let out = JobId::Experiment(id).dir(&reports);
             let body = move |p: Publisher| drive(&x, id, &db, out, flag, &p);
             Ok((JobId::Experiment(id), Box::new(body)))
         })
@@ -161,6 +161,5 @@ pub async fn events(State(s): State<Shared>, Path(id): Path<String>) -> Result<R
 }
 
 pub async fn file(State(s): State<Shared>, Path((id, name)): Path<(String, String)>) -> Result<Response, ApiError> {
-    let (bytes, mime) = crate::files::read(&dir(&s, exp_id(&id)?), &name)?;
-    Ok(([(header::CONTENT_TYPE, mime)], bytes).into_response())
+    crate::files::serve(&dir(&s, exp_id(&id)?), &name)
 }

@@ -31,6 +31,13 @@ pub fn read(dir: &Path, name: &str) -> Result<(Vec<u8>, &'static str), ApiError>
     Ok((bytes, mime(name)))
 }
 
+/// A listed file as a response with its content type.
+pub fn serve(dir: &Path, name: &str) -> Result<axum::response::Response, ApiError> {
+    use axum::response::IntoResponse;
+    let (bytes, mime) = read(dir, name)?;
+    Ok(([(axum::http::header::CONTENT_TYPE, mime)], bytes).into_response())
+}
+
 pub fn mime(name: &str) -> &'static str {
     match name.rsplit('.').next() {
         Some("json") => "application/json",

@@ -26,6 +26,17 @@ pub enum JobId {
     Calibration(u64),
 }
 
+impl JobId {
+    /// Where the job's report files go under the report directory.
+    pub fn dir(&self, reports: &std::path::Path) -> std::path::PathBuf {
+        reports.join(match self {
+            JobId::Run(id) => format!("run-{id}"),
+            JobId::Experiment(id) => format!("experiment-{id}"),
+            JobId::Calibration(_) => "calibrations".into(),
+        })
+    }
+}
+
 impl std::fmt::Display for JobId {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {

@@ -51,7 +51,7 @@ pub fn start(jobs: &Jobs, db: &Arc<Mutex<Db>>, reports: &Path, new: NewRun) -> R
         let driver = Driver {
             id,
             db,
-            dir: reports.join(format!("run-{id}")),
+            dir: JobId::Run(id).dir(&reports),
         };
         Ok((JobId::Run(id), Box::new(move |p: Publisher| driver.drive(handle, &p))))
     })?;

@@ -8,7 +8,7 @@
 use std::convert::Infallible;
 
 use axum::extract::{Path, State};
-use axum::http::{header, StatusCode};
+use axum::http::StatusCode;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -42,8 +42,9 @@ pub struct StartBody {
 /// An engine error as a 4xx: its message and kind.
 pub fn engine_error(status: StatusCode, e: &EngineError) -> ApiError {
     let mut body = json!({ "error": e.to_string(), "kind": e.kind() });
-    if let EngineError::Profile(gapless_core::ProfileError::Invalid { path, fix, .. }) = e {
+    if let EngineError::Profile(gapless_core::ProfileError::Invalid { path, problem, fix }) = e {
         body["path"] = json!(path);
+        body["problem"] = json!(problem);
         body["fix"] = json!(fix);
     }
     ApiError(status, body)
@@ -225,7 +226,7 @@ pub async fn get(State(s): State<Shared>, Path(id): Path<String>) -> Result<Json
         .as_ref()
         .and_then(|r| serde_json::from_value::<gapless_core::result::RunResult>(r.clone()).ok())
         .map(|r| crate::api::summary(&r));
-    let files = crate::files::list(&s.reports.join(format!("run-{id}")));
+    let files = crate::files::list(&JobId::Run(id).dir(&s.reports));
     let mut v = json!(row);
     v["summary"] = json!(summary);
     v["files"] = json!(files);
@@ -249,15 +250,14 @@ pub async fn delete(State(s): State<Shared>, Path(id): Path<String>) -> Result<S
     if !lock(&s.db).delete_run(id).map_err(internal)? {
         return Err(err(StatusCode::NOT_FOUND, format!("no ended run {id}")));
     }
-    let _ = std::fs::remove_dir_all(s.reports.join(format!("run-{id}")));
+    let _ = std::fs::remove_dir_all(JobId::Run(id).dir(&s.reports));
     Ok(StatusCode::NO_CONTENT)
 }
 
 /// A report file of a run: only names its report directory lists.
 pub async fn file(State(s): State<Shared>, Path((id, name)): Path<(String, String)>) -> Result<Response, ApiError> {
     let id = run_id(&id)?;
-    let (bytes, mime) = crate::files::read(&s.reports.join(format!("run-{id}")), &name)?;
-    Ok(([(header::CONTENT_TYPE, mime)], bytes).into_response())
+    crate::files::serve(&JobId::Run(id).dir(&s.reports), &name)
 }
 
 /// `GET /api/runs/{id}/events`: `snapshot` events while the run goes on (the last one

@@ -338,8 +338,8 @@ fn cmd_serve(
     db: PathBuf,
     token_file: Option<&Path>,
 ) -> Result<i32> {
+    // serve() checks the listen rule before it opens anything.
     let token = token_file.map(gapless_serve::read_token).transpose()?;
-    gapless_serve::check_listen(listen, token.as_deref())?;
     let cfg = gapless_serve::ServeConfig {
         listen,
         db,
