@@ -48,6 +48,10 @@ pub struct LoopHealth {
     /// SCHED_FIFO priority the loop ran at, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rt_priority: Option<u32>,
+    /// The loop's core was the packet path's alone: every other thread of gapless's process
+    /// was kept off it (affinity), so any run-queue wait was taken by tasks outside gapless.
+    #[serde(default)]
+    pub exclusive: bool,
 }
 
 /// A stream's part of the verdict.
@@ -104,8 +108,13 @@ fn loop_causes(l: &LoopHealth) -> Vec<(f64, String)> {
     let share = |ns: u64| ns as f64 / wall;
     let mut out = Vec::new();
     if let Some(w) = l.runqueue_wait_ns.filter(|&w| share(w) >= CAUSE_FLOOR) {
+        let who = if l.exclusive {
+            "tasks outside gapless (the kernel's or other programs'; gapless kept its own threads off this core)"
+        } else {
+            "other tasks"
+        };
         out.push((share(w), format!(
-            "other tasks took {} ({:.1} % of the run) on {} while the send loop waited to run (schedstat). Fix: move other work off that core (taskset), use --rt-priority, or pick another --core",
+            "{who} took {} ({:.1} % of the run) on {} while the send loop waited to run (schedstat). Fix: move other work off that core (taskset), use --rt-priority, or pick another --core",
             ms(w), share(w) * 100.0, core_name(l.core)
         )));
     }
@@ -254,7 +263,7 @@ mod tests {
             waiting_ns: 500_000_000,
             ..Default::default()
         };
-        let v = judge(&[facts(100_000, 101, 0.0)], vec![l], &paced());
+        let v = judge(&[facts(100_000, 101, 0.0)], vec![l.clone()], &paced());
         assert_eq!(v.held, Some(false));
         assert!(
             v.causes[0].contains("other tasks took 300.0 ms (30.0 %") && v.causes[0].contains("core 1"),
@@ -263,6 +272,17 @@ mod tests {
         );
         assert!(v.causes[1].contains("4 stall(s)"), "{:?}", v.causes);
         assert!(v.text().contains("schedule: NOT held"));
+        // A core gapless kept to the loop alone: the wait was someone else's.
+        let v = judge(
+            &[facts(100_000, 101, 0.0)],
+            vec![LoopHealth { exclusive: true, ..l }],
+            &paced(),
+        );
+        assert!(
+            v.causes[0].starts_with("tasks outside gapless (the kernel's or other programs'"),
+            "{:?}",
+            v.causes
+        );
     }
 
     #[test]

@@ -40,6 +40,8 @@ pub struct CoreWatch {
     sched0: Option<(u64, u64)>,
     steal0: Option<u64>,
     rt_priority: Option<u32>,
+    /// The core was the packet path's alone when the loop started.
+    exclusive0: bool,
 }
 
 impl CoreWatch {
@@ -50,6 +52,7 @@ impl CoreWatch {
             sched0: thread_schedstat(),
             steal0: core.and_then(core_steal_ns),
             rt_priority,
+            exclusive0: core.is_some_and(crate::cores::exclusive),
         }
     }
 
@@ -73,6 +76,7 @@ impl CoreWatch {
             stall_max_ns: waits.stall_max_ns,
             waiting_ns: waits.waiting_ns,
             rt_priority: self.rt_priority,
+            exclusive: self.exclusive0 && self.core.is_some_and(crate::cores::exclusive),
         }
     }
 }
@@ -95,6 +99,7 @@ pub fn probe_cores(cores: &[usize], dur: Duration) -> Vec<CoreProbe> {
 }
 
 fn probe_one(core: usize, dur: Duration) -> Option<CoreProbe> {
+    crate::cores::mark_pinned();
     if !core_affinity::set_for_current(core_affinity::CoreId { id: core }) {
         return None;
     }
@@ -158,17 +163,19 @@ pub fn set_rt_priority(prio: u32) -> Result<(), std::io::Error> {
     }
 }
 
-/// Pins the calling thread to `core`, or else to an allowed core other than `avoid`: the
-/// last such (a send loop) or the first (a meter). Returns the core, None if pinning failed.
+/// Pins the calling thread to `core`, or else to a core no run holds other than `avoid`:
+/// the last such (a send loop) or the first (a meter). The thread is marked pinned first, so
+/// [`crate::cores`] never moves it. Returns the core, None if pinning failed.
 pub fn pin(core: Option<usize>, avoid: Option<usize>, last: bool) -> Option<usize> {
-    let ids = core_affinity::get_core_ids()?;
-    let mut others = ids.iter().filter(|i| Some(i.id) != avoid);
-    let id = match core {
-        Some(c) => ids.iter().find(|i| i.id == c),
+    let free = crate::cores::available();
+    let mut others = free.iter().copied().filter(|&c| Some(c) != avoid);
+    let c = match core {
+        Some(c) => crate::cores::cpuset().contains(&c).then_some(c),
         None if last => others.next_back(),
         None => others.next(),
     }?;
-    core_affinity::set_for_current(*id).then_some(id.id)
+    crate::cores::mark_pinned();
+    core_affinity::set_for_current(core_affinity::CoreId { id: c }).then_some(c)
 }
 
 /// The send loops' cores: the ones asked for, else the quietest allowed core by a 100 ms

@@ -50,6 +50,16 @@ pub enum EngineError {
     /// A core this process may not run on.
     #[error("core {core} is not one this process may run on (allowed: {allowed:?}). Fix: pick cores from that list")]
     CoreNotAllowed { core: usize, allowed: Vec<usize> },
+    /// A core another run's packet path holds.
+    #[error("core {core} is held by another run's send loop or meter (held now: {held:?}): two send loops on one core spoil both schedules. Fix: pick another core, or wait for that run to end")]
+    CoreHeld { core: usize, held: Vec<usize> },
+    /// A run that would leave the server no core to answer on.
+    #[error("this run's packet path would take cores {asked:?}, and with the cores other runs hold ({held:?}) that is every core this server may use ({cpuset:?}): the server keeps one core for its own threads, off the packet path. Fix: stop another run, give this one fewer cores, or start the server on more cores")]
+    NoCoreLeft {
+        asked: Vec<usize>,
+        held: Vec<usize>,
+        cpuset: Vec<usize>,
+    },
     /// A number out of range (`what` names it, `want` says what is accepted).
     #[error("{what} {value}: give {want}")]
     OutOfRange {

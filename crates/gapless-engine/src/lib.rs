@@ -27,6 +27,7 @@
 //! ```
 
 pub mod clock;
+pub mod cores;
 pub mod cpu;
 pub mod error;
 mod exp_plots;

@@ -339,11 +339,7 @@ pub fn summary_text(r: &MeterReport) -> String {
     s
 }
 
-/// The cores this process may run on.
+/// The cores this process may run on (its affinity when first asked; see [`crate::cores`]).
 pub fn allowed_cores() -> Vec<usize> {
-    core_affinity::get_core_ids()
-        .unwrap_or_default()
-        .into_iter()
-        .map(|c| c.id)
-        .collect()
+    crate::cores::cpuset().to_vec()
 }

@@ -201,6 +201,8 @@ struct Prepared {
     board: Arc<Board>,
     /// The rate-control method, set up (undone when dropped).
     ratectl: Option<crate::ratectl::RateControl>,
+    /// The packet path's cores, held until the run ends (released when dropped).
+    _cores: crate::cores::Hold,
 }
 
 fn check_spec(spec: &RunSpec) -> Result<(), EngineError> {
@@ -263,6 +265,7 @@ fn prepare(spec: RunSpec) -> Result<Prepared, EngineError> {
         p => p == Pacing::On,
     };
     let (plan, mut warnings, core_probe) = plan_loops(&spec, profile, pace)?;
+    let cores = hold_cores(&spec, &plan, &mut warnings)?;
     if let Some(inf) = &info {
         check_frames(&plan.profile, inf, socket_of(&spec, &plan.profile))?;
     }
@@ -314,6 +317,7 @@ fn prepare(spec: RunSpec) -> Result<Prepared, EngineError> {
         core_probe,
         board,
         ratectl,
+        _cores: cores,
     })
 }
 
@@ -383,8 +387,38 @@ fn plan_loops(
         return Err(EngineError::LoopsWithPcap);
     }
     plan::check_cores(&profile, &cores)?;
-    let (cores, warnings, probe) = crate::cpu::choose_cores(cores, &allowed, pace);
+    // A loop goes on a core no other run holds.
+    let free = crate::cores::available();
+    let (cores, warnings, probe) = crate::cpu::choose_cores(cores, &free, pace);
+    let cores = resolve_cores(cores, &free);
     Ok((plan::plan(profile, &cores)?, warnings, probe))
+}
+
+/// Loops without a core get the last free core not already taken (as a send loop pins
+/// itself), so the run knows every core it holds before it starts.
+fn resolve_cores(cores: Vec<Option<usize>>, free: &[usize]) -> Vec<Option<usize>> {
+    let mut taken: Vec<usize> = cores.iter().flatten().copied().collect();
+    cores
+        .into_iter()
+        .map(|c| {
+            c.or_else(|| {
+                let pick = free.iter().rev().find(|f| !taken.contains(f)).copied();
+                taken.extend(pick);
+                pick
+            })
+        })
+        .collect()
+}
+
+/// Holds the run's packet-path cores: its send loops', and its meter's if one was given.
+fn hold_cores(spec: &RunSpec, plan: &Plan, warnings: &mut Vec<String>) -> Result<crate::cores::Hold, EngineError> {
+    let mut cores: Vec<usize> = plan.loops.iter().filter_map(|l| l.core).collect();
+    cores.extend(spec.rx.as_ref().and_then(|r| r.core));
+    cores.sort_unstable();
+    cores.dedup();
+    let (hold, w) = crate::cores::hold(&cores)?;
+    warnings.extend(w);
+    Ok(hold)
 }
 
 fn socket_of(spec: &RunSpec, profile: &Profile) -> TxSocket {
@@ -606,15 +640,6 @@ fn rx_report(
     rep
 }
 
-/// Moves the calling thread (the link watcher) to a core no send loop runs on, if there is
-/// one: its wakeups then never take a send loop's core.
-fn step_aside(tx_cores: &[usize]) {
-    let allowed = crate::meter::allowed_cores();
-    if let Some(&c) = allowed.iter().find(|c| !tx_cores.contains(c)) {
-        crate::cpu::pin(Some(c), None, false);
-    }
-}
-
 /// Starts the send loops and the meter, watches the link, and joins them.
 fn run_threads(p: &mut Prepared, stop: &Arc<AtomicBool>) -> Result<Ran, EngineError> {
     let k = p.plan.loops.len();
@@ -641,7 +666,6 @@ fn run_threads(p: &mut Prepared, stop: &Arc<AtomicBool>) -> Result<Ran, EngineEr
     let (rt, iface) = (p.spec.rt_priority, p.iface.clone());
     let rx_spec = p.spec.rx.clone();
     let rx_live = p.board.rx.clone();
-    let tx_cores: Vec<usize> = p.plan.loops.iter().filter_map(|l| l.core).collect();
     let mut link_fault = None;
     let (parts, rx_out) = std::thread::scope(|sc| {
         let rx_h = match (p.rx.as_mut(), &rx_spec, &rx_live) {
@@ -674,7 +698,6 @@ fn run_threads(p: &mut Prepared, stop: &Arc<AtomicBool>) -> Result<Ran, EngineEr
                 sc.spawn(move || crate::run(&lp.profile, be, o))
             })
             .collect();
-        step_aside(&tx_cores);
         while !hs.iter().all(|h| h.is_finished()) {
             std::thread::sleep(Duration::from_millis(50));
             // A link that goes down ends the run within a tick: no spin, no backlog burst.

@@ -98,6 +98,7 @@ fn classify(e: &EngineError) -> (&'static str, Value) {
         E::Io(io) => classify_io(io),
         E::OutOfRange { what, value, want } => ("ConfigError", json!({"what": what, "value": value, "want": want})),
         E::CoreNotAllowed { core, allowed } => ("ConfigError", json!({"core": core, "allowed": allowed})),
+        E::CoreHeld { core, held } => ("ConfigError", json!({"core": core, "held": held})),
         E::UnknownOption { key, known, .. } => ("ConfigError", json!({"key": key, "known": known})),
         E::Unreadable { path, fix, .. } => ("FileError", json!({"path": path, "fix": fix})),
         E::BadFile { path, problem, fix } => ("FileError", json!({"path": path, "problem": problem, "fix": fix})),
