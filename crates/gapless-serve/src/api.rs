@@ -1,54 +1,30 @@
-//! The dashboard's JSON API under `/api`: profiles (list, get, put, delete) with the core's
-//! validation, runs ([`crate::runs_api`]), calibrations ([`crate::calibrations`]) and the
-//! page ([`crate::web`]). Errors are `{ "error": message, "kind"?, "path"?, "fix"? }` with a
-//! 4xx or 5xx status.
+//! The dashboard's routes under `/api`: profiles ([`crate::profiles`]), runs
+//! ([`crate::runs_api`]), experiments, calibrations and the page ([`crate::web`]), behind
+//! the client limits and the request guard. Errors are [`crate::reply`]'s JSON.
 
-use std::sync::Arc;
-
-use axum::body::Bytes;
-use axum::extract::{DefaultBodyLimit, Path, Request, State};
-use axum::http::{header, StatusCode};
-use axum::middleware::{self, Next};
-use axum::response::{IntoResponse, Response};
+use axum::extract::DefaultBodyLimit;
+use axum::http::{Method, StatusCode};
+use axum::middleware;
 use axum::routing::{get, post};
-use axum::{Json, Router};
-use serde_json::{json, Value};
+use axum::Router;
 
-use gapless_engine::EngineError;
-
-use crate::jobs::lock;
-use crate::runs_api::engine_error;
-use crate::{calibrations, experiments, runs_api, web, AppState};
+use crate::guard::Guard;
+use crate::reply::{err, ApiError};
+use crate::{calibrations, experiments, profiles, runs_api, web, Shared};
 
 /// Bodies larger than this are refused (413): a profile is a few kB.
 pub const BODY_LIMIT: usize = 1 << 20;
 
-pub type Shared = Arc<AppState>;
-
-/// A 4xx/5xx with a JSON body.
-pub struct ApiError(pub StatusCode, pub Value);
-
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
-        (self.0, Json(self.1)).into_response()
-    }
-}
-
-pub fn err(status: StatusCode, msg: impl Into<String>) -> ApiError {
-    ApiError(status, json!({ "error": msg.into() }))
-}
-
-pub fn internal(e: impl std::fmt::Display) -> ApiError {
-    err(StatusCode::INTERNAL_SERVER_ERROR, format!("internal: {e}"))
-}
-
-/// The API and its middleware (token, body limit).
-pub fn router(state: Shared) -> Router {
+/// The API behind the client limits ([`crate::limits`]), the request guard
+/// ([`crate::guard`]) and the body limit.
+pub fn router(state: Shared, guard: Guard) -> Router {
     Router::new()
-        .route("/api/profiles", get(list_profiles))
+        .route("/api/profiles", get(profiles::list_profiles))
         .route(
             "/api/profiles/{name}",
-            get(get_profile).put(put_profile).delete(delete_profile),
+            get(profiles::get_profile)
+                .put(profiles::put_profile)
+                .delete(profiles::delete_profile),
         )
         .route("/api/runs", get(runs_api::list).post(runs_api::start))
         .route("/api/runs/{id}", get(runs_api::get).delete(runs_api::delete))
@@ -61,204 +37,38 @@ pub fn router(state: Shared) -> Router {
         .route("/api/experiments/{id}/stop", post(experiments::stop))
         .route("/api/experiments/{id}/events", get(experiments::events))
         .route("/api/experiments/{id}/files/{name}", get(experiments::file))
-        .route("/api/check", post(check))
-        .route("/api/toml", post(to_toml))
+        .route("/api/check", post(profiles::check))
+        .route("/api/toml", post(profiles::to_toml))
         .route("/", get(web::index))
         .route("/assets/{name}", get(web::asset))
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(BODY_LIMIT))
-        .layer(middleware::from_fn_with_state(state.clone(), require_token))
+        .layer(middleware::from_fn_with_state(guard, crate::guard::check))
+        .layer(middleware::from_fn_with_state(
+            state.limits.clone(),
+            crate::limits::check,
+        ))
         .with_state(state)
 }
 
-/// Off loopback every request carries the token: `Authorization: Bearer TOKEN`, or
-/// `?token=TOKEN` where a browser cannot set headers (EventSource, a download link). The
-/// page itself and its assets are public: the page asks for the token.
-pub(crate) async fn require_token(State(s): State<Shared>, req: Request, next: Next) -> Response {
-    let public = req.uri().path() == "/" || req.uri().path().starts_with("/assets/");
-    if let (Some(token), false) = (&s.token, public) {
-        let header = req
-            .headers()
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "));
-        let query = req
-            .uri()
-            .query()
-            .and_then(|q| q.split('&').find_map(|kv| kv.strip_prefix("token=")));
-        if header != Some(token.as_str()) && query != Some(token.as_str()) {
-            return err(
-                StatusCode::UNAUTHORIZED,
-                "a bearer token is required: send Authorization: Bearer TOKEN",
-            )
-            .into_response();
-        }
-    }
-    next.run(req).await
+/// The page and its assets: public, so the page can ask for the token.
+pub fn is_public(path: &str) -> bool {
+    path == "/" || path.starts_with("/assets/")
 }
 
-async fn list_profiles(State(s): State<Shared>) -> Result<Json<Value>, ApiError> {
-    let rows = lock(&s.db).profiles().map_err(internal)?;
-    Ok(Json(json!({ "profiles": rows })))
-}
-
-async fn get_profile(State(s): State<Shared>, Path(name): Path<String>) -> Result<Json<Value>, ApiError> {
-    let row = lock(&s.db).profile(&name).map_err(internal)?;
-    row.map(|r| Json(json!(r)))
-        .ok_or_else(|| err(StatusCode::NOT_FOUND, format!("no profile named {name:?}")))
-}
-
-/// Names are what a user types: letters, digits, `-`, `_`, `.`, up to 100.
-fn check_name(name: &str) -> Result<(), ApiError> {
-    let ok =
-        !name.is_empty() && name.len() <= 100 && name.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
-    if ok {
-        Ok(())
+/// The type a state-changing request's body is written in: TOML for a profile's text (PUT
+/// a profile, check one) and an experiment file; JSON for everything else.
+pub fn body_type(m: &Method, path: &str) -> &'static str {
+    let toml = (*m == Method::PUT && path.starts_with("/api/profiles/"))
+        || path == "/api/check"
+        || (*m == Method::POST && path == "/api/experiments");
+    if toml {
+        "application/toml"
     } else {
-        Err(err(
-            StatusCode::BAD_REQUEST,
-            format!("profile name {name:?}: use 1 to 100 letters, digits, '-', '_' or '.'"),
-        ))
-    }
-}
-
-/// Saves the body (TOML) under `name`. A profile that does not parse is refused (422) with
-/// the core's message; one that parses but does not compile is saved, marked invalid with
-/// its path and fix (a draft the form keeps editing).
-async fn put_profile(State(s): State<Shared>, Path(name): Path<String>, body: Bytes) -> Result<Json<Value>, ApiError> {
-    check_name(&name)?;
-    let text = std::str::from_utf8(&body).map_err(|_| err(StatusCode::BAD_REQUEST, "the profile is not UTF-8 text"))?;
-    let spec = gapless_core::ProfileSpec::from_toml(text, &name)
-        .map_err(|e| engine_error(StatusCode::UNPROCESSABLE_ENTITY, &EngineError::Profile(e)))?;
-    let problem = compile(spec, &name)
-        .err()
-        .map(|e| e["error"].as_str().unwrap_or_default().to_string());
-    let row = lock(&s.db)
-        .put_profile(&name, text, problem.as_deref())
-        .map_err(internal)?;
-    Ok(Json(json!(row)))
-}
-
-async fn delete_profile(State(s): State<Shared>, Path(name): Path<String>) -> Result<StatusCode, ApiError> {
-    let gone = lock(&s.db).delete_profile(&name).map_err(internal)?;
-    if gone {
-        Ok(StatusCode::NO_CONTENT)
-    } else {
-        Err(err(StatusCode::NOT_FOUND, format!("no profile named {name:?}")))
+        "application/json"
     }
 }
 
 async fn not_found(uri: axum::http::Uri) -> ApiError {
     err(StatusCode::NOT_FOUND, format!("no such path {}", uri.path()))
-}
-
-/// A JSON body as `T`, or a 400 that says what is wrong and where.
-pub fn json_body<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
-    let de = &mut serde_json::Deserializer::from_slice(body);
-    serde_path_to_error::deserialize(de).map_err(|e| {
-        let at = e.path().to_string();
-        let inner = e.into_inner();
-        let msg = if inner.is_syntax() || inner.is_eof() {
-            format!("malformed JSON: {inner}")
-        } else if at == "." {
-            format!("{inner}")
-        } else {
-            format!("{at}: {inner}")
-        };
-        err(StatusCode::BAD_REQUEST, msg)
-    })
-}
-
-/// The server reads no files a profile names (replays, size or gap files, rate traces, a
-/// pcap output): a path in a request must not reach the file system.
-pub fn no_files(spec: &gapless_core::ProfileSpec) -> Result<(), ApiError> {
-    fn walk(v: &Value, at: &str) -> Option<String> {
-        match v {
-            Value::Object(m) => m.iter().find_map(|(k, v)| {
-                let here = if at.is_empty() { k.clone() } else { format!("{at}.{k}") };
-                if (k == "file" || k == "pcap") && v.is_string() {
-                    Some(here)
-                } else {
-                    walk(v, &here)
-                }
-            }),
-            Value::Array(a) => a.iter().enumerate().find_map(|(i, v)| walk(v, &format!("{at}[{i}]"))),
-            _ => None,
-        }
-    }
-    let v = serde_json::to_value(spec).map_err(internal)?;
-    match walk(&v, "") {
-        None => Ok(()),
-        Some(path) => Err(ApiError(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            json!({ "error": format!("{path}: the server does not read or write files a profile names. Fix: run this profile with the CLI or Python, or give the values inline"), "path": path }),
-        )),
-    }
-}
-
-/// Compiles a profile as the server may: no files named (see [`no_files`]), none read.
-/// The error is the JSON body a reply carries (message, path, problem, fix).
-fn compile(spec: gapless_core::ProfileSpec, label: &str) -> Result<gapless_core::config::Profile, Value> {
-    no_files(&spec).map_err(|e| e.1)?;
-    gapless_engine::ProfileSource {
-        spec,
-        dir: std::path::PathBuf::new(),
-        label: label.into(),
-    }
-    .compile(None)
-    .map_err(|e| engine_error(StatusCode::OK, &e).1)
-}
-
-/// The text the CLI prints for a run's result: summary, meter, verdict.
-pub fn summary(r: &gapless_core::result::RunResult) -> String {
-    let mut s = gapless_engine::report::summary_text(r);
-    if let Some(rx) = &r.rx {
-        s.push_str(&gapless_engine::meter::summary_text(rx));
-    }
-    s.push_str(&gapless_engine::report::verdict_text(r));
-    s
-}
-
-/// `POST /api/check`: a profile's TOML checked by the core, as the form validates. Returns
-/// `ok` with `gapless check`'s text, or the error with its path and fix; and the TOML as
-/// written (a plain JSON value, for the form), when it parses as TOML at all.
-async fn check(body: Bytes) -> Result<Json<Value>, ApiError> {
-    let text = std::str::from_utf8(&body).map_err(|_| err(StatusCode::BAD_REQUEST, "the profile is not UTF-8 text"))?;
-    let plain = toml::from_str::<toml::Value>(text)
-        .ok()
-        .and_then(|v| serde_json::to_value(v).ok());
-    let compiled = gapless_core::ProfileSpec::from_toml(text, "profile")
-        .map_err(|e| engine_error(StatusCode::OK, &EngineError::Profile(e)).1)
-        .and_then(|spec| compile(spec, "profile"));
-    let verdict = match compiled {
-        Ok(p) => json!({ "ok": true, "text": gapless_engine::report::profile_text("profile", &p) }),
-        Err(e) => json!({ "ok": false, "error": e }),
-    };
-    let mut v = verdict;
-    v["profile"] = plain.unwrap_or(Value::Null);
-    Ok(Json(v))
-}
-
-/// `POST /api/toml`: `{"profile": {...}}` (the form's state) as TOML text.
-async fn to_toml(body: Bytes) -> Result<Json<Value>, ApiError> {
-    let v: Value = json_body(&body)?;
-    let profile = v.get("profile").cloned().unwrap_or(Value::Null);
-    let t: toml::Value = serde_json::from_value(drop_nulls(profile))
-        .map_err(|e| err(StatusCode::BAD_REQUEST, format!("profile: {e}")))?;
-    let text = toml::to_string(&t).map_err(|e| err(StatusCode::BAD_REQUEST, format!("profile: {e}")))?;
-    Ok(Json(json!({ "toml": text })))
-}
-
-/// TOML has no null: a key set to null is a key not given.
-fn drop_nulls(v: Value) -> Value {
-    match v {
-        Value::Object(m) => Value::Object(
-            m.into_iter()
-                .filter(|(_, v)| !v.is_null())
-                .map(|(k, v)| (k, drop_nulls(v)))
-                .collect(),
-        ),
-        Value::Array(a) => Value::Array(a.into_iter().map(drop_nulls).collect()),
-        v => v,
-    }
 }

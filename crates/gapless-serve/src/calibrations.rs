@@ -13,9 +13,11 @@ use gapless_engine::request::CalibrateRequest;
 use gapless_engine::{Calibrated, CalibrationSpec, EngineError};
 use serde_json::{json, Value};
 
-use crate::api::{err, internal, ApiError, Shared};
 use crate::jobs::{iface_key, lock, JobId, Publisher};
-use crate::runs_api::{engine_error, start_error};
+use crate::reply::engine_error;
+use crate::reply::start_error;
+use crate::reply::{err, internal, json_body, ApiError};
+use crate::Shared;
 
 /// Where calibration `id`'s file is; an error if there is no such calibration.
 pub fn path(s: &Shared, id: i64) -> Result<PathBuf, ApiError> {
@@ -65,7 +67,7 @@ pub async fn list(State(s): State<Shared>) -> Result<Json<Value>, ApiError> {
 /// `POST /api/calibrations`: `CalibrateRequest`'s keys, or `{"testbed": NAME, ...}` for
 /// its two ends. Returns the stored calibration and its summary text.
 pub async fn create(State(s): State<Shared>, body: axum::body::Bytes) -> Result<Json<Value>, ApiError> {
-    let mut body: serde_json::Map<String, Value> = crate::api::json_body(&body)?;
+    let mut body: serde_json::Map<String, Value> = json_body(&body)?;
     if let Some(tb) = body.remove("testbed") {
         let name = tb.as_str().unwrap_or_default();
         let tb = gapless_io::testbed::Testbed::new(name).map_err(|m| err(StatusCode::BAD_REQUEST, m))?;

@@ -17,10 +17,13 @@ use gapless_core::experiment::spec::{ExperimentSpec, ProfileRef};
 use gapless_engine::Experiment;
 use serde_json::{json, Value};
 
-use crate::api::{err, internal, ApiError, Shared};
 use crate::db::{Db, Jobs as Table};
 use crate::jobs::{iface_key, lock, JobId, Publisher, StartError};
-use crate::runs_api::{engine_error, job_events, started_reply, stop_job};
+use crate::reply::engine_error;
+use crate::reply::started_reply;
+use crate::reply::{err, internal, ApiError};
+use crate::runs_api::{job_events, stop_job};
+use crate::Shared;
 
 fn dir(s: &Shared, id: i64) -> PathBuf {
     JobId::Experiment(id).dir(&s.reports)
@@ -41,7 +44,7 @@ fn read(text: &str) -> Result<ExperimentSpec, ApiError> {
                 "experiment: profile = {p:?} names a file; the server reads none. Fix: give the profile inline, as a [profile] table"
             )))
         }
-        ProfileRef::Inline(p) => crate::api::no_files(p)?,
+        ProfileRef::Inline(p) => crate::profiles::no_files(p)?,
     }
     if spec.calibration.is_some() {
         return Err(unprocessable(

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use axum::http::StatusCode;
 
-use crate::api::{err, ApiError};
+use crate::reply::{err, ApiError};
 
 /// The file names in `dir`, sorted (none if it does not exist).
 pub fn list(dir: &Path) -> Vec<String> {

@@ -13,9 +13,24 @@ use tokio::sync::broadcast;
 
 use crate::db::Db;
 
-/// An event of a job: `("snapshot", snapshot)` or `("trial", record)` while it goes on,
-/// then `("end", {status, error})`.
-pub type JobEvent = (&'static str, Value);
+/// An event of a job: `snapshot` or `trial` while it goes on, then `end` (`{status, error}`).
+/// Serialized once when sent: every subscriber and poller shares the value and its text.
+#[derive(Clone)]
+pub struct JobEvent {
+    pub kind: &'static str,
+    pub value: Arc<Value>,
+    pub text: Arc<str>,
+}
+
+impl JobEvent {
+    pub fn new(kind: &'static str, value: Value) -> JobEvent {
+        JobEvent {
+            kind,
+            text: value.to_string().into(),
+            value: Arc::new(value),
+        }
+    }
+}
 
 /// A job: a run or an experiment, by its id in the database.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -56,7 +71,9 @@ pub struct Publisher {
 }
 
 impl Publisher {
-    pub fn send(&self, ev: JobEvent) {
+    /// Sends `(kind, value)` to every subscriber, serialized once.
+    pub fn send(&self, (kind, value): (&'static str, Value)) {
+        let ev = JobEvent::new(kind, value);
         let mut last = self.last.lock().unwrap_or_else(|e| e.into_inner());
         *last = Some(ev.clone());
         let _ = self.events.send(ev);
@@ -170,7 +187,7 @@ impl Jobs {
 
     /// The jobs going on, with their last event's value (a job that has sent its end event
     /// is no longer going on: its result is in the database).
-    pub fn running(&self) -> Vec<(JobId, Option<Value>)> {
+    pub fn running(&self) -> Vec<(JobId, Option<Arc<Value>>)> {
         self.reap();
         let active = self.lock();
         active
@@ -178,8 +195,8 @@ impl Jobs {
             .filter_map(|(id, a)| {
                 let last = a.publisher.last.lock().unwrap_or_else(|e| e.into_inner());
                 match &*last {
-                    Some(("end", _)) => None,
-                    other => Some((*id, other.as_ref().map(|e| e.1.clone()))),
+                    Some(e) if e.kind == "end" => None,
+                    other => Some((*id, other.as_ref().map(|e| e.value.clone()))),
                 }
             })
             .collect()

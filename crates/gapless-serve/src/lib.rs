@@ -8,16 +8,22 @@
 //! - the **Open Traffic Generator API** ([`otg`]) on a listener of its own, for snappi.
 //!
 //! Profiles, runs and calibrations live in SQLite ([`db`]); a run's report files live in the
-//! report directory beside the database. The server binds to loopback unless it is given a
-//! token: on any other address every request must carry `Authorization: Bearer TOKEN`.
+//! report directory beside the database. Every request on either listener passes one guard
+//! ([`guard`]): Host, Origin, content type and the token. The server binds to loopback unless
+//! it is given a token: on any other address every request must carry
+//! `Authorization: Bearer TOKEN`.
 
 pub mod api;
 mod calibrations;
 pub mod db;
 mod experiments;
 mod files;
+pub mod guard;
 mod jobs;
+pub mod limits;
 pub mod otg;
+mod profiles;
+pub mod reply;
 mod runs;
 mod runs_api;
 pub mod testing;
@@ -40,6 +46,29 @@ pub struct ServeConfig {
     pub token: Option<String>,
     /// The OTG API's address (None: no OTG API).
     pub otg_listen: Option<SocketAddr>,
+    /// Host names the listeners answer to besides their address and loopback
+    /// (`--allow-host`).
+    pub allow_hosts: Vec<String>,
+    /// Requests per second per client and open event streams.
+    pub limits: limits::LimitsConfig,
+}
+
+impl ServeConfig {
+    /// The guard of the listener on `listen`.
+    fn guard(&self, listen: SocketAddr, otg: bool) -> guard::Guard {
+        let (body_types, public): (guard::BodyTypes, fn(&str) -> bool) = if otg {
+            (|_, _| "application/json", |_| false)
+        } else {
+            (api::body_type, api::is_public)
+        };
+        guard::Guard {
+            listen,
+            allow_hosts: Arc::new(self.allow_hosts.clone()),
+            token: self.token.as_deref().map(Arc::from),
+            body_types,
+            public,
+        }
+    }
 }
 
 impl ServeConfig {
@@ -104,14 +133,18 @@ pub fn read_token(path: &Path) -> Result<String, ServeError> {
     Ok(t)
 }
 
+/// The state as handlers take it.
+pub type Shared = Arc<AppState>;
+
 /// What every handler shares.
 pub struct AppState {
     pub db: Arc<Mutex<db::Db>>,
-    pub token: Option<String>,
     pub jobs: jobs::Jobs,
     /// Where runs write their report files and calibrations their files.
     pub reports: PathBuf,
     pub otg: Mutex<otg::OtgState>,
+    /// Shared by both listeners.
+    pub limits: Arc<limits::Limits>,
 }
 
 /// Serves until `shutdown` resolves, then stops the runs going on and waits for each to
@@ -121,6 +154,9 @@ pub async fn serve(
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServeError> {
     check_listen(cfg.listen, cfg.token.as_deref())?;
+    // The packet path's cores are its own: a run that would leave none to this server's
+    // threads is refused, and while runs hold cores every other thread keeps off them.
+    gapless_engine::cores::init(gapless_engine::cores::Policy::KeepOne);
     if let Some(otg) = cfg.otg_listen {
         check_listen(otg, cfg.token.as_deref())?;
     }
@@ -132,14 +168,20 @@ pub async fn serve(
     })?;
     let state = Arc::new(AppState {
         db: Arc::new(Mutex::new(db)),
-        token: cfg.token.clone(),
         jobs: jobs::Jobs::default(),
         reports,
         otg: Mutex::new(otg::OtgState::default()),
+        limits: Arc::new(limits::Limits::new(cfg.limits)),
     });
     let listener = bind(cfg.listen).await?;
+    // Port 0 asks for a free port: the guard checks Host against the port bound.
+    let listen = local(&listener, cfg.listen);
     let otg = match cfg.otg_listen {
-        Some(a) => Some((bind(a).await?, a)),
+        Some(a) => {
+            let l = bind(a).await?;
+            let a = local(&l, a);
+            Some((l, a))
+        }
         None => None,
     };
     let (tx, rx) = tokio::sync::watch::channel(false);
@@ -147,10 +189,10 @@ pub async fn serve(
         let _ = rx.wait_for(|v| *v).await;
     };
     let otg_task = otg.map(|(l, addr)| {
-        let app = otg::router(state.clone());
+        let app = otg::router(state.clone(), cfg.guard(addr, true));
         let stop = ended(rx.clone());
         tokio::spawn(async move {
-            axum::serve(l, app)
+            axum::serve(l, app.into_make_service_with_connect_info::<SocketAddr>())
                 .with_graceful_shutdown(stop)
                 .await
                 .map_err(|cause| ServeError::Listen { addr, cause })
@@ -163,7 +205,8 @@ pub async fn serve(
         s.jobs.stop_flags();
         let _ = tx.send(true);
     });
-    let served = axum::serve(listener, router(state.clone()))
+    let app = router(state.clone(), cfg.guard(listen, false));
+    let served = axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>())
         .with_graceful_shutdown(ended(rx))
         .await
         .map_err(|cause| ServeError::Listen {
@@ -176,6 +219,10 @@ pub async fn serve(
     let s = state.clone();
     let _ = tokio::task::spawn_blocking(move || s.jobs.stop_all()).await;
     served
+}
+
+fn local(l: &tokio::net::TcpListener, asked: SocketAddr) -> SocketAddr {
+    l.local_addr().unwrap_or(asked)
 }
 
 async fn bind(addr: SocketAddr) -> Result<tokio::net::TcpListener, ServeError> {

@@ -10,7 +10,7 @@ use std::convert::Infallible;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::sse::{Event, KeepAlive, Sse};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use axum::Json;
 use futures_util::stream::{self, Stream, StreamExt};
 use gapless_engine::request::RunRequest;
@@ -18,9 +18,10 @@ use gapless_engine::{EngineError, ProfileSource};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use crate::api::{err, internal, ApiError, Shared};
-use crate::jobs::{lock, JobId, StartError};
+use crate::jobs::{lock, JobEvent, JobId};
+use crate::reply::{engine_error, err, internal, json_body, started_reply, ApiError};
 use crate::runs::NewRun;
+use crate::Shared;
 
 /// `POST /api/runs`.
 #[derive(Debug, Deserialize)]
@@ -39,19 +40,8 @@ pub struct StartBody {
     options: serde_json::Map<String, Value>,
 }
 
-/// An engine error as a 4xx: its message and kind.
-pub fn engine_error(status: StatusCode, e: &EngineError) -> ApiError {
-    let mut body = json!({ "error": e.to_string(), "kind": e.kind() });
-    if let EngineError::Profile(gapless_core::ProfileError::Invalid { path, problem, fix }) = e {
-        body["path"] = json!(path);
-        body["problem"] = json!(problem);
-        body["fix"] = json!(fix);
-    }
-    ApiError(status, body)
-}
-
 pub async fn start(State(s): State<Shared>, body: axum::body::Bytes) -> Result<Response, ApiError> {
-    let body: StartBody = crate::api::json_body(&body)?;
+    let body: StartBody = json_body(&body)?;
     // Checking the profile, bringing a testbed up and opening the sockets (a 100 ms core
     // probe) block: off the async workers.
     let started = tokio::task::spawn_blocking(move || {
@@ -63,38 +53,12 @@ pub async fn start(State(s): State<Shared>, body: axum::body::Bytes) -> Result<R
     started_reply(started.map(JobId::Run))
 }
 
-/// 201 with the new job's id, or why it did not start.
-pub fn started_reply(r: Result<JobId, StartError>) -> Result<Response, ApiError> {
-    let id = match r.map_err(start_error)? {
-        JobId::Run(id) | JobId::Experiment(id) => id,
-        JobId::Calibration(n) => n as i64,
-    };
-    Ok((StatusCode::CREATED, Json(json!({ "id": id }))).into_response())
-}
-
-/// Why a job did not start: a busy interface is a 409 naming the job that holds it.
-pub fn start_error(e: StartError) -> ApiError {
-    match e {
-        StartError::Busy { iface, holder } => {
-            let mut body = json!({ "error": format!("{iface} is busy with {holder}: one run, experiment or calibration at a time per interface. Fix: stop {holder} or wait for it to end"), "iface": iface, "holder": holder.to_string() });
-            match holder {
-                JobId::Run(id) => body["run"] = json!(id),
-                JobId::Experiment(id) => body["experiment"] = json!(id),
-                JobId::Calibration(_) => body["calibration"] = json!(true),
-            }
-            ApiError(StatusCode::CONFLICT, body)
-        }
-        StartError::Engine(e) => engine_error(StatusCode::BAD_REQUEST, &e),
-        StartError::Db(e) => internal(e),
-    }
-}
-
 /// The profile, the request and the target, checked: everything but starting.
 fn new_run(s: &Shared, body: StartBody) -> Result<NewRun, ApiError> {
     let (name, toml) = profile_text(s, body.profile, body.toml)?;
     let spec = gapless_core::ProfileSpec::from_toml(&toml, &name)
         .map_err(|e| engine_error(StatusCode::UNPROCESSABLE_ENTITY, &EngineError::Profile(e)))?;
-    crate::api::no_files(&spec)?;
+    crate::profiles::no_files(&spec)?;
     let mut options = body.options;
     for (key, why) in [
         (
@@ -225,7 +189,7 @@ pub async fn get(State(s): State<Shared>, Path(id): Path<String>) -> Result<Json
         .result
         .as_ref()
         .and_then(|r| serde_json::from_value::<gapless_core::result::RunResult>(r.clone()).ok())
-        .map(|r| crate::api::summary(&r));
+        .map(|r| crate::profiles::summary(&r));
     let files = crate::files::list(&JobId::Run(id).dir(&s.reports));
     let mut v = json!(row);
     v["summary"] = json!(summary);
@@ -281,20 +245,22 @@ pub fn job_events(
     job: JobId,
     ended: Result<Value, ApiError>,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>> + use<>>, ApiError> {
+    // Held while the stream is open: a bounded number of streams.
+    let place = s.limits.event_stream()?;
     let (first, rx) = match s.jobs.subscribe(job) {
         // It ended after it was looked up: its end event is the last one.
-        Some((Some(last), _)) if last.0 == "end" => (Some(last), None),
+        Some((Some(last), _)) if last.kind == "end" => (Some(last), None),
         Some((last, rx)) => (last, Some(rx)),
-        None => (Some(("end", ended?)), None),
+        None => (Some(JobEvent::new("end", ended?)), None),
     };
     let head = stream::iter(first.map(event));
-    let tail = stream::unfold(rx, |rx| async move {
+    let tail = stream::unfold((rx, place), |(rx, place)| async move {
         let mut rx = rx?;
         loop {
             match rx.recv().await {
-                Ok((kind, v)) => {
-                    let done = kind == "end";
-                    return Some((event((kind, v)), (!done).then_some(rx)));
+                Ok(ev) => {
+                    let done = ev.kind == "end";
+                    return Some((event(ev), ((!done).then_some(rx), place)));
                 }
                 Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
                 Err(_) => return None,
@@ -304,6 +270,7 @@ pub fn job_events(
     Ok(Sse::new(head.chain(tail)).keep_alive(KeepAlive::default()))
 }
 
-fn event((kind, v): (&'static str, Value)) -> Result<Event, Infallible> {
-    Ok(Event::default().event(kind).data(v.to_string()))
+/// An SSE event from the job's event, serialized once for every subscriber.
+fn event(ev: JobEvent) -> Result<Event, Infallible> {
+    Ok(Event::default().event(ev.kind).data(&*ev.text))
 }

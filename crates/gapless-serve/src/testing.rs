@@ -4,30 +4,57 @@
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
+use std::path::Path;
 
-/// One HTTP/1.1 request; returns (status, body).
+/// One HTTP/1.1 request as a well-behaved script sends it: `Host` names the address, and a
+/// state-changing request carries its body's type (see [`crate::api::body_type`]); returns
+/// (status, body).
 pub fn http(addr: SocketAddr, method: &str, path: &str, body: &[u8], token: Option<&str>) -> (u16, String) {
+    let mut headers = Vec::new();
+    let m: axum::http::Method = method.parse().expect("an HTTP method");
+    let bare = path.split('?').next().unwrap_or(path);
+    if matches!(method, "POST" | "PUT" | "PATCH" | "DELETE") {
+        headers.push(("Content-Type".to_string(), crate::api::body_type(&m, bare).to_string()));
+    }
+    if let Some(t) = token {
+        headers.push(("Authorization".to_string(), format!("Bearer {t}")));
+    }
+    let h: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    request(addr, method, path, &h, body)
+}
+
+/// One HTTP/1.1 request with exactly these headers besides `Host` (the address, unless one
+/// is given), `Connection` and `Content-Length`; returns (status, body).
+pub fn request(addr: SocketAddr, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> (u16, String) {
+    let text = exchange(addr, method, path, headers, body);
+    let status = text[9..12].parse().expect("a status code");
+    let body = text.split_once("\r\n\r\n").map_or("", |x| x.1).to_string();
+    (status, body)
+}
+
+/// As [`request`], returning the whole response: status line, headers and body.
+pub fn exchange(addr: SocketAddr, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> String {
     let mut s = TcpStream::connect(addr).expect("connect to the server");
-    let auth = token.map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"));
-    let head = format!(
-        "{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n{auth}Content-Length: {}\r\n\r\n",
-        body.len()
-    );
+    let mut head = format!("{method} {path} HTTP/1.1\r\nConnection: close\r\n");
+    if !headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("host")) {
+        head.push_str(&format!("Host: {addr}\r\n"));
+    }
+    for (k, v) in headers {
+        head.push_str(&format!("{k}: {v}\r\n"));
+    }
+    head.push_str(&format!("Content-Length: {}\r\n\r\n", body.len()));
     s.write_all(head.as_bytes()).unwrap();
     let _ = s.write_all(body);
     let mut out = Vec::new();
     s.read_to_end(&mut out).unwrap();
-    let text = String::from_utf8_lossy(&out).to_string();
-    let status = text[9..12].parse().expect("a status code");
-    let body = text.split_once("\r\n\r\n").map_or("", |x| x.1).to_string();
-    (status, body)
+    String::from_utf8_lossy(&out).to_string()
 }
 
 /// Reads a run's SSE stream until its `end` event: (snapshot events seen, the end event).
 pub fn events_until_end(addr: SocketAddr, id: i64) -> (usize, serde_json::Value) {
     let mut s = TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(std::time::Duration::from_secs(30))).unwrap();
-    let head = format!("GET /api/runs/{id}/events HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    let head = format!("GET /api/runs/{id}/events HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
     s.write_all(head.as_bytes()).unwrap();
     // The stream ends after its end event; each event comes in a chunk of its own.
     let mut raw = Vec::new();
@@ -43,4 +70,60 @@ pub fn events_until_end(addr: SocketAddr, id: i64) -> (usize, serde_json::Value)
 /// A body as JSON; panics with the body when it is not.
 pub fn json(body: &str) -> serde_json::Value {
     serde_json::from_str(body).unwrap_or_else(|e| panic!("expected JSON, got {body:?}: {e}"))
+}
+
+/// A server on a free loopback port in a thread of its own; dropped = shut down.
+pub struct Server {
+    pub addr: SocketAddr,
+    pub otg: SocketAddr,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<Result<(), crate::ServeError>>>,
+}
+
+impl Server {
+    pub fn start(db: &Path, listen: &str, token: Option<&str>) -> Server {
+        let free = || {
+            let probe = std::net::TcpListener::bind(listen).unwrap();
+            probe.local_addr().unwrap()
+        };
+        let (addr, otg) = (free(), free());
+        let cfg = crate::ServeConfig {
+            listen: addr,
+            db: db.to_path_buf(),
+            token: token.map(str::to_string),
+            otg_listen: Some(otg),
+            allow_hosts: Vec::new(),
+            limits: Default::default(),
+        };
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let thread = std::thread::spawn(move || {
+            let rt = tokio::runtime::Runtime::new().unwrap();
+            rt.block_on(crate::serve(cfg, async move {
+                let _ = rx.await;
+            }))
+        });
+        for _ in 0..200 {
+            if TcpStream::connect(addr).is_ok() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        Server {
+            addr,
+            otg,
+            stop: Some(tx),
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
 }

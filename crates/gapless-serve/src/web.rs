@@ -5,7 +5,7 @@ use axum::extract::Path;
 use axum::http::{header, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
 
-use crate::api::err;
+use crate::reply::err;
 
 /// `(name, bytes)` of every asset under `/assets/`.
 const ASSETS: &[(&str, &[u8])] = &[

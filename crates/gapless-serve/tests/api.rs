@@ -2,65 +2,8 @@
 //! rule, bad and oversize bodies, and a database reopened after a server that did not end
 //! its runs.
 
-use std::net::{SocketAddr, TcpStream};
-use std::path::Path;
-
-use gapless_serve::testing::{events_until_end, http, json};
-use gapless_serve::{check_listen, ServeConfig, ServeError};
-
-/// A server on a free loopback port in a thread of its own; dropped = shut down.
-struct Server {
-    addr: SocketAddr,
-    otg: SocketAddr,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<Result<(), ServeError>>>,
-}
-
-impl Server {
-    fn start(db: &Path, listen: &str, token: Option<&str>) -> Server {
-        let free = || {
-            let probe = std::net::TcpListener::bind(listen).unwrap();
-            probe.local_addr().unwrap()
-        };
-        let (addr, otg) = (free(), free());
-        let cfg = ServeConfig {
-            listen: addr,
-            db: db.to_path_buf(),
-            token: token.map(str::to_string),
-            otg_listen: Some(otg),
-        };
-        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-        let thread = std::thread::spawn(move || {
-            let rt = tokio::runtime::Runtime::new().unwrap();
-            rt.block_on(gapless_serve::serve(cfg, async move {
-                let _ = rx.await;
-            }))
-        });
-        for _ in 0..200 {
-            if TcpStream::connect(addr).is_ok() {
-                break;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(10));
-        }
-        Server {
-            addr,
-            otg,
-            stop: Some(tx),
-            thread: Some(thread),
-        }
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        if let Some(s) = self.stop.take() {
-            let _ = s.send(());
-        }
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
+use gapless_serve::check_listen;
+use gapless_serve::testing::{events_until_end, http, json, Server};
 
 const GOOD: &str = "[[stream]]\nname = \"a\"\nsize = 64\n[stream.timing]\nrate_pps = 1000\ncount = 10\n";
 

@@ -23,10 +23,10 @@ async function api(method, path, body, raw) {
   const headers = {};
   if (token()) headers.Authorization = "Bearer " + token();
   let data;
-  if (body !== undefined) {
-    data = raw ? body : JSON.stringify(body);
-    headers["Content-Type"] = raw ? "text/plain" : "application/json";
-  }
+  if (body !== undefined) data = raw ? body : JSON.stringify(body);
+  // The server takes a state-changing request only with its body's own type (TOML for a
+  // profile's or an experiment's text): a type no other page can send without a preflight.
+  if (method !== "GET") headers["Content-Type"] = raw ? "application/toml" : "application/json";
   const r = await fetch(path, { method, headers, body: data });
   if (r.status === 401) {
     $("#token-box").hidden = false;

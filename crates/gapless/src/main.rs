@@ -5,6 +5,7 @@ mod experiment_cmd;
 mod meter_cmd;
 mod outputs;
 mod run_cmd;
+mod serve_cmd;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
@@ -63,23 +64,7 @@ enum Cmd {
     /// The web dashboard (saved profiles, runs with live charts, history, calibrations) and
     /// the Open Traffic Generator API for snappi. Both listen on loopback by default; any
     /// other address needs --token-file.
-    Serve {
-        /// The dashboard's address (the page at /, its JSON API under /api).
-        #[arg(long, default_value = "127.0.0.1:8080")]
-        listen: std::net::SocketAddr,
-        /// The OTG API's address (plain HTTP; paths at the root as snappi expects).
-        #[arg(long, default_value = "127.0.0.1:8443")]
-        otg_listen: std::net::SocketAddr,
-        /// Serve no OTG API.
-        #[arg(long)]
-        no_otg: bool,
-        /// The SQLite database (created and migrated if needed).
-        #[arg(long, default_value = "gapless.db")]
-        db: PathBuf,
-        /// A file whose first line is the bearer token every request must carry.
-        #[arg(long)]
-        token_file: Option<PathBuf>,
-    },
+    Serve(serve_cmd::ServeArgs),
     /// The veth testbed: namespaces NAME-tx and NAME-rx joined by NAME-tx0 <-> NAME-rx0.
     Testbed {
         #[command(subcommand)]
@@ -307,13 +292,7 @@ fn main() {
             profile,
             link_speed_bps,
         } => cmd_check(&profile, link_speed_bps),
-        Cmd::Serve {
-            listen,
-            otg_listen,
-            no_otg,
-            db,
-            token_file,
-        } => cmd_serve(listen, (!no_otg).then_some(otg_listen), db, token_file.as_deref()),
+        Cmd::Serve(a) => serve_cmd::cmd_serve(a),
         Cmd::Testbed { action } => cmd_testbed(action),
         Cmd::Measure(a) => meter_cmd::cmd_measure(a),
         Cmd::Analyze(a) => meter_cmd::cmd_analyze(a),
@@ -330,34 +309,4 @@ fn main() {
             std::process::exit(2);
         }
     }
-}
-
-fn cmd_serve(
-    listen: std::net::SocketAddr,
-    otg_listen: Option<std::net::SocketAddr>,
-    db: PathBuf,
-    token_file: Option<&Path>,
-) -> Result<i32> {
-    // serve() checks the listen rule before it opens anything.
-    let token = token_file.map(gapless_serve::read_token).transpose()?;
-    let cfg = gapless_serve::ServeConfig {
-        listen,
-        db,
-        token,
-        otg_listen,
-    };
-    let rt = tokio::runtime::Runtime::new()?;
-    eprintln!("gapless serve: dashboard http://{listen}/ (Ctrl-C stops)");
-    if let Some(o) = otg_listen {
-        eprintln!("gapless serve: OTG API http://{o} (snappi: snappi.api(location=\"http://{o}\"))");
-    }
-    eprintln!(
-        "gapless serve: database {}, reports in {}",
-        cfg.db.display(),
-        cfg.reports_dir().display()
-    );
-    rt.block_on(gapless_serve::serve(cfg, async {
-        let _ = tokio::signal::ctrl_c().await;
-    }))?;
-    Ok(0)
 }

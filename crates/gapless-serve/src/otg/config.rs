@@ -4,16 +4,8 @@
 
 use serde_json::{json, Map, Value};
 
+pub use super::patterns::{num, Invalid};
 use super::patterns::{read, Kind};
-
-/// A validation error: its message names the config path.
-#[derive(Debug)]
-pub struct Invalid(pub String);
-
-/// A number, or a 64-bit number sent as a string.
-pub fn num(v: &Value) -> Option<u64> {
-    v.as_u64().or_else(|| v.as_str().and_then(|s| s.trim().parse().ok()))
-}
 
 fn float(v: &Value) -> Option<f64> {
     v.as_f64().or_else(|| v.as_str().and_then(|s| s.trim().parse().ok()))

@@ -9,8 +9,8 @@ use axum::Json;
 use serde_json::{json, Value};
 
 use super::{body, invalid, otg, OtgError};
-use crate::api::Shared;
 use crate::jobs::{lock, JobId};
+use crate::Shared;
 
 /// One flow's figures.
 #[derive(Default)]
@@ -75,7 +75,7 @@ fn figures(s: &Shared, names: &[String]) -> Result<Vec<(String, String, String, 
         let f = match runs.iter().find(|r| &r.0 == name) {
             None => Flow::default(),
             Some((_, id, idx)) => match live.iter().find(|l| l.0 == JobId::Run(*id)) {
-                Some((_, snap)) => from_snapshot(snap.as_ref().unwrap_or(&Value::Null), *idx, true),
+                Some((_, snap)) => from_snapshot(snap.as_deref().unwrap_or(&Value::Null), *idx, true),
                 None => ended(s, *id, *idx, name),
             },
         };

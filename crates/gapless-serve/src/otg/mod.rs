@@ -27,9 +27,9 @@ use gapless_engine::request::RunRequest;
 use gapless_engine::ProfileSource;
 use serde_json::{json, Value};
 
-use crate::api::Shared;
 use crate::jobs::{JobId, StartError};
 use crate::runs::NewRun;
+use crate::Shared;
 
 /// The OTG model version range this server speaks.
 pub const API_SPEC_VERSION: &str = "^1.58.0";
@@ -65,7 +65,7 @@ fn ok(warnings: Vec<String>) -> Json<Value> {
     Json(json!({ "warnings": warnings }))
 }
 
-pub fn router(state: Shared) -> Router {
+pub fn router(state: Shared, guard: crate::guard::Guard) -> Router {
     Router::new()
         .route("/capabilities/version", get(version))
         .route("/config", get(get_config).post(set_config))
@@ -79,9 +79,10 @@ pub fn router(state: Shared) -> Router {
             )
         })
         .layer(DefaultBodyLimit::max(crate::api::BODY_LIMIT))
+        .layer(axum::middleware::from_fn_with_state(guard, crate::guard::check))
         .layer(axum::middleware::from_fn_with_state(
-            state.clone(),
-            crate::api::require_token,
+            state.limits.clone(),
+            crate::limits::check,
         ))
         .with_state(state)
 }

@@ -8,7 +8,14 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 
 use serde_json::{json, Map, Value};
 
-use super::config::{num, Invalid};
+/// A validation error: its message names the config path.
+#[derive(Debug)]
+pub struct Invalid(pub String);
+
+/// A number, or a 64-bit number sent as a string.
+pub fn num(v: &Value) -> Option<u64> {
+    v.as_u64().or_else(|| v.as_str().and_then(|s| s.trim().parse().ok()))
+}
 
 /// What a field holds, for parsing and printing its values.
 #[derive(Debug, Clone, Copy)]
