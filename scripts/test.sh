@@ -5,18 +5,31 @@
 # the exit code is non-zero when any test, binary or check failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh --fuzz || exit 1
+# Each stage's time is printed at the end (and kept in target/test-times.txt).
+times=$(mktemp)
+stage_t0=$(date +%s)
+stage() { # stage NAME: closes the stage that ran since the last call
+  local now; now=$(date +%s)
+  printf '%-28s %5d s\n' "$1" $((now - stage_t0)) >> "$times"
+  stage_t0=$now
+}
+bash scripts/setup.sh --test || exit 1
 command -v cargo >/dev/null 2>&1 || export PATH="$HOME/.cargo/bin:/root/.cargo/bin:$PATH"
+stage "set-up"
 status=0
 cargo fmt --all -- --check || { echo "test.sh: cargo fmt --check failed (run cargo fmt --all)"; status=1; }
-cargo clippy --release --locked --all-targets --quiet -- -D warnings || { echo "test.sh: clippy failed"; status=1; }
+cargo clippy --profile ci --locked --all-targets --quiet -- -D warnings || { echo "test.sh: clippy failed"; status=1; }
+stage "fmt + clippy"
 log=$(mktemp)
-cargo test --release --locked --workspace --no-fail-fast 2>&1 | tee "$log"
+# The ci profile (DESIGN-NOTES 39): the test binaries setup.sh --test built.
+cargo test --profile ci --locked --workspace --no-fail-fast 2>&1 | tee "$log"
 cargo_rc=${PIPESTATUS[0]}
+stage "cargo tests"
 # The Python API's tests (pytest, in .venv made by setup.sh), counted in the closing line.
 pylog=$(mktemp)
 .venv/bin/python -m pytest -q -p no:cacheprovider python/tests 2>&1 | tee "$pylog"
 py_rc=${PIPESTATUS[0]}
+stage "pytest"
 read -r py_pass py_fail < <(tail -n 1 "$pylog" | awk '{ p = 0; f = 0
   for (i = 1; i < NF; i++) { if ($(i + 1) ~ /^passed/) p += $i; if ($(i + 1) ~ /^(failed|error)/) f += $i }
   print p, f }')
@@ -30,6 +43,10 @@ if bash bench/fuzz.sh 20 --smoke; then
 else
   echo "test.sh: the fuzz smoke failed (see above)"; status=1
 fi
+stage "fuzz smoke"
+echo "test.sh: time per stage"
+mkdir -p target && cp "$times" target/test-times.txt
+cat "$times"
 # One closing line for the whole workspace (cargo's own last line is an empty doc-test block).
 # A test binary that failed to build or crashed has no 'test result' line: count it as failed.
 awk -v rc="$cargo_rc" -v st="$status" '

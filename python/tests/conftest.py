@@ -21,7 +21,7 @@ EXAMPLES = REPO / "examples"
 def cli() -> str:
     """The gapless binary of this checkout (GAPLESS_BIN overrides)."""
     b = os.environ.get("GAPLESS_BIN") or str(REPO / "target" / "release" / "gapless")
-    assert Path(b).exists(), f"expected the gapless binary at {b}; got none. Fix: run scripts/setup.sh"
+    assert Path(b).exists(), f"expected the gapless binary at {b}; got none. Fix: run scripts/setup.sh --test"
     return b
 
 
@@ -57,7 +57,7 @@ def testbed() -> Iterator[Testbed]:
 
 def have(tool: str) -> str:
     path = shutil.which(tool)
-    assert path, f"expected {tool} on PATH; got none. Fix: run scripts/setup.sh"
+    assert path, f"expected {tool} on PATH; got none. Fix: run scripts/setup.sh --test"
     return path
 
 

@@ -113,7 +113,7 @@ impl Experiment {
         }
         ExperimentFile {
             tool: "gapless".into(),
-            version: env!("CARGO_PKG_VERSION").into(),
+            version: crate::VERSION.into(),
             experiment: self.label.clone(),
             spec: self.spec.clone(),
             dut: self.spec.dut.clone().or_else(|| testbed_dut(&self.spec)),

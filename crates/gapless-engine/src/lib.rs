@@ -26,6 +26,17 @@
 //! # Ok::<(), gapless_engine::EngineError>(())
 //! ```
 
+/// This build: the crate version, the git commit and the cargo profile, as the result file's
+/// `version` and `gapless --version` print them: `0.1.0 (git 71b3003d1e2f, profile release)`.
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (git ",
+    env!("GAPLESS_COMMIT"),
+    ", profile ",
+    env!("GAPLESS_PROFILE"),
+    ")"
+);
+
 pub mod clock;
 pub mod cores;
 pub mod cpu;

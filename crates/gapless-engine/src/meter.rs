@@ -121,7 +121,7 @@ pub fn finish_report(r: &mut MeterReport, stats: Option<RxStats>, failed: Option
         ));
     }
     r.tool = "gapless".into();
-    r.version = env!("CARGO_PKG_VERSION").into();
+    r.version = crate::VERSION.into();
     let env = crate::report::host_environment();
     r.environment.hostname = env.hostname;
     r.environment.kernel = env.kernel;

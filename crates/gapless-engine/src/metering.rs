@@ -345,7 +345,7 @@ pub fn calibrate(spec: &CalibrationSpec, stop: Arc<AtomicBool>) -> Result<Calibr
         })?;
     let mut c = Calibration::from_stream(st).map_err(|e| EngineError::CalibrationFailed(e.to_string()))?;
     c.judge(r.verdict.held);
-    c.version = env!("CARGO_PKG_VERSION").into();
+    c.version = crate::VERSION.into();
     c.created_unix_ns = r.started_unix_ns;
     c.hostname = r.environment.hostname.clone();
     c.tx_iface = crate::spec::iface_source(&spec.tx, spec.tx_netns.as_deref());

@@ -226,7 +226,7 @@ pub fn build_result(profile: &Profile, stats: &RunStats, meta: &RunMeta) -> RunR
     let is_tsc = (stats.raw_hz - 1e9).abs() / 1e9 > 0.01;
     RunResult {
         tool: "gapless".into(),
-        version: env!("CARGO_PKG_VERSION").into(),
+        version: crate::VERSION.into(),
         started_unix_ns: stats.realtime0_ns,
         profile_path: meta.profile_path.clone(),
         profile: serde_json::to_value(&profile.spec).unwrap_or(serde_json::Value::Null),

@@ -22,7 +22,7 @@ use gapless_io::IoError;
 #[derive(Parser)]
 #[command(
     name = "gapless",
-    version,
+    version = gapless_engine::VERSION,
     about = "Precise, scriptable packet generator and traffic meter"
 )]
 struct Cli {

@@ -100,7 +100,7 @@ async fn version() -> Json<Value> {
     Json(json!({
         "api_spec_version": API_SPEC_VERSION,
         "sdk_version": "",
-        "app_version": env!("CARGO_PKG_VERSION"),
+        "app_version": gapless_engine::VERSION,
         "warnings": [],
     }))
 }
