@@ -15,9 +15,7 @@ use gapless_serve::testing::{events_until_end, http, json};
 
 /// `gapless serve` on a free loopback port with the database `db`.
 fn serve(db: &Path) -> (KillOnDrop, SocketAddr) {
-    let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = probe.local_addr().unwrap();
-    drop(probe);
+    let addr: SocketAddr = ([127, 0, 0, 1], local_port()).into();
     let child = Command::new(bin())
         .args(["serve", "--no-otg", "--listen", &addr.to_string(), "--db"])
         .arg(db)

@@ -340,3 +340,19 @@ pub fn pcap_of_frames(frames: &[(u64, Vec<u8>)]) -> Vec<u8> {
     }
     b
 }
+
+static PORTS: AtomicU32 = AtomicU32::new(0);
+
+/// A free loopback port for a server this test starts, below the kernel's ephemeral range
+/// (32768-60999), so that no other test's `bind(":0")` can be handed the same port between our
+/// probe and the server's bind; distinct per test process.
+pub fn local_port() -> u16 {
+    loop {
+        let n = PORTS.fetch_add(1, Ordering::SeqCst);
+        let port = 20_000 + (std::process::id() % 500) * 24 + n % 24;
+        assert!(n < 24 * 4, "no free loopback port in this process's range near {port}");
+        if std::net::TcpListener::bind(("127.0.0.1", port as u16)).is_ok() {
+            return port as u16;
+        }
+    }
+}
