@@ -126,3 +126,13 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         yield s
     finally:
         s.stop()
+
+
+@pytest.fixture()
+def own_server(tmp_path: Path) -> Iterator[Server]:
+    """A server of the test's own, with a database of its own (nothing from other tests)."""
+    s = Server(tmp_path / "g.db")
+    try:
+        yield s
+    finally:
+        s.stop()

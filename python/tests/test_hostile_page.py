@@ -11,10 +11,8 @@ import http.server
 import json
 import threading
 import urllib.request
-from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
-import pytest
 from playwright.sync_api import sync_playwright
 
 from conftest import Server, free_port
@@ -75,15 +73,6 @@ class Attacker:
     def close(self) -> None:
         self.httpd.shutdown()
         self.httpd.server_close()
-
-
-@pytest.fixture()
-def own_server(tmp_path: Path) -> Iterator[Server]:
-    s = Server(tmp_path / "g.db")
-    try:
-        yield s
-    finally:
-        s.stop()
 
 
 def get(url: str) -> Any:

@@ -10,21 +10,11 @@ import os
 import time
 import urllib.request
 from pathlib import Path
-from typing import Any, Iterator, List
+from typing import Any, List
 
-import pytest
 
 from conftest import Server, Testbed
 from test_otg import MAC_RX, MAC_TX, api, config, flow
-
-
-@pytest.fixture()
-def own_server(tmp_path: Path) -> Iterator[Server]:
-    s = Server(tmp_path / "g.db")
-    try:
-        yield s
-    finally:
-        s.stop()
 
 
 def cores_of(text: str) -> List[int]:

@@ -6,49 +6,20 @@
 mod common;
 use common::*;
 
-use std::net::SocketAddr;
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use gapless_serve::testing::{events_until_end, http, json};
 
-/// `gapless serve` on a free loopback port with the database `db`.
-fn serve(db: &Path) -> (KillOnDrop, SocketAddr) {
-    let addr: SocketAddr = ([127, 0, 0, 1], local_port()).into();
-    let child = Command::new(bin())
-        .args(["serve", "--no-otg", "--listen", &addr.to_string(), "--db"])
-        .arg(db)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start gapless serve");
-    let t0 = Instant::now();
-    while std::net::TcpStream::connect(addr).is_err() {
-        assert!(
-            t0.elapsed() < Duration::from_secs(10),
-            "gapless serve did not listen on {addr} within 10 s"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    (KillOnDrop(Some(child)), addr)
-}
-
 const NULL_LONG: &str = "[[stream]]\nname = \"a\"\n[stream.timing]\nrate_pps = 1000\nduration_s = 60\n";
-
-fn start(addr: SocketAddr, body: serde_json::Value) -> i64 {
-    let (st, b) = http(addr, "POST", "/api/runs", body.to_string().as_bytes(), None);
-    assert_eq!(st, 201, "expected 201 for {body}; got {st}: {b}");
-    json(&b)["id"].as_i64().unwrap()
-}
 
 #[test]
 fn a_busy_interface_is_a_409_and_a_stopped_run_keeps_what_it_measured() {
     let bed = Bed::up();
     let dir = tempfile::tempdir().unwrap();
-    let (_srv, addr) = serve(&dir.path().join("g.db"));
+    let (_srv, addr) = serve_process(&dir.path().join("g.db"));
     let tb = serde_json::json!({ "toml": NULL_LONG.replace("1000", "2000"), "testbed": bed.0.tx_ns().trim_end_matches("-tx") });
-    let id = start(addr, tb.clone());
+    let id = start_run(addr, tb.clone());
     let (st, b) = http(addr, "POST", "/api/runs", tb.to_string().as_bytes(), None);
     assert_eq!(
         st, 409,
@@ -70,7 +41,7 @@ fn a_busy_interface_is_a_409_and_a_stopped_run_keeps_what_it_measured() {
     // the core the server keeps for itself, so it is refused for that, and says so.
     let null = serde_json::json!({ "toml": NULL_LONG.replace("60", "1"), "options": { "null": true } });
     if gapless_engine::meter::allowed_cores().len() > 2 {
-        start(addr, null);
+        start_run(addr, null);
     } else {
         let (st, b) = http(addr, "POST", "/api/runs", null.to_string().as_bytes(), None);
         assert!(
@@ -111,14 +82,14 @@ fn a_busy_interface_is_a_409_and_a_stopped_run_keeps_what_it_measured() {
     );
     let short =
         serde_json::json!({ "toml": NULL_LONG.replace("duration_s = 60", "count = 100"), "testbed": tb["testbed"] });
-    start(addr, short);
+    start_run(addr, short);
 }
 
 /// A server process with a paced 1 kpps run on null going for `after`: the process (not
 /// killed when dropped) and the run's id.
 fn serve_a_running_run(db: &Path, after: Duration) -> (std::process::Child, i64) {
-    let (mut srv, addr) = serve(db);
-    let id = start(
+    let (mut srv, addr) = serve_process(db);
+    let id = start_run(
         addr,
         serde_json::json!({ "toml": NULL_LONG, "options": { "null": true, "pace": true } }),
     );
@@ -133,7 +104,7 @@ fn a_killed_server_leaves_its_run_interrupted_with_its_last_checkpoint() {
     let (mut child, id) = serve_a_running_run(&db, Duration::from_millis(2500));
     child.kill().unwrap(); // SIGKILL: nothing is flushed or ended.
     child.wait().unwrap();
-    let (_srv, addr) = serve(&db);
+    let (_srv, addr) = serve_process(&db);
     let run = json(&http(addr, "GET", &format!("/api/runs/{id}"), b"", None).1);
     assert_eq!(run["status"], "interrupted", "{run}");
     let sent = run["result"]["checkpoint"]["total"]["tx"]["sent"].as_u64().unwrap_or(0);
@@ -165,7 +136,7 @@ fn ctrl_c_ends_the_server_promptly_and_stores_the_run_it_stops() {
         std::thread::sleep(Duration::from_millis(20));
     };
     assert!(status.success(), "expected exit 0 after Ctrl-C; got {status}");
-    let (_srv, addr) = serve(&db);
+    let (_srv, addr) = serve_process(&db);
     let run = json(&http(addr, "GET", &format!("/api/runs/{id}"), b"", None).1);
     assert_eq!(run["status"], "stopped", "{run}");
     let sent = run["result"]["sent_frames"].as_u64().unwrap();
@@ -216,7 +187,7 @@ fn sweep_toml(bed: &Bed) -> String {
 fn an_experiment_streams_its_trials_holds_its_ports_and_stores_its_report() {
     let bed = Bed::up();
     let dir = tempfile::tempdir().unwrap();
-    let (_srv, addr) = serve(&dir.path().join("g.db"));
+    let (_srv, addr) = serve_process(&dir.path().join("g.db"));
     let (st, b) = http(addr, "POST", "/api/experiments", sweep_toml(&bed).as_bytes(), None);
     assert_eq!(st, 201, "expected the experiment to start; got {st}: {b}");
     let id = json(&b)["id"].as_i64().unwrap();
@@ -275,14 +246,14 @@ fn an_experiment_streams_its_trials_holds_its_ports_and_stores_its_report() {
     assert_eq!((st, csv.lines().count()), (200, 3), "a header and 2 trials: {csv}");
     // The interfaces are free again.
     let short = serde_json::json!({ "toml": NULL_LONG.replace("duration_s = 60", "count = 10"), "testbed": name });
-    start(addr, short);
+    start_run(addr, short);
 }
 
 #[test]
 fn an_experiment_that_would_read_files_is_refused_with_the_key() {
     let bed = Bed::up();
     let dir = tempfile::tempdir().unwrap();
-    let (_srv, addr) = serve(&dir.path().join("g.db"));
+    let (_srv, addr) = serve_process(&dir.path().join("g.db"));
     let t = sweep_toml(&bed);
     let cases = [
         (
@@ -307,7 +278,7 @@ fn an_experiment_that_would_read_files_is_refused_with_the_key() {
 fn a_calibration_made_on_the_server_is_used_by_a_run_by_its_id() {
     let bed = Bed::up();
     let dir = tempfile::tempdir().unwrap();
-    let (_srv, addr) = serve(&dir.path().join("g.db"));
+    let (_srv, addr) = serve_process(&dir.path().join("g.db"));
     let name = bed.tx_ns().trim_end_matches("-tx").to_string();
     let body = serde_json::json!({ "testbed": name, "rate_pps": 5000, "duration": 1 });
     let (st, b) = http(addr, "POST", "/api/calibrations", body.to_string().as_bytes(), None);
@@ -321,7 +292,7 @@ fn a_calibration_made_on_the_server_is_used_by_a_run_by_its_id() {
     assert_eq!(list["calibrations"][0]["id"], id, "{list}");
     let run = serde_json::json!({ "toml": NULL_LONG.replace("duration_s = 60", "count = 2000"), "testbed": name,
                                   "calibration": id, "options": { "use_invalid_calibration": true } });
-    let rid = start(addr, run);
+    let rid = start_run(addr, run);
     let (_, end) = events_until_end(addr, rid);
     assert_eq!(end["status"], "finished", "{end}");
     let r = json(&http(addr, "GET", &format!("/api/runs/{rid}"), b"", None).1);

@@ -8,8 +8,6 @@ use common::*;
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::path::Path;
-use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -22,33 +20,6 @@ static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
     ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// `gapless serve` on a free loopback port: the process and its address.
-fn serve(db: &Path) -> (KillOnDrop, SocketAddr) {
-    let addr: SocketAddr = ([127, 0, 0, 1], local_port()).into();
-    let child = Command::new(bin())
-        .args(["serve", "--no-otg", "--listen", &addr.to_string(), "--db"])
-        .arg(db)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start gapless serve");
-    let t0 = Instant::now();
-    while TcpStream::connect(addr).is_err() {
-        assert!(
-            t0.elapsed() < Duration::from_secs(10),
-            "gapless serve did not listen on {addr}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    (KillOnDrop(Some(child)), addr)
-}
-
-fn start(addr: SocketAddr, body: serde_json::Value) -> i64 {
-    let (st, b) = http(addr, "POST", "/api/runs", body.to_string().as_bytes(), None);
-    assert_eq!(st, 201, "expected 201 for {body}; got {st}: {b}");
-    json(&b)["id"].as_i64().unwrap()
 }
 
 /// Each thread of `pid`: (name, allowed cores as the kernel lists them).
@@ -205,11 +176,11 @@ fn a_run_keeps_its_core_while_clients_poll_and_read_its_events() {
     let _one = one_at_a_time();
     let bed = Bed::up();
     let dir = tempfile::tempdir().unwrap();
-    let (srv, addr) = serve(&dir.path().join("g.db"));
+    let (srv, addr) = serve_process(&dir.path().join("g.db"));
     let pid = srv.0.as_ref().unwrap().id();
     let toml = "[[stream]]\nname = \"a\"\nsize = 64\n[stream.timing]\nrate_pps = 100000\nduration_s = 6\n";
     let tb = bed.0.tx_ns().trim_end_matches("-tx").to_string();
-    let id = start(addr, serde_json::json!({ "toml": toml, "testbed": tb }));
+    let id = start_run(addr, serde_json::json!({ "toml": toml, "testbed": tb }));
     // The server's threads, once the run holds its core: the load goes where they are.
     std::thread::sleep(Duration::from_millis(600));
     let during = thread_masks(pid);
@@ -309,10 +280,10 @@ fn a_thousand_idle_event_streams_are_bounded() {
     let _one = one_at_a_time();
     raise_fd_limit();
     let dir = tempfile::tempdir().unwrap();
-    let (srv, addr) = serve(&dir.path().join("g.db"));
+    let (srv, addr) = serve_process(&dir.path().join("g.db"));
     let pid = srv.0.as_ref().unwrap().id();
     let toml = "[[stream]]\nname = \"a\"\n[stream.timing]\nrate_pps = 1000\nduration_s = 60\n";
-    let id = start(
+    let id = start_run(
         addr,
         serde_json::json!({ "toml": toml, "options": { "null": true, "pace": true } }),
     );

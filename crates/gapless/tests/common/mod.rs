@@ -356,3 +356,32 @@ pub fn local_port() -> u16 {
         }
     }
 }
+
+/// `gapless serve --no-otg` on a free loopback port with the database `db`: the process
+/// (killed when dropped) and its address.
+pub fn serve_process(db: &Path) -> (KillOnDrop, std::net::SocketAddr) {
+    let addr: std::net::SocketAddr = ([127, 0, 0, 1], local_port()).into();
+    let child = Command::new(bin())
+        .args(["serve", "--no-otg", "--listen", &addr.to_string(), "--db"])
+        .arg(db)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start gapless serve");
+    let t0 = Instant::now();
+    while std::net::TcpStream::connect(addr).is_err() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "gapless serve did not listen on {addr} within 10 s"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    (KillOnDrop(Some(child)), addr)
+}
+
+/// Starts a run through the server's API; its id.
+pub fn start_run(addr: std::net::SocketAddr, body: serde_json::Value) -> i64 {
+    let (st, b) = gapless_serve::testing::http(addr, "POST", "/api/runs", body.to_string().as_bytes(), None);
+    assert_eq!(st, 201, "expected 201 for {body}; got {st}: {b}");
+    gapless_serve::testing::json(&b)["id"].as_i64().unwrap()
+}
