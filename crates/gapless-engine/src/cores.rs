@@ -49,6 +49,22 @@ impl Book {
     fn held(&self) -> BTreeSet<usize> {
         self.held.iter().map(|h| h.0).collect()
     }
+
+    /// The cores of the process no run holds (empty when every core is held).
+    fn free(&self) -> Vec<usize> {
+        let held = self.held();
+        cpuset().iter().copied().filter(|c| !held.contains(c)).collect()
+    }
+
+    /// Where the rest of the process runs: the free cores, or every core when none is free.
+    fn rest(&self) -> Vec<usize> {
+        let free = self.free();
+        if free.is_empty() {
+            cpuset().to_vec()
+        } else {
+            free
+        }
+    }
 }
 
 fn book() -> std::sync::MutexGuard<'static, Book> {
@@ -68,13 +84,7 @@ pub fn init(policy: Policy) {
 
 /// The cores no run holds (the whole cpuset when every core is held).
 pub fn available() -> Vec<usize> {
-    let held = book().held();
-    let free: Vec<usize> = cpuset().iter().copied().filter(|c| !held.contains(c)).collect();
-    if free.is_empty() {
-        cpuset().to_vec()
-    } else {
-        free
-    }
+    book().rest()
 }
 
 /// The cores held by runs now.
@@ -87,7 +97,7 @@ pub fn held() -> Vec<usize> {
 pub fn exclusive(core: usize) -> bool {
     let b = book();
     let holders = b.held.iter().filter(|h| h.0 == core).count();
-    holders == 1 && cpuset().iter().any(|c| !b.held.iter().any(|h| h.0 == *c))
+    holders == 1 && !b.free().is_empty()
 }
 
 /// Cores a run holds until this is dropped.
@@ -122,7 +132,7 @@ pub fn hold(cores: &[usize]) -> Result<(Hold, Vec<String>), EngineError> {
             "core {c} is also held by another run of this process: their send loops share it, and neither schedule can be trusted. Fix: give each run its own cores (--core)"
         ));
     }
-    let mut taken = b.held();
+    let mut taken: BTreeSet<usize> = before.iter().copied().collect();
     taken.extend(cores.iter().copied());
     if !cores.is_empty() && all.iter().all(|c| taken.contains(c)) {
         if keep_one {
@@ -174,10 +184,7 @@ pub fn mark_pinned() {
 
 /// Sets every unpinned thread's mask to the cores no run holds (all of them if none are free).
 fn remask(b: &Book) {
-    let all = cpuset();
-    let held = b.held();
-    let rest: Vec<usize> = all.iter().copied().filter(|c| !held.contains(c)).collect();
-    let mask = if rest.is_empty() { all } else { &rest[..] };
+    let mask = b.rest();
     let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
         return;
     };
@@ -187,7 +194,7 @@ fn remask(b: &Book) {
         };
         if !b.pinned.contains(&tid) {
             // A thread that ended meanwhile is ESRCH: nothing to do.
-            let _ = set_mask(tid, mask);
+            let _ = set_mask(tid, &mask);
         }
     }
 }

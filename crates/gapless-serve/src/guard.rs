@@ -135,7 +135,7 @@ impl Guard {
 
     fn content_type(&self, req: &Request) -> Result<(), ApiError> {
         let m = req.method();
-        if !matches!(*m, Method::POST | Method::PUT | Method::PATCH | Method::DELETE) {
+        if !changes_state(m) {
             return Ok(());
         }
         let want = (self.body_types)(m, req.uri().path());
@@ -184,6 +184,11 @@ impl Guard {
             ))
         }
     }
+}
+
+/// The methods that must carry their body's type: the ones that change state.
+pub fn changes_state(m: &Method) -> bool {
+    matches!(*m, Method::POST | Method::PUT | Method::PATCH | Method::DELETE)
 }
 
 /// Equal tokens, in time that depends only on the lengths.

@@ -69,9 +69,7 @@ impl ServeConfig {
             public,
         }
     }
-}
 
-impl ServeConfig {
     /// The report directory: `NAME-reports` beside the database `NAME.db`.
     pub fn reports_dir(&self) -> PathBuf {
         let stem = self

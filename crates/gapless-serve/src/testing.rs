@@ -13,7 +13,7 @@ pub fn http(addr: SocketAddr, method: &str, path: &str, body: &[u8], token: Opti
     let mut headers = Vec::new();
     let m: axum::http::Method = method.parse().expect("an HTTP method");
     let bare = path.split('?').next().unwrap_or(path);
-    if matches!(method, "POST" | "PUT" | "PATCH" | "DELETE") {
+    if crate::guard::changes_state(&m) {
         headers.push(("Content-Type".to_string(), crate::api::body_type(&m, bare).to_string()));
     }
     if let Some(t) = token {
