@@ -1,7 +1,7 @@
 //! The profile parser and compiler: any text is parsed, and what parses is compiled. Neither
 //! may panic; errors are fine.
 #![no_main]
-use gapless_core::dist::NoFiles;
+use gapless_core::spec::files::NoFiles;
 use gapless_core::{CompileCtx, ProfileSpec};
 use libfuzzer_sys::fuzz_target;
 

@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use etherparse::PacketBuilder;
 use gapless_core::meter::{classify, Meter, MeterConfig};
-use gapless_core::signature::Signature;
+use gapless_core::packet::signature::Signature;
 
 fn main() {
     let n: u64 = std::env::args()

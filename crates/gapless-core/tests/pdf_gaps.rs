@@ -5,7 +5,7 @@
 mod common;
 use common::{ks, KS_CRIT};
 
-use gapless_core::dist::NoFiles;
+use gapless_core::spec::files::NoFiles;
 use gapless_core::{CompileCtx, ProfileSpec, StreamGen};
 use statrs::distribution::{ContinuousCDF, Gamma, Normal};
 

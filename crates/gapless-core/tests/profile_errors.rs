@@ -1,6 +1,6 @@
 //! Bad profiles: each error names the field and the fix.
 
-use gapless_core::dist::NoFiles;
+use gapless_core::spec::files::NoFiles;
 use gapless_core::{CompileCtx, ProfileError, ProfileSpec};
 
 fn compile_err(toml: &str, link: Option<f64>) -> String {

@@ -5,9 +5,10 @@
 mod common;
 use common::{ks, KS_CRIT};
 
-use gapless_core::dist::{FileLoader, UnitDist};
-use gapless_core::schedule::{Pattern, Rate, Schedule};
+use gapless_core::spec::files::FileLoader;
 use gapless_core::spec::{DistKind, DistSpec};
+use gapless_core::timing::departures::{Pattern, Rate, Schedule};
+use gapless_core::timing::dist::UnitDist;
 use statrs::distribution::{Cauchy, ContinuousCDF, Exp, Gamma, LogNormal, Normal, Pareto, Weibull};
 
 const N: usize = 100_000;
@@ -132,7 +133,7 @@ fn ks_cauchy_truncated() {
 fn ks_empirical_inversion() {
     let mut s = spec(DistKind::Empirical);
     s.file = Some("t".into());
-    let t = gapless_core::dist::EmpiricalTable::parse("100\n200\n300\n400\n1000\n1600\n", "t").unwrap();
+    let t = gapless_core::timing::dist::EmpiricalTable::parse("100\n200\n300\n400\n1000\n1600\n", "t").unwrap();
     let m = t.mean();
     check("empirical", s, move |x| t.cdf(x * m));
 }

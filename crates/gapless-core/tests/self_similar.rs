@@ -3,8 +3,8 @@
 //! Haar wavelet (Abry–Veitch), is within ±0.05 of the target for H = 0.7, 0.8 and 0.9; the
 //! mean rate is within 1 %; a Poisson control reads as 0.5 ± 0.05.
 
-use gapless_core::dist::NoFiles;
-use gapless_core::hurst::{aggregated_variance, bin_counts, wavelet};
+use gapless_core::spec::files::NoFiles;
+use gapless_core::timing::hurst::{aggregated_variance, bin_counts, wavelet};
 use gapless_core::{CompileCtx, ProfileSpec, StreamConfig, StreamGen};
 
 const DEPARTURES: u64 = 4_000_000;

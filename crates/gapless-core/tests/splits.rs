@@ -1,7 +1,7 @@
 //! Sharing a stream out over send loops: the phase-shifted CBR split reproduces the whole
 //! schedule; Poisson splits by default; placement and the split's errors.
 
-use gapless_core::dist::NoFiles;
+use gapless_core::spec::files::NoFiles;
 use gapless_core::spec::SplitKind;
 use gapless_core::{CompileCtx, Profile, ProfileSpec, StreamGen};
 

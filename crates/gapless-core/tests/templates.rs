@@ -2,8 +2,8 @@
 //! checksum code: every protocol combination, odd and even sizes, with and without signature.
 
 use etherparse::{NetHeaders, PacketHeaders, TransportHeader};
-use gapless_core::dist::NoFiles;
-use gapless_core::signature::Signature;
+use gapless_core::packet::signature::Signature;
+use gapless_core::spec::files::NoFiles;
 use gapless_core::{CompileCtx, ProfileSpec, StreamGen};
 
 /// What an independent parse of a frame found.

@@ -5,7 +5,7 @@
 mod common;
 use common::{ks, KS_CRIT};
 
-use gapless_core::dist::FileLoader;
+use gapless_core::spec::files::FileLoader;
 use gapless_core::{CompileCtx, ProfileSpec, StreamGen};
 use statrs::distribution::{ContinuousCDF, Exp};
 

@@ -5,7 +5,7 @@
 use std::cell::Cell;
 use std::time::Instant;
 
-use gapless_core::verdict::STALL_NS;
+use gapless_core::result::verdict::STALL_NS;
 
 pub struct RunClock {
     clock: quanta::Clock,

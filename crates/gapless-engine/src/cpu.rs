@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use gapless_core::verdict::LoopHealth;
+use gapless_core::result::verdict::LoopHealth;
 
 use crate::clock::WaitStats;
 
@@ -185,14 +185,14 @@ pub fn choose_cores(
     cores: Vec<Option<usize>>,
     allowed: &[usize],
     probe: bool,
-) -> (Vec<Option<usize>>, Vec<String>, Vec<gapless_core::result::CoreLoad>) {
+) -> (Vec<Option<usize>>, Vec<String>, Vec<gapless_core::host::CoreLoad>) {
     if !probe || allowed.is_empty() {
         return (cores, Vec::new(), Vec::new());
     }
     let probes = probe_cores(allowed, Duration::from_millis(100));
     let loads = probes
         .iter()
-        .map(|p| gapless_core::result::CoreLoad {
+        .map(|p| gapless_core::host::CoreLoad {
             core: p.core,
             lost_fraction: p.lost_fraction,
             longest_gap_ns: p.longest_gap_ns,

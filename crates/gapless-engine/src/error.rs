@@ -2,7 +2,7 @@
 //! to add its own hints (a CLI flag, a form field). Messages describe the fault and the
 //! system's fix; they never name a front end's options.
 
-use gapless_core::plan::PlanError;
+use gapless_core::profile::plan::PlanError;
 use gapless_core::ProfileError;
 use gapless_io::IoError;
 use thiserror::Error;

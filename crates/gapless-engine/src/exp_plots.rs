@@ -4,8 +4,8 @@
 use std::path::Path;
 
 use anyhow::Result;
+use gapless_core::experiment::stats::Estimate;
 use gapless_core::experiment::{Curve, ExperimentResult, PointResult, SizeResult};
-use gapless_core::stats::Estimate;
 use plotters::coord::ranged1d::ValueFormatter;
 use plotters::coord::types::RangedCoordf64;
 use plotters::coord::Shift;

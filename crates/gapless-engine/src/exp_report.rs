@@ -3,8 +3,8 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
+use gapless_core::experiment::stats::Estimate;
 use gapless_core::experiment::{ExperimentResult, PointResult, Setting, TrialRecord};
-use gapless_core::stats::Estimate;
 
 /// One trial as its live line prints it.
 pub fn trial_line(r: &TrialRecord) -> String {

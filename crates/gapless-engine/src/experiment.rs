@@ -140,7 +140,7 @@ pub struct ExperimentFile {
     pub spec: ExperimentSpec,
     pub dut: Option<DutInfo>,
     /// The sending host, as the first trial found it.
-    pub machine: Option<gapless_core::result::Environment>,
+    pub machine: Option<gapless_core::host::Environment>,
     pub calibration: Option<gapless_core::meter::CalibrationRef>,
     #[serde(flatten)]
     pub result: ExperimentResult,
@@ -185,7 +185,7 @@ struct EngineTrials<'a> {
     stop: Arc<AtomicBool>,
     last_end: Option<Instant>,
     on_trial: &'a mut dyn FnMut(&TrialRecord),
-    machine: Option<gapless_core::result::Environment>,
+    machine: Option<gapless_core::host::Environment>,
 }
 
 impl Trials for EngineTrials<'_> {
@@ -301,7 +301,7 @@ fn trial_run(r: &RunReport) -> TrialRun {
     }
 }
 
-fn schedule_text(v: &gapless_core::verdict::Verdict) -> String {
+fn schedule_text(v: &gapless_core::result::verdict::Verdict) -> String {
     match v.causes.first() {
         Some(c) if v.held == Some(false) => format!("{}: {c}", v.schedule),
         _ => v.schedule.clone(),

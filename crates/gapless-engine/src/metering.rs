@@ -26,7 +26,7 @@ pub fn targets_of(p: &Profile) -> HashMap<u16, StreamTarget> {
     target_map(p.streams.iter().map(|s| {
         let varies = s.replay.is_some()
             || s.curve.is_some()
-            || matches!(s.pattern, gapless_core::schedule::Pattern::OnOffAggregate(_));
+            || matches!(s.pattern, gapless_core::timing::departures::Pattern::OnOffAggregate(_));
         (s.id, s.name.as_str(), (!varies).then_some(s.target_pps), s.lanes)
     }))
 }

@@ -344,7 +344,7 @@ pub fn with_fillers(
     })?;
     let dst = match &fs.dst {
         Some(d) => parse_filler_dst(d).map_err(problem)?,
-        None => gapless_core::filler::FILLER_DST,
+        None => gapless_core::packet::filler::FILLER_DST,
     };
     let asked = fs.kind.as_deref().unwrap_or("auto");
     let live = info.is_some();
@@ -377,7 +377,7 @@ pub fn with_fillers(
         "link_speed_bps": link_bps,
         "kind": if kind == FillerKind::BadFcs { "bad-fcs" } else { "link-local" },
         "dst": fs.dst.clone().unwrap_or_else(|| "01:80:c2:00:00:0f".into()),
-        "min_filler_bytes": gapless_core::filler::MIN_FILLER,
+        "min_filler_bytes": gapless_core::packet::filler::MIN_FILLER,
         "max_filler_bytes": max_frame,
     });
     Ok(Box::new(FillerTx::new(be, link_bps, max_frame, kind)))
@@ -394,8 +394,8 @@ fn parse_filler_dst(s: &str) -> Result<[u8; 6], String> {
 
 impl RateControl {
     /// Notes the fillers the send loops sent.
-    pub fn note_fillers(&mut self, counts: impl Iterator<Item = gapless_core::filler::FillerCounts>) {
-        let mut t = gapless_core::filler::FillerCounts::default();
+    pub fn note_fillers(&mut self, counts: impl Iterator<Item = gapless_core::packet::filler::FillerCounts>) {
+        let mut t = gapless_core::packet::filler::FillerCounts::default();
         let mut any = false;
         for c in counts {
             any = true;

@@ -3,13 +3,12 @@
 use std::borrow::Cow;
 use std::path::Path;
 
-use gapless_core::config::Profile;
+use gapless_core::host::Environment;
 use gapless_core::meter::lazy::LazyHist;
-use gapless_core::result::{
-    EarlySummary, Environment, LateActions, LatenessSummary, RunResult, SplitSummary, StreamTx,
-};
-use gapless_core::schedule::L1_OVERHEAD_BYTES;
+use gapless_core::profile::model::Profile;
+use gapless_core::result::{EarlySummary, LateActions, LatenessSummary, RunResult, SplitSummary, StreamTx};
 use gapless_core::spec::SplitKind;
+use gapless_core::timing::departures::L1_OVERHEAD_BYTES;
 use hdrhistogram::Histogram;
 
 use crate::run::RunStats;
@@ -43,7 +42,7 @@ pub struct RunMeta {
     /// Warnings from before the run (the core probe, the calibration).
     pub warnings: Vec<String>,
     /// The pre-flight probe of the allowed cores.
-    pub core_probe: Vec<gapless_core::result::CoreLoad>,
+    pub core_probe: Vec<gapless_core::host::CoreLoad>,
     /// The rate-control method as set up.
     pub rate_control: gapless_core::result::RateControlSetup,
 }
@@ -294,8 +293,8 @@ pub fn build_result(profile: &Profile, stats: &RunStats, meta: &RunMeta) -> RunR
 }
 
 /// The verdict on the run's schedule, from the loops' own measurements.
-fn judge_run(stats: &RunStats, meta: &RunMeta) -> gapless_core::verdict::Verdict {
-    use gapless_core::verdict::{judge, RunFacts, StreamFacts};
+fn judge_run(stats: &RunStats, meta: &RunMeta) -> gapless_core::result::verdict::Verdict {
+    use gapless_core::result::verdict::{judge, RunFacts, StreamFacts};
     let facts: Vec<StreamFacts> = stats
         .streams
         .iter()
@@ -543,7 +542,8 @@ fn pattern_lines(s: &gapless_core::StreamConfig) -> String {
             .collect();
         t.push_str(&format!("    variants ({}): {}\n", s.pick.describe(), parts.join(", ")));
     }
-    if let gapless_core::schedule::Pattern::Random(gapless_core::dist::UnitDist::Pdf(p)) = &s.pattern {
+    if let gapless_core::timing::departures::Pattern::Random(gapless_core::timing::dist::UnitDist::Pdf(p)) = &s.pattern
+    {
         t.push_str(&format!(
             "    gaps from the pdf {:?} on [{:.3}, {:.3}] µs, mean {:.3} µs (scaled to the rate when one is given)\n",
             p.formula,

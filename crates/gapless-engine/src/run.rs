@@ -5,9 +5,9 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use gapless_core::config::Profile;
-pub use gapless_core::sched::StreamStats;
-use gapless_core::sched::{ChunkBufs, Frames, Scheduler, Sent};
+pub use gapless_core::generator::scheduler::StreamStats;
+use gapless_core::generator::scheduler::{ChunkBufs, Frames, Scheduler, Sent};
+use gapless_core::profile::model::Profile;
 use gapless_core::StreamGen;
 use gapless_io::TxBackend;
 
@@ -179,7 +179,7 @@ pub struct RunStats {
     pub realtime0_ns: u64,
     pub raw_hz: f64,
     /// What each send loop measured about its core.
-    pub loops: Vec<gapless_core::verdict::LoopHealth>,
+    pub loops: Vec<gapless_core::result::verdict::LoopHealth>,
     /// What the loops could not do as asked (e.g. a refused real-time priority).
     pub warnings: Vec<String>,
 }

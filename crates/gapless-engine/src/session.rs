@@ -11,12 +11,13 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use gapless_core::host::CoreLoad;
 use gapless_core::meter::{Meter, MeterReport};
-use gapless_core::plan::{self, Plan};
-use gapless_core::result::{CoreLoad, RunResult};
-use gapless_core::schedule::Pattern;
+use gapless_core::packet::variant::Variant;
+use gapless_core::profile::plan::{self, Plan};
+use gapless_core::result::RunResult;
 use gapless_core::spec::BackendKind;
-use gapless_core::variant::Variant;
+use gapless_core::timing::departures::Pattern;
 use gapless_core::Profile;
 use gapless_io::afpacket::{AfPacketRingTx, AfPacketTx};
 use gapless_io::afxdp::{AfXdpTx, XdpMode, UMEM_FRAME};
@@ -533,7 +534,7 @@ fn execute(mut p: Prepared, stop: &Arc<AtomicBool>) -> Result<RunReport, EngineE
     }
     let ran = ran?;
     let mut pcap_error = None;
-    let mut stamps: Option<gapless_core::txstamp::TxStampStats> = None;
+    let mut stamps: Option<gapless_core::result::departure_stamps::TxStampStats> = None;
     if let Some(rc) = &mut p.ratectl {
         rc.note_fillers(p.backends.iter().filter_map(|b| b.filler_stats()));
     }

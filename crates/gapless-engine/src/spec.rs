@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use gapless_core::dist::FileLoader;
 use gapless_core::meter::{Calibration, CalibrationRef, MeterConfig, StreamTarget};
+use gapless_core::spec::files::FileLoader;
 use gapless_core::spec::RateControlKind;
 use gapless_core::{CompileCtx, Profile, ProfileSpec};
 use gapless_io::afxdp::{AfXdpRx, XdpMode};
@@ -62,8 +62,8 @@ impl FileLoader for DirLoader {
         path: &str,
     ) -> Result<
         (
-            Arc<dyn gapless_core::replay::CaptureSource>,
-            gapless_core::replay::CaptureStats,
+            Arc<dyn gapless_core::spec::files::CaptureSource>,
+            gapless_core::spec::files::CaptureStats,
         ),
         String,
     > {

@@ -6,7 +6,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 
-use gapless_core::plan::PlanError;
+use gapless_core::profile::plan::PlanError;
 use gapless_core::ProfileSpec;
 use gapless_engine::spec::MeterSetup;
 use gapless_engine::{

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 
 use etherparse::{NetSlice, SlicedPacket, TransportSlice};
-use gapless_core::signature::Signature;
+use gapless_core::packet::signature::Signature;
 use gapless_core::ProfileSpec;
 use gapless_engine::{ProfileSource, Run, RunSpec, TxTarget};
 

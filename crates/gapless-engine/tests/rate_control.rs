@@ -308,7 +308,7 @@ fn fillers_put_each_payload_frame_on_the_wire_within_a_byte_time_of_its_target()
         let frames = read_pcap(&out);
         let payload: Vec<u64> = frames
             .iter()
-            .filter(|(_, f)| !gapless_core::filler::is_filler(f))
+            .filter(|(_, f)| !gapless_core::packet::filler::is_filler(f))
             .map(|(t, _)| *t)
             .collect();
         let fillers = frames.len() - payload.len();

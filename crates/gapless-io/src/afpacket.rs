@@ -7,7 +7,7 @@
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
-use gapless_core::txstamp::TxStampStats;
+use gapless_core::result::departure_stamps::TxStampStats;
 
 use crate::error::IoError;
 use crate::nic::{iface_info, IfaceInfo};

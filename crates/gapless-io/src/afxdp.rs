@@ -14,7 +14,7 @@
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use gapless_core::txstamp::TxStampStats;
+use gapless_core::result::departure_stamps::TxStampStats;
 
 use crate::error::IoError;
 use crate::nic::{iface_info, IfaceInfo};

@@ -6,7 +6,7 @@ use std::io::{BufReader, Read};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use gapless_core::signature::Signature;
+use gapless_core::packet::signature::Signature;
 use pcap_file::pcap::PcapReader;
 use pcap_file::DataLink;
 
@@ -350,9 +350,9 @@ enum FileFrames {
 impl CaptureFile {
     /// Scans the whole capture with the reader the meter uses (its errors: not a capture, not
     /// Ethernet, broken off) and returns it with what the scan found.
-    pub fn scan(path: &Path) -> Result<(CaptureFile, gapless_core::replay::CaptureStats), IoError> {
+    pub fn scan(path: &Path) -> Result<(CaptureFile, gapless_core::spec::files::CaptureStats), IoError> {
         let format = detect(path)?;
-        let mut st = gapless_core::replay::CaptureStats {
+        let mut st = gapless_core::spec::files::CaptureStats {
             min_len: u32::MAX,
             ..Default::default()
         };
@@ -400,8 +400,8 @@ impl CaptureFile {
     }
 }
 
-impl gapless_core::replay::CaptureSource for CaptureFile {
-    fn open(&self) -> Result<Box<dyn gapless_core::replay::CaptureFrames>, String> {
+impl gapless_core::spec::files::CaptureSource for CaptureFile {
+    fn open(&self) -> Result<Box<dyn gapless_core::spec::files::CaptureFrames>, String> {
         let file = BufReader::with_capacity(1 << 20, open(&self.path).map_err(|e| e.to_string())?);
         Ok(Box::new(match self.format {
             CaptureFormat::PcapNg => FileFrames::PcapNg(crate::pcapng::Reader::new(file)),
@@ -410,7 +410,7 @@ impl gapless_core::replay::CaptureSource for CaptureFile {
     }
 }
 
-impl gapless_core::replay::CaptureFrames for FileFrames {
+impl gapless_core::spec::files::CaptureFrames for FileFrames {
     fn next_frame(&mut self, buf: &mut Vec<u8>) -> Option<u64> {
         buf.clear();
         match self {

@@ -1,13 +1,13 @@
 //! `rate_control = "filler"`: a backend wrapper that sends every payload frame back to back
 //! with filler frames sized so that each payload frame starts on the wire at its scheduled
-//! time ([`gapless_core::filler::FillerPlan`]). On a live link the frames leave unpaced, as
+//! time ([`gapless_core::packet::filler::FillerPlan`]). On a live link the frames leave unpaced, as
 //! fast as the link takes them; into a pcap they are stamped with their wire start times.
 //!
 //! Fillers are dropped by the device under test: either they carry a bad FCS (SO_NOFCS, where
 //! the driver lets user space supply the FCS), or they go to an IEEE 802.1 reserved group
 //! address that bridges never forward.
 
-use gapless_core::filler::{write_filler, FillerCounts, FillerPlan, FILLER_DST, WIRE_OVERHEAD};
+use gapless_core::packet::filler::{write_filler, FillerCounts, FillerPlan, FILLER_DST, WIRE_OVERHEAD};
 
 use crate::error::IoError;
 use crate::TxBackend;

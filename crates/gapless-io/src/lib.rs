@@ -70,7 +70,7 @@ pub trait TxBackend: Send {
     /// ns), and the wall clock read just before the send says `read_real_ns`.
     fn due_times(&mut self, _due_real_ns: &[u64], _read_real_ns: u64) {}
     /// The TX timestamps collected, matched to frames (taken once, after the last send).
-    fn take_tx_stamps(&mut self) -> Option<gapless_core::txstamp::TxStampStats> {
+    fn take_tx_stamps(&mut self) -> Option<gapless_core::result::departure_stamps::TxStampStats> {
         None
     }
     /// Where the TX stamps come from, when the backend's own kind says more than the request
@@ -79,7 +79,7 @@ pub trait TxBackend: Send {
         None
     }
     /// What the filler wrapper did (rate_control = "filler").
-    fn filler_stats(&self) -> Option<gapless_core::filler::FillerCounts> {
+    fn filler_stats(&self) -> Option<gapless_core::packet::filler::FillerCounts> {
         None
     }
 }

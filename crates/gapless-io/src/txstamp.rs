@@ -4,7 +4,7 @@
 
 use std::os::fd::{AsRawFd, OwnedFd};
 
-use gapless_core::txstamp::TxStampStats;
+use gapless_core::result::departure_stamps::TxStampStats;
 
 use crate::afpacket::sockopt;
 use crate::error::IoError;

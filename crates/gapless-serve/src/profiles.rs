@@ -97,7 +97,7 @@ pub fn no_files(spec: &gapless_core::ProfileSpec) -> Result<(), ApiError> {
 
 /// Compiles a profile as the server may: no files named (see [`no_files`]), none read.
 /// The error is the JSON body a reply carries (message, path, problem, fix).
-fn compile(spec: gapless_core::ProfileSpec, label: &str) -> Result<gapless_core::config::Profile, Value> {
+fn compile(spec: gapless_core::ProfileSpec, label: &str) -> Result<gapless_core::profile::model::Profile, Value> {
     no_files(&spec).map_err(|e| e.1)?;
     gapless_engine::ProfileSource {
         spec,

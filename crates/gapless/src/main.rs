@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use anyhow::{anyhow, Result};
 use clap::{Parser, Subcommand};
-use gapless_core::plan::PlanError;
+use gapless_core::profile::plan::PlanError;
 use gapless_engine::{EngineError, ProfileSource};
 use gapless_io::dut::{parse_rate, Dut, DutKind};
 use gapless_io::testbed::{Testbed, UpOutcome};

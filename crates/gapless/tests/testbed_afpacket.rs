@@ -68,7 +68,8 @@ fn cbr_run_arrives_whole(method: &str, pps: u32, secs: u32) {
             continue;
         };
         assert_eq!(ip.source, [198, 18, 0, 1]);
-        let sig = gapless_core::signature::Signature::from_payload_end(payload).expect("every UDP frame is signed");
+        let sig =
+            gapless_core::packet::signature::Signature::from_payload_end(payload).expect("every UDP frame is signed");
         assert_eq!(u.source_port, 1000 + (sig.seq % 1000) as u16);
         assert_eq!(f.len(), 60);
         seqs.push(sig.seq);

@@ -8,8 +8,8 @@ use super::{
     l1_bps, BackToBack, Curve, ExperimentResult, LossStep, PointResult, SizeResult, Throughput, TrialError, TrialPlan,
     TrialRecord, TrialRun, Trials,
 };
-use crate::rfc2544::{Search, SearchSpec};
-use crate::stats::{mean_ci, median_range};
+use crate::experiment::search::{Search, SearchSpec};
+use crate::experiment::stats::{mean_ci, median_range};
 
 /// Runs the experiment `spec` (checked) with `trials`; `base_seed` seeds repetition k with
 /// `base_seed + k`. Stops early on [`TrialError`], keeping what was measured.

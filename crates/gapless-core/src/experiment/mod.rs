@@ -2,6 +2,12 @@
 //! repetitions), which to run again because the sender fell behind, and the figures across
 //! repetitions. A [`Trials`] implementation runs each trial (the engine on real sockets;
 //! tests on a fake device).
+//!
+//! Holds: the experiment spec, the driver, the RFC 2544 [`search`] and the [`stats`] across
+//! repetitions. May import `spec` and `meter`; nothing imports it but the front ends.
+
+pub mod search;
+pub mod stats;
 
 mod drive;
 pub mod spec;
@@ -10,10 +16,10 @@ mod tests;
 
 use serde::{Deserialize, Serialize};
 
+use crate::experiment::search::SearchResult;
+use crate::experiment::stats::{Estimate, Spread};
 use crate::meter::report::LatencySummary;
-use crate::rfc2544::SearchResult;
 use crate::spec::{PatternKind, ProfileSpec, SizeSpec};
-use crate::stats::{Estimate, Spread};
 
 pub use drive::run;
 pub use spec::{ExperimentSpec, Method, Param, Rfc2544Test, Setting, TrialSpec};

@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::rfc2544::Resolution;
+use crate::experiment::search::Resolution;
 use crate::spec::{BackendKind, PatternKind, ProfileSpec};
 
 /// RFC 2544's frame sizes for Ethernet.

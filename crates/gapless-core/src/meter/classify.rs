@@ -5,7 +5,7 @@ use std::net::IpAddr;
 use etherparse::{LaxNetSlice, LaxSlicedPacket, NetSlice, SlicedPacket, TransportSlice};
 use serde::{Deserialize, Serialize};
 
-use crate::signature::Signature;
+use crate::packet::signature::Signature;
 
 /// An unsigned flow's key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -1,5 +1,8 @@
 //! The traffic meter, sans IO: frames and their RX timestamps in, per-stream metrics out.
 //! The live RX ring, pcap/pcapng files and CSV timestamp tables all feed the same [`Meter`].
+//!
+//! Holds: frame classification, sequence tracking, latency histograms, per-stream meters and
+//! their report. May import `packet` (the signature, filler frames) and `host`.
 
 pub mod classify;
 pub mod lazy;
@@ -10,7 +13,7 @@ pub mod stream;
 
 use std::collections::HashMap;
 
-use crate::signature::Signature;
+use crate::packet::signature::Signature;
 
 pub use classify::{classify, classify_cut, Class, FlowKey, Foreign, ForeignCounts};
 pub use report::{Calibration, CalibrationRef, CaptureStats, MeterReport, StreamRx};
@@ -157,7 +160,7 @@ impl Meter {
     /// Takes one frame with its RX time in ns and its length on the wire (without FCS).
     #[inline]
     pub fn on_frame(&mut self, ts_ns: u64, frame: &[u8], wire_len: u32) {
-        if crate::filler::is_filler(frame) {
+        if crate::packet::filler::is_filler(frame) {
             self.tick(ts_ns);
             self.fillers += 1;
             return;

@@ -349,7 +349,7 @@ pub struct MeterReport {
     pub streams: Vec<StreamRx>,
     /// The host that metered (or analysed): name, kernel, CPU, interface, driver, netns.
     #[serde(default)]
-    pub environment: crate::result::Environment,
+    pub environment: crate::host::Environment,
     /// Things the reader should know (a truncated capture, capture drops, ...).
     pub warnings: Vec<String>,
     /// Can the meter's figures be trusted as a picture of what arrived?

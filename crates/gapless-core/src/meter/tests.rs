@@ -1,7 +1,7 @@
 //! The meter's math against hand-computed vectors.
 
 use super::*;
-use crate::signature::Signature;
+use crate::packet::signature::Signature;
 use etherparse::PacketBuilder;
 
 fn frame(stream: u16, seq: u32, tx_ns: u64) -> Vec<u8> {

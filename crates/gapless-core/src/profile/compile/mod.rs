@@ -1,33 +1,30 @@
-//! Validation: [`ProfileSpec`] -> [`Profile`], a compiled configuration that cannot fail at
-//! run time. Every error names the field path and the fix.
+//! The compiler: [`ProfileSpec`] -> [`Profile`], a compiled configuration that cannot fail at
+//! run time. Every error names the field path and the fix. Replay streams compile in
+//! [`replay`].
 
-use std::sync::Arc;
-
-use rand::{Rng, RngExt};
-
-use crate::curve::RateCurve;
-
-use crate::dist::{FileLoader, ScaledDist, UnitDist};
-use crate::error::ProfileError;
-use crate::fields;
-use crate::schedule::{Pattern, Rate, L1_OVERHEAD_BYTES};
+use crate::packet::fields;
+use crate::packet::sizes::{SizeGen, FCS_LEN, MAX_FRAME, MIN_FRAME};
+use crate::packet::template::Template;
+use crate::packet::variant::{compile_pick, Variant, VariantPick};
+use crate::profile::model::{gap_depends_on_size, Profile, StreamConfig};
+use crate::spec::error::ProfileError;
+use crate::spec::files::FileLoader;
 use crate::spec::{
-    DistKind, DistSpec, FieldSpec, ImixSpec, NumOrDist, OnLate, PatternKind, Phases, ProfileSpec, SizeSpec, SizeTable,
+    DistKind, DistSpec, FieldSpec, ImixSpec, NumOrDist, PatternKind, Phases, ProfileSpec, SizeSpec, SizeTable,
     SplitKind, StreamSpec, TemplateSpec, TimingSpec,
 };
-use crate::template::{Template, FCS_LEN};
-use crate::variant::{compile_pick, Variant, VariantPick};
-use crate::varying;
+use crate::timing::departures::{Pattern, Rate, L1_OVERHEAD_BYTES};
+use crate::timing::dist::{ScaledDist, UnitDist};
+use crate::timing::seed::derive_seed;
+use crate::timing::varying;
 
-/// Largest frame (with FCS) a template may have.
-pub const MAX_FRAME: u32 = 16_384;
+pub mod replay;
+
 /// The highest frame rate a stream may ask for: 400 GbE at 64 B (84 B on the wire with
 /// preamble and inter-frame gap) is 595 Mpps. No backend of any kind sends faster.
 pub const MAX_RATE_PPS: f64 = 600e6;
 /// Gaps drawn to check that a distribution's mean converges.
 const CONVERGENCE_SAMPLES: u64 = 1_000_000;
-/// Smallest frame (with FCS).
-pub const MIN_FRAME: u32 = 64;
 
 /// What the compiler needs from outside the profile.
 pub struct CompileCtx<'a> {
@@ -37,91 +34,6 @@ pub struct CompileCtx<'a> {
     pub files: &'a dyn FileLoader,
 }
 
-/// Frame sizes of a stream (bytes with FCS).
-#[derive(Debug, Clone)]
-pub enum SizeGen {
-    Fixed(u32),
-    Dist(ScaledDist),
-    /// Weighted random pick: sizes and cumulative weights.
-    Imix {
-        sizes: Vec<u32>,
-        cum: Vec<u64>,
-    },
-    /// A fixed interleaved cycle.
-    Cycle(Vec<u32>),
-    /// Sizes known by their range only: a replayed capture's frames.
-    Range {
-        min: u32,
-        max: u32,
-        mean: f64,
-    },
-}
-
-impl SizeGen {
-    /// The size of the stream's `k`-th frame.
-    #[inline]
-    pub fn next<R: Rng + ?Sized>(&self, k: u64, rng: &mut R) -> u32 {
-        match self {
-            SizeGen::Fixed(s) => *s,
-            SizeGen::Dist(d) => d.sample(rng).round() as u32,
-            SizeGen::Imix { sizes, cum } => {
-                let total = *cum.last().expect("non-empty");
-                let x = rng.random_range(0..total);
-                sizes[cum.partition_point(|&c| c <= x)]
-            }
-            SizeGen::Cycle(c) => c[(k % c.len() as u64) as usize],
-            SizeGen::Range { mean, .. } => mean.round() as u32,
-        }
-    }
-
-    pub fn min(&self) -> u32 {
-        match self {
-            SizeGen::Fixed(s) => *s,
-            SizeGen::Dist(d) => d.min().round() as u32,
-            SizeGen::Imix { sizes, .. } | SizeGen::Cycle(sizes) => *sizes.iter().min().expect("non-empty"),
-            SizeGen::Range { min, .. } => *min,
-        }
-    }
-
-    pub fn max(&self) -> u32 {
-        match self {
-            SizeGen::Fixed(s) => *s,
-            SizeGen::Dist(d) => d.max().round() as u32,
-            SizeGen::Imix { sizes, .. } | SizeGen::Cycle(sizes) => *sizes.iter().max().expect("non-empty"),
-            SizeGen::Range { max, .. } => *max,
-        }
-    }
-
-    pub fn mean(&self) -> f64 {
-        match self {
-            SizeGen::Fixed(s) => f64::from(*s),
-            SizeGen::Dist(d) => d.mean(),
-            SizeGen::Imix { sizes, cum } => {
-                let mut prev = 0;
-                let mut acc = 0.0;
-                for (s, c) in sizes.iter().zip(cum) {
-                    acc += f64::from(*s) * (c - prev) as f64;
-                    prev = *c;
-                }
-                acc / prev as f64
-            }
-            SizeGen::Cycle(c) => c.iter().map(|s| f64::from(*s)).sum::<f64>() / c.len() as f64,
-            SizeGen::Range { mean, .. } => *mean,
-        }
-    }
-}
-
-fn gap_depends_on_size(rate: &Rate, variants: &[Variant]) -> bool {
-    let fixed = |v: &Variant| match v.sizes {
-        SizeGen::Fixed(s) => Some(s),
-        _ => None,
-    };
-    let one_size = variants
-        .iter()
-        .all(|v| fixed(v).is_some() && fixed(v) == fixed(&variants[0]));
-    matches!(rate, Rate::Bps { .. }) && !one_size
-}
-
 /// The mean frame size over the variants, each by its share of frames.
 fn mean_size_of(variants: &[Variant], pick: &VariantPick) -> f64 {
     let shares = pick.shares(variants.len());
@@ -129,161 +41,6 @@ fn mean_size_of(variants: &[Variant], pick: &VariantPick) -> f64 {
 }
 
 /// One compiled stream.
-#[derive(Debug, Clone)]
-pub struct StreamConfig {
-    pub index: usize,
-    pub name: String,
-    pub id: u16,
-    /// The packets the stream sends (one, or several it cycles through), and how it picks.
-    pub variants: Vec<Variant>,
-    pub pick: VariantPick,
-    pub pattern: Pattern,
-    pub rate: Rate,
-    pub burst: u32,
-    pub count: Option<u64>,
-    pub duration_ns: Option<u64>,
-    pub start_offset_ns: u64,
-    pub seed: u64,
-    /// Target frames per second.
-    pub target_pps: f64,
-    /// Target bits per second at L1 (frame + 20 B).
-    pub target_bps_l1: f64,
-    pub mean_size: f64,
-    /// A stream split over `lanes` send loops: this part numbers its frames
-    /// `lane, lane + lanes, lane + 2·lanes, …` (1 and 0 when not split).
-    pub lanes: u32,
-    pub lane: u32,
-    /// `core` from the profile: the send loop the whole stream runs on.
-    pub core: Option<usize>,
-    pub split: SplitKind,
-    /// A time-varying rate (vary, or a self-similar fGn): a factor on `rate` over time.
-    pub curve: Option<Arc<RateCurve>>,
-    /// The parameters of a varying or self-similar pattern and what its schedule achieved.
-    pub pattern_report: Option<serde_json::Value>,
-    /// A replayed capture: its frames, and its timing unless `rate` is fixed.
-    pub replay: Option<crate::replay::Replay>,
-}
-
-impl StreamConfig {
-    /// Single-frame Poisson departures: k independent parts at rate/k overlay to the same
-    /// process, so the stream may be split over send loops.
-    pub fn is_memoryless(&self) -> bool {
-        matches!(self.pattern, Pattern::Random(crate::dist::UnitDist::Exponential(_))) && self.burst == 1
-    }
-
-    /// Whether the stream is shared out over `k` send loops: Poisson unless told not to, CBR
-    /// when asked (`split = "phase"`), never a stream placed on a core.
-    pub fn splits_over(&self, k: usize) -> bool {
-        k > 1
-            && self.core.is_none()
-            && match self.split {
-                SplitKind::Auto => self.is_memoryless(),
-                SplitKind::None => false,
-                SplitKind::Phase => true,
-            }
-    }
-
-    /// Whether each gap depends on its frame's size (a bit rate with frames of several sizes),
-    /// so the schedule cannot be phase-split.
-    pub fn gap_depends_on_size(&self) -> bool {
-        gap_depends_on_size(&self.rate, &self.variants)
-    }
-
-    /// The largest frame of any variant (with FCS).
-    pub fn max_size(&self) -> u32 {
-        self.variants.iter().map(|v| v.sizes.max()).max().unwrap_or(0)
-    }
-
-    /// The smallest frame of any variant (with FCS).
-    pub fn min_size(&self) -> u32 {
-        self.variants.iter().map(|v| v.sizes.min()).min().unwrap_or(0)
-    }
-
-    /// The whole stream's gap between departures (ns), for a phase split.
-    pub fn phase_gap_ns(&self) -> f64 {
-        f64::from(self.burst) * 1e9 / self.target_pps
-    }
-
-    /// The stream as `k` lanes at rate/k each: own seeds, the count shared out, sequence
-    /// numbers interleaved (lane j sends j, j + k, …) so a meter told the lanes can still
-    /// count loss and reordering per lane.
-    pub fn split(&self, k: u32) -> Vec<StreamConfig> {
-        let k = k.max(1);
-        (0..k)
-            .map(|j| {
-                let mut c = self.clone();
-                c.rate = match self.rate {
-                    Rate::Pps(p) => Rate::Pps(p / f64::from(k)),
-                    Rate::Bps { bps, overhead_bytes } => Rate::Bps {
-                        bps: bps / f64::from(k),
-                        overhead_bytes,
-                    },
-                };
-                c.target_pps = self.target_pps / f64::from(k);
-                c.target_bps_l1 = self.target_bps_l1 / f64::from(k);
-                c.count = self
-                    .count
-                    .map(|n| n / u64::from(k) + u64::from(u64::from(j) < n % u64::from(k)));
-                c.seed = derive_seed(self.seed, 100 + u64::from(j), u64::from(k));
-                c.lanes = k;
-                c.lane = j;
-                if self.split == SplitKind::Phase {
-                    // Part j takes departures j, j + k, … of the whole schedule.
-                    let shift = (f64::from(j) * self.phase_gap_ns()).round() as u64;
-                    c.start_offset_ns = self.start_offset_ns + shift;
-                    c.duration_ns = self.duration_ns.map(|d| d.saturating_sub(shift));
-                }
-                c
-            })
-            .collect()
-    }
-    /// Mean time between departures (ns): the lateness unit of the `on_late` policy.
-    pub fn mean_gap_ns(&self) -> f64 {
-        let frames = match &self.pattern {
-            Pattern::OnOff {
-                size,
-                peak_gap_ns: None,
-                ..
-            } => size.mean(),
-            Pattern::OnOff { .. } => 1.0,
-            _ => f64::from(self.burst),
-        };
-        frames * 1e9 / self.target_pps
-    }
-}
-
-/// A compiled profile.
-#[derive(Debug, Clone)]
-pub struct Profile {
-    pub seed: u64,
-    pub on_late: OnLate,
-    pub link_speed_bps: Option<f64>,
-    pub streams: Vec<StreamConfig>,
-    /// The spec it came from (for the result file).
-    pub spec: ProfileSpec,
-}
-
-impl Profile {
-    /// Largest frame of any stream (with FCS).
-    pub fn max_frame(&self) -> u32 {
-        self.streams.iter().map(|s| s.max_size()).max().unwrap_or(0)
-    }
-    /// Whether every stream ends by count or duration.
-    pub fn is_bounded(&self) -> bool {
-        self.streams
-            .iter()
-            .all(|s| s.count.is_some() || s.duration_ns.is_some())
-    }
-}
-
-/// splitmix64 of (seed, a, b): independent seeds for each stream and purpose.
-pub fn derive_seed(seed: u64, a: u64, b: u64) -> u64 {
-    let mut z = seed ^ a.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ b.wrapping_mul(0xd1b5_4a32_d192_ed03);
-    z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
-}
 
 fn positive(v: f64, path: &str, fix: &str) -> Result<f64, ProfileError> {
     if v.is_finite() && v > 0.0 {
@@ -586,7 +343,7 @@ fn compile_variants(
 /// ops bound to it.
 fn compile_packet(p: &PacketSpec, seed: u64, path: &str, files: &dyn FileLoader) -> Result<Variant, ProfileError> {
     let tpath = format!("{path}.template");
-    let (tspec, frame_size) = crate::frame_template::resolve(p.template, p.signature, &tpath)?;
+    let (tspec, frame_size) = crate::packet::whole_frame::resolve(p.template, p.signature, &tpath)?;
     let sizes = match (p.size, frame_size) {
         (None, Some(s)) => SizeGen::Fixed(s),
         _ => compile_sizes(p.size, path, files)?,
@@ -885,7 +642,7 @@ fn compile_stream(
     let seed = derive_seed(p.seed.unwrap_or(1), i as u64, 0);
     let (variants, pick, replay) = match &s.replay {
         Some(r) => {
-            let (v, rp) = crate::replay::compile(s, r, &path, seed, files)?;
+            let (v, rp) = replay::compile(s, r, &path, seed, files)?;
             (vec![v], VariantPick::One, Some(rp))
         }
         None => {
@@ -998,7 +755,7 @@ fn compile_stream(
     .map(|mut c| {
         if let Some(mut r) = c.pattern_report.take() {
             if r["kind"] == "self_similar" {
-                let sched = crate::stream::schedule_of(&c);
+                let sched = c.schedule();
                 varying::achieved(
                     &mut r,
                     sched,
@@ -1014,7 +771,7 @@ fn compile_stream(
 }
 
 /// What `check` and the result file say of a replayed capture.
-fn replay_report(r: &crate::replay::Replay) -> serde_json::Value {
+fn replay_report(r: &crate::profile::model::Replay) -> serde_json::Value {
     let s = &r.stats;
     serde_json::json!({
         "kind": "replay", "file": r.path, "frames": s.frames, "duration_s": s.span_ns() as f64 / 1e9,

@@ -14,9 +14,9 @@ use std::sync::Arc;
 use rand::SeedableRng;
 use rand_xoshiro::Xoshiro256PlusPlus;
 
-use crate::curve::{Cursor, RateCurve};
-use crate::dist::{ScaledDist, UnitDist};
-use crate::selfsim::OnOffAggregate;
+use crate::timing::curve::{Cursor, RateCurve};
+use crate::timing::dist::{ScaledDist, UnitDist};
+use crate::timing::selfsim::OnOffAggregate;
 
 /// L1 overhead per frame: preamble + SFD (8 B) and inter-frame gap (12 B).
 pub const L1_OVERHEAD_BYTES: u64 = 20;

@@ -2,14 +2,14 @@
 //!
 //! Each op writes a value into a big-endian window of the frame through a mask, so a 12-bit
 //! VLAN id, a 6-bit DSCP and a 48-bit MAC are the same operation. Checksums and lengths are
-//! fixed afterwards by [`crate::template::Template::finish`].
+//! fixed afterwards by [`crate::packet::template::Template::finish`].
 
 use rand::{Rng, RngExt};
 use std::net::IpAddr;
 
-use crate::error::ProfileError;
+use crate::packet::template::{parse_mac, Layout};
+use crate::spec::error::ProfileError;
 use crate::spec::{FieldSpec, FieldValue, L4Kind};
-use crate::template::{parse_mac, Layout};
 
 /// Where a field lives in the frame.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -117,7 +117,7 @@ pub fn window_sum(x: u64, n: usize, odd: bool) -> u64 {
     };
     if odd {
         // RFC 1071 byte-order independence: at an odd offset the bytes swap roles.
-        u64::from(crate::checksum::fold(even).swap_bytes())
+        u64::from(crate::packet::checksum::fold(even).swap_bytes())
     } else {
         even
     }
@@ -200,11 +200,15 @@ impl FieldOp {
 
     /// Binds the op to its template: records the template's bytes in the window, which
     /// checksums cover it, and whether an earlier op writes the same bytes (`earlier`).
-    pub fn bind(&mut self, t: &crate::template::Template, earlier: &[FieldOp]) {
+    pub fn bind(&mut self, t: &crate::packet::template::Template, earlier: &[FieldOp]) {
         let tg = self.target;
         self.tmpl_window = tg.read_window(&t.bytes);
         let odd = tg.offset % 2 == 1;
-        self.neg_old = u64::from(!crate::checksum::fold(window_sum(self.tmpl_window, tg.nbytes, odd)));
+        self.neg_old = u64::from(!crate::packet::checksum::fold(window_sum(
+            self.tmpl_window,
+            tg.nbytes,
+            odd,
+        )));
         let ly = &t.layout;
         let end = tg.offset + tg.nbytes;
         self.in_ip = !ly.ipv6 && tg.offset >= ly.l3 && end <= ly.l3 + 20;
@@ -231,7 +235,8 @@ impl FieldOp {
             let old = tg.read_window(frame);
             let x = tg.merge(old, v);
             tg.write_window(frame, x);
-            return window_sum(x, tg.nbytes, odd) + u64::from(!crate::checksum::fold(window_sum(old, tg.nbytes, odd)));
+            return window_sum(x, tg.nbytes, odd)
+                + u64::from(!crate::packet::checksum::fold(window_sum(old, tg.nbytes, odd)));
         }
         let x = tg.merge(self.tmpl_window, v);
         tg.write_window(frame, x);
@@ -567,7 +572,7 @@ mod tests {
 
     #[test]
     fn window_sum_matches_the_byte_sum() {
-        use crate::checksum::{fold, sum_at};
+        use crate::packet::checksum::{fold, sum_at};
         let x = 0x0123_4567_89ab_cdefu64;
         for n in 1..=8usize {
             let v = if n == 8 { x } else { x & ((1u64 << (8 * n)) - 1) };

@@ -1,13 +1,20 @@
 //! The profile as the user writes it (TOML), before validation.
 //!
 //! Every table denies unknown keys, so a typo is an error that names the key, never a silent
-//! default. [`crate::config`] turns a [`ProfileSpec`] into a validated, compiled configuration.
+//! default. [`crate::profile::compile`] turns a [`ProfileSpec`] into a validated, compiled configuration.
+//!
+//! Holds: the spec types (this file), [`error`] (the error every compiler returns) and
+//! [`files`] (the loader a front end supplies). Imports nothing else of the crate: every
+//! other module builds on it.
+
+pub mod error;
+pub mod files;
 
 use serde::de::{self, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize};
 use std::fmt;
 
-use crate::error::ProfileError;
+use crate::spec::error::ProfileError;
 
 /// A whole profile.
 #[derive(Debug, Clone, Deserialize, Serialize)]
@@ -298,7 +305,7 @@ pub struct TemplateSpec {
     pub icmp_seq: u16,
     pub payload: PayloadSpec,
     /// A whole Ethernet frame as hex (no FCS), e.g. the bytes of a Scapy packet: its headers
-    /// become the template (see [`crate::frame_template`]). Exclusive with the other keys.
+    /// become the template (see [`crate::packet::whole_frame`]). Exclusive with the other keys.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub frame: Option<String>,
 }

@@ -5,13 +5,13 @@ use std::sync::Arc;
 
 use serde_json::{json, Value};
 
-use crate::curve::RateCurve;
-use crate::dist::FileLoader;
-use crate::error::ProfileError;
-use crate::hurst;
-use crate::schedule::{Pattern, Schedule};
-use crate::selfsim::{self, OnOffAggregate, OnOffParams};
+use crate::spec::error::ProfileError;
+use crate::spec::files::FileLoader;
 use crate::spec::{PatternKind, SelfSimilarSpec, TimingSpec, VaryKind, VarySpec};
+use crate::timing::curve::RateCurve;
+use crate::timing::departures::{Pattern, Schedule};
+use crate::timing::hurst;
+use crate::timing::selfsim::{self, OnOffAggregate, OnOffParams};
 
 /// Departures the compiler walks to measure what a self-similar schedule achieved.
 const ACHIEVED_DEPARTURES: u64 = 4_000_000;
@@ -365,7 +365,7 @@ fn fgn(s: &SelfSimilarSpec, path: &str, h: f64, horizon_ns: Option<f64>, seed: u
     }
     let slot_ns = slot_us * 1e3;
     let n = selfsim::slots_for(horizon_ns, slot_ns);
-    let (curve, clipped) = selfsim::fgn_curve(n, slot_ns, h, cv, crate::config::derive_seed(seed, 5, 0));
+    let (curve, clipped) = selfsim::fgn_curve(n, slot_ns, h, cv, crate::timing::seed::derive_seed(seed, 5, 0));
     Ok(Varying {
         pattern: None,
         mean_factor: 1.0,
@@ -418,7 +418,7 @@ fn onoff(s: &SelfSimilarSpec, path: &str, h: f64, rate_pps: f64, seed: u64) -> R
     Ok(Varying {
         pattern: Some(Pattern::OnOffAggregate(Box::new(OnOffAggregate::new(
             params,
-            crate::config::derive_seed(seed, 6, 0),
+            crate::timing::seed::derive_seed(seed, 6, 0),
         )))),
         curve: None,
         mean_factor: 1.0,

@@ -9,34 +9,9 @@
 use rand::{Rng, RngExt};
 use rand_distr::{Cauchy, Distribution, Exp, Gamma, LogNormal, Normal, Pareto, Weibull};
 
-use crate::error::ProfileError;
+use crate::spec::error::ProfileError;
+use crate::spec::files::FileLoader;
 use crate::spec::{DistKind, DistSpec};
-
-/// Reads the files a profile names (empirical tables). The core does no IO itself.
-pub trait FileLoader {
-    fn load(&self, path: &str) -> Result<String, String>;
-    /// Opens a capture to replay, after a scan of it.
-    fn capture(
-        &self,
-        path: &str,
-    ) -> Result<
-        (
-            std::sync::Arc<dyn crate::replay::CaptureSource>,
-            crate::replay::CaptureStats,
-        ),
-        String,
-    > {
-        Err(format!("no capture access here (asked for {path})"))
-    }
-}
-
-/// A loader that refuses every file, for profiles that must not read any.
-pub struct NoFiles;
-impl FileLoader for NoFiles {
-    fn load(&self, path: &str) -> Result<String, String> {
-        Err(format!("no file access here (asked for {path})"))
-    }
-}
 
 /// A sample table sampled by inversion of its empirical CDF (linear interpolation between
 /// order statistics).
@@ -149,7 +124,7 @@ pub enum UnitDist {
     Cauchy(Cauchy<f64>),
     Empirical(EmpiricalTable),
     /// An analytic density, tabulated (absolute gaps in ns, like `Empirical`).
-    Pdf(crate::pdf::PdfTable),
+    Pdf(crate::timing::pdf::PdfTable),
 }
 
 fn need(spec: &DistSpec, v: Option<f64>, path: &str, key: &str, what: &str) -> Result<f64, ProfileError> {
@@ -292,7 +267,7 @@ impl UnitDist {
                         "add pdf = \"x^2 * exp(-x/3)\" and support_us = [0, 60]",
                     ));
                 };
-                UnitDist::Pdf(crate::pdf::PdfTable::new(f, support, path)?)
+                UnitDist::Pdf(crate::timing::pdf::PdfTable::new(f, support, path)?)
             }
         })
     }

@@ -4,11 +4,11 @@
 
 use rand::{Rng, RngExt};
 
-use crate::config::SizeGen;
-use crate::error::ProfileError;
-use crate::fields::FieldOp;
+use crate::packet::fields::FieldOp;
+use crate::packet::sizes::SizeGen;
+use crate::packet::template::Template;
+use crate::spec::error::ProfileError;
 use crate::spec::{StreamSpec, VariantOrder, VariantSpec};
-use crate::template::Template;
 
 /// One packet of a stream: its template, sizes and field ops.
 #[derive(Debug, Clone)]

@@ -17,7 +17,7 @@ use rand_xoshiro::Xoshiro256PlusPlus;
 use rustfft::num_complex::Complex64;
 use rustfft::FftPlanner;
 
-use crate::curve::RateCurve;
+use crate::timing::curve::RateCurve;
 
 /// The most slots generated at once (64 MiB of FFT buffer); longer runs repeat the block.
 pub const MAX_SLOTS: usize = 1 << 21;
@@ -194,7 +194,7 @@ impl OnOffAggregate {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::hurst;
+    use crate::timing::hurst;
 
     #[test]
     fn fgn_of_known_h_reads_back_as_h() {

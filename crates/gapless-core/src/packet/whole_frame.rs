@@ -16,10 +16,10 @@ use etherparse::{
     TransportHeader,
 };
 
-use crate::error::ProfileError;
-use crate::signature::SIG_LEN;
+use crate::packet::signature::SIG_LEN;
+use crate::packet::sizes::FCS_LEN;
+use crate::spec::error::ProfileError;
 use crate::spec::{L4Kind, PayloadSpec, TemplateSpec, VlanSpec};
-use crate::template::FCS_LEN;
 
 /// The template to build from, and the frame size (with FCS) a stream without a `size` gets:
 /// the given frame, its signature after it, and at least 64 B. A template without `frame`

@@ -1,8 +1,16 @@
 //! The result model: what one run writes (JSON). Plain data; the engine fills it.
+//!
+//! Holds: the result model (this file), the [`verdict`] on the schedule and the
+//! [`departure_stamps`] (departure errors from kernel TX timestamps). May import `meter` and
+//! `host`; no other module of the crate imports it.
+
+pub mod departure_stamps;
+pub mod verdict;
 
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
+use crate::host::Environment;
 use crate::meter::report::hist_b64;
 use crate::meter::MeterReport;
 
@@ -152,35 +160,6 @@ pub struct SplitSummary {
     pub late_over_half_gap_fraction: f64,
 }
 
-/// Where and how the run happened.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
-pub struct Environment {
-    pub hostname: String,
-    pub kernel: String,
-    pub cpu_model: String,
-    /// The clock the pacer reads, e.g. "tsc via quanta".
-    pub clock: String,
-    pub tsc_hz: Option<f64>,
-    pub tx_core: Option<usize>,
-    pub iface: Option<String>,
-    pub driver: Option<String>,
-    pub mtu: Option<u32>,
-    pub link_speed_bps: Option<f64>,
-    pub netns: Option<String>,
-    /// The pre-flight probe of each allowed core (paced runs): the share of a 100 ms spin
-    /// that the core lost to other work. The send loop took the quietest unless told.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub core_probe: Vec<CoreLoad>,
-}
-
-/// One core's pre-flight probe.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
-pub struct CoreLoad {
-    pub core: usize,
-    pub lost_fraction: f64,
-    pub longest_gap_ns: u64,
-}
-
 /// A rate-control method as it was set up for a run.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct RateControlSetup {
@@ -219,7 +198,7 @@ pub struct RunResult {
     /// Kernel or NIC TX timestamps matched to the frames (`--tx-timestamps`): the real
     /// departure error, apart from the engine's pre-send lateness.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tx_timestamps: Option<crate::txstamp::TxStampReport>,
+    pub tx_timestamps: Option<crate::result::departure_stamps::TxStampReport>,
     /// True when the run was stopped early (Ctrl-C / SIGTERM).
     pub interrupted: bool,
     pub stop_reason: String,
@@ -238,7 +217,7 @@ pub struct RunResult {
     pub streams: Vec<StreamTx>,
     /// Was the schedule held, and if not, why (measured during the run).
     #[serde(default)]
-    pub verdict: crate::verdict::Verdict,
+    pub verdict: crate::result::verdict::Verdict,
     /// Things the reader must know: the verdict's causes when not held, send failures, a
     /// noisy core, a calibration not used.
     #[serde(default)]

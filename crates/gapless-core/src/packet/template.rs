@@ -9,14 +9,13 @@
 use etherparse::{PacketBuilder, TcpHeader, VlanId};
 use std::net::IpAddr;
 
-use crate::checksum::{finish, prefix_sums, sum_at, sum_be};
-use crate::error::ProfileError;
-use crate::frame_template::parse_hex;
-use crate::signature::SIG_LEN;
+use crate::packet::checksum::{finish, prefix_sums, sum_at, sum_be};
+use crate::packet::signature::SIG_LEN;
+use crate::packet::sizes::FCS_LEN;
+use crate::packet::whole_frame::parse_hex;
+use crate::spec::error::ProfileError;
 use crate::spec::{L4Kind, TemplateSpec};
 
-/// Frame length on the wire that the FCS adds.
-pub const FCS_LEN: usize = 4;
 /// Smallest Ethernet frame without FCS.
 pub const MIN_FRAME_NO_FCS: usize = 60;
 
@@ -438,11 +437,17 @@ impl Template {
     /// Sets the length fields and both checksums of a frame cut from this template, without
     /// reading the frame back: from the precomputed sums, the field engine's checksum deltas
     /// (`d_ip` for the IPv4 header, `d_l4` for the L4 checksum; see
-    /// [`crate::fields::FieldOp::apply`]) and the signature's values. Reading back bytes that
+    /// [`crate::packet::fields::FieldOp::apply`]) and the signature's values. Reading back bytes that
     /// were just written with small stores stalls on store forwarding; this path has no loads
     /// from the frame at all.
     #[inline]
-    pub fn finish_with(&self, frame: &mut [u8], d_ip: u64, d_l4: u64, sig: Option<&crate::signature::Signature>) {
+    pub fn finish_with(
+        &self,
+        frame: &mut [u8],
+        d_ip: u64,
+        d_l4: u64,
+        sig: Option<&crate::packet::signature::Signature>,
+    ) {
         let len = frame.len();
         let ly = &self.layout;
         let l4_len = (len - ly.l4) as u64;
@@ -477,7 +482,7 @@ impl Template {
                     + ((t >> 16) & 0xffff)
                     + (t & 0xffff);
                 sum += if body % 2 == 1 {
-                    u64::from(crate::checksum::fold(s).swap_bytes())
+                    u64::from(crate::packet::checksum::fold(s).swap_bytes())
                 } else {
                     s
                 };
@@ -554,7 +559,7 @@ impl Template {
         let ly = &self.layout;
         let at = frame.len() - 8;
         let odd = (at - ly.payload) % 2 == 1;
-        let old = crate::checksum::fold(sum_at(&frame[at..], odd));
+        let old = crate::packet::checksum::fold(sum_at(&frame[at..], odd));
         frame[at..].copy_from_slice(&tx_ns.to_be_bytes());
         let new = sum_at(&frame[at..], odd);
         let cs = ly.l4_csum();

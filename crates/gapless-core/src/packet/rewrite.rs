@@ -9,11 +9,11 @@ use std::collections::HashMap;
 
 use rand::Rng;
 
-use crate::checksum::{fold, sum_at};
-use crate::fields::{self, FieldOp};
-use crate::signature::{Signature, SIG_LEN};
+use crate::packet::checksum::{fold, sum_at};
+use crate::packet::fields::{self, FieldOp};
+use crate::packet::signature::{Signature, SIG_LEN};
+use crate::packet::template::Layout;
 use crate::spec::{FieldSpec, L4Kind};
-use crate::template::Layout;
 
 /// The stream's ops, as written, and their compilations per layout.
 #[derive(Debug, Clone, Default)]
@@ -97,7 +97,7 @@ fn fix(f: &mut [u8], at: usize, delta: u64, udp: bool, v4: bool) {
 impl Rewriter {
     /// A rewriter for `specs`, each checked against an IPv4/UDP layout (so a misspelt field
     /// fails when the profile compiles).
-    pub fn new(specs: &[FieldSpec], path: &str) -> Result<Rewriter, crate::error::ProfileError> {
+    pub fn new(specs: &[FieldSpec], path: &str) -> Result<Rewriter, crate::spec::error::ProfileError> {
         let probe = Layout {
             vlan_tci: vec![],
             l3: 14,

@@ -15,10 +15,10 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
-use crate::config::Profile;
+use crate::generator::stream::StreamGen;
 use crate::meter::lazy::LazyHist;
+use crate::profile::model::Profile;
 use crate::spec::OnLate;
-use crate::stream::StreamGen;
 
 /// Where frames are built: the backend's buffers.
 pub trait Frames {

@@ -3,22 +3,11 @@
 use rand::SeedableRng;
 use rand_xoshiro::Xoshiro256PlusPlus;
 
-use crate::config::{derive_seed, StreamConfig};
-use crate::schedule::{Departure, Schedule};
-use crate::signature::{Signature, SIG_LEN};
-use crate::template::FCS_LEN;
-
-/// The stream's schedule, as its generator runs it.
-pub fn schedule_of(cfg: &StreamConfig) -> Schedule {
-    Schedule::new(
-        cfg.pattern.clone(),
-        cfg.rate,
-        cfg.burst,
-        cfg.start_offset_ns,
-        derive_seed(cfg.seed, 3, 0),
-    )
-    .with_curve(cfg.curve.clone())
-}
+use crate::packet::signature::{Signature, SIG_LEN};
+use crate::packet::sizes::FCS_LEN;
+use crate::profile::model::StreamConfig;
+use crate::timing::departures::{Departure, Schedule};
+use crate::timing::seed::derive_seed;
 
 /// The run-time state of one stream. Pure: the caller supplies buffers and timestamps.
 #[derive(Debug)]
@@ -36,7 +25,7 @@ pub struct StreamGen {
     /// The variant of the frame built last.
     last: u16,
     /// A replayed capture being read, and the time its file timing counts from.
-    replay: Option<crate::replay::ReplayState>,
+    replay: Option<crate::generator::replay::ReplayState>,
     replay_origin: u64,
     /// Frames still allowed by `count`.
     remaining: Option<u64>,
@@ -46,7 +35,7 @@ pub struct StreamGen {
 
 impl StreamGen {
     pub fn new(cfg: StreamConfig) -> StreamGen {
-        let sched = schedule_of(&cfg);
+        let sched = cfg.schedule();
         let end_ns = cfg.duration_ns.map(|d| cfg.start_offset_ns + d);
         let mut g = StreamGen {
             field_rng: Xoshiro256PlusPlus::seed_from_u64(derive_seed(cfg.seed, 1, 0)),
@@ -57,7 +46,7 @@ impl StreamGen {
             vbuilt: vec![0; cfg.variants.len()],
             op_state: cfg.variants.iter().map(|v| vec![0; v.ops.len()]).collect(),
             last: 0,
-            replay: cfg.replay.clone().map(crate::replay::ReplayState::new),
+            replay: cfg.replay.clone().map(crate::generator::replay::ReplayState::new),
             replay_origin: cfg.start_offset_ns,
             cfg,
             sched,
@@ -105,7 +94,7 @@ impl StreamGen {
                 };
                 // Signed frames number 0, 1, 2, ...: the meter's sequence has no gaps
                 // for the frames that cannot carry one.
-                self.vbuilt[0] += u64::from(crate::rewrite::sign(&mut buf[..len], &sig));
+                self.vbuilt[0] += u64::from(crate::packet::rewrite::sign(&mut buf[..len], &sig));
             }
             self.built += 1;
             if let Some(r) = &mut self.remaining {
@@ -162,7 +151,7 @@ impl StreamGen {
 
     /// The template of variant `v`.
     #[inline(always)]
-    pub fn template(&self, v: u16) -> &crate::template::Template {
+    pub fn template(&self, v: u16) -> &crate::packet::template::Template {
         &self.cfg.variants[usize::from(v)].template
     }
 
@@ -171,7 +160,7 @@ impl StreamGen {
     #[inline]
     pub fn patch_tx_ns(&self, v: u16, frame: &mut [u8], tx_ns: u64) {
         match &self.cfg.replay {
-            Some(r) if r.sign => crate::rewrite::patch_tx_ns(frame, tx_ns),
+            Some(r) if r.sign => crate::packet::rewrite::patch_tx_ns(frame, tx_ns),
             Some(_) => {}
             None => self.template(v).patch_tx_ns(frame, tx_ns),
         }

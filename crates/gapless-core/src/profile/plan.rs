@@ -5,9 +5,9 @@
 
 use thiserror::Error;
 
-use crate::config::{Profile, StreamConfig};
-use crate::schedule::Pattern;
+use crate::profile::model::{Profile, StreamConfig};
 use crate::spec::SplitKind;
+use crate::timing::departures::Pattern;
 
 /// What one send loop sends.
 #[derive(Debug, Clone)]
@@ -170,7 +170,7 @@ mod tests {
 
     fn profile(toml: &str) -> Profile {
         struct NoFiles;
-        impl crate::dist::FileLoader for NoFiles {
+        impl crate::spec::files::FileLoader for NoFiles {
             fn load(&self, p: &str) -> Result<String, String> {
                 Err(p.to_string())
             }

@@ -8,7 +8,7 @@ const MS: u64 = 1_000_000;
 
 fn profile(toml: &str) -> Profile {
     struct NoFiles;
-    impl crate::dist::FileLoader for NoFiles {
+    impl crate::spec::files::FileLoader for NoFiles {
         fn load(&self, p: &str) -> Result<String, String> {
             Err(p.to_string())
         }

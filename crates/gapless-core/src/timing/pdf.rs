@@ -7,7 +7,7 @@
 
 use exmex::Express;
 
-use crate::error::ProfileError;
+use crate::spec::error::ProfileError;
 
 /// Cells of the integration grid: fine enough that the table's CDF is within 1e-6 of the
 /// analytic one for smooth densities (the KS bound at 10⁵ samples and α = 0.001 is 6e-3).

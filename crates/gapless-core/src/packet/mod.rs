@@ -1,0 +1,19 @@
+//! Frames: what a stream puts on the wire.
+//!
+//! Holds: [`template`] (a template built from headers) and [`whole_frame`] (a template given
+//! as a whole frame), the [`fields`] engine and its [`rewrite`] of replayed frames,
+//! [`checksum`] arithmetic, the [`signature`] every metered frame carries, [`filler`] frames,
+//! frame [`sizes`] and a stream's [`variant`]s.
+//!
+//! May import `spec` and `timing` (a size distribution draws like a gap distribution);
+//! never `profile`, `generator` or anything that measures.
+
+pub mod checksum;
+pub mod fields;
+pub mod filler;
+pub mod rewrite;
+pub mod signature;
+pub mod sizes;
+pub mod template;
+pub mod variant;
+pub mod whole_frame;
