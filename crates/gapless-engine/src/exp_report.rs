@@ -209,6 +209,6 @@ pub fn trials_csv(r: &ExperimentResult) -> String {
 /// Writes the trace CSV and the plots into `dir`; returns how many files.
 pub fn write_all(r: &ExperimentResult, dir: &Path) -> anyhow::Result<usize> {
     std::fs::create_dir_all(dir)?;
-    gapless_io::files::write_atomic(&dir.join("trials.csv"), trials_csv(r).as_bytes())?;
+    gapless_io::files::atomic::write_atomic(&dir.join("trials.csv"), trials_csv(r).as_bytes())?;
     Ok(1 + crate::exp_plots::write(r, dir)?)
 }

@@ -171,8 +171,8 @@ fn testbed_dut(spec: &ExperimentSpec) -> Option<DutInfo> {
     let d = gapless_io::testbed::Testbed::new(name).ok()?.dut()?;
     Some(DutInfo {
         kind: match d.kind {
-            gapless_io::dut::DutKind::Bridge => "reference bridge (gapless testbed --dut bridge)".into(),
-            gapless_io::dut::DutKind::Router => "reference IPv4 router (gapless testbed --dut router)".into(),
+            gapless_io::testbed::dut::DutKind::Bridge => "reference bridge (gapless testbed --dut bridge)".into(),
+            gapless_io::testbed::dut::DutKind::Router => "reference IPv4 router (gapless testbed --dut router)".into(),
         },
         rate: d.rate_bps.map(|r| format!("{} {:.3} Mbit/s", d.qdisc, r as f64 / 1e6)),
         queue: d.rate_bps.map(|_| d.queue),
@@ -235,7 +235,7 @@ impl EngineTrials<'_> {
         };
         let socket = x.spec.tx.backend.map(|b| match b {
             BackendKind::Afxdp => TxSocket::AfXdp {
-                mode: gapless_io::afxdp::XdpMode::Auto,
+                mode: gapless_io::xdp::XdpMode::Auto,
                 queue: 0,
             },
             _ => TxSocket::AfPacket(crate::spec::TxMethod::Sendmmsg),
@@ -266,7 +266,7 @@ impl EngineTrials<'_> {
 
 /// The send loop's core: off the reference device's forwarding CPU when there is another.
 fn sender_core() -> Option<usize> {
-    let dut = gapless_io::dut::dut_cpu();
+    let dut = gapless_io::testbed::dut::dut_cpu();
     crate::meter::allowed_cores().into_iter().find(|&c| c != dut)
 }
 

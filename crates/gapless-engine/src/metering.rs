@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use gapless_core::meter::{Calibration, Meter, MeterReport, StreamTarget};
 use gapless_core::result::RunResult;
 use gapless_core::{Profile, ProfileSpec};
-use gapless_io::capture::{detect, read_pcap, CaptureFormat, CsvTimestamps};
+use gapless_io::files::capture::{detect, read_pcap, CaptureFormat, CsvTimestamps};
 use gapless_io::rx::RxTimestamps;
 
 use crate::live::RxLive;

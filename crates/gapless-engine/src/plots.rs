@@ -46,7 +46,8 @@ fn slug(s: &str) -> String {
 }
 
 fn write_atomic(path: &Path, text: &str) -> Result<()> {
-    gapless_io::files::write_atomic(path, text.as_bytes()).with_context(|| format!("writing {}", path.display()))
+    gapless_io::files::atomic::write_atomic(path, text.as_bytes())
+        .with_context(|| format!("writing {}", path.display()))
 }
 
 /// (lowest, highest value in ns, count) of every recorded bucket: the histogram keeps 3

@@ -9,8 +9,8 @@ use std::path::Path;
 use gapless_core::result::RateControlSetup;
 use gapless_core::spec::{RateControlKind, ShaperSpec};
 use gapless_core::Profile;
-use gapless_io::maxrate::{NicLimiter, NIC_BURST_WARN_PPS};
-use gapless_io::qdisc::{Shaper, ShaperParams};
+use gapless_io::kernel::maxrate::{NicLimiter, NIC_BURST_WARN_PPS};
+use gapless_io::kernel::qdisc::{Shaper, ShaperParams};
 use serde_json::json;
 
 use crate::spec::{RunSpec, TxSocket, TxTarget};
@@ -29,7 +29,7 @@ pub struct RateControl {
     limiter: Option<NicLimiter>,
     /// The namespace's own sysfs, mounted for the limiter (dropped after it: fields drop in
     /// order).
-    sysfs: Option<gapless_io::maxrate::SysfsView>,
+    sysfs: Option<gapless_io::kernel::maxrate::SysfsView>,
 }
 
 impl RateControl {
@@ -168,8 +168,8 @@ pub fn setup(
         RateControlKind::Nic => {
             let root = match (&spec.sysfs_net, &spec.netns) {
                 (Some(p), _) => p.clone(),
-                (None, Some(_)) => rc.sysfs.insert(gapless_io::maxrate::SysfsView::mount()?).net(),
-                (None, None) => gapless_io::maxrate::SYSFS_NET.into(),
+                (None, Some(_)) => rc.sysfs.insert(gapless_io::kernel::maxrate::SysfsView::mount()?).net(),
+                (None, None) => gapless_io::kernel::maxrate::SYSFS_NET.into(),
             };
             nic(&mut rc, &root, profile, iface, queues)?
         }
@@ -236,7 +236,7 @@ fn nic(
     let bps = kernel_bps(profile) + profile.streams.iter().map(|s| s.target_pps * 4.0 * 8.0).sum::<f64>();
     let qs = match queues {
         Some(q) => q,
-        None => gapless_io::maxrate::tx_queues(sysfs, iface)?,
+        None => gapless_io::kernel::maxrate::tx_queues(sysfs, iface)?,
     };
     let per_queue = bps / qs.len().max(1) as f64;
     let mbps = ((per_queue / 1e6).ceil() as u64).max(1);
@@ -270,11 +270,11 @@ fn launch_time(rc: &mut RateControl, lead_us: Option<f64>, iface: &str, xdp: boo
             ),
         });
     }
-    let qdiscs = gapless_io::qdisc::show(iface)?;
-    let usable = |q: &&gapless_io::qdisc::Qdisc| !xdp || (q.kind == "etf" && q.offload);
+    let qdiscs = gapless_io::kernel::qdisc::show(iface)?;
+    let usable = |q: &&gapless_io::kernel::qdisc::Qdisc| !xdp || (q.kind == "etf" && q.offload);
     let offered: Vec<_> = qdiscs.iter().filter(usable).cloned().collect();
-    let Some(found) = gapless_io::qdisc::launch_time_qdisc(&offered) else {
-        if xdp && gapless_io::qdisc::launch_time_qdisc(&qdiscs).is_some() {
+    let Some(found) = gapless_io::kernel::qdisc::launch_time_qdisc(&offered) else {
+        if xdp && gapless_io::kernel::qdisc::launch_time_qdisc(&qdiscs).is_some() {
             return Err(EngineError::RateControl {
                 method: "launch-time",
                 problem: format!("AF_XDP bypasses the qdiscs, so only a NIC can launch its frames, and {iface}'s etf has no offload. Fix: `tc qdisc replace dev {iface} ... etf clockid CLOCK_TAI delta 200000 offload` on a NIC with launch time (igc, i210), or send with AF_PACKET"),
@@ -294,7 +294,7 @@ fn launch_time(rc: &mut RateControl, lead_us: Option<f64>, iface: &str, xdp: boo
     };
     rc.lead_ns = (lead * 1e3) as u64;
     rc.setup.params =
-        json!({"lead_us": lead, "clock": "CLOCK_TAI", "tai_minus_utc_ns": gapless_io::afxdp::tai_offset_ns()});
+        json!({"lead_us": lead, "clock": "CLOCK_TAI", "tai_minus_utc_ns": gapless_io::socket::tai_offset_ns()});
     rc.setup
         .confirmed
         .push(format!("{iface} launches at SO_TXTIME: {found}"));
@@ -323,11 +323,11 @@ pub fn with_fillers(
     rc: &mut RateControl,
     spec: &RunSpec,
     profile: &Profile,
-    info: Option<&gapless_io::nic::IfaceInfo>,
-    opts: gapless_io::afpacket::AfPacketOptions,
-    open: impl Fn(gapless_io::afpacket::AfPacketOptions) -> Result<Box<dyn gapless_io::TxBackend>, EngineError>,
-) -> Result<Box<dyn gapless_io::TxBackend>, EngineError> {
-    use gapless_io::filler::{FillerKind, FillerTx};
+    info: Option<&gapless_io::kernel::nic::IfaceInfo>,
+    opts: gapless_io::tx::afpacket::AfPacketOptions,
+    open: impl Fn(gapless_io::tx::afpacket::AfPacketOptions) -> Result<Box<dyn gapless_io::tx::TxBackend>, EngineError>,
+) -> Result<Box<dyn gapless_io::tx::TxBackend>, EngineError> {
+    use gapless_io::tx::filler::{FillerKind, FillerTx};
     let fs = spec
         .profile
         .spec
@@ -351,11 +351,11 @@ pub fn with_fillers(
     let (be, kind) = match asked {
         "link-local" => (open(opts)?, FillerKind::LinkLocal(dst)),
         "bad-fcs" if live => (
-            open(gapless_io::afpacket::AfPacketOptions { nofcs: true, ..opts })?,
+            open(gapless_io::tx::afpacket::AfPacketOptions { nofcs: true, ..opts })?,
             FillerKind::BadFcs,
         ),
         "bad-fcs" => (open(opts)?, FillerKind::BadFcs),
-        "auto" if live => match open(gapless_io::afpacket::AfPacketOptions { nofcs: true, ..opts }) {
+        "auto" if live => match open(gapless_io::tx::afpacket::AfPacketOptions { nofcs: true, ..opts }) {
             Ok(be) => (be, FillerKind::BadFcs),
             Err(EngineError::Io(e @ gapless_io::IoError::NoFcsUnsupported { .. })) => {
                 rc.setup.confirmed.push(format!(

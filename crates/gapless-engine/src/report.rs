@@ -315,12 +315,12 @@ fn judge_run(stats: &RunStats, meta: &RunMeta) -> gapless_core::result::verdict:
     )
 }
 
-/// Writes `value` as JSON to `path` atomically (see [`gapless_io::files`]: a temporary file
+/// Writes `value` as JSON to `path` atomically (see [`gapless_io::files::atomic`]: a temporary file
 /// with a random name beside it, fsync, the old file's mode, rename).
 pub fn write_json_atomic<T: serde::Serialize>(path: &Path, value: &T) -> std::io::Result<()> {
     let mut text = serde_json::to_vec_pretty(value).map_err(std::io::Error::other)?;
     text.push(b'\n');
-    gapless_io::files::write_atomic(path, &text)
+    gapless_io::files::atomic::write_atomic(path, &text)
 }
 
 pub fn si(v: f64, unit: &str) -> String {

@@ -9,9 +9,9 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use gapless_core::spec::RateControlKind;
-use gapless_io::afxdp::XdpMode;
 use gapless_io::rx::RxTimestamps;
-use gapless_io::xdp_prog::XdpAttach;
+use gapless_io::xdp::program::XdpAttach;
+use gapless_io::xdp::XdpMode;
 use serde::{Deserialize, Serialize};
 
 use crate::metering::{load_calibration, targets_from_file};

@@ -9,7 +9,7 @@ pub use gapless_core::generator::scheduler::StreamStats;
 use gapless_core::generator::scheduler::{ChunkBufs, Frames, Scheduler, Sent};
 use gapless_core::profile::model::Profile;
 use gapless_core::StreamGen;
-use gapless_io::TxBackend;
+use gapless_io::tx::TxBackend;
 
 use crate::clock::RunClock;
 use crate::live::Live;

@@ -19,13 +19,14 @@ use gapless_core::result::RunResult;
 use gapless_core::spec::BackendKind;
 use gapless_core::timing::departures::Pattern;
 use gapless_core::Profile;
-use gapless_io::afpacket::{AfPacketRingTx, AfPacketTx};
-use gapless_io::afxdp::{AfXdpTx, XdpMode, UMEM_FRAME};
-use gapless_io::nic::{enter_netns, iface_info, IfaceInfo};
-use gapless_io::null::NullTx;
-use gapless_io::pcap::PcapTx;
+use gapless_io::kernel::nic::{enter_netns, iface_info, IfaceInfo};
 use gapless_io::rx::RxSource;
-use gapless_io::{IoError, TxBackend};
+use gapless_io::tx::afpacket::{AfPacketRingTx, AfPacketTx};
+use gapless_io::tx::null::NullTx;
+use gapless_io::tx::pcap::PcapTx;
+use gapless_io::tx::TxBackend;
+use gapless_io::xdp::{AfXdpTx, XdpMode, UMEM_FRAME};
+use gapless_io::IoError;
 
 use crate::live::{Live, RxLive};
 use crate::meter::{finish_report, join, meter_loop, RxOutcome, RxStop};
@@ -224,7 +225,7 @@ fn check_spec(spec: &RunSpec) -> Result<(), EngineError> {
 
 /// The capabilities the run needs, checked before anything starts.
 fn check_caps(spec: &RunSpec) -> Result<(), IoError> {
-    use gapless_io::caps::{require, Cap};
+    use gapless_io::kernel::caps::{require, Cap};
     let mut need = Vec::new();
     if matches!(spec.target, TxTarget::Iface { .. }) || spec.rx.is_some() {
         need.push(Cap::NetRaw);
@@ -238,7 +239,7 @@ fn check_caps(spec: &RunSpec) -> Result<(), IoError> {
     if spec.rt_priority.is_some() {
         need.push(Cap::SysNice);
     }
-    require("this run", &need, gapless_io::caps::effective())
+    require("this run", &need, gapless_io::kernel::caps::effective())
 }
 
 fn prepare(spec: RunSpec) -> Result<Prepared, EngineError> {
@@ -347,9 +348,9 @@ fn check_tx_stamps(spec: &RunSpec, socket: Option<TxSocket>) -> Result<(), Engin
 fn afpacket_options(
     spec: &RunSpec,
     method: gapless_core::spec::RateControlKind,
-) -> gapless_io::afpacket::AfPacketOptions {
+) -> gapless_io::tx::afpacket::AfPacketOptions {
     use gapless_core::spec::RateControlKind as K;
-    gapless_io::afpacket::AfPacketOptions {
+    gapless_io::tx::afpacket::AfPacketOptions {
         bypass_qdisc: !matches!(method, K::Shaper | K::LaunchTime),
         tx_stamps: spec.tx_stamps,
         txtime: method == K::LaunchTime,
@@ -456,7 +457,7 @@ fn open_backend(
     spec: &RunSpec,
     profile: &Profile,
     w: usize,
-    opts: gapless_io::afpacket::AfPacketOptions,
+    opts: gapless_io::tx::afpacket::AfPacketOptions,
     filler: bool,
 ) -> Result<Box<dyn TxBackend>, EngineError> {
     let mut batch = max_departure_frames(profile).max(spec.batch);
@@ -472,7 +473,7 @@ fn open_backend(
             TxSocket::AfPacket(TxMethod::Sendmmsg) => Box::new(AfPacketTx::open(name, max_frame, batch, opts)?),
             TxSocket::AfPacket(TxMethod::Ring) => Box::new(AfPacketRingTx::open(name, max_frame, batch, opts)?),
             TxSocket::AfXdp { mode, queue } => {
-                let meta = gapless_io::afxdp::XdpTxMeta {
+                let meta = gapless_io::xdp::XdpTxMeta {
                     timestamps: opts.tx_stamps.is_some(),
                     launch_time: opts.txtime,
                 };
@@ -703,7 +704,7 @@ fn run_threads(p: &mut Prepared, stop: &Arc<AtomicBool>) -> Result<Ran, EngineEr
             std::thread::sleep(Duration::from_millis(50));
             // A link that goes down ends the run within a tick: no spin, no backlog burst.
             if let (Some(i), None) = (&iface, &link_fault) {
-                if let Some(e) = gapless_io::nic::link_fault(i) {
+                if let Some(e) = gapless_io::kernel::nic::link_fault(i) {
                     link_fault = Some(e.to_string());
                     stop.store(true, Ordering::Relaxed);
                 }

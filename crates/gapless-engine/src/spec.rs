@@ -11,11 +11,11 @@ use gapless_core::meter::{Calibration, CalibrationRef, MeterConfig, StreamTarget
 use gapless_core::spec::files::FileLoader;
 use gapless_core::spec::RateControlKind;
 use gapless_core::{CompileCtx, Profile, ProfileSpec};
-use gapless_io::afxdp::{AfXdpRx, XdpMode};
-use gapless_io::nic::{current_netns, enter_netns, return_to_netns};
+use gapless_io::kernel::nic::{current_netns, enter_netns, return_to_netns};
+pub use gapless_io::kernel::timestamping::TxStampKind;
 use gapless_io::rx::{AfPacketRx, RxSource, RxTimestamps};
-pub use gapless_io::txstamp::TxStampKind;
-use gapless_io::xdp_prog::XdpAttach;
+use gapless_io::xdp::program::XdpAttach;
+use gapless_io::xdp::{AfXdpRx, XdpMode};
 
 use crate::EngineError;
 
@@ -67,7 +67,7 @@ impl FileLoader for DirLoader {
         ),
         String,
     > {
-        let (f, st) = gapless_io::capture::CaptureFile::scan(&self.0.join(path)).map_err(|e| e.to_string())?;
+        let (f, st) = gapless_io::files::capture::CaptureFile::scan(&self.0.join(path)).map_err(|e| e.to_string())?;
         Ok((Arc::new(f), st))
     }
 }

@@ -107,7 +107,7 @@ fn a_pcap_target_is_written_with_every_frame_at_its_scheduled_time() {
     );
     let stop = AtomicBool::new(false);
     let mut stamps = Vec::new();
-    let info = gapless_io::capture::read_pcap(&path, &stop, &mut |ts, _, _| stamps.push(ts)).unwrap();
+    let info = gapless_io::files::capture::read_pcap(&path, &stop, &mut |ts, _, _| stamps.push(ts)).unwrap();
     assert_eq!(info.frames, 50, "expected 50 frames in the pcap");
     let gaps: Vec<u64> = stamps.windows(2).map(|w| w[1] - w[0]).collect();
     assert!(
@@ -210,7 +210,7 @@ fn every_refusal_before_a_run_is_its_own_error_kind() {
     assert!(matches!(e, EngineError::OutOfRange { .. }), "got {e:?}");
     let xdp = gapless_engine::RxSocket::AfXdp {
         queue: 0,
-        attach: gapless_io::xdp_prog::XdpAttach::Auto,
+        attach: gapless_io::xdp::program::XdpAttach::Auto,
     };
     let e = gapless_engine::spec::open_rx("lo", gapless_io::rx::RxTimestamps::Hardware, xdp).err();
     assert!(

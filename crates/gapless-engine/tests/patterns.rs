@@ -32,7 +32,7 @@ fn run_to_pcap(toml: &str, name: &str) -> Vec<Frame> {
         .unwrap_or_else(|e| panic!("the run failed: {e}"));
     assert!(r.failure().is_none(), "expected no failure, got {:?}", r.failure());
     let mut out = Vec::new();
-    gapless_io::capture::read_pcap(&path, &AtomicBool::new(false), &mut |ts, d, _| {
+    gapless_io::files::capture::read_pcap(&path, &AtomicBool::new(false), &mut |ts, d, _| {
         let sig = match SlicedPacket::from_ethernet(d).ok().and_then(|p| p.transport) {
             Some(TransportSlice::Udp(u)) => Signature::from_payload_end(u.payload()),
             Some(TransportSlice::Tcp(t)) => Signature::from_payload_end(t.payload()),
@@ -290,7 +290,7 @@ fn run_file_to_pcap(profile: &str, name: &str) -> Vec<Frame> {
         .unwrap_or_else(|e| panic!("the replay failed: {e}"));
     assert!(r.failure().is_none(), "expected no failure, got {:?}", r.failure());
     let mut out = Vec::new();
-    gapless_io::capture::read_pcap(&path, &AtomicBool::new(false), &mut |ts, d, _| {
+    gapless_io::files::capture::read_pcap(&path, &AtomicBool::new(false), &mut |ts, d, _| {
         out.push(Frame {
             ts,
             data: d.to_vec(),

@@ -531,7 +531,7 @@ fn afxdp_tx_metadata_stamps_match_every_frame_in_copy_mode() {
         socket: Some(gapless_engine::TxSocket::AfXdp { mode, queue: 0 }),
     };
     let mut s = spec(&b.0, profile(dir.path(), body), RateControlKind::Software, false);
-    s.target = xdp(gapless_io::afxdp::XdpMode::Copy);
+    s.target = xdp(gapless_io::xdp::XdpMode::Copy);
     s.tx_stamps = Some(TxStampKind::Kernel);
     let r = run(s).unwrap_or_else(|e| panic!("{e}"));
     let t = r.result.tx_timestamps.as_ref().expect("a TX stamp report");
@@ -555,7 +555,7 @@ fn afxdp_tx_metadata_stamps_match_every_frame_in_copy_mode() {
         t.departure_error
     );
     let mut s = spec(&b.0, profile(dir.path(), body), RateControlKind::Software, false);
-    s.target = xdp(gapless_io::afxdp::XdpMode::Copy);
+    s.target = xdp(gapless_io::xdp::XdpMode::Copy);
     s.tx_stamps = Some(TxStampKind::Hardware);
     let m = run(s).expect_err("hardware stamps in copy mode").to_string();
     assert!(

@@ -76,7 +76,8 @@ fn stop(mut c: Child) {
 
 fn arrivals(path: &Path) -> Vec<u64> {
     let mut t = Vec::new();
-    gapless_io::capture::read_pcap(path, &AtomicBool::new(false), &mut |ts, _, _| t.push(ts)).expect("the sink's pcap");
+    gapless_io::files::capture::read_pcap(path, &AtomicBool::new(false), &mut |ts, _, _| t.push(ts))
+        .expect("the sink's pcap");
     t
 }
 

@@ -1,85 +1,27 @@
 //! # gapless-io
 //!
-//! Thin Linux IO under one TX trait ([`TxBackend`]): AF_PACKET (sendmmsg or a TX ring), AF_XDP
-//! ([`afxdp`], with its XDP program in [`xdp_prog`]), a pcap file, and null; and one RX trait
-//! ([`rx::RxSource`]) for the meter: a TPACKET_V3 ring or an AF_XDP socket. Also the
-//! interface queries the engine needs (MTU, link speed, driver, by ioctl so that they answer
-//! for the current network namespace), network-namespace entry, and the veth testbed.
-//! Captures for offline metering are read by [`capture`] (pcap via pcap-file, pcapng by our
-//! own [`pcapng`] reader, which takes every timestamp resolution the format allows).
+//! Thin Linux IO: the TX backends under one trait ([`tx::TxBackend`]), the RX sources under
+//! another ([`rx::RxSource`]), AF_XDP for both, the kernel controls a run sets and reads
+//! back, the files gapless reads and writes, and the veth testbed.
+//!
+//! | module | holds | may import |
+//! |---|---|---|
+//! | [`error`] | [`IoError`]: what is wrong and how to fix it | nothing |
+//! | [`socket`] | setsockopt, raw packet sockets, the readable wait, the TAI offset | `error` |
+//! | [`kernel`] | interface facts, qdiscs, the NIC rate limiter, capabilities, TX timestamping | `socket` |
+//! | [`files`] | the atomic writer, pcap/pcapng/CSV readers | `error` |
+//! | [`tx`] | AF_PACKET, pcap-file and null backends, the filler wrapper | `socket`, `kernel`, `files` |
+//! | [`rx`] | the RX trait and the TPACKET_V3 ring | `socket`, `kernel` |
+//! | [`xdp`] | AF_XDP TX and RX, and its XDP program | `socket`, `kernel`, `tx`, `rx` |
+//! | [`testbed`] | the veth testbed and the reference DUT | `kernel` |
 
-pub mod afpacket;
-pub mod afxdp;
-pub mod caps;
-pub mod capture;
-pub mod dut;
 pub mod error;
 pub mod files;
-pub mod filler;
-pub mod maxrate;
-pub mod nic;
-pub mod null;
-pub mod pcap;
-pub mod pcapng;
-pub mod qdisc;
+pub mod kernel;
 pub mod rx;
+pub mod socket;
 pub mod testbed;
-pub mod txstamp;
-pub mod xdp_prog;
+pub mod tx;
+pub mod xdp;
 
 pub use error::IoError;
-
-/// A packet sink. The engine fills buffers in place and sends them in batches.
-///
-/// Contract: `buf(i)` for `i < max_batch()` is at least `max_frame()` bytes long; `send`
-/// transmits buffers `0..lens.len()` with those lengths (no FCS). `Err` means the backend can
-/// no longer send (fatal); per-frame failures are counted in [`TxBackend::errors`].
-pub trait TxBackend: Send {
-    /// Short name for results: "afpacket", "pcap", "null".
-    fn name(&self) -> &'static str;
-    /// Details for results, e.g. the send method and socket options.
-    fn describe(&self) -> String;
-    /// Most frames one `send` takes.
-    fn max_batch(&self) -> usize;
-    /// Buffer for frame `i` of the next batch.
-    fn buf(&mut self, i: usize) -> &mut [u8];
-    /// Sends the batch. `at_ns` are the frames' scheduled times (the pcap backend writes them).
-    /// Returns how many frames left (the rest failed and are counted in `errors`).
-    fn send(&mut self, lens: &[usize], at_ns: &[u64]) -> Result<usize, IoError>;
-    /// Completes pending output (the pcap file is renamed into place here).
-    fn finish(&mut self) -> Result<(), IoError>;
-    /// Frames that failed to send.
-    fn errors(&self) -> u64;
-    /// The last per-frame failure, for the result.
-    fn last_error(&self) -> Option<String> {
-        None
-    }
-    /// Whether the frames go out in real time (pace them, stamp them with the real clock).
-    fn is_live(&self) -> bool;
-    /// Whether the output's time axis is the schedule itself (a pcap file), rather than the
-    /// wall clock.
-    fn on_schedule_time(&self) -> bool {
-        false
-    }
-    /// Whether the backend wants each frame's due time on the wall clock before `send` (TX
-    /// timestamps, launch time).
-    fn wants_due_times(&self) -> bool {
-        false
-    }
-    /// The frames of the next `send`: frame `j` is due at `due_real_ns[j]` (CLOCK_REALTIME
-    /// ns), and the wall clock read just before the send says `read_real_ns`.
-    fn due_times(&mut self, _due_real_ns: &[u64], _read_real_ns: u64) {}
-    /// The TX timestamps collected, matched to frames (taken once, after the last send).
-    fn take_tx_stamps(&mut self) -> Option<gapless_core::result::departure_stamps::TxStampStats> {
-        None
-    }
-    /// Where the TX stamps come from, when the backend's own kind says more than the request
-    /// (AF_XDP's metadata stamps).
-    fn tx_stamp_source(&self) -> Option<&'static str> {
-        None
-    }
-    /// What the filler wrapper did (rate_control = "filler").
-    fn filler_stats(&self) -> Option<gapless_core::packet::filler::FillerCounts> {
-        None
-    }
-}

@@ -9,9 +9,9 @@
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::{fence, AtomicU32, Ordering};
 
-use crate::afpacket::sockopt;
 use crate::error::IoError;
-use crate::nic::{enable_hw_timestamps, iface_info, ts_info, IfaceInfo};
+use crate::kernel::nic::{enable_hw_timestamps, iface_info, ts_info, IfaceInfo};
+use crate::socket::{sockopt, wait_readable};
 
 /// Which RX timestamps to use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -109,7 +109,7 @@ impl AfPacketRx {
             enable_hw_timestamps(iface, false)?;
         }
         // Protocol 0 until bound: no frames from other interfaces slip in before the bind.
-        let fd = crate::afpacket::packet_socket()?;
+        let fd = crate::socket::packet_socket()?;
         let os = |what: &str| {
             let what = what.to_string();
             move |e: std::io::Error| IoError::Os {
@@ -181,7 +181,7 @@ impl AfPacketRx {
         } else {
             ring
         };
-        let rc = crate::afpacket::bind_packet(&fd, info.index, libc::ETH_P_ALL as u16);
+        let rc = crate::socket::bind_packet(&fd, info.index, libc::ETH_P_ALL as u16);
         if rc < 0 {
             let e = IoError::last_os(format!("bind the RX ring to {iface}"));
             // SAFETY: unmapping what was mapped above.
@@ -317,58 +317,6 @@ impl RxSource for AfPacketRx {
     fn info(&self) -> &IfaceInfo {
         &self.info
     }
-}
-
-/// Reads `SOL_SOCKET/SO_ERROR` for the error that ended a socket (`ENETDOWN` if none is set).
-pub(crate) fn socket_error(fd: &OwnedFd) -> std::io::Error {
-    let mut err: libc::c_int = 0;
-    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
-    // SAFETY: err and len are valid for the call.
-    unsafe {
-        libc::getsockopt(
-            fd.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_ERROR,
-            &mut err as *mut _ as *mut libc::c_void,
-            &mut len,
-        )
-    };
-    std::io::Error::from_raw_os_error(if err != 0 { err } else { libc::ENETDOWN })
-}
-
-/// Waits up to `timeout_ms` for `fd` to be readable (returns early on a signal). An error if
-/// nothing is `ready` and the interface went away or down: poll would return at once from
-/// then on.
-pub(crate) fn wait_readable(
-    fd: &OwnedFd,
-    timeout_ms: i32,
-    iface: &str,
-    ready: impl Fn() -> bool,
-) -> Result<(), IoError> {
-    let mut pfd = libc::pollfd {
-        fd: fd.as_raw_fd(),
-        events: libc::POLLIN | libc::POLLERR,
-        revents: 0,
-    };
-    // SAFETY: one valid pollfd.
-    let rc = unsafe { libc::poll(&mut pfd, 1, timeout_ms) };
-    if rc < 0 {
-        let e = std::io::Error::last_os_error();
-        if e.raw_os_error() == Some(libc::EINTR) {
-            return Ok(());
-        }
-        return Err(IoError::Os {
-            context: format!("poll on the RX socket of {iface}"),
-            cause: e,
-        });
-    }
-    if !ready() && pfd.revents & (libc::POLLERR | libc::POLLHUP | libc::POLLNVAL) != 0 {
-        return Err(IoError::Os {
-            context: format!("the RX interface {iface} went away or down (was its namespace deleted?)"),
-            cause: socket_error(fd),
-        });
-    }
-    Ok(())
 }
 
 impl Drop for AfPacketRx {

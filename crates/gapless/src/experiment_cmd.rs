@@ -252,7 +252,7 @@ fn shortcut(spec: ExperimentSpec, c: &Common) -> Result<i32> {
 /// Runs the experiment with a line per trial, then writes and prints the report.
 fn run(x: &Experiment, out: &OutArgs) -> Result<i32> {
     if let Some(j) = &out.json {
-        gapless_io::files::probe_writable(j).map_err(|e| anyhow!("--json {}: {e}", j.display()))?;
+        gapless_io::files::atomic::probe_writable(j).map_err(|e| anyhow!("--json {}: {e}", j.display()))?;
     }
     let stop = Arc::new(AtomicBool::new(false));
     stop_on_signals(&stop)?;

@@ -15,7 +15,7 @@ use anyhow::{anyhow, Result};
 use clap::{Parser, Subcommand};
 use gapless_core::profile::plan::PlanError;
 use gapless_engine::{EngineError, ProfileSource};
-use gapless_io::dut::{parse_rate, Dut, DutKind};
+use gapless_io::testbed::dut::{parse_rate, Dut, DutKind};
 use gapless_io::testbed::{Testbed, UpOutcome};
 use gapless_io::IoError;
 
@@ -256,7 +256,7 @@ fn dut_text(t: &Testbed, d: &Dut) -> String {
     let mut s = format!(
         "  device:   netns {} ({kind}) ports {d0} (from the sender) and {d1} (to the receiver), forwarding on CPU {}: keep the sender off it (--core)\n",
         t.dut_ns(),
-        gapless_io::dut::dut_cpu()
+        gapless_io::testbed::dut::dut_cpu()
     );
     match d.rate_bps {
         Some(r) => {
@@ -267,7 +267,7 @@ fn dut_text(t: &Testbed, d: &Dut) -> String {
                 d.queue
             ));
             for size in gapless_core::experiment::spec::RFC2544_SIZES {
-                s.push_str(&format!(" {size} B {:.0}", gapless_io::dut::pps_at(r, size)));
+                s.push_str(&format!(" {size} B {:.0}", gapless_io::testbed::dut::pps_at(r, size)));
             }
             s.push('\n');
         }

@@ -40,7 +40,7 @@ pub fn check(inputs: &[(&str, &Path)], outputs: &[(&str, &Path)]) -> Result<()> 
                 out.display()
             );
         }
-        if let Err(e) = gapless_io::files::probe_writable(out) {
+        if let Err(e) = gapless_io::files::atomic::probe_writable(out) {
             bail!(
                 "{flag} {}: cannot write there ({e}). Fix: give a path in an existing directory you can write to (checked before sending, so nothing is lost)",
                 out.display()

@@ -249,7 +249,7 @@ fn rfc2544_finds_the_dut_capacity_at_64_and_512_bytes() {
     assert!(o2.status.success(), "{}", text(&o2));
     for (path, size, printed) in [(&j64, 64u64, Some(lines)), (&j512, 512, None)] {
         let r = read_json(path);
-        let cap = gapless_io::dut::pps_at(24_000_000, size as u32);
+        let cap = gapless_io::testbed::dut::pps_at(24_000_000, size as u32);
         let tp = &r["rfc2544"][0]["throughput"][0];
         let got = tp["throughput_pps"]
             .as_f64()

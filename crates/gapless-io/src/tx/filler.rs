@@ -10,7 +10,7 @@
 use gapless_core::packet::filler::{write_filler, FillerCounts, FillerPlan, FILLER_DST, WIRE_OVERHEAD};
 
 use crate::error::IoError;
-use crate::TxBackend;
+use crate::tx::TxBackend;
 
 /// How fillers get dropped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

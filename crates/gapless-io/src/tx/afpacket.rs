@@ -5,13 +5,14 @@
 //! measured equally fast, and `sendmmsg` sends exactly the frames of one departure with one
 //! kick and no ring bookkeeping. TX_RING pays off for large frames and is left for later.
 
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 
 use gapless_core::result::departure_stamps::TxStampStats;
 
 use crate::error::IoError;
-use crate::nic::{iface_info, IfaceInfo};
-use crate::TxBackend;
+use crate::kernel::nic::{iface_info, IfaceInfo};
+use crate::socket::{bind_packet, packet_socket, sockopt};
+use crate::tx::TxBackend;
 
 const PACKET_QDISC_BYPASS: libc::c_int = 20;
 
@@ -21,7 +22,7 @@ pub struct AfPacketTx {
     iovs: Vec<libc::iovec>,
     msgs: Vec<libc::mmsghdr>,
     /// One SCM_TXTIME control message per frame (launch time), and CLOCK_TAI - REALTIME.
-    cmsgs: Vec<[u8; crate::txstamp::TXTIME_CMSG_LEN]>,
+    cmsgs: Vec<[u8; crate::kernel::timestamping::TXTIME_CMSG_LEN]>,
     tai_off_ns: i64,
 }
 
@@ -33,68 +34,13 @@ fn setsockopt_int(fd: &OwnedFd, level: libc::c_int, name: libc::c_int, v: libc::
     sockopt(fd, level, name, &v)
 }
 
-/// setsockopt(2) with any option value.
-pub(crate) fn sockopt<T>(fd: &OwnedFd, level: libc::c_int, name: libc::c_int, v: &T) -> std::io::Result<()> {
-    // SAFETY: v is a live value of the size passed.
-    let rc = unsafe {
-        libc::setsockopt(
-            fd.as_raw_fd(),
-            level,
-            name,
-            v as *const T as *const libc::c_void,
-            std::mem::size_of::<T>() as u32,
-        )
-    };
-    if rc < 0 {
-        Err(std::io::Error::last_os_error())
-    } else {
-        Ok(())
-    }
-}
-
-/// A raw AF_PACKET socket with protocol 0 (it receives nothing until bound with a protocol).
-pub(crate) fn packet_socket() -> Result<OwnedFd, IoError> {
-    // SAFETY: plain socket(2).
-    let fd = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
-    if fd < 0 {
-        let e = std::io::Error::last_os_error();
-        return Err(match e.raw_os_error() {
-            Some(libc::EPERM) | Some(libc::EACCES) => IoError::NoPermission,
-            _ => IoError::Os {
-                context: "socket(AF_PACKET, SOCK_RAW)".into(),
-                cause: e,
-            },
-        });
-    }
-    // SAFETY: fd is fresh and valid.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
-}
-
-/// Binds a packet socket to an interface and an ethertype (0: none, send only; ETH_P_ALL:
-/// every frame). Returns bind(2)'s result; errno is left for the caller.
-pub(crate) fn bind_packet(fd: &OwnedFd, ifindex: u32, protocol: u16) -> i32 {
-    // SAFETY: sockaddr_ll is plain data; zeroed is a valid value.
-    let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
-    sll.sll_family = libc::AF_PACKET as u16;
-    sll.sll_protocol = protocol.to_be();
-    sll.sll_ifindex = ifindex as i32;
-    // SAFETY: sll is a valid sockaddr_ll of the size passed.
-    unsafe {
-        libc::bind(
-            fd.as_raw_fd(),
-            &sll as *const _ as *const libc::sockaddr,
-            std::mem::size_of::<libc::sockaddr_ll>() as u32,
-        )
-    }
-}
-
 /// What an AF_PACKET TX socket does besides sending.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AfPacketOptions {
     /// Skip the qdisc (PACKET_QDISC_BYPASS): off when a qdisc shapes or launches the frames.
     pub bypass_qdisc: bool,
     /// Kernel or NIC TX timestamps, matched to the frames.
-    pub tx_stamps: Option<crate::txstamp::TxStampKind>,
+    pub tx_stamps: Option<crate::kernel::timestamping::TxStampKind>,
     /// Each frame carries its launch time (SO_TXTIME, SCM_TXTIME).
     pub txtime: bool,
     /// Frames carry their own FCS (SO_NOFCS): filler frames with a bad one.
@@ -125,7 +71,7 @@ fn nofcs(fd: &OwnedFd, info: &IfaceInfo) -> Result<(), IoError> {
     };
     setsockopt_int(fd, libc::SOL_SOCKET, SO_NOFCS, 1).map_err(refused)?;
     let mut probe = [0u8; 64];
-    crate::filler::write_bad_fcs_filler(&mut probe, 64, [0x02, 0, 0, 0, 0, 0]);
+    crate::tx::filler::write_bad_fcs_filler(&mut probe, 64, [0x02, 0, 0, 0, 0, 0]);
     // SAFETY: sending 64 bytes from a live buffer on our socket.
     let rc = unsafe { libc::send(fd.as_raw_fd(), probe.as_ptr() as *const libc::c_void, 64, 0) };
     if rc < 0 {
@@ -147,7 +93,7 @@ struct TxSocket {
     errors: u64,
     last_errno: i32,
     /// TX stamps asked for, and those collected.
-    stamps: Option<(crate::txstamp::TxStampKind, TxStampStats)>,
+    stamps: Option<(crate::kernel::timestamping::TxStampKind, TxStampStats)>,
     /// SO_TXTIME is on.
     txtime: bool,
     /// The next send's frames: due on the wall clock, and the wall clock read before it.
@@ -168,10 +114,10 @@ impl TxSocket {
         }
         let qdisc_bypass = opts.bypass_qdisc && setsockopt_int(&fd, libc::SOL_PACKET, PACKET_QDISC_BYPASS, 1).is_ok();
         if let Some(kind) = opts.tx_stamps {
-            crate::txstamp::enable(&fd, iface, kind)?;
+            crate::kernel::timestamping::enable(&fd, iface, kind)?;
         }
         if opts.txtime {
-            crate::txstamp::enable_txtime(&fd, iface)?;
+            crate::kernel::timestamping::enable_txtime(&fd, iface)?;
         }
         if opts.nofcs {
             nofcs(&fd, &info)?;
@@ -210,7 +156,7 @@ impl TxSocket {
         if !gone && errno != libc::ENOBUFS {
             return None;
         }
-        crate::nic::link_fault(&self.info.name).or_else(|| {
+        crate::kernel::nic::link_fault(&self.info.name).or_else(|| {
             gone.then(|| IoError::LinkLost {
                 iface: self.info.name.clone(),
                 what: format!("failed to send ({})", std::io::Error::from_raw_os_error(errno)),
@@ -268,7 +214,7 @@ impl TxSocket {
     fn drain(&mut self, at_least: usize) {
         if let Some((k, st)) = &mut self.stamps {
             if st.waiting() >= at_least {
-                crate::txstamp::drain(&self.fd, *k, st);
+                crate::kernel::timestamping::drain(&self.fd, *k, st);
             }
         }
     }
@@ -286,7 +232,7 @@ impl TxSocket {
             {
                 break;
             }
-            if crate::txstamp::drain(&self.fd, *k, st) > 0 {
+            if crate::kernel::timestamping::drain(&self.fd, *k, st) > 0 {
                 last = Instant::now();
             } else {
                 std::thread::sleep(Duration::from_millis(1));
@@ -328,8 +274,8 @@ impl AfPacketTx {
             tai_off_ns: 0,
         };
         if opts.txtime {
-            tx.cmsgs = vec![[0u8; crate::txstamp::TXTIME_CMSG_LEN]; n];
-            tx.tai_off_ns = crate::afxdp::tai_offset_ns();
+            tx.cmsgs = vec![[0u8; crate::kernel::timestamping::TXTIME_CMSG_LEN]; n];
+            tx.tai_off_ns = crate::socket::tai_offset_ns();
             for (m, c) in tx.msgs.iter_mut().zip(tx.cmsgs.iter_mut()) {
                 m.msg_hdr.msg_control = c.as_mut_ptr() as *mut libc::c_void;
                 m.msg_hdr.msg_controllen = c.len();
@@ -342,7 +288,7 @@ impl AfPacketTx {
     fn fill_txtimes(&mut self, n: usize) {
         for j in 0..n.min(self.cmsgs.len()) {
             let due = TxSocket::due_at(&self.sock.due, self.sock.read_ns, j).saturating_add_signed(self.tai_off_ns);
-            crate::txstamp::txtime_cmsg(&mut self.cmsgs[j], due);
+            crate::kernel::timestamping::txtime_cmsg(&mut self.cmsgs[j], due);
         }
     }
 }

@@ -17,7 +17,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use crate::error::IoError;
-use crate::qdisc::tc;
+use crate::kernel::qdisc::tc;
 use crate::testbed::{end, ip, Testbed, RX_IP4, RX_MAC, TX_IP4, TX_MAC};
 
 /// What forwards between the ends.
@@ -101,7 +101,7 @@ impl Testbed {
     /// Makes the testbed with `dut` in the middle; one that is up as asked is left alone,
     /// anything else (the direct testbed too) is rebuilt.
     pub fn up_with_dut(&self, dut: &Dut) -> Result<crate::testbed::UpOutcome, IoError> {
-        if !crate::nic::is_root() {
+        if !crate::kernel::nic::is_root() {
             return Err(IoError::NotRoot("gapless testbed up --dut"));
         }
         let same = |d: Dut| {
@@ -273,7 +273,7 @@ fn sysctl(ns: &str, kv: &str) -> Result<(), IoError> {
 /// full frames), and a pfifo of `queue` frames under it.
 fn shape(ns: &str, dev: &str, rate: u64, queue: u32, qdisc: &str) -> Result<(), IoError> {
     let burst = (rate / 8 / 1000).max(2 * 1514);
-    let p = crate::qdisc::ShaperParams {
+    let p = crate::kernel::qdisc::ShaperParams {
         qdisc: qdisc.to_string(),
         rate_bps: rate,
         burst_bytes: burst,
@@ -292,7 +292,7 @@ fn shape(ns: &str, dev: &str, rate: u64, queue: u32, qdisc: &str) -> Result<(), 
 fn read_shaper(ns: &str, dev: &str) -> (Option<u64>, u32, String) {
     let qs = tc(&["-n", ns, "-j", "qdisc", "show", "dev", dev])
         .ok()
-        .and_then(|j| crate::qdisc::parse(&j).ok())
+        .and_then(|j| crate::kernel::qdisc::parse(&j).ok())
         .unwrap_or_default();
     let root = qs.iter().find(|q| q.root);
     let kind = root.map(|q| q.kind.clone()).unwrap_or_default();

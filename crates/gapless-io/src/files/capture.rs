@@ -142,7 +142,7 @@ pub fn read_pcap(path: &Path, stop: &AtomicBool, f: &mut dyn FnMut(u64, &[u8], u
             }
         }
         CaptureFormat::PcapNg => {
-            let mut r = crate::pcapng::Reader::new(file);
+            let mut r = crate::files::pcapng::Reader::new(file);
             while let Some(p) = r.next_packet() {
                 if stop.load(Ordering::Relaxed) {
                     info.stopped = true;
@@ -344,7 +344,7 @@ pub struct CaptureFile {
 /// A streaming reader of a capture file.
 enum FileFrames {
     Pcap(PcapReader<BufReader<File>>),
-    PcapNg(crate::pcapng::Reader<BufReader<File>>),
+    PcapNg(crate::files::pcapng::Reader<BufReader<File>>),
 }
 
 impl CaptureFile {
@@ -404,7 +404,7 @@ impl gapless_core::spec::files::CaptureSource for CaptureFile {
     fn open(&self) -> Result<Box<dyn gapless_core::spec::files::CaptureFrames>, String> {
         let file = BufReader::with_capacity(1 << 20, open(&self.path).map_err(|e| e.to_string())?);
         Ok(Box::new(match self.format {
-            CaptureFormat::PcapNg => FileFrames::PcapNg(crate::pcapng::Reader::new(file)),
+            CaptureFormat::PcapNg => FileFrames::PcapNg(crate::files::pcapng::Reader::new(file)),
             _ => FileFrames::Pcap(PcapReader::new(file).map_err(|e| e.to_string())?),
         }))
     }

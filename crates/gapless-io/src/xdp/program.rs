@@ -14,7 +14,7 @@ use aya::Ebpf;
 use crate::error::IoError;
 
 /// The compiled program (BPF ELF with BTF).
-pub static OBJECT: &[u8] = include_bytes!("../xdp/gapless_xdp.o");
+pub static OBJECT: &[u8] = include_bytes!("../../xdp/gapless_xdp.o");
 const PROGRAM: &str = "gapless_rx";
 const MAP: &str = "gapless_xsks";
 /// The metadata the program writes before each frame: TAI ns, then this magic.

@@ -67,7 +67,7 @@ fn driver(root: &Path, iface: &str) -> String {
     std::fs::read_link(root.join(iface).join("device").join("driver"))
         .ok()
         .and_then(|p| p.file_name().map(|f| f.to_string_lossy().into_owned()))
-        .or_else(|| crate::nic::iface_info(iface).ok().and_then(|i| i.driver))
+        .or_else(|| crate::kernel::nic::iface_info(iface).ok().and_then(|i| i.driver))
         .unwrap_or_else(|| "unknown".into())
 }
 

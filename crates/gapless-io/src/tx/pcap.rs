@@ -11,8 +11,9 @@ use std::time::Duration;
 use pcap_file::pcap::{PcapHeader, PcapPacket, PcapTsResolution, PcapWriter};
 use pcap_file::{DataLink, Endianness};
 
-use crate::files::AtomicFile;
-use crate::{IoError, TxBackend};
+use super::TxBackend;
+use crate::error::IoError;
+use crate::files::atomic::AtomicFile;
 
 pub struct PcapTx {
     path: PathBuf,

@@ -5,11 +5,16 @@
 //!
 //! The sender is reached from the root namespace with `gapless run --netns NAME-tx`, or with
 //! `ip netns exec NAME-tx gapless run ...`.
+//!
+//! Holds the testbed (this file) and the reference device under test ([`dut`]). May import
+//! `kernel` and `error`.
+
+pub mod dut;
 
 use std::process::Command;
 
 use crate::error::IoError;
-use crate::nic::is_root;
+use crate::kernel::nic::is_root;
 
 pub const TX_MAC: &str = "02:67:6c:00:00:01";
 pub const RX_MAC: &str = "02:67:6c:00:00:02";

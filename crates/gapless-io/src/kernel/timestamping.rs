@@ -6,8 +6,8 @@ use std::os::fd::{AsRawFd, OwnedFd};
 
 use gapless_core::result::departure_stamps::TxStampStats;
 
-use crate::afpacket::sockopt;
 use crate::error::IoError;
+use crate::socket::sockopt;
 
 /// Which TX stamps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,7 +46,7 @@ pub fn flags(kind: TxStampKind) -> u32 {
 /// (checked first: veth has none) and SIOCSHWTSTAMP with tx_type ON.
 pub fn enable(fd: &OwnedFd, iface: &str, kind: TxStampKind) -> Result<(), IoError> {
     if kind == TxStampKind::Hardware {
-        let caps = crate::nic::ts_info(iface)?;
+        let caps = crate::kernel::nic::ts_info(iface)?;
         if caps.so_timestamping & libc::SOF_TIMESTAMPING_TX_HARDWARE == 0 {
             return Err(IoError::TxStamps {
                 iface: iface.into(),
@@ -57,7 +57,7 @@ pub fn enable(fd: &OwnedFd, iface: &str, kind: TxStampKind) -> Result<(), IoErro
                 fix: "use --tx-timestamps kernel; `ethtool -T IF` lists what a driver can do".into(),
             });
         }
-        crate::nic::enable_hw_timestamps(iface, true)?;
+        crate::kernel::nic::enable_hw_timestamps(iface, true)?;
     }
     sockopt(
         fd,

@@ -1,6 +1,6 @@
 //! AF_XDP: a UMEM of 4 KiB frames, its fill and completion rings, a TX or an RX ring, and
 //! need_wakeup. TX sends for the engine; RX feeds the meter, with the XDP program of
-//! [`crate::xdp_prog`] redirecting the queue's frames to the socket. Written over libc rather
+//! [`crate::xdp::program`] redirecting the queue's frames to the socket. Written over libc rather
 //! than taken from a crate: xdpilone is EUPL-1.2 and xsk-rs needs clang/libelf at build time;
 //! see docs/DESIGN-NOTES.md.
 //!
@@ -11,16 +11,19 @@
 //! frame into an skb during the kick, at most 32 per kick on veth. In zero-copy mode the NIC
 //! reads the UMEM itself. Completed frames return through the completion ring to a free list.
 
+pub mod program;
+
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use gapless_core::result::departure_stamps::TxStampStats;
 
 use crate::error::IoError;
-use crate::nic::{iface_info, IfaceInfo};
-use crate::rx::{wait_readable, RxFrame, RxSource, RxStats};
-use crate::xdp_prog::{attach_name, XdpAttach, XdpProgram, META_LEN, META_MAGIC};
-use crate::TxBackend;
+use crate::kernel::nic::{iface_info, IfaceInfo};
+use crate::rx::{RxFrame, RxSource, RxStats};
+use crate::socket::{clock_ns, tai_offset_ns, wait_readable};
+use crate::tx::TxBackend;
+use program::{attach_name, XdpAttach, XdpProgram, META_LEN, META_MAGIC};
 
 /// An OS error with what was being done.
 fn os_err(what: &'static str) -> impl Fn(std::io::Error) -> IoError {
@@ -121,7 +124,7 @@ impl Drop for Ring {
 }
 
 fn setsockopt<T>(fd: &OwnedFd, name: libc::c_int, v: &T) -> std::io::Result<()> {
-    crate::afpacket::sockopt(fd, libc::SOL_XDP, name, v)
+    crate::socket::sockopt(fd, libc::SOL_XDP, name, v)
 }
 
 /// The error for a failed socket(AF_XDP): no permission, or a kernel without AF_XDP
@@ -617,7 +620,7 @@ impl AfXdpTx {
                 Some(libc::EAGAIN) | Some(libc::EBUSY) | Some(libc::ENOBUFS) | Some(libc::EINTR) => {}
                 Some(libc::ENETDOWN) | Some(libc::ENXIO) | Some(libc::ENODEV) => {
                     let name = &self.xsk.info.name;
-                    return Err(crate::nic::link_fault(name).unwrap_or(IoError::LinkLost {
+                    return Err(crate::kernel::nic::link_fault(name).unwrap_or(IoError::LinkLost {
                         iface: name.clone(),
                         what: "refused the AF_XDP wakeup (ENETDOWN)".into(),
                     }));
@@ -720,7 +723,7 @@ impl TxBackend for AfXdpTx {
             tries += 1;
             if tries.is_multiple_of(4096) {
                 let name = &self.xsk.info.name;
-                if let Some(e) = crate::nic::link_fault(name) {
+                if let Some(e) = crate::kernel::nic::link_fault(name) {
                     return Err(e);
                 }
             }
@@ -804,23 +807,6 @@ pub struct AfXdpRx {
 // &mut self.
 unsafe impl Send for AfXdpRx {}
 
-fn clock_ns(clock: libc::clockid_t) -> i64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: ts is valid for the call.
-    unsafe { libc::clock_gettime(clock, &mut ts) };
-    ts.tv_sec * 1_000_000_000 + ts.tv_nsec
-}
-
-/// CLOCK_TAI − CLOCK_REALTIME: a whole number of seconds (0 until something sets the
-/// kernel's TAI offset, 37 s on a host synchronised by chrony or ptp4l with leap seconds).
-pub fn tai_offset_ns() -> i64 {
-    let a = clock_ns(libc::CLOCK_REALTIME);
-    let t = clock_ns(libc::CLOCK_TAI);
-    let b = clock_ns(libc::CLOCK_REALTIME);
-    let d = t - (a + (b - a) / 2);
-    (d as f64 / 1e9).round() as i64 * 1_000_000_000
-}
-
 impl AfXdpRx {
     /// Attaches the receive program to `iface` and binds a socket to its RX queue `queue`.
     pub fn open(iface: &str, queue: u32, mode: XdpMode, attach: XdpAttach) -> Result<AfXdpRx, IoError> {
@@ -848,7 +834,7 @@ impl AfXdpRx {
             tai_offset_ns: tai_offset_ns(),
             frames: 0,
             unstamped: 0,
-            rx_queues: crate::nic::rx_queues(iface),
+            rx_queues: crate::kernel::nic::rx_queues(iface),
             drop_kinds: [0; 3],
         };
         // Every frame the fill ring holds is a buffer the kernel may receive into.

@@ -1,6 +1,7 @@
 //! The null backend: frames are built and dropped. Measures the engine alone.
 
-use crate::{IoError, TxBackend};
+use super::TxBackend;
+use crate::error::IoError;
 
 pub struct NullTx {
     bufs: Vec<Vec<u8>>,
