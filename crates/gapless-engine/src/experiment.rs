@@ -267,7 +267,7 @@ impl EngineTrials<'_> {
 /// The send loop's core: off the reference device's forwarding CPU when there is another.
 fn sender_core() -> Option<usize> {
     let dut = gapless_io::testbed::dut::dut_cpu();
-    crate::meter::allowed_cores().into_iter().find(|&c| c != dut)
+    crate::rx::allowed_cores().into_iter().find(|&c| c != dut)
 }
 
 /// A trial's counts from the joined run: after the warm-up, by stream, added up.

@@ -9,11 +9,12 @@
 //! - **Meters**: [`measure`] (live, on an interface), [`analyze`] (a capture or a CSV of
 //!   timestamps), and [`calibrate`] (the setup's own latency offset and precision floor).
 //! - **Reports**: [`report`] (the result model filled, the summary text, the atomic result
-//!   writer) and [`plots`] (CSV exports and PNG/SVG plots).
+//!   writer), [`report::plots`] (CSV exports and PNG/SVG plots) and [`report::experiment`]
+//!   (an experiment's summary, trial trace and plots).
 //!
 //! Errors are [`EngineError`]s, which describe the fault and the system fix; front ends add
 //! their own hints. Underneath: the send loop ([`run::run`]: TSC clock, busy-wait, backend),
-//! core probing and pinning ([`cpu`]), the meter loop ([`meter`]).
+//! core probing and pinning ([`cpu`]), the meter loop ([`rx`]).
 //!
 //! ```no_run
 //! use gapless_engine::{ProfileSource, Run, RunSpec, TxTarget};
@@ -41,17 +42,14 @@ pub mod clock;
 pub mod cores;
 pub mod cpu;
 pub mod error;
-mod exp_plots;
-pub mod exp_report;
 pub mod experiment;
 pub mod live;
-pub mod meter;
 pub mod metering;
-pub mod plots;
 pub mod ratectl;
 pub mod report;
 pub mod request;
 pub mod run;
+pub mod rx;
 pub mod session;
 pub mod snapshot;
 pub mod spec;

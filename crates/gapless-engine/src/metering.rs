@@ -10,39 +10,14 @@ use std::time::{Duration, Instant};
 
 use gapless_core::meter::{Calibration, Meter, MeterReport, StreamTarget};
 use gapless_core::result::RunResult;
-use gapless_core::{Profile, ProfileSpec};
+use gapless_core::ProfileSpec;
 use gapless_io::files::capture::{detect, read_pcap, CaptureFormat, CsvTimestamps};
 use gapless_io::rx::RxTimestamps;
 
 use crate::live::RxLive;
-use crate::meter::{finish_report, meter_loop, RxStop};
+use crate::rx::{finish_report, meter_loop, target_map, targets_of, RxStop};
 use crate::spec::{MeterSetup, Pacing, ProfileSource, RunSpec, RxSpec, TxTarget};
 use crate::{EngineError, Run};
-
-/// Stream names and targets from a compiled profile.
-/// A stream whose rate changes by design (a replay, a varying or self-similar rate) has no
-/// constant target: the meter reports no rate error or gap error against one for it.
-pub fn targets_of(p: &Profile) -> HashMap<u16, StreamTarget> {
-    target_map(p.streams.iter().map(|s| {
-        let varies = s.replay.is_some()
-            || s.curve.is_some()
-            || matches!(s.pattern, gapless_core::timing::departures::Pattern::OnOffAggregate(_));
-        (s.id, s.name.as_str(), (!varies).then_some(s.target_pps), s.lanes)
-    }))
-}
-
-fn target_map<'a>(streams: impl Iterator<Item = (u16, &'a str, Option<f64>, u32)>) -> HashMap<u16, StreamTarget> {
-    streams
-        .map(|(id, name, pps, lanes)| {
-            let t = StreamTarget {
-                name: name.to_string(),
-                target_pps: pps,
-                lanes,
-            };
-            (id, t)
-        })
-        .collect()
-}
 
 /// Stream names and targets from a profile (TOML) or a run's result file (JSON).
 pub fn targets_from_file(path: &Path) -> Result<HashMap<u16, StreamTarget>, EngineError> {
@@ -144,7 +119,7 @@ pub fn measure(spec: &MeasureSpec, stop: &AtomicBool, live: &RxLive) -> Result<M
     })
     .map_err(|_| EngineError::Panicked("the meter loop"))?;
     let mut report = meter.report();
-    crate::meter::describe_source(&mut report, r, rx.as_ref());
+    crate::rx::describe_source(&mut report, r, rx.as_ref());
     report.tx_timestamp_source = "the signature's TX time (the sender's CLOCK_REALTIME just before its send)".into();
     report.started_unix_ns = started;
     report

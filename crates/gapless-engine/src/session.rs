@@ -29,8 +29,8 @@ use gapless_io::xdp::{AfXdpTx, XdpMode, UMEM_FRAME};
 use gapless_io::IoError;
 
 use crate::live::{Live, RxLive};
-use crate::meter::{finish_report, join, meter_loop, RxOutcome, RxStop};
 use crate::report::{build_result, RunMeta};
+use crate::rx::{finish_report, join, meter_loop, RxOutcome, RxStop};
 use crate::snapshot::{Board, Snapshot};
 use crate::spec::{Pacing, RunSpec, TxMethod, TxSocket, TxTarget};
 use crate::{EngineError, RunOptions, RunStats};
@@ -300,7 +300,7 @@ fn prepare(spec: RunSpec) -> Result<Prepared, EngineError> {
     }
     let rx = match (rx, &spec.rx) {
         (Some(src), Some(r)) => {
-            let (mut cfg, cal) = r.meter.config(crate::metering::targets_of(&plan.profile))?;
+            let (mut cfg, cal) = r.meter.config(crate::rx::targets_of(&plan.profile))?;
             cfg.warmup_ns = spec.warmup.map_or(0, |d| d.as_nanos() as u64);
             Some((src, Meter::new(cfg), cal))
         }
@@ -381,7 +381,7 @@ fn plan_loops(
     if spec.split_cbr {
         plan::split_all_cbr(&mut profile)?;
     }
-    let allowed = crate::meter::allowed_cores();
+    let allowed = crate::rx::allowed_cores();
     if let Some(&c) = cores.iter().flatten().find(|c| !allowed.contains(c)) {
         return Err(EngineError::CoreNotAllowed { core: c, allowed });
     }
@@ -631,7 +631,7 @@ fn rx_report(
 ) -> MeterReport {
     let spec = p.spec.rx.as_ref().expect("a meter was opened");
     let mut rep = meter.report();
-    crate::meter::describe_source(&mut rep, spec, src);
+    crate::rx::describe_source(&mut rep, spec, src);
     rep.tx_timestamp_source = result.tx_timestamp_source.clone();
     rep.started_unix_ns = result.started_unix_ns;
     rep.warnings

@@ -267,7 +267,7 @@ fn bad_files_given_to_the_meter_are_their_own_error_kinds() {
         ..Default::default()
     });
     one.streams[0].series.push(Default::default());
-    let e = gapless_engine::plots::write_all(&one, Path::new("/proc/gapless-nope")).unwrap_err();
+    let e = gapless_engine::report::plots::write_all(&one, Path::new("/proc/gapless-nope")).unwrap_err();
     assert!(matches!(e, EngineError::Report(_)), "got {e:?}");
 }
 

@@ -57,7 +57,7 @@ pub fn experiment<'py>(
         x.run(stop.clone(), &mut hear)
     });
     if let Some(d) = report_dir {
-        gapless_engine::exp_report::write_all(&file.result, Path::new(d)).map_err(|e| {
+        gapless_engine::report::experiment::write_all(&file.result, Path::new(d)).map_err(|e| {
             make(
                 py,
                 "FileError",

@@ -84,7 +84,7 @@ fn meter_report(py: Python<'_>, result: &Bound<'_, PyAny>) -> PyResult<MeterRepo
 #[pyfunction]
 pub fn report(py: Python<'_>, result: &Bound<'_, PyAny>, dir: &str) -> PyResult<usize> {
     let r = meter_report(py, result)?;
-    py.detach(|| gapless_engine::plots::write_all(&r, Path::new(dir)))
+    py.detach(|| gapless_engine::report::plots::write_all(&r, Path::new(dir)))
         .map_err(|e| raise(py, &e))
 }
 
@@ -95,12 +95,12 @@ pub fn summary(py: Python<'_>, result: &Bound<'_, PyAny>) -> PyResult<String> {
         let run: RunResult = from_py(result).map_err(|m| option_mismatch(py, "a run's result", &m))?;
         let mut s = gapless_engine::report::summary_text(&run);
         if let Some(rx) = &run.rx {
-            s.push_str(&gapless_engine::meter::summary_text(rx));
+            s.push_str(&gapless_engine::rx::summary_text(rx));
         }
         s.push_str(&gapless_engine::report::verdict_text(&run));
         return Ok(s);
     }
-    Ok(gapless_engine::meter::summary_text(&meter_report(py, result)?))
+    Ok(gapless_engine::rx::summary_text(&meter_report(py, result)?))
 }
 
 /// Each stream's histograms in a result, as buckets `(lowest_ns, highest_ns, count)`:
@@ -110,7 +110,7 @@ pub fn histograms<'py>(py: Python<'py>, result: &Bound<'py, PyAny>) -> PyResult<
     let r = meter_report(py, result)?;
     let mut out = Vec::new();
     for s in &r.streams {
-        let h = gapless_engine::plots::histograms(s).map_err(|e| raise(py, &e))?;
+        let h = gapless_engine::report::plots::histograms(s).map_err(|e| raise(py, &e))?;
         out.push(serde_json::json!({"name": s.name, "latency": h.latency, "interarrival": h.interarrival}));
     }
     to_py(py, &out)

@@ -102,7 +102,7 @@ fn drive(x: &Experiment, id: i64, db: &Mutex<Db>, out: PathBuf, stop: Arc<Atomic
         .and_then(|_| {
             gapless_engine::report::write_json_atomic(&out.join("experiment.json"), &file).map_err(Into::into)
         })
-        .and_then(|_| gapless_engine::exp_report::write_all(r, &out));
+        .and_then(|_| gapless_engine::report::experiment::write_all(r, &out));
     let error = match (&r.error, written) {
         (Some(e), _) => Some(e.clone()),
         (None, Err(e)) => Some(format!("the report files were not written: {e:#}")),
@@ -142,7 +142,7 @@ pub async fn get(State(s): State<Shared>, Path(id): Path<String>) -> Result<Json
         .result
         .as_ref()
         .and_then(|v| serde_json::from_value::<gapless_core::experiment::ExperimentResult>(v.clone()).ok())
-        .map(|r| gapless_engine::exp_report::summary_text(&r, None));
+        .map(|r| gapless_engine::report::experiment::summary_text(&r, None));
     let mut v = json!(row);
     v["summary"] = json!(summary);
     v["files"] = json!(crate::files::list(&dir(&s, id)));

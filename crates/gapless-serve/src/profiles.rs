@@ -112,7 +112,7 @@ fn compile(spec: gapless_core::ProfileSpec, label: &str) -> Result<gapless_core:
 pub fn summary(r: &gapless_core::result::RunResult) -> String {
     let mut s = gapless_engine::report::summary_text(r);
     if let Some(rx) = &r.rx {
-        s.push_str(&gapless_engine::meter::summary_text(rx));
+        s.push_str(&gapless_engine::rx::summary_text(rx));
     }
     s.push_str(&gapless_engine::report::verdict_text(r));
     s

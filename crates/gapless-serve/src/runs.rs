@@ -123,7 +123,7 @@ fn write_report(dir: &Path, report: &gapless_engine::RunReport) -> Result<usize,
     gapless_engine::report::write_json_atomic(&dir.join("result.json"), &report.result)
         .map_err(|e| format!("result.json: {e}"))?;
     match &report.result.rx {
-        Some(rx) => gapless_engine::plots::write_all(rx, dir)
+        Some(rx) => gapless_engine::report::plots::write_all(rx, dir)
             .map(|n| n + 1)
             .map_err(|e| e.to_string()),
         None => Ok(1),

@@ -9,8 +9,8 @@ use anyhow::{anyhow, Result};
 use gapless_core::experiment::spec::{Axis, Param, Port, ProfileRef, Rfc2544Spec, SweepSpec, TrialSpec};
 use gapless_core::experiment::{ExperimentSpec, Method, Rfc2544Test};
 use gapless_core::ProfileSpec;
-use gapless_engine::exp_report;
 use gapless_engine::experiment::ExperimentFile;
+use gapless_engine::report::experiment::{summary_text, trial_line, write_all};
 use gapless_engine::Experiment;
 
 use crate::{explain, say, stop_on_signals};
@@ -259,7 +259,7 @@ fn run(x: &Experiment, out: &OutArgs) -> Result<i32> {
     let quiet = out.quiet;
     let file = x.run(stop, &mut |rec| {
         if !quiet {
-            eprintln!("{}", exp_report::trial_line(rec));
+            eprintln!("{}", trial_line(rec));
         }
     });
     deliver(&file, out)?;
@@ -281,9 +281,9 @@ fn deliver(f: &ExperimentFile, out: &OutArgs) -> Result<()> {
             err = Some(anyhow!("--json {}: {e}", j.display()));
         }
     }
-    say(&exp_report::summary_text(&f.result, f.dut_text().as_deref()));
+    say(&summary_text(&f.result, f.dut_text().as_deref()));
     if let Some(d) = &out.report_dir {
-        let n = exp_report::write_all(&f.result, d)?;
+        let n = write_all(&f.result, d)?;
         say(&format!("report: {n} files in {}\n", d.display()));
     }
     if let Some(j) = out.json.as_ref().filter(|_| err.is_none()) {

@@ -2,6 +2,7 @@
 //! reports printed. The work is in gapless-engine.
 
 mod experiment_cmd;
+mod live;
 mod meter_cmd;
 mod outputs;
 mod run_cmd;
@@ -278,8 +279,8 @@ fn dut_text(t: &Testbed, d: &Dut) -> String {
 
 fn cmd_report(path: &Path, out: &Path) -> Result<i32> {
     let report = gapless_engine::report::read_meter_report(path).map_err(explain)?;
-    say(&gapless_engine::meter::summary_text(&report));
-    let n = gapless_engine::plots::write_all(&report, out)?;
+    say(&gapless_engine::rx::summary_text(&report));
+    let n = gapless_engine::report::plots::write_all(&report, out)?;
     say(&format!("report: {n} files in {}\n", out.display()));
     Ok(0)
 }

@@ -9,11 +9,11 @@ use anyhow::{bail, Context, Result};
 use clap::ValueEnum;
 use gapless_core::meter::MeterReport;
 use gapless_engine::live::RxLive;
-use gapless_engine::meter::summary_text;
 use gapless_engine::report::write_json_atomic;
 use gapless_engine::request::{
     AnalyzeRequest, BackendName, CalibrateRequest, MeasureRequest, MeterRequest, RxPath, StampName, XdpAttachName,
 };
+use gapless_engine::rx::summary_text;
 
 use crate::{explain, say};
 
@@ -93,7 +93,7 @@ pub fn deliver(report: &MeterReport, json: Option<&Path>, dir: Option<&Path>) ->
         say(&format!("result: {}\n", j.display()));
     }
     if let Some(d) = dir {
-        let files = gapless_engine::plots::write_all(report, d)?;
+        let files = gapless_engine::report::plots::write_all(report, d)?;
         say(&format!("report: {} files in {}\n", files, d.display()));
     }
     json_err.map_or(Ok(()), Err)
@@ -285,7 +285,7 @@ pub fn cmd_measure(a: MeasureArgs) -> Result<i32> {
         });
         let prev = std::sync::Mutex::new((std::time::Instant::now(), 0u64));
         let wait = |d| !matches!(end.recv_timeout(d), Err(std::sync::mpsc::RecvTimeoutError::Timeout));
-        crate::run_cmd::live_lines(a.quiet, wait, || rx_line(live, t0, &prev));
+        crate::live::live_lines(a.quiet, wait, || rx_line(live, t0, &prev));
         h.join()
     })
     .map_err(|_| anyhow::anyhow!("the meter panicked"))?

@@ -1,10 +1,8 @@
 //! `gapless run`: its options, mapped to a [`RunSpec`], and what it prints.
 
-use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
-use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context, Result};
 use clap::ValueEnum;
@@ -247,31 +245,12 @@ impl RunArgs {
     }
 }
 
-/// Prints a line every second until `wait` (which blocks up to the time it is given) says
-/// the run ended.
-pub fn live_lines(quiet: bool, wait: impl Fn(Duration) -> bool, line: impl Fn() -> String) {
-    let tty = std::io::stderr().is_terminal();
-    while !wait(Duration::from_secs(1)) {
-        if quiet {
-            continue;
-        }
-        if tty {
-            eprint!("\r\x1b[2K{}", line());
-        } else {
-            eprintln!("{}", line());
-        }
-    }
-    if !quiet && tty {
-        eprintln!();
-    }
-}
-
 pub fn cmd_run(a: RunArgs) -> Result<i32> {
     let spec = a.spec()?;
     let stop = Arc::new(AtomicBool::new(false));
     crate::stop_on_signals(&stop)?;
     let run: RunHandle = Run::start_with_stop(spec, stop).map_err(crate::explain)?;
-    live_lines(a.quiet, |d| run.wait_timeout(d), || snapshot_text(&run.snapshot()));
+    crate::live::live_lines(a.quiet, |d| run.wait_timeout(d), || snapshot_text(&run.snapshot()));
     let report = run.wait().map_err(crate::explain)?;
     print_run(&a, &report)
 }
@@ -287,9 +266,9 @@ fn print_run(a: &RunArgs, report: &RunReport) -> Result<i32> {
     });
     say(&summary_text(result));
     if let Some(r) = &result.rx {
-        say(&gapless_engine::meter::summary_text(r));
+        say(&gapless_engine::rx::summary_text(r));
         if let Some(d) = &a.meter.report_dir {
-            let n = gapless_engine::plots::write_all(r, d)?;
+            let n = gapless_engine::report::plots::write_all(r, d)?;
             say(&format!("report: {n} files in {}\n", d.display()));
         }
     }

@@ -40,7 +40,7 @@ fn a_busy_interface_is_a_409_and_a_stopped_run_keeps_what_it_measured() {
     // A run on null is not held up by the busy interface; but on two cores it would take
     // the core the server keeps for itself, so it is refused for that, and says so.
     let null = serde_json::json!({ "toml": NULL_LONG.replace("60", "1"), "options": { "null": true } });
-    if gapless_engine::meter::allowed_cores().len() > 2 {
+    if gapless_engine::rx::allowed_cores().len() > 2 {
         start_run(addr, null);
     } else {
         let (st, b) = http(addr, "POST", "/api/runs", null.to_string().as_bytes(), None);

@@ -102,7 +102,7 @@ fn hog(core: usize) -> KillOnDrop {
 #[test]
 fn the_send_loop_takes_the_quietest_core() {
     let _x = exclusive();
-    let allowed = gapless_engine::meter::allowed_cores();
+    let allowed = gapless_engine::rx::allowed_cores();
     assert!(allowed.len() >= 2, "this test needs 2 cores, got {allowed:?}");
     let hog_core = *allowed.last().unwrap();
     // A busy loop pinned to the core that used to be the default.
@@ -145,7 +145,7 @@ fn the_send_loop_takes_the_quietest_core() {
 #[test]
 fn a_busy_core_chosen_by_hand_gets_a_warning_that_names_it() {
     let _x = exclusive();
-    let c = *gapless_engine::meter::allowed_cores().last().unwrap();
+    let c = *gapless_engine::rx::allowed_cores().last().unwrap();
     let mut hog = hog(c);
     let dir = tempfile::tempdir().unwrap();
     let p = write(

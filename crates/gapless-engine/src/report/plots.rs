@@ -12,7 +12,7 @@ use hdrhistogram::Histogram;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-static FONT: &[u8] = include_bytes!("../assets/DejaVuSans.ttf");
+static FONT: &[u8] = include_bytes!("../../assets/DejaVuSans.ttf");
 pub(crate) const SIZE: (u32, u32) = (900, 560);
 
 pub(crate) fn font() {

@@ -1,5 +1,7 @@
 //! An experiment's report: the summary for a terminal, the trial trace as CSV, and its plots.
 
+mod plots;
+
 use std::fmt::Write as _;
 use std::path::Path;
 
@@ -210,5 +212,5 @@ pub fn trials_csv(r: &ExperimentResult) -> String {
 pub fn write_all(r: &ExperimentResult, dir: &Path) -> anyhow::Result<usize> {
     std::fs::create_dir_all(dir)?;
     gapless_io::files::atomic::write_atomic(&dir.join("trials.csv"), trials_csv(r).as_bytes())?;
-    Ok(1 + crate::exp_plots::write(r, dir)?)
+    Ok(1 + crate::report::experiment::plots::write(r, dir)?)
 }

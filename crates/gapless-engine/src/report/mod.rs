@@ -1,5 +1,8 @@
 //! Result assembly, the environment probe, the atomic result writer and the text summary.
 
+pub mod experiment;
+pub mod plots;
+
 use std::borrow::Cow;
 use std::path::Path;
 

@@ -11,7 +11,7 @@ use plotters::coord::types::RangedCoordf64;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use crate::plots::{chart, font, pe, SIZE};
+use crate::report::plots::{chart, font, pe, SIZE};
 
 /// A line chart: named series of (x, y) points.
 struct Lines {

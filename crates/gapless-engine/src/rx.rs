@@ -4,8 +4,11 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use gapless_core::meter::{Meter, MeterReport};
+use std::collections::HashMap;
+
+use gapless_core::meter::{Meter, MeterReport, StreamTarget};
 use gapless_core::result::RunResult;
+use gapless_core::Profile;
 use gapless_io::rx::{RxSource, RxStats};
 
 use crate::live::RxLive;
@@ -342,4 +345,31 @@ pub fn summary_text(r: &MeterReport) -> String {
 /// The cores this process may run on (its affinity when first asked; see [`crate::cores`]).
 pub fn allowed_cores() -> Vec<usize> {
     crate::cores::cpuset().to_vec()
+}
+
+/// Stream names and targets from a compiled profile.
+/// A stream whose rate changes by design (a replay, a varying or self-similar rate) has no
+/// constant target: the meter reports no rate error or gap error against one for it.
+pub fn targets_of(p: &Profile) -> HashMap<u16, StreamTarget> {
+    target_map(p.streams.iter().map(|s| {
+        let varies = s.replay.is_some()
+            || s.curve.is_some()
+            || matches!(s.pattern, gapless_core::timing::departures::Pattern::OnOffAggregate(_));
+        (s.id, s.name.as_str(), (!varies).then_some(s.target_pps), s.lanes)
+    }))
+}
+
+pub(crate) fn target_map<'a>(
+    streams: impl Iterator<Item = (u16, &'a str, Option<f64>, u32)>,
+) -> HashMap<u16, StreamTarget> {
+    streams
+        .map(|(id, name, pps, lanes)| {
+            let t = StreamTarget {
+                name: name.to_string(),
+                target_pps: pps,
+                lanes,
+            };
+            (id, t)
+        })
+        .collect()
 }
