@@ -13,6 +13,6 @@ fuzz_target!(|data: &[u8]| {
     }
     let mut meter = Meter::new(MeterConfig::default());
     let stop = AtomicBool::new(false);
-    let _ = gapless_io::capture::read_pcap(&path, &stop, &mut |ts, frame, len| meter.on_frame(ts, frame, len));
+    let _ = gapless_io::files::capture::read_pcap(&path, &stop, &mut |ts, frame, len| meter.on_frame(ts, frame, len));
     let _ = meter.report();
 });

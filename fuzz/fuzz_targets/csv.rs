@@ -3,7 +3,7 @@
 use std::sync::atomic::AtomicBool;
 
 use gapless_core::meter::{Meter, MeterConfig};
-use gapless_io::capture::CsvTimestamps;
+use gapless_io::files::capture::CsvTimestamps;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -24,6 +24,7 @@ pub(crate) fn gap_depends_on_size(rate: &Rate, variants: &[Variant]) -> bool {
     matches!(rate, Rate::Bps { .. }) && !one_size
 }
 
+/// One compiled stream.
 #[derive(Debug, Clone)]
 pub struct StreamConfig {
     pub index: usize,

@@ -40,8 +40,6 @@ fn mean_size_of(variants: &[Variant], pick: &VariantPick) -> f64 {
     variants.iter().zip(shares).map(|(v, w)| v.sizes.mean() * w).sum()
 }
 
-/// One compiled stream.
-
 fn positive(v: f64, path: &str, fix: &str) -> Result<f64, ProfileError> {
     if v.is_finite() && v > 0.0 {
         Ok(v)
