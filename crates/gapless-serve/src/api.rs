@@ -12,9 +12,6 @@ use crate::guard::Guard;
 use crate::reply::{err, ApiError};
 use crate::{calibrations, experiments, profiles, runs_api, web, Shared};
 
-/// Bodies larger than this are refused (413): a profile is a few kB.
-pub const BODY_LIMIT: usize = 1 << 20;
-
 /// The API behind the client limits ([`crate::limits`]), the request guard
 /// ([`crate::guard`]) and the body limit.
 pub fn router(state: Shared, guard: Guard) -> Router {
@@ -42,7 +39,7 @@ pub fn router(state: Shared, guard: Guard) -> Router {
         .route("/", get(web::index))
         .route("/assets/{name}", get(web::asset))
         .fallback(not_found)
-        .layer(DefaultBodyLimit::max(BODY_LIMIT))
+        .layer(DefaultBodyLimit::max(crate::limits::BODY_LIMIT))
         .layer(middleware::from_fn_with_state(guard, crate::guard::check))
         .layer(middleware::from_fn_with_state(
             state.limits.clone(),

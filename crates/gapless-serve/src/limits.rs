@@ -1,6 +1,6 @@
-//! Bounds on what clients may ask of the server: requests per second per client address (a
-//! token bucket; past it 429 with `Retry-After`), and open event streams in all (past it
-//! 503). Both answer at once with a message; neither makes anything wait, and nothing here
+//! Bounds on what clients may ask of the server: the body size ([`BODY_LIMIT`], past it 413),
+//! requests per second per client address (a token bucket; past it 429 with `Retry-After`),
+//! and open event streams in all (past it 503). Both answer at once with a message; neither makes anything wait, and nothing here
 //! runs on the packet path's cores (see `gapless_engine::cores`).
 
 use std::collections::HashMap;
@@ -15,6 +15,9 @@ use axum::response::{IntoResponse, Response};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::reply::{err, ApiError};
+
+/// Bodies larger than this are refused (413): a profile is a few kB.
+pub const BODY_LIMIT: usize = 1 << 20;
 
 /// The bounds (`gapless serve --client-rate`, `--max-event-streams`).
 #[derive(Debug, Clone, Copy)]

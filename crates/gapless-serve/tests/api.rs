@@ -295,7 +295,7 @@ fn otg_refuses_what_it_cannot_send_with_code_kind_and_errors() {
     cfg["flows"][0]["duration"] = serde_json::json!({"choice": "fixed_packets", "fixed_packets": {"packets": "40"}});
     let (st, b) = http(srv.otg, "POST", "/config", cfg.to_string().as_bytes(), None);
     assert_eq!(st, 200, "expected 64-bit numbers as strings to be taken; got {st}: {b}");
-    let plan = gapless_serve::otg::config::plan(&cfg).map_err(|e| e.0).unwrap();
+    let plan = gapless_otg::config::plan(&cfg).map_err(|e| e.0).unwrap();
     let stream = &plan.groups[0].profile["stream"][0];
     assert_eq!(
         stream["timing"],

@@ -8,9 +8,7 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 
 use serde_json::{json, Map, Value};
 
-/// A validation error: its message names the config path.
-#[derive(Debug)]
-pub struct Invalid(pub String);
+use crate::error::Invalid;
 
 /// A number, or a 64-bit number sent as a string.
 pub fn num(v: &Value) -> Option<u64> {

@@ -1,0 +1,60 @@
+//! OTG errors as data: the HTTP status, the OTG `kind` and the messages. Each transport turns
+//! an [`OtgError`] into its own reply: HTTP and HTTPS send [`OtgError::body`] with
+//! [`OtgError::code`] as the status; gRPC maps the code to a status code.
+
+use serde_json::{json, Value};
+
+/// A config that cannot be run: the message names the config path and what to do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Invalid(pub String);
+
+/// An OTG error reply: `{code, kind, errors}`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OtgError {
+    /// The HTTP status: 400, 404, 409 or 500.
+    pub code: u16,
+    /// `validation` or `internal`, as the OTG model names them.
+    pub kind: &'static str,
+    pub errors: Vec<String>,
+}
+
+impl OtgError {
+    /// A request that cannot be served as it is (400).
+    pub fn invalid(msg: impl Into<String>) -> OtgError {
+        OtgError::new(400, "validation", msg.into())
+    }
+
+    /// A request that is valid but clashes with what runs (409).
+    pub fn conflict(msg: impl Into<String>) -> OtgError {
+        OtgError::new(409, "validation", msg.into())
+    }
+
+    /// A path outside the OTG subset gapless serves (404).
+    pub fn not_found(msg: impl Into<String>) -> OtgError {
+        OtgError::new(404, "validation", msg.into())
+    }
+
+    /// A fault of gapless's own (500).
+    pub fn internal(msg: impl std::fmt::Display) -> OtgError {
+        OtgError::new(500, "internal", msg.to_string())
+    }
+
+    fn new(code: u16, kind: &'static str, msg: String) -> OtgError {
+        OtgError {
+            code,
+            kind,
+            errors: vec![msg],
+        }
+    }
+
+    /// The JSON body of the reply.
+    pub fn body(&self) -> Value {
+        json!({ "code": self.code, "kind": self.kind, "errors": self.errors })
+    }
+}
+
+impl From<Invalid> for OtgError {
+    fn from(e: Invalid) -> OtgError {
+        OtgError::invalid(e.0)
+    }
+}

@@ -1,0 +1,34 @@
+//! # gapless-otg
+//!
+//! The Open Traffic Generator mapping, sans IO: what every OTG transport of gapless calls.
+//! HTTP and HTTPS (`gapless serve --otg-listen`), gRPC and the agent API differ only in how
+//! a request arrives and a reply leaves; the meaning of a request is here, once.
+//!
+//! ```text
+//! OTG config (JSON)
+//!   -> config::plan          one gapless profile per TX port, a stream per flow
+//!   -> runs::check           every profile compiles, or the config is refused
+//!   -> runs::port_run        a run request per TX port (RunSpec + what the run table keeps)
+//! run snapshot / result (JSON)
+//!   -> metrics::from_snapshot / metrics::from_result -> metrics::flow_json, port_metrics
+//! any fault
+//!   -> error::OtgError       {code, kind, errors}; each transport sends it its own way
+//! ```
+//!
+//! Modules, each importing only those before it: [`error`], [`patterns`] (OTG header-field
+//! patterns as field-engine ops), [`config`], [`requests`], [`runs`], [`metrics`].
+//! The state a server keeps (the config set last, the runs its traffic started) and the
+//! run table are the server's: this crate never starts, stops or stores anything.
+
+pub mod config;
+pub mod error;
+pub mod metrics;
+pub mod patterns;
+pub mod requests;
+pub mod runs;
+
+pub use error::{Invalid, OtgError};
+
+/// The OTG model version range this implementation speaks; snappi matches its own version
+/// against it.
+pub const API_SPEC_VERSION: &str = "^1.58.0";

@@ -1,0 +1,147 @@
+//! Run snapshots and results as OTG metrics. A flow's figures come from its run's live
+//! snapshot while it runs, and from the stored result once it has ended (so
+//! `transmit: stopped` comes with the final receive counts). Every counter is filled (snappi
+//! reads a missing one as None); gapless's own figures ride along under `x_gapless`.
+
+use serde_json::{json, Value};
+
+use crate::config::Plan;
+use crate::error::OtgError;
+
+/// A flow's name, its TX and RX ports, and its figures.
+pub type FlowFigures = (String, String, String, Flow);
+
+/// One flow's figures.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Flow {
+    pub started: bool,
+    pub frames_tx: u64,
+    pub bytes_tx: u64,
+    pub frames_rx: u64,
+    pub bytes_rx: u64,
+    pub tx_rate: f64,
+    pub rx_rate: f64,
+    pub latency: Option<Value>,
+    pub timestamps: Option<Value>,
+    pub extra: Value,
+}
+
+/// A flow's figures from its run's live snapshot (`idx`: its stream there).
+pub fn from_snapshot(snap: &Value, idx: usize, started: bool) -> Flow {
+    let st = &snap["streams"][idx];
+    let (tx, rx) = (&st["tx"], &st["rx"]);
+    Flow {
+        started,
+        frames_tx: tx["sent"].as_u64().unwrap_or(0),
+        bytes_tx: tx["bytes"].as_u64().unwrap_or(0),
+        frames_rx: rx["received"].as_u64().unwrap_or(0),
+        bytes_rx: with_fcs(rx["bytes"].as_u64(), rx["received"].as_u64()),
+        tx_rate: tx["rate_pps"].as_f64().unwrap_or(0.0),
+        rx_rate: rx["rate_pps"].as_f64().unwrap_or(0.0),
+        latency: None,
+        timestamps: None,
+        extra: json!({
+            "lost": rx["lost"], "reordered": rx["reordered"], "duplicated": rx["duplicated"],
+            "latency_p50_ns": rx["latency_p50_ns"], "latency_p99_ns": rx["latency_p99_ns"],
+            "latency_p99_9_ns": rx["latency_p99_9_ns"], "lateness_last_ns": tx["lag_ns"],
+        }),
+    }
+}
+
+/// A flow's figures from its ended run's stored result (or its last checkpoint): run `id`,
+/// stream `idx`, the flow `name` as the meter reports it.
+pub fn from_result(result: &Value, id: i64, idx: usize, name: &str) -> Flow {
+    if let Some(snap) = result.get("checkpoint") {
+        return from_snapshot(snap, idx, false);
+    }
+    let tx = &result["streams"][idx];
+    let rx = result["rx"]["streams"]
+        .as_array()
+        .and_then(|a| a.iter().find(|r| r["name"] == name))
+        .cloned()
+        .unwrap_or(Value::Null);
+    let lat = &rx["latency"];
+    let ia = &rx["interarrival"];
+    Flow {
+        started: false,
+        frames_tx: tx["sent_frames"].as_u64().unwrap_or(0),
+        bytes_tx: tx["sent_bytes_l2"].as_u64().unwrap_or(0),
+        frames_rx: rx["rx_frames"].as_u64().unwrap_or(0),
+        bytes_rx: with_fcs(rx["rx_bytes_l2"].as_u64(), rx["rx_frames"].as_u64()),
+        tx_rate: tx["achieved_pps"].as_f64().unwrap_or(0.0),
+        rx_rate: ia["rate_pps"].as_f64().unwrap_or(0.0),
+        latency: lat
+            .is_object()
+            .then(|| json!({ "minimum_ns": lat["min_ns"], "maximum_ns": lat["max_ns"], "average_ns": lat["mean_ns"] })),
+        timestamps: rx
+            .is_object()
+            .then(|| json!({ "first_timestamp_ns": rx["first_rx_ns"], "last_timestamp_ns": rx["last_rx_ns"] })),
+        extra: json!({
+            "lost": rx["seq"]["lost"], "reordered": rx["seq"]["reordered"], "duplicated": rx["seq"]["duplicated"],
+            "lost_vs_tx": rx["lost_vs_tx"],
+            "latency_percentiles_ns": lat["percentiles_ns"],
+            "interarrival": { "mean_ns": ia["mean_ns"], "p99_ns": ia["p99_ns"], "mse_ns2": ia["mse_ns2"] },
+            "lateness": tx["lateness"],
+            "schedule": result["verdict"]["schedule"],
+            "run": id,
+        }),
+    }
+}
+
+/// Received bytes as OTG counts them: with the 4-byte FCS the capture does not see.
+fn with_fcs(bytes: Option<u64>, frames: Option<u64>) -> u64 {
+    bytes.unwrap_or(0) + 4 * frames.unwrap_or(0)
+}
+
+/// A flow's entry of `flow_metrics`.
+pub fn flow_json(name: &str, tx: &str, rx: &str, f: &Flow) -> Value {
+    let loss = if f.frames_tx > 0 {
+        (f.frames_tx.saturating_sub(f.frames_rx)) as f64 * 100.0 / f.frames_tx as f64
+    } else {
+        0.0
+    };
+    let mut v = json!({
+        "name": name, "port_tx": tx, "port_rx": rx,
+        "transmit": if f.started { "started" } else { "stopped" },
+        "frames_tx": f.frames_tx, "frames_rx": f.frames_rx,
+        "bytes_tx": f.bytes_tx, "bytes_rx": f.bytes_rx,
+        "frames_tx_rate": f.tx_rate, "frames_rx_rate": f.rx_rate,
+        "loss": loss,
+        "x_gapless": f.extra,
+    });
+    if let Some(l) = &f.latency {
+        v["latency"] = l.clone();
+    }
+    if let Some(t) = &f.timestamps {
+        v["timestamps"] = t.clone();
+    }
+    v
+}
+
+/// Each port's sums over the flows it sends or receives.
+/// `flows` holds every flow's figures: (name, tx port, rx port, figures).
+pub fn port_metrics(plan: &Plan, flows: &[FlowFigures], names: &[String]) -> Result<Vec<Value>, OtgError> {
+    if let Some(n) = names.iter().find(|n| !plan.ports.iter().any(|p| &p.name == *n)) {
+        return Err(OtgError::invalid(format!("port_names: no port named {n:?}")));
+    }
+    let out = plan
+        .ports
+        .iter()
+        .filter(|p| names.is_empty() || names.contains(&p.name))
+        .map(|p| {
+            let sent = flows.iter().filter(|f| f.1 == p.name);
+            let got = flows.iter().filter(|f| f.2 == p.name);
+            json!({
+                "name": p.name, "location": p.location, "link": "up", "capture": "stopped",
+                "transmit": if sent.clone().any(|f| f.3.started) { "started" } else { "stopped" },
+                "frames_tx": sent.clone().map(|f| f.3.frames_tx).sum::<u64>(),
+                "bytes_tx": sent.clone().map(|f| f.3.bytes_tx).sum::<u64>(),
+                "frames_tx_rate": sent.map(|f| f.3.tx_rate).sum::<f64>() + 0.0,
+                "frames_rx": got.clone().map(|f| f.3.frames_rx).sum::<u64>(),
+                "bytes_rx": got.clone().map(|f| f.3.bytes_rx).sum::<u64>(),
+                "frames_rx_rate": got.map(|f| f.3.rx_rate).sum::<f64>() + 0.0,
+            })
+        })
+        .collect();
+    Ok(out)
+}

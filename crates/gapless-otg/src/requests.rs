@@ -1,0 +1,126 @@
+//! The OTG requests gapless reads, as data: a JSON body, `control/state` and
+//! `monitor/metrics`, and the replies that carry only warnings.
+
+use serde_json::{json, Value};
+
+use crate::error::OtgError;
+
+/// A JSON body, or a validation error that says what is wrong.
+pub fn body(b: &[u8]) -> Result<Value, OtgError> {
+    serde_json::from_slice(b).map_err(|e| OtgError::invalid(format!("malformed JSON: {e}")))
+}
+
+/// A success with its warnings.
+pub fn ok(warnings: Vec<String>) -> Value {
+    json!({ "warnings": warnings })
+}
+
+/// `GET /capabilities/version`.
+pub fn version() -> Value {
+    json!({
+        "api_spec_version": crate::API_SPEC_VERSION,
+        "sdk_version": "",
+        "app_version": gapless_engine::VERSION,
+        "warnings": [],
+    })
+}
+
+/// What a `control/state` request asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Control {
+    /// Start the flows named (all when none are).
+    Start(Vec<String>),
+    /// Stop the flows named (all when none are).
+    Stop(Vec<String>),
+    /// A choice gapless takes as a no-op, with the warning to send.
+    NoOp(String),
+}
+
+fn names(v: &Value) -> Vec<String> {
+    v.as_array()
+        .map(|a| a.iter().filter_map(|v| v.as_str().map(str::to_string)).collect())
+        .unwrap_or_default()
+}
+
+/// Reads a `control/state` request: traffic start/stop; port and protocol choices are no-ops.
+pub fn control(req: &Value) -> Result<Control, OtgError> {
+    let choice = req["choice"].as_str().unwrap_or_default();
+    if choice != "traffic" {
+        return Ok(Control::NoOp(format!(
+            "control {choice:?} does nothing in gapless: it has no emulated protocols, links or captures"
+        )));
+    }
+    let t = &req["traffic"];
+    if t["choice"].as_str().unwrap_or("flow_transmit") != "flow_transmit" {
+        return Err(OtgError::invalid("traffic.choice: only flow_transmit is supported"));
+    }
+    let ft = &t["flow_transmit"];
+    let names = names(&ft["flow_names"]);
+    match ft["state"].as_str().unwrap_or_default() {
+        "start" => Ok(Control::Start(names)),
+        "stop" => Ok(Control::Stop(names)),
+        other => Err(OtgError::invalid(format!(
+            "traffic.flow_transmit.state: {other:?} is not supported (start or stop)"
+        ))),
+    }
+}
+
+/// What a `monitor/metrics` request asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Metrics {
+    /// Flow metrics of the flows named (all when none are).
+    Flow(Vec<String>),
+    /// Port metrics of the ports named (all when none are).
+    Port(Vec<String>),
+}
+
+/// Reads a `monitor/metrics` request (port metrics when no choice is given).
+pub fn metrics(req: &Value) -> Result<Metrics, OtgError> {
+    let choice = req["choice"].as_str().unwrap_or("port");
+    match choice {
+        "flow" => Ok(Metrics::Flow(names(&req[choice]["flow_names"]))),
+        "port" => Ok(Metrics::Port(names(&req[choice]["port_names"]))),
+        other => Err(OtgError::invalid(format!(
+            "choice: {other:?} metrics are not supported (port or flow)"
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn control_reads_start_stop_and_no_ops() {
+        let start =
+            json!({"choice": "traffic", "traffic": {"flow_transmit": {"state": "start", "flow_names": ["f1"]}}});
+        assert_eq!(control(&start), Ok(Control::Start(vec!["f1".into()])));
+        let stop =
+            json!({"choice": "traffic", "traffic": {"choice": "flow_transmit", "flow_transmit": {"state": "stop"}}});
+        assert_eq!(control(&stop), Ok(Control::Stop(vec![])));
+        let port = json!({"choice": "port", "port": {"link": {"state": "up"}}});
+        assert!(matches!(control(&port), Ok(Control::NoOp(w)) if w.contains("\"port\"")));
+        let pause = json!({"choice": "traffic", "traffic": {"flow_transmit": {"state": "pause"}}});
+        let e = control(&pause).unwrap_err();
+        assert_eq!((e.code, e.kind), (400, "validation"));
+        assert!(e.errors[0].contains("\"pause\""), "got {:?}", e.errors);
+    }
+
+    #[test]
+    fn metrics_defaults_to_ports_and_refuses_other_choices() {
+        assert_eq!(metrics(&json!({})), Ok(Metrics::Port(vec![])));
+        let flow = json!({"choice": "flow", "flow": {"flow_names": ["a", "b"]}});
+        assert_eq!(metrics(&flow), Ok(Metrics::Flow(vec!["a".into(), "b".into()])));
+        let e = metrics(&json!({"choice": "bgpv4"})).unwrap_err();
+        assert_eq!(
+            e.body(),
+            json!({"code": 400, "kind": "validation", "errors": [e.errors[0].clone()]})
+        );
+    }
+
+    #[test]
+    fn a_malformed_body_says_so() {
+        let e = body(b"{not json").unwrap_err();
+        assert!(e.errors[0].starts_with("malformed JSON"), "got {:?}", e.errors);
+    }
+}
