@@ -8,11 +8,18 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 from pathlib import Path
 from typing import Iterator, List
 
 import pytest
+
+# The Ctrl-C tests send SIGINT to this process. A shell that starts pytest in the background
+# (`cmd &` without job control) leaves SIGINT ignored, and Python then installs no handler of
+# its own: the signal would be dropped and those tests would wait out their runs. Install
+# Python's own handler whatever the launcher did.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples"
