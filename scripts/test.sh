@@ -19,7 +19,11 @@ stage "set-up"
 status=0
 cargo fmt --all -- --check || { echo "test.sh: cargo fmt --check failed (run cargo fmt --all)"; status=1; }
 cargo clippy --profile ci --locked --all-targets --quiet -- -D warnings || { echo "test.sh: clippy failed"; status=1; }
-stage "fmt + clippy"
+# Every intra-doc link resolves (private items documented, so links to them count).
+RUSTDOCFLAGS="-D rustdoc::broken_intra_doc_links -A rustdoc::private_intra_doc_links" \
+  cargo doc --profile ci --locked --no-deps --workspace --document-private-items --quiet \
+  || { echo "test.sh: cargo doc found broken intra-doc links"; status=1; }
+stage "fmt + clippy + doc links"
 log=$(mktemp)
 # The ci profile (DESIGN-NOTES 39): the test binaries setup.sh --test built.
 cargo test --profile ci --locked --workspace --no-fail-fast 2>&1 | tee "$log"

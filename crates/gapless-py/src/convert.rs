@@ -11,7 +11,7 @@ pub struct Mismatch {
 }
 
 impl Mismatch {
-    /// "stream[0].timing: unknown field ..." (the path left out at the top).
+    /// `"stream[0].timing: unknown field ..."` (the path left out at the top).
     pub fn text(&self) -> String {
         match self.path.as_str() {
             "" | "." => self.message.clone(),

@@ -2,7 +2,7 @@
 //!
 //! Each op writes a value into a big-endian window of the frame through a mask, so a 12-bit
 //! VLAN id, a 6-bit DSCP and a 48-bit MAC are the same operation. Checksums and lengths are
-//! fixed afterwards by [`crate::packet::template::Template::finish`].
+//! fixed afterwards by [`crate::packet::template::Template::finish_with`].
 
 use rand::{Rng, RngExt};
 use std::net::IpAddr;

@@ -1,7 +1,7 @@
 //! Packet templates: built once per stream with etherparse, then finished per packet.
 //!
 //! A template is built at the stream's largest frame. Each packet copies a prefix of it,
-//! lets the field engine patch bytes, writes the signature, and calls [`Template::finish`],
+//! lets the field engine patch bytes, writes the signature, and calls [`Template::finish_with`],
 //! which sets the length fields and both checksums in O(header) time: the payload's
 //! checksum contribution comes from a precomputed prefix-sum table, so a 1518-byte frame
 //! costs the same as a 64-byte one.

@@ -1,6 +1,6 @@
 //! pcap replay: a stream whose frames and departure times come from a capture. The core
 //! reads nothing itself: the front end's [`crate::spec::files::FileLoader`] opens the capture as a
-//! [`CaptureSource`], which hands out streaming readers, so a file of any length replays in
+//! [`CaptureSource`](crate::spec::files::CaptureSource), which hands out streaming readers, so a file of any length replays in
 //! constant memory.
 //!
 //! Timing: the file's own (each frame at its timestamp relative to the first, divided by
