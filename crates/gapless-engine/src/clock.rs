@@ -1,15 +1,210 @@
-//! The pacer's clock: the TSC through quanta, calibrated against CLOCK_MONOTONIC, read as ns
-//! since the run's start, and CLOCK_REALTIME read directly for the run's start time and the
-//! signature timestamps.
+//! The pacer's clock: the TSC (through quanta's raw counter), disciplined to CLOCK_MONOTONIC
+//! while the run goes, read as ns since the run's start; and CLOCK_REALTIME read directly
+//! for the run's start time and the signature timestamps.
+//!
+//! Why disciplined: a receiver stamps frames with CLOCK_REALTIME, which runs at
+//! CLOCK_MONOTONIC's rate. A TSC frequency measured once over a few milliseconds (quanta's
+//! calibration) is off by 15–50 ppm on this project's machines, and every ns of the schedule
+//! inherits it: a 100 kpps stream arrives at 100 001.8 pps. So the clock maps ticks to ns
+//! with a rate that it re-measures every [`SAMPLE_NS`] against CLOCK_MONOTONIC, over the whole
+//! span since the run's start (its error shrinks as 1/span), and steers out any offset it
+//! finds within [`SLEW_NS`], without a step: the map stays continuous and increasing.
+//! CLOCK_MONOTONIC and not CLOCK_MONOTONIC_RAW: MONOTONIC is the rate NTP or PTP gives the
+//! wall clock the receiver stamps with; RAW is the oscillator before that correction.
 
 use std::cell::Cell;
-use std::time::Instant;
+use std::sync::OnceLock;
 
 use gapless_core::result::verdict::STALL_NS;
 
+/// How often the clock compares itself with CLOCK_MONOTONIC (ns of run time).
+pub const SAMPLE_NS: u64 = 50_000_000;
+/// An offset found is steered out over this long (ns).
+pub const SLEW_NS: f64 = 1e9;
+/// The steering never changes the rate by more than this (a fraction).
+const MAX_SLEW: f64 = 100e-6;
+/// A (ticks, CLOCK_MONOTONIC) pair whose reads took longer than this is read again: the
+/// thread was interrupted between them.
+const PAIR_MAX_NS: f64 = 2_000.0;
+/// Fixed-point shift of the ns-per-tick multiplier.
+const SHIFT: u32 = 32;
+
+fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes into a valid timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Ticks and CLOCK_MONOTONIC read together: the ticks at the middle of the kernel read, and
+/// half the time the reads took (the pair's own uncertainty, ticks).
+fn pair(clock: &quanta::Clock, ns_per_tick: f64) -> (u64, u64, u64) {
+    let mut best = (0, 0, u64::MAX);
+    for _ in 0..8 {
+        let r0 = clock.raw();
+        let m = monotonic_ns();
+        let r1 = clock.raw();
+        let half = r1.saturating_sub(r0) / 2;
+        if half < best.2 {
+            best = (r0 + half, m, half);
+        }
+        if (r1.saturating_sub(r0)) as f64 * ns_per_tick < PAIR_MAX_NS {
+            break;
+        }
+    }
+    best
+}
+
+/// The process's first estimate of ns per tick: 50 ms of ticks against CLOCK_MONOTONIC, once.
+/// Each run then refines its own from there.
+fn first_ns_per_tick(clock: &quanta::Clock) -> f64 {
+    static NS_PER_TICK: OnceLock<f64> = OnceLock::new();
+    *NS_PER_TICK.get_or_init(|| {
+        let guess = clock.delta_as_nanos(0, 1_000_000_000) as f64 / 1e9;
+        let (r0, m0, _) = pair(clock, guess);
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        let (r1, m1, _) = pair(clock, guess);
+        if r1 > r0 && m1 > m0 {
+            (m1 - m0) as f64 / (r1 - r0) as f64
+        } else {
+            guess
+        }
+    })
+}
+
+/// The map from ticks to ns since the run's start, and what the discipline has measured.
+#[derive(Clone, Copy, Debug)]
+struct Map {
+    /// ns = base_ns + (raw - base_raw) · mult / 2^SHIFT
+    base_raw: u64,
+    base_ns: u64,
+    mult: u64,
+    /// The pair read when the run started (ticks, CLOCK_MONOTONIC, the pair's uncertainty in
+    /// ticks): the reference the rate is measured from.
+    anchor: (u64, u64, u64),
+    /// CLOCK_MONOTONIC at the run's zero.
+    mono0: u64,
+    /// The rate measured over the span so far (ns per tick) and its uncertainty (fraction).
+    ns_per_tick: f64,
+    uncertainty: f64,
+    next_raw: u64,
+    interval_raw: u64,
+    samples: u32,
+    last_offset_ns: i64,
+    max_offset_ns: i64,
+}
+
+impl Map {
+    fn start(clock: &quanta::Clock, t0_raw: u64) -> Map {
+        let npt = first_ns_per_tick(clock);
+        let anchor = pair(clock, npt);
+        let since = (anchor.0.saturating_sub(t0_raw) as f64 * npt) as u64;
+        let interval_raw = (SAMPLE_NS as f64 / npt) as u64;
+        Map {
+            base_raw: t0_raw,
+            base_ns: 0,
+            mult: (npt * (1u64 << SHIFT) as f64) as u64,
+            anchor,
+            mono0: anchor.1.saturating_sub(since),
+            ns_per_tick: npt,
+            uncertainty: f64::NAN,
+            next_raw: anchor.0 + interval_raw,
+            interval_raw,
+            samples: 0,
+            last_offset_ns: 0,
+            max_offset_ns: 0,
+        }
+    }
+
+    #[inline(always)]
+    fn ns_at(&self, raw: u64) -> u64 {
+        let d = raw.saturating_sub(self.base_raw) as u128;
+        self.base_ns + ((d * self.mult as u128) >> SHIFT) as u64
+    }
+
+    /// Compares with CLOCK_MONOTONIC, re-measures the rate over the whole span since the
+    /// anchor, and sets the map's rate so that the offset goes within SLEW_NS. The map stays
+    /// continuous.
+    fn discipline(&mut self, clock: &quanta::Clock) {
+        let (raw, mono, err) = pair(clock, self.ns_per_tick);
+        let ours = self.ns_at(raw);
+        let offset = ours as i64 - mono.saturating_sub(self.mono0) as i64;
+        let (a_raw, a_mono, a_err) = self.anchor;
+        if raw > a_raw && mono > a_mono {
+            let span_ns = (mono - a_mono) as f64;
+            self.ns_per_tick = span_ns / (raw - a_raw) as f64;
+            self.uncertainty = (err + a_err) as f64 * self.ns_per_tick / span_ns;
+        }
+        let steer = (-(offset as f64) / SLEW_NS).clamp(-MAX_SLEW, MAX_SLEW);
+        self.base_raw = raw;
+        self.base_ns = ours;
+        self.mult = (self.ns_per_tick * (1.0 + steer) * (1u64 << SHIFT) as f64) as u64;
+        self.next_raw = raw + self.interval_raw;
+        self.samples += 1;
+        self.last_offset_ns = offset;
+        if offset.unsigned_abs() > self.max_offset_ns.unsigned_abs() {
+            self.max_offset_ns = offset;
+        }
+    }
+
+    fn report(&self) -> ClockReport {
+        let ppm = self.uncertainty * 1e6;
+        ClockReport {
+            hz: 1e9 / self.ns_per_tick,
+            uncertainty_ppm: ppm.is_finite().then_some(ppm),
+            samples: self.samples,
+            last_offset_ns: self.last_offset_ns,
+            max_offset_ns: self.max_offset_ns,
+        }
+    }
+}
+
+/// What the discipline measured over a run: the counter's rate against CLOCK_MONOTONIC and
+/// its uncertainty, and the offsets it steered out.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct ClockReport {
+    /// Ticks per second.
+    pub hz: f64,
+    /// The rate's uncertainty (ppm): the two pairs' read times over the span between them.
+    /// `None` before the first comparison (a run shorter than SAMPLE_NS).
+    pub uncertainty_ppm: Option<f64>,
+    /// Comparisons made.
+    pub samples: u32,
+    /// The offset found at the last comparison, and the largest (ns, + = the pacer ahead).
+    pub last_offset_ns: i64,
+    pub max_offset_ns: i64,
+}
+
+/// The part of the map every read needs, apart from the rest so a read copies 32 bytes.
+#[derive(Clone, Copy, Debug)]
+struct Hot {
+    base_raw: u64,
+    base_ns: u64,
+    mult: u64,
+    next_raw: u64,
+}
+
+impl Hot {
+    fn of(m: &Map) -> Hot {
+        Hot {
+            base_raw: m.base_raw,
+            base_ns: m.base_ns,
+            mult: m.mult,
+            next_raw: m.next_raw,
+        }
+    }
+
+    #[inline(always)]
+    fn ns_at(&self, raw: u64) -> u64 {
+        let d = raw.saturating_sub(self.base_raw) as u128;
+        self.base_ns + ((d * self.mult as u128) >> SHIFT) as u64
+    }
+}
+
 pub struct RunClock {
     clock: quanta::Clock,
-    t0_raw: u64,
+    hot: Cell<Hot>,
+    map: Cell<Map>,
     /// CLOCK_REALTIME at the run's start, ns since the Unix epoch.
     pub realtime0_ns: u64,
     waits: Cell<WaitStats>,
@@ -30,23 +225,44 @@ impl RunClock {
         let clock = quanta::Clock::new();
         let t0_raw = clock.raw();
         let realtime0_ns = Self::realtime_now_ns();
+        let map = Map::start(&clock, t0_raw);
         RunClock {
             clock,
-            t0_raw,
+            hot: Cell::new(Hot::of(&map)),
+            map: Cell::new(map),
             realtime0_ns,
             waits: Cell::new(WaitStats::default()),
         }
     }
 
-    /// ns since the clock was made.
+    /// ns since the run's start, on the disciplined map; compares with CLOCK_MONOTONIC when
+    /// a comparison is due (every SAMPLE_NS; ~100 ns).
     #[inline(always)]
     pub fn now_ns(&self) -> u64 {
-        self.clock.delta_as_nanos(self.t0_raw, self.clock.raw())
+        let raw = self.clock.raw();
+        let h = self.hot.get();
+        if raw >= h.next_raw {
+            return self.discipline(raw);
+        }
+        h.ns_at(raw)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn discipline(&self, raw: u64) -> u64 {
+        let mut m = self.map.get();
+        m.discipline(&self.clock);
+        self.set_map(m);
+        m.ns_at(raw.max(m.base_raw))
+    }
+
+    fn set_map(&self, m: Map) {
+        self.hot.set(Hot::of(&m));
+        self.map.set(m);
     }
 
     /// CLOCK_REALTIME now, ns since the Unix epoch: the clock the kernel stamps received
-    /// frames with. Read directly (vDSO, ~30 ns), not derived from the TSC: quanta's TSC
-    /// calibration is good to ~15 ppm, which is 15 µs of error per second of run.
+    /// frames with. Read directly (vDSO, ~30 ns), not derived from the TSC.
     #[inline(always)]
     pub fn realtime_now_ns() -> u64 {
         let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
@@ -62,27 +278,24 @@ impl RunClock {
     }
 
     /// Sets the run's zero to the raw instant `t0_raw` (taken by [`RunClock::raw`], maybe on
-    /// another core), and the wall-clock start to match it.
+    /// another core), and the wall-clock start to match it. The discipline starts afresh.
     pub fn restart_at(&mut self, t0_raw: u64) {
-        self.t0_raw = t0_raw;
-        let since = self.clock.delta_as_nanos(t0_raw, self.clock.raw());
+        let map = Map::start(&self.clock, t0_raw);
+        let since = map.ns_at(self.clock.raw());
+        self.set_map(map);
         self.realtime0_ns = Self::realtime_now_ns() - since;
     }
 
     /// Restarts the run's zero at the current instant.
     pub fn restart(&mut self) {
-        self.t0_raw = self.clock.raw();
+        let t0 = self.clock.raw();
+        self.set_map(Map::start(&self.clock, t0));
         self.realtime0_ns = Self::realtime_now_ns();
     }
 
-    /// Counts raw ticks against CLOCK_MONOTONIC for `ms` milliseconds. Returns ticks per
-    /// second: about the TSC frequency when quanta runs on the TSC, 1e9 when it fell back
-    /// to the OS clock.
-    pub fn raw_hz(&self, ms: u64) -> f64 {
-        let (r0, i0) = (self.clock.raw(), Instant::now());
-        std::thread::sleep(std::time::Duration::from_millis(ms));
-        let (r1, i1) = (self.clock.raw(), Instant::now());
-        (r1 - r0) as f64 / (i1 - i0).as_secs_f64()
+    /// What the discipline measured so far.
+    pub fn report(&self) -> ClockReport {
+        self.map.get().report()
     }
 
     /// What the busy-wait saw so far.

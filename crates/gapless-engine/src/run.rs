@@ -149,7 +149,7 @@ pub fn merge_workers(parts: Vec<RunStats>, map: &[Vec<usize>], n: usize) -> RunS
             backend_error: None,
             tx_core: p.tx_core,
             realtime0_ns: p.realtime0_ns,
-            raw_hz: p.raw_hz,
+            clock: p.clock,
             loops: Vec::new(),
             warnings: Vec::new(),
         });
@@ -177,7 +177,8 @@ pub struct RunStats {
     pub backend_error: Option<String>,
     pub tx_core: Option<usize>,
     pub realtime0_ns: u64,
-    pub raw_hz: f64,
+    /// The pacer's clock as its discipline measured it (the first loop's).
+    pub clock: crate::clock::ClockReport,
     /// What each send loop measured about its core.
     pub loops: Vec<gapless_core::result::verdict::LoopHealth>,
     /// What the loops could not do as asked (e.g. a refused real-time priority).
@@ -257,23 +258,34 @@ pub fn run(profile: &Profile, backend: &mut dyn TxBackend, opts: &RunOptions) ->
         }
     }
     let mut clock = RunClock::new();
-    let raw_hz = clock.raw_hz(20);
     // A pcap file is written on schedule time: waiting for it would only slow the writing.
     let t = Timing {
         pace: opts.pace && !backend.on_schedule_time(),
         stamp_real: backend.is_live(),
         sched_time: backend.on_schedule_time(),
     };
+    let led;
+    let profile = if t.pace {
+        led = with_start_lead(profile);
+        &led
+    } else {
+        profile
+    };
     let mut sched = Scheduler::new(profile, t.pace, opts.batch);
+    // Everything that reads /proc comes before the zero: the first departure is due at once,
+    // and any time spent between the zero and the loop makes it late (and shortens the span
+    // a receiver measures the rate over).
+    let watch = crate::cpu::CoreWatch::start(tx_core, opts.rt_priority.filter(|_| warnings.is_empty()));
     match &opts.sync {
         Some(s) => clock.restart_at(s.start(&clock)),
         None => clock.restart(),
     }
+    // The warm-up counts from the first departures, after the start lead.
+    let lead = if t.pace { START_LEAD_NS } else { 0 };
     let warm = opts.warmup.as_ref().map(|w| WarmEnd {
-        real_ns: w.publish(clock.realtime0_ns) + w.ns,
-        at_ns: w.ns,
+        real_ns: w.publish(clock.realtime0_ns + lead) + w.ns,
+        at_ns: lead + w.ns,
     });
-    let watch = crate::cpu::CoreWatch::start(tx_core, opts.rt_priority.filter(|_| warnings.is_empty()));
     let (interrupted, backend_error) = send_loop(&mut sched, backend, &clock, opts, t, warm);
     let interrupted = interrupted || (opts.stop.load(Ordering::Relaxed) && !sched.is_done());
     let end_ns = sched.end_ns();
@@ -291,8 +303,22 @@ pub fn run(profile: &Profile, backend: &mut dyn TxBackend, opts: &RunOptions) ->
         backend_error,
         tx_core,
         realtime0_ns: clock.realtime0_ns,
-        raw_hz,
+        clock: clock.report(),
     }
+}
+
+/// A paced run's departures start this long after its zero, so the loop is already waiting
+/// when the first one is due: building the first frames and entering the loop are not
+/// charged to the first departure. Without it the first frame left ~20 µs late, which a
+/// receiver measuring the rate from the first to the last arrival reads as +4 ppm over 5 s.
+pub const START_LEAD_NS: u64 = 200_000;
+
+fn with_start_lead(profile: &Profile) -> Profile {
+    let mut p = profile.clone();
+    for s in &mut p.streams {
+        s.start_offset_ns += START_LEAD_NS;
+    }
+    p
 }
 
 /// The hot loop: the next departure, a busy-wait to its time, its frames built and sent.

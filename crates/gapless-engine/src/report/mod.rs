@@ -6,7 +6,7 @@ pub mod plots;
 use std::borrow::Cow;
 use std::path::Path;
 
-use gapless_core::host::Environment;
+use gapless_core::host::{ClockDiscipline, Environment};
 use gapless_core::meter::lazy::LazyHist;
 use gapless_core::profile::model::Profile;
 use gapless_core::result::{EarlySummary, LateActions, LatenessSummary, RunResult, SplitSummary, StreamTx};
@@ -225,7 +225,8 @@ pub fn build_result(profile: &Profile, stats: &RunStats, meta: &RunMeta) -> RunR
     } else {
         0.0
     };
-    let is_tsc = (stats.raw_hz - 1e9).abs() / 1e9 > 0.01;
+    let c = &stats.clock;
+    let is_tsc = (c.hz - 1e9).abs() / 1e9 > 0.01;
     RunResult {
         tool: "gapless".into(),
         version: crate::VERSION.into(),
@@ -235,11 +236,17 @@ pub fn build_result(profile: &Profile, stats: &RunStats, meta: &RunMeta) -> RunR
         seed: profile.seed,
         environment: Environment {
             clock: if is_tsc {
-                "TSC via quanta, calibrated against CLOCK_MONOTONIC".into()
+                "TSC, disciplined to CLOCK_MONOTONIC".into()
             } else {
                 "CLOCK_MONOTONIC via quanta (no usable TSC)".into()
             },
-            tsc_hz: is_tsc.then_some(stats.raw_hz),
+            tsc_hz: is_tsc.then_some(c.hz),
+            tsc_hz_uncertainty_ppm: c.uncertainty_ppm.filter(|_| is_tsc),
+            clock_discipline: Some(ClockDiscipline {
+                samples: c.samples,
+                last_offset_ns: c.last_offset_ns,
+                max_offset_ns: c.max_offset_ns,
+            }),
             tx_core: stats.tx_core,
             iface: meta.iface.clone(),
             driver: meta.driver.clone(),
