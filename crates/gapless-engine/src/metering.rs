@@ -8,6 +8,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use gapless_core::meter::reference::GapReference;
 use gapless_core::meter::{Calibration, Meter, MeterReport, StreamTarget};
 use gapless_core::result::RunResult;
 use gapless_core::ProfileSpec;
@@ -28,18 +29,42 @@ pub fn targets_from_file(path: &Path) -> Result<HashMap<u16, StreamTarget>, Engi
             problem: format!("not a gapless result file: {e}"),
             fix: "give the result file of the run, or the profile".into(),
         })?;
+        // The profile the run sent, as the result keeps it: compiled again, it gives every
+        // stream's schedule. A result whose profile does not compile here (a replay whose
+        // capture is gone) keeps the targets it lists, without a per-frame reference.
+        let why = match compiled_profile_of(&r, path) {
+            Ok(p) => return Ok(targets_of(&p)),
+            Err(e) => format!("the result's profile does not compile here ({e})"),
+        };
         let s = r.streams.iter().map(|s| {
             (
                 s.id,
                 s.name.as_str(),
                 s.pattern.is_none().then_some(s.target_pps),
                 s.lanes,
+                GapReference::Unknown(why.clone()),
             )
         });
         return Ok(target_map(s));
     }
     let p = ProfileSource::from_file(path)?.compile(None)?;
     Ok(targets_of(&p))
+}
+
+/// The profile a result file records, compiled (files it names are read beside the result).
+fn compiled_profile_of(r: &RunResult, path: &Path) -> Result<gapless_core::Profile, EngineError> {
+    let spec: ProfileSpec = serde_json::from_value(r.profile.clone()).map_err(|e| EngineError::BadFile {
+        path: path.display().to_string(),
+        problem: format!("its profile does not parse: {e}"),
+        fix: "give the profile the run used".into(),
+    })?;
+    let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
+    ProfileSource {
+        spec,
+        dir,
+        label: path.display().to_string(),
+    }
+    .compile(None)
 }
 
 /// Reads a calibration file that `calibrate` wrote.

@@ -6,9 +6,13 @@ use std::time::{Duration, Instant};
 
 use std::collections::HashMap;
 
+use gapless_core::meter::reference::GapReference;
 use gapless_core::meter::{Meter, MeterReport, StreamTarget};
 use gapless_core::result::RunResult;
+use gapless_core::spec::OnLate;
+use gapless_core::timing::departures::Pattern;
 use gapless_core::Profile;
+use gapless_core::StreamConfig;
 use gapless_io::rx::{RxSource, RxStats};
 
 use crate::live::RxLive;
@@ -305,6 +309,16 @@ pub fn summary_text(r: &MeterReport) -> String {
         if let Some(f) = &st.flow {
             s.push_str(&format!("    ({f})\n"));
         }
+        if let Some(r) = ia
+            .map(|i| i.gap_reference.as_str())
+            .filter(|r| *r != "target gap" && !r.is_empty())
+        {
+            let what = match r.strip_prefix("none: ") {
+                Some(why) => format!("no |err|, MSE or burst figures: {why}"),
+                None => format!("|err|, MSE and burst are each gap against its {r}"),
+            };
+            s.push_str(&format!("    {}: {what}\n", st.name));
+        }
         if let Some(l) = lat.filter(|l| l.negative > 0) {
             s.push_str(&format!(
                 "    {}: {} latencies ({:.1} %) are below zero{}; they are kept in the percentiles\n",
@@ -349,25 +363,63 @@ pub fn allowed_cores() -> Vec<usize> {
 
 /// Stream names and targets from a compiled profile.
 /// A stream whose rate changes by design (a replay, a varying or self-similar rate) has no
-/// constant target: the meter reports no rate error or gap error against one for it.
+/// constant target: the meter reports no rate error against one for it. Its gaps are measured
+/// against its own schedule where the meter can regenerate it ([`gap_reference`]).
 pub fn targets_of(p: &Profile) -> HashMap<u16, StreamTarget> {
-    target_map(p.streams.iter().map(|s| {
-        let varies = s.replay.is_some()
-            || s.curve.is_some()
-            || matches!(s.pattern, gapless_core::timing::departures::Pattern::OnOffAggregate(_));
-        (s.id, s.name.as_str(), (!varies).then_some(s.target_pps), s.lanes)
-    }))
+    p.streams
+        .iter()
+        .map(|s| {
+            let varies = s.replay.is_some() || s.curve.is_some() || matches!(s.pattern, Pattern::OnOffAggregate(_));
+            let t = StreamTarget {
+                name: s.name.clone(),
+                target_pps: (!varies).then_some(s.target_pps),
+                lanes: s.lanes,
+                gaps: gap_reference(s, p.on_late),
+            };
+            (s.id, t)
+        })
+        .collect()
+}
+
+/// What a stream's gaps are measured against: the target gap for CBR with one frame per
+/// departure, the regenerated schedule for any other pattern the meter can follow, else none
+/// and why.
+pub fn gap_reference(s: &StreamConfig, on_late: OnLate) -> GapReference {
+    let unknown = |why: String| GapReference::Unknown(why);
+    if s.replay.is_some() {
+        return unknown("a replay keeps its capture's timing, which the meter does not read".into());
+    }
+    if s.lanes > 1 {
+        return unknown(format!(
+            "the stream was split over {} send loops, each with its own schedule",
+            s.lanes
+        ));
+    }
+    if on_late != OnLate::CatchUp {
+        return unknown(format!(
+            "on_late = \"{}\" changes the schedule when the sender falls behind",
+            on_late.as_str()
+        ));
+    }
+    if s.gap_depends_on_size() {
+        return unknown("each gap depends on its frame's size (a bit rate over several sizes)".into());
+    }
+    if matches!(s.pattern, Pattern::Cbr) && s.burst == 1 && s.curve.is_none() {
+        return GapReference::TargetGap;
+    }
+    GapReference::Schedule(Box::new(s.schedule()), s.max_size())
 }
 
 pub(crate) fn target_map<'a>(
-    streams: impl Iterator<Item = (u16, &'a str, Option<f64>, u32)>,
+    streams: impl Iterator<Item = (u16, &'a str, Option<f64>, u32, GapReference)>,
 ) -> HashMap<u16, StreamTarget> {
     streams
-        .map(|(id, name, pps, lanes)| {
+        .map(|(id, name, pps, lanes, gaps)| {
             let t = StreamTarget {
                 name: name.to_string(),
                 target_pps: pps,
                 lanes,
+                gaps,
             };
             (id, t)
         })

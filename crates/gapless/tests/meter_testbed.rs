@@ -359,3 +359,84 @@ fn measure_stops_with_an_error_when_its_interface_goes_away() {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+/// The `(|err| p50, |err| p99, gap reference)` the sink measured for a 2 s run of one stream
+/// at 50 kpps with the timing `pattern` line, or `None` when the schedule was not held (the
+/// verdict is checked against the sink then).
+fn precision_of(bed: &Bed, pattern: &str) -> Option<(u64, u64, String)> {
+    let dir = tempfile::tempdir().unwrap();
+    let prof = write(
+        dir.path(),
+        "p.toml",
+        &format!("seed = 5\n[[stream]]\nname = \"s\"\nsize = 64\n[stream.timing]\nrate_pps = 50_000\nduration_s = 2\n{pattern}\n"),
+    );
+    let res = dir.path().join("r.json");
+    let o = bed.run_rx(&prof, &res, &[]);
+    assert!(o.status.success(), "{}", text(&o));
+    let r = read_json(&res);
+    let ia = &r["rx"]["streams"][0]["interarrival"];
+    let got = (
+        ia["abs_err_p50_ns"].as_u64().expect("an |err| p50"),
+        ia["abs_err_p99_ns"].as_u64().expect("an |err| p99"),
+        ia["gap_reference"].as_str().unwrap().to_string(),
+    );
+    held_or_honest(&r, &[(0, ia["rate_pps"].as_f64().unwrap())], || {}).then_some(got)
+}
+
+#[test]
+fn a_poisson_streams_gaps_are_measured_against_its_own_schedule() {
+    let _x = exclusive();
+    let bed = Bed::up();
+    let cbr = precision_of(&bed, "");
+    let poisson = precision_of(&bed, "pattern = \"poisson\"");
+    if let Some((_, _, r)) = &cbr {
+        assert_eq!(r, "target gap");
+    }
+    let Some((p50, p99, r)) = poisson else { return };
+    assert!(
+        r.starts_with("schedule"),
+        "expected the schedule as the reference, got {r}"
+    );
+    // Against the mean gap, exponential gaps spread by ~14 µs at the median (what the meter
+    // printed before); against their own schedule only the pacer and the path remain.
+    assert!(
+        p50 < 1_000,
+        "expected a Poisson |err| p50 under 1 µs against its schedule, got {p50} ns"
+    );
+    if let Some((_, cbr_p99, _)) = cbr {
+        assert!(
+            p99 <= 2 * cbr_p99 + 5_000,
+            "expected a Poisson |err| p99 comparable to CBR's ({cbr_p99} ns), got {p99} ns"
+        );
+    }
+}
+
+#[test]
+fn a_split_stream_says_why_it_has_no_precision_figures() {
+    let _x = exclusive();
+    let bed = Bed::up();
+    let dir = tempfile::tempdir().unwrap();
+    let prof = write(
+        dir.path(),
+        "p.toml",
+        "[[stream]]\nname = \"s\"\nsize = 64\nsplit = \"phase\"\n[stream.timing]\nrate_pps = 20_000\ncount = 20_000\n",
+    );
+    let res = dir.path().join("r.json");
+    let o = bed.run_rx(&prof, &res, &["--cores", "0,1"]);
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    let r = read_json(&res);
+    let ia = &r["rx"]["streams"][0]["interarrival"];
+    assert_eq!(
+        ia["gap_reference"], "none: the stream was split over 2 send loops, each with its own schedule",
+        "{ia}"
+    );
+    assert!(
+        ia["abs_err_p50_ns"].is_null() && ia["mse_ns2"].is_null(),
+        "expected no precision figures, got {ia}"
+    );
+    assert!(
+        t.contains("s: no |err|, MSE or burst figures: the stream was split over 2 send loops"),
+        "{t}"
+    );
+}

@@ -2,10 +2,12 @@
 //! The live RX ring, pcap/pcapng files and CSV timestamp tables all feed the same [`Meter`].
 //!
 //! Holds: frame classification, sequence tracking, latency histograms, per-stream meters and
-//! their report. May import `packet` (the signature, filler frames) and `host`.
+//! their report. May import `packet` (the signature, filler frames), `timing` (a stream's
+//! schedule, regenerated as the reference of its gaps) and `host`.
 
 pub mod classify;
 pub mod lazy;
+pub mod reference;
 pub mod report;
 pub mod seq;
 pub mod signed;
@@ -26,6 +28,8 @@ pub struct StreamTarget {
     pub target_pps: Option<f64>,
     /// Send loops the stream was split over (its sequence numbers interleave).
     pub lanes: u32,
+    /// What its gaps are measured against.
+    pub gaps: reference::GapReference,
 }
 
 /// One stream's running counts while the meter runs. Loss here is the gaps in the sequence

@@ -132,7 +132,12 @@ pub struct InterArrivalSummary {
     pub target_gap_ns: Option<f64>,
     /// Accuracy: rate_pps / target - 1.
     pub rate_error_rel: Option<f64>,
-    /// Precision: mean of (gap - target gap)², ns².
+    /// What the gap errors below are measured against: `target gap` (CBR), `schedule (...)`
+    /// (each gap against its frames' scheduled gap, any other pattern the meter can follow),
+    /// or `none: <why>` (no precision figures then).
+    #[serde(default)]
+    pub gap_reference: String,
+    /// Precision: mean of (gap - reference gap)², ns².
     pub mse_ns2: Option<f64>,
     /// Gaps under half the target gap.
     pub burst_fraction: Option<f64>,

@@ -2,6 +2,7 @@
 //! per-second series. Fed one frame at a time in arrival order; no allocation per frame.
 
 use super::lazy::LazyHist;
+use super::reference::{Departures, GapReference};
 use super::report::{
     hist_b64, InterArrivalSummary, IpdvSummary, LatencySummary, Percentiles, SecondPoint, StreamRx, WindowRate,
 };
@@ -105,6 +106,39 @@ struct Second {
     lat_max: i64,
 }
 
+/// A stream's gap reference as the meter follows it.
+enum Reference {
+    TargetGap,
+    Schedule {
+        deps: Box<Departures>,
+        /// The last frame's (sequence number, arrival, scheduled departure).
+        prev: Option<(u32, u64, u64)>,
+    },
+    Unknown(String),
+}
+
+impl Reference {
+    fn of(gaps: &GapReference, target_gap: Option<f64>) -> Reference {
+        match gaps {
+            GapReference::TargetGap if target_gap.is_some() => Reference::TargetGap,
+            GapReference::TargetGap => Reference::Unknown("the stream has no target rate".into()),
+            GapReference::Schedule(s, bytes) => Reference::Schedule {
+                deps: Box::new(Departures::new((**s).clone(), *bytes)),
+                prev: None,
+            },
+            GapReference::Unknown(why) => Reference::Unknown(why.clone()),
+        }
+    }
+
+    fn name(&self) -> String {
+        match self {
+            Reference::TargetGap => "target gap".into(),
+            Reference::Schedule { .. } => "schedule (regenerated from the profile and its seed)".into(),
+            Reference::Unknown(why) => format!("none: {why}"),
+        }
+    }
+}
+
 /// The meter of one stream (signed) or one 5-tuple flow (unsigned).
 pub struct StreamMeter {
     pub name: String,
@@ -135,8 +169,13 @@ pub struct StreamMeter {
     backwards: u64,
     jumps: u64,
     err: Option<LazyHist>,
+    /// Gaps compared with their reference (all gaps for the target gap; consecutive frames
+    /// for a schedule).
+    err_n: u64,
     sq_sum: f64,
     bursts: u64,
+    /// What the gaps are measured against, and for a schedule the last frame compared.
+    reference: Reference,
     windows: Windows,
     // IPDV
     ipdv: Option<LazyHist>,
@@ -158,9 +197,15 @@ impl StreamMeter {
         t0: u64,
     ) -> StreamMeter {
         let signed = id.is_some();
-        let lanes = id.and_then(|i| cfg.targets.get(&i)).map_or(1, |t| t.lanes);
+        let target = id.and_then(|i| cfg.targets.get(&i));
+        let lanes = target.map_or(1, |t| t.lanes);
         let latency_on = signed && cfg.latency;
         let target_pps = target_pps.filter(|p| *p > 0.0);
+        let reference = match target {
+            Some(t) => Reference::of(&t.gaps, target_pps),
+            None if target_pps.is_some() => Reference::TargetGap,
+            None => Reference::Unknown("the sender's profile was not given".into()),
+        };
         StreamMeter {
             name,
             id,
@@ -190,9 +235,11 @@ impl StreamMeter {
             gap_max: 0,
             backwards: 0,
             jumps: 0,
-            err: target_pps.map(|_| LazyHist::new(3)),
+            err: (!matches!(reference, Reference::Unknown(_))).then(|| LazyHist::new(3)),
+            err_n: 0,
             sq_sum: 0.0,
             bursts: 0,
+            reference,
             windows: Windows::new(),
             ipdv: latency_on.then(|| LazyHist::new(3)),
             ipdv_min: i64::MAX,
@@ -200,6 +247,36 @@ impl StreamMeter {
             t0,
             sec: None,
             series: Vec::new(),
+        }
+    }
+
+    /// One gap against its reference gap.
+    #[inline]
+    fn record_err(&mut self, gap: u64, reference: f64) {
+        let e = gap as f64 - reference;
+        self.sq_sum += e * e;
+        self.err_n += 1;
+        if let Some(err) = self.err.as_mut() {
+            err.record(e.abs().round() as u64);
+        }
+        if (gap as f64) < reference / 2.0 {
+            self.bursts += 1;
+        }
+    }
+
+    /// The gap from the previous frame against the gap between their scheduled departures,
+    /// when the two are consecutive frames of the stream (a loss or a reordering skips one).
+    #[inline]
+    fn against_schedule(&mut self, ts: u64, seq: u32) {
+        let Reference::Schedule { deps, prev } = &mut self.reference else {
+            return;
+        };
+        let Some(d) = deps.at(u64::from(seq)) else { return };
+        let last = prev.replace((seq, ts, d));
+        if let Some((ps, pts, pd)) = last {
+            if ps.wrapping_add(1) == seq && ts >= pts {
+                self.record_err(ts - pts, d.saturating_sub(pd) as f64);
+            }
         }
     }
 
@@ -227,13 +304,8 @@ impl StreamMeter {
             self.gaps.record(gap);
             self.gap_min = self.gap_min.min(gap);
             self.gap_max = self.gap_max.max(gap);
-            if let (Some(tg), Some(err)) = (self.target_gap_ns, self.err.as_mut()) {
-                let e = gap as f64 - tg;
-                self.sq_sum += e * e;
-                err.record(e.abs().round() as u64);
-                if (gap as f64) < tg / 2.0 {
-                    self.bursts += 1;
-                }
+            if let (Reference::TargetGap, Some(tg)) = (&self.reference, self.target_gap_ns) {
+                self.record_err(gap, tg);
             }
         } else {
             self.first_ns = ts;
@@ -241,6 +313,9 @@ impl StreamMeter {
         self.windows.push(ts.max(self.last_ns));
         self.rx += 1;
         self.bytes += u64::from(len);
+        if let (Some((seq, _)), Reference::Schedule { .. }) = (sig, &self.reference) {
+            self.against_schedule(ts, seq);
+        }
         self.last_ns = self.last_ns.max(ts);
         let sec = self.sec.as_mut().expect("rolled above");
         sec.rx += 1;
@@ -398,11 +473,12 @@ impl StreamMeter {
                 target_pps: self.target_pps,
                 target_gap_ns: self.target_gap_ns,
                 rate_error_rel: self.target_pps.map(|t| rate_pps / t - 1.0),
-                mse_ns2: self.target_gap_ns.map(|_| self.sq_sum / gaps as f64),
-                burst_fraction: self.target_gap_ns.map(|_| self.bursts as f64 / gaps as f64),
-                abs_err_p50_ns: err.map(|e| e.value_at_quantile(0.5)),
-                abs_err_p99_ns: err.map(|e| e.value_at_quantile(0.99)),
-                abs_err_p99_9_ns: err.map(|e| e.value_at_quantile(0.999)),
+                mse_ns2: (self.err_n > 0).then(|| self.sq_sum / self.err_n as f64),
+                burst_fraction: (self.err_n > 0).then(|| self.bursts as f64 / self.err_n as f64),
+                gap_reference: self.reference.name(),
+                abs_err_p50_ns: err.filter(|e| !e.is_empty()).map(|e| e.value_at_quantile(0.5)),
+                abs_err_p99_ns: err.filter(|e| !e.is_empty()).map(|e| e.value_at_quantile(0.99)),
+                abs_err_p99_9_ns: err.filter(|e| !e.is_empty()).map(|e| e.value_at_quantile(0.999)),
                 timestamps_backwards: self.backwards,
                 timestamps_jumped: self.jumps,
                 histogram_unit_ns: 1,

@@ -270,6 +270,7 @@ fn lanes_of_a_split_stream_are_counted_apart() {
             name: "p".into(),
             target_pps: None,
             lanes: 2,
+            gaps: Default::default(),
         },
     );
     let mut m = Meter::new(MeterConfig {
