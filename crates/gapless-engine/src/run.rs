@@ -264,14 +264,8 @@ pub fn run(profile: &Profile, backend: &mut dyn TxBackend, opts: &RunOptions) ->
         stamp_real: backend.is_live(),
         sched_time: backend.on_schedule_time(),
     };
-    let led;
-    let profile = if t.pace {
-        led = with_start_lead(profile);
-        &led
-    } else {
-        profile
-    };
-    let mut sched = Scheduler::new(profile, t.pace, opts.batch);
+    let lead = if t.pace { START_LEAD_NS } else { 0 };
+    let mut sched = Scheduler::with_start_lead(profile, t.pace, opts.batch, lead);
     // Everything that reads /proc comes before the zero: the first departure is due at once,
     // and any time spent between the zero and the loop makes it late (and shortens the span
     // a receiver measures the rate over).
@@ -281,7 +275,6 @@ pub fn run(profile: &Profile, backend: &mut dyn TxBackend, opts: &RunOptions) ->
         None => clock.restart(),
     }
     // The warm-up counts from the first departures, after the start lead.
-    let lead = if t.pace { START_LEAD_NS } else { 0 };
     let warm = opts.warmup.as_ref().map(|w| WarmEnd {
         real_ns: w.publish(clock.realtime0_ns + lead) + w.ns,
         at_ns: lead + w.ns,
@@ -312,14 +305,6 @@ pub fn run(profile: &Profile, backend: &mut dyn TxBackend, opts: &RunOptions) ->
 /// charged to the first departure. Without it the first frame left ~20 µs late, which a
 /// receiver measuring the rate from the first to the last arrival reads as +4 ppm over 5 s.
 pub const START_LEAD_NS: u64 = 200_000;
-
-fn with_start_lead(profile: &Profile) -> Profile {
-    let mut p = profile.clone();
-    for s in &mut p.streams {
-        s.start_offset_ns += START_LEAD_NS;
-    }
-    p
-}
 
 /// The hot loop: the next departure, a busy-wait to its time, its frames built and sent.
 /// Returns whether `stop` ended it, and the backend's fatal error.

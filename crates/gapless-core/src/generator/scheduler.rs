@@ -178,7 +178,21 @@ impl Scheduler {
     /// `paced`: departures wait for their time, so lateness is measured and `on_late`
     /// applies. `batch` above 1: throughput mode.
     pub fn new(profile: &Profile, paced: bool, batch: usize) -> Scheduler {
-        let gens: Vec<StreamGen> = profile.streams.iter().cloned().map(StreamGen::new).collect();
+        Scheduler::with_start_lead(profile, paced, batch, 0)
+    }
+
+    /// The same, with every stream's departures `lead_ns` later than its profile says (the
+    /// engine's start lead: the loop is waiting when the first departure is due).
+    pub fn with_start_lead(profile: &Profile, paced: bool, batch: usize, lead_ns: u64) -> Scheduler {
+        let gens: Vec<StreamGen> = profile
+            .streams
+            .iter()
+            .map(|s| {
+                let mut c = s.clone();
+                c.start_offset_ns += lead_ns;
+                StreamGen::new(c)
+            })
+            .collect();
         let gaps = profile
             .streams
             .iter()

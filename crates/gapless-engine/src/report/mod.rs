@@ -232,7 +232,7 @@ pub fn build_result(profile: &Profile, stats: &RunStats, meta: &RunMeta) -> RunR
         version: crate::VERSION.into(),
         started_unix_ns: stats.realtime0_ns,
         profile_path: meta.profile_path.clone(),
-        profile: serde_json::to_value(&profile.spec).unwrap_or(serde_json::Value::Null),
+        profile: serde_json::to_value(&*profile.spec).unwrap_or(serde_json::Value::Null),
         seed: profile.seed,
         environment: Environment {
             clock: if is_tsc {

@@ -852,7 +852,7 @@ impl ProfileSpec {
             on_late: self.on_late,
             link_speed_bps: link,
             streams,
-            spec: self.clone(),
+            spec: std::sync::Arc::new(self.clone()),
         })
     }
 }
