@@ -23,9 +23,9 @@ pub const SAMPLE_NS: u64 = 50_000_000;
 pub const SLEW_NS: f64 = 1e9;
 /// The steering never changes the rate by more than this (a fraction).
 const MAX_SLEW: f64 = 100e-6;
-/// A (ticks, CLOCK_MONOTONIC) pair whose reads took longer than this is read again: the
-/// thread was interrupted between them.
-const PAIR_MAX_NS: f64 = 2_000.0;
+/// A (ticks, CLOCK_MONOTONIC) pair is read up to 8 times and the tightest kept, unless one
+/// takes under this: its half is the pair's uncertainty, and an interrupted read is wide.
+const PAIR_GOOD_NS: f64 = 60.0;
 /// Fixed-point shift of the ns-per-tick multiplier.
 const SHIFT: u32 = 32;
 
@@ -48,7 +48,7 @@ fn pair(clock: &quanta::Clock, ns_per_tick: f64) -> (u64, u64, u64) {
         if half < best.2 {
             best = (r0 + half, m, half);
         }
-        if (r1.saturating_sub(r0)) as f64 * ns_per_tick < PAIR_MAX_NS {
+        if (r1.saturating_sub(r0)) as f64 * ns_per_tick < PAIR_GOOD_NS {
             break;
         }
     }
@@ -347,5 +347,51 @@ impl RunClock {
 impl Default for RunClock {
     fn default() -> Self {
         Self::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Reads the clock in a loop for `ms`: it never goes back.
+    fn spin(c: &RunClock, ms: u64) {
+        let end = std::time::Instant::now() + std::time::Duration::from_millis(ms);
+        let mut prev = c.now_ns();
+        while std::time::Instant::now() < end {
+            let n = c.now_ns();
+            assert!(n >= prev, "the clock went back: {prev} ns, then {n} ns");
+            prev = n;
+        }
+    }
+
+    #[test]
+    fn the_clock_compares_itself_every_50_ms_and_never_steps_back() {
+        let c = RunClock::new();
+        spin(&c, 300);
+        let r = c.report();
+        assert!(r.samples >= 4, "expected a comparison per 50 ms over 300 ms, got {r:?}");
+        eprintln!("after 300 ms: {r:?}");
+        let ppm = r.uncertainty_ppm.expect("an uncertainty once compared");
+        assert!(
+            ppm < 2.0,
+            "expected the rate known within 2 ppm after 300 ms, got {ppm} ppm"
+        );
+    }
+
+    #[test]
+    fn a_rate_100_ppm_off_is_steered_back_onto_monotonic() {
+        let mut c = RunClock::new();
+        c.restart();
+        // Spoil the map: 100 ppm fast. Left alone, it would be 30 µs ahead after 300 ms.
+        let mut m = c.map.get();
+        m.mult = (m.mult as f64 * (1.0 + 100e-6)) as u64;
+        c.set_map(m);
+        spin(&c, 300);
+        let r = c.report();
+        assert!(
+            r.max_offset_ns.abs() < 15_000 && r.last_offset_ns.abs() < 10_000,
+            "expected the offset held under 15 µs and shrinking (30 µs undisciplined), got {r:?}"
+        );
     }
 }

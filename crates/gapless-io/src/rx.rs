@@ -5,6 +5,9 @@
 //! the timestamp the kernel took when the frame entered the stack (software, CLOCK_REALTIME,
 //! the same clock as the signature's TX stamp), or the NIC's raw hardware stamp when asked
 //! for and available.
+//!
+//! Holds the [`RxSource`] trait every RX source implements (AF_XDP's in [`crate::xdp`]) and
+//! the TPACKET_V3 ring. May import `socket` and `kernel`.
 
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::{fence, AtomicU32, Ordering};

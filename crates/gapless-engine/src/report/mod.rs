@@ -1,4 +1,7 @@
 //! Result assembly, the environment probe, the atomic result writer and the text summary.
+//!
+//! Holds the run's report (this file), its CSV exports and [`plots`], and the [`experiment`]
+//! report with its plots. Imports the engine's run types; front ends import it.
 
 pub mod experiment;
 pub mod plots;

@@ -10,6 +10,9 @@
 //! as with AF_PACKET. In copy mode (any driver; the only mode on veth) the kernel copies each
 //! frame into an skb during the kick, at most 32 per kick on veth. In zero-copy mode the NIC
 //! reads the UMEM itself. Completed frames return through the completion ring to a free list.
+//!
+//! Holds the socket (this file) and its XDP [`program`]. May import `socket`, `kernel`, `tx`
+//! (the TxBackend trait) and `rx` (the RxSource trait); nothing in the crate imports it.
 
 pub mod program;
 
