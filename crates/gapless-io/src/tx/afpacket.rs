@@ -243,6 +243,22 @@ impl TxSocket {
 }
 
 impl AfPacketTx {
+    /// Hands frames `done..n` to the kernel; returns how many it took, or -1 (errno set).
+    /// One frame without a control message goes by send(2): at batch 1 that is every
+    /// departure, and it skips sendmmsg's copy-in of the message header and its loop.
+    #[inline]
+    fn kick(&mut self, done: usize, n: usize) -> i32 {
+        let fd = self.sock.fd.as_raw_fd();
+        if n - done == 1 && !self.sock.txtime {
+            let buf = &self.bufs[done];
+            // SAFETY: buf is live and at least iov_len long (the TxBackend contract).
+            let rc = unsafe { libc::send(fd, buf.as_ptr() as *const libc::c_void, self.iovs[done].iov_len, 0) };
+            return if rc < 0 { -1 } else { 1 };
+        }
+        // SAFETY: msgs[done..n] are valid mmsghdrs pointing at live iovecs and buffers.
+        unsafe { libc::sendmmsg(fd, self.msgs.as_mut_ptr().add(done), (n - done) as u32, 0) }
+    }
+
     /// Opens a TX socket on `iface` with room for `max_batch` frames of `max_frame` bytes.
     pub fn open(iface: &str, max_frame: usize, max_batch: usize, opts: AfPacketOptions) -> Result<AfPacketTx, IoError> {
         let sock = TxSocket::open(iface, opts)?;
@@ -322,15 +338,7 @@ impl TxBackend for AfPacketTx {
         let mut since: Option<std::time::Instant> = None;
         let mut failed = 0usize;
         while done < n {
-            // SAFETY: msgs[done..n] are valid mmsghdrs pointing at live iovecs and buffers.
-            let rc = unsafe {
-                libc::sendmmsg(
-                    self.sock.fd.as_raw_fd(),
-                    self.msgs.as_mut_ptr().add(done),
-                    (n - done) as u32,
-                    0,
-                )
-            };
+            let rc = self.kick(done, n);
             if rc > 0 {
                 self.sock.accepted(done, done + rc as usize);
                 done += rc as usize;
