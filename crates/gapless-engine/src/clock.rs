@@ -75,10 +75,8 @@ fn first_ns_per_tick(clock: &quanta::Clock) -> f64 {
 /// The map from ticks to ns since the run's start, and what the discipline has measured.
 #[derive(Clone, Copy, Debug)]
 struct Map {
-    /// ns = base_ns + (raw - base_raw) · mult / 2^SHIFT
-    base_raw: u64,
-    base_ns: u64,
-    mult: u64,
+    /// The map itself, and when the next comparison is due.
+    hot: Hot,
     /// The pair read when the run started (ticks, CLOCK_MONOTONIC, the pair's uncertainty in
     /// ticks): the reference the rate is measured from.
     anchor: (u64, u64, u64),
@@ -87,7 +85,6 @@ struct Map {
     /// The rate measured over the span so far (ns per tick) and its uncertainty (fraction).
     ns_per_tick: f64,
     uncertainty: f64,
-    next_raw: u64,
     interval_raw: u64,
     samples: u32,
     last_offset_ns: i64,
@@ -101,14 +98,16 @@ impl Map {
         let since = (anchor.0.saturating_sub(t0_raw) as f64 * npt) as u64;
         let interval_raw = (SAMPLE_NS as f64 / npt) as u64;
         Map {
-            base_raw: t0_raw,
-            base_ns: 0,
-            mult: (npt * (1u64 << SHIFT) as f64) as u64,
+            hot: Hot {
+                base_raw: t0_raw,
+                base_ns: 0,
+                mult: (npt * (1u64 << SHIFT) as f64) as u64,
+                next_raw: anchor.0 + interval_raw,
+            },
             anchor,
             mono0: anchor.1.saturating_sub(since),
             ns_per_tick: npt,
             uncertainty: f64::NAN,
-            next_raw: anchor.0 + interval_raw,
             interval_raw,
             samples: 0,
             last_offset_ns: 0,
@@ -116,10 +115,8 @@ impl Map {
         }
     }
 
-    #[inline(always)]
     fn ns_at(&self, raw: u64) -> u64 {
-        let d = raw.saturating_sub(self.base_raw) as u128;
-        self.base_ns + ((d * self.mult as u128) >> SHIFT) as u64
+        self.hot.ns_at(raw)
     }
 
     /// Compares with CLOCK_MONOTONIC, re-measures the rate over the whole span since the
@@ -136,10 +133,12 @@ impl Map {
             self.uncertainty = (err + a_err) as f64 * self.ns_per_tick / span_ns;
         }
         let steer = (-(offset as f64) / SLEW_NS).clamp(-MAX_SLEW, MAX_SLEW);
-        self.base_raw = raw;
-        self.base_ns = ours;
-        self.mult = (self.ns_per_tick * (1.0 + steer) * (1u64 << SHIFT) as f64) as u64;
-        self.next_raw = raw + self.interval_raw;
+        self.hot = Hot {
+            base_raw: raw,
+            base_ns: ours,
+            mult: (self.ns_per_tick * (1.0 + steer) * (1u64 << SHIFT) as f64) as u64,
+            next_raw: raw + self.interval_raw,
+        };
         self.samples += 1;
         self.last_offset_ns = offset;
         if offset.unsigned_abs() > self.max_offset_ns.unsigned_abs() {
@@ -175,7 +174,8 @@ pub struct ClockReport {
     pub max_offset_ns: i64,
 }
 
-/// The part of the map every read needs, apart from the rest so a read copies 32 bytes.
+/// The part of the map every read needs, kept apart so a read copies 32 bytes:
+/// ns = base_ns + (raw - base_raw) · mult / 2^SHIFT.
 #[derive(Clone, Copy, Debug)]
 struct Hot {
     base_raw: u64,
@@ -185,15 +185,6 @@ struct Hot {
 }
 
 impl Hot {
-    fn of(m: &Map) -> Hot {
-        Hot {
-            base_raw: m.base_raw,
-            base_ns: m.base_ns,
-            mult: m.mult,
-            next_raw: m.next_raw,
-        }
-    }
-
     #[inline(always)]
     fn ns_at(&self, raw: u64) -> u64 {
         let d = raw.saturating_sub(self.base_raw) as u128;
@@ -228,7 +219,7 @@ impl RunClock {
         let map = Map::start(&clock, t0_raw);
         RunClock {
             clock,
-            hot: Cell::new(Hot::of(&map)),
+            hot: Cell::new(map.hot),
             map: Cell::new(map),
             realtime0_ns,
             waits: Cell::new(WaitStats::default()),
@@ -253,11 +244,11 @@ impl RunClock {
         let mut m = self.map.get();
         m.discipline(&self.clock);
         self.set_map(m);
-        m.ns_at(raw.max(m.base_raw))
+        m.ns_at(raw.max(m.hot.base_raw))
     }
 
     fn set_map(&self, m: Map) {
-        self.hot.set(Hot::of(&m));
+        self.hot.set(m.hot);
         self.map.set(m);
     }
 
@@ -385,7 +376,7 @@ mod tests {
         c.restart();
         // Spoil the map: 100 ppm fast. Left alone, it would be 30 µs ahead after 300 ms.
         let mut m = c.map.get();
-        m.mult = (m.mult as f64 * (1.0 + 100e-6)) as u64;
+        m.hot.mult = (m.hot.mult as f64 * (1.0 + 100e-6)) as u64;
         c.set_map(m);
         spin(&c, 300);
         let r = c.report();

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use std::collections::HashMap;
 
-use gapless_core::meter::reference::GapReference;
+use gapless_core::meter::reference::{self, GapReference};
 use gapless_core::meter::{Meter, MeterReport, StreamTarget};
 use gapless_core::result::RunResult;
 use gapless_core::spec::OnLate;
@@ -311,9 +311,9 @@ pub fn summary_text(r: &MeterReport) -> String {
         }
         if let Some(r) = ia
             .map(|i| i.gap_reference.as_str())
-            .filter(|r| *r != "target gap" && !r.is_empty())
+            .filter(|r| *r != reference::TARGET_GAP && !r.is_empty())
         {
-            let what = match r.strip_prefix("none: ") {
+            let what = match r.strip_prefix(reference::NONE) {
                 Some(why) => format!("no |err|, MSE or burst figures: {why}"),
                 None => format!("|err|, MSE and burst are each gap against its {r}"),
             };
@@ -385,24 +385,23 @@ pub fn targets_of(p: &Profile) -> HashMap<u16, StreamTarget> {
 /// departure, the regenerated schedule for any other pattern the meter can follow, else none
 /// and why.
 pub fn gap_reference(s: &StreamConfig, on_late: OnLate) -> GapReference {
-    let unknown = |why: String| GapReference::Unknown(why);
     if s.replay.is_some() {
-        return unknown("a replay keeps its capture's timing, which the meter does not read".into());
+        return GapReference::Unknown("a replay keeps its capture's timing, which the meter does not read".into());
     }
     if s.lanes > 1 {
-        return unknown(format!(
+        return GapReference::Unknown(format!(
             "the stream was split over {} send loops, each with its own schedule",
             s.lanes
         ));
     }
     if on_late != OnLate::CatchUp {
-        return unknown(format!(
+        return GapReference::Unknown(format!(
             "on_late = \"{}\" changes the schedule when the sender falls behind",
             on_late.as_str()
         ));
     }
     if s.gap_depends_on_size() {
-        return unknown("each gap depends on its frame's size (a bit rate over several sizes)".into());
+        return GapReference::Unknown("each gap depends on its frame's size (a bit rate over several sizes)".into());
     }
     if matches!(s.pattern, Pattern::Cbr) && s.burst == 1 && s.curve.is_none() {
         return GapReference::TargetGap;

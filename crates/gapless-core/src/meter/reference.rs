@@ -31,16 +31,11 @@ impl PartialEq for GapReference {
     }
 }
 
-impl GapReference {
-    /// How the report names it.
-    pub fn describe(&self) -> String {
-        match self {
-            GapReference::TargetGap => "target gap".into(),
-            GapReference::Schedule(..) => "schedule (regenerated from the profile and its seed)".into(),
-            GapReference::Unknown(why) => format!("none: {why}"),
-        }
-    }
-}
+/// How the report names each reference (`interarrival.gap_reference`): these two, or
+/// [`NONE`] followed by the reason.
+pub const TARGET_GAP: &str = "target gap";
+pub const SCHEDULE: &str = "schedule (regenerated from the profile and its seed)";
+pub const NONE: &str = "none: ";
 
 /// A stream's departures looked up by frame number, in increasing order.
 #[derive(Debug, Clone)]

@@ -2,7 +2,7 @@
 //! per-second series. Fed one frame at a time in arrival order; no allocation per frame.
 
 use super::lazy::LazyHist;
-use super::reference::{Departures, GapReference};
+use super::reference::{self, Departures, GapReference};
 use super::report::{
     hist_b64, InterArrivalSummary, IpdvSummary, LatencySummary, Percentiles, SecondPoint, StreamRx, WindowRate,
 };
@@ -132,9 +132,9 @@ impl Reference {
 
     fn name(&self) -> String {
         match self {
-            Reference::TargetGap => "target gap".into(),
-            Reference::Schedule { .. } => "schedule (regenerated from the profile and its seed)".into(),
-            Reference::Unknown(why) => format!("none: {why}"),
+            Reference::TargetGap => reference::TARGET_GAP.into(),
+            Reference::Schedule { .. } => reference::SCHEDULE.into(),
+            Reference::Unknown(why) => format!("{}{why}", reference::NONE),
         }
     }
 }
