@@ -10,6 +10,18 @@ use std::path::Path;
 /// state-changing request carries its body's type (see [`crate::api::body_type`]); returns
 /// (status, body).
 pub fn http(addr: SocketAddr, method: &str, path: &str, body: &[u8], token: Option<&str>) -> (u16, String) {
+    try_http(addr, method, path, body, token)
+        .unwrap_or_else(|e| panic!("expected an answer to {method} {path} from {addr}; got {e}"))
+}
+
+/// As [`http`], with the connection's error (refused, reset) returned instead of a panic.
+pub fn try_http(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    body: &[u8],
+    token: Option<&str>,
+) -> std::io::Result<(u16, String)> {
     let mut headers = Vec::new();
     let m: axum::http::Method = method.parse().expect("an HTTP method");
     let bare = path.split('?').next().unwrap_or(path);
@@ -20,21 +32,39 @@ pub fn http(addr: SocketAddr, method: &str, path: &str, body: &[u8], token: Opti
         headers.push(("Authorization".to_string(), format!("Bearer {t}")));
     }
     let h: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-    request(addr, method, path, &h, body)
+    try_exchange(addr, method, path, &h, body).map(|text| split(&text))
 }
 
 /// One HTTP/1.1 request with exactly these headers besides `Host` (the address, unless one
 /// is given), `Connection` and `Content-Length`; returns (status, body).
 pub fn request(addr: SocketAddr, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> (u16, String) {
-    let text = exchange(addr, method, path, headers, body);
-    let status = text[9..12].parse().expect("a status code");
+    split(&exchange(addr, method, path, headers, body))
+}
+
+/// (status, body) of a whole response.
+fn split(text: &str) -> (u16, String) {
+    let status = text
+        .get(9..12)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("expected an HTTP status line; got {text:?}"));
     let body = text.split_once("\r\n\r\n").map_or("", |x| x.1).to_string();
     (status, body)
 }
 
 /// As [`request`], returning the whole response: status line, headers and body.
 pub fn exchange(addr: SocketAddr, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> String {
-    let mut s = TcpStream::connect(addr).expect("connect to the server");
+    try_exchange(addr, method, path, headers, body)
+        .unwrap_or_else(|e| panic!("expected an answer to {method} {path} from {addr}; got {e}"))
+}
+
+fn try_exchange(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> std::io::Result<String> {
+    let mut s = TcpStream::connect(addr)?;
     let mut head = format!("{method} {path} HTTP/1.1\r\nConnection: close\r\n");
     if !headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("host")) {
         head.push_str(&format!("Host: {addr}\r\n"));
@@ -43,11 +73,15 @@ pub fn exchange(addr: SocketAddr, method: &str, path: &str, headers: &[(&str, &s
         head.push_str(&format!("{k}: {v}\r\n"));
     }
     head.push_str(&format!("Content-Length: {}\r\n\r\n", body.len()));
-    s.write_all(head.as_bytes()).unwrap();
-    let _ = s.write_all(body);
+    // One write: a server that answers from the head alone (a refusal) and closes must not
+    // meet a body arriving after its close, which resets the connection.
+    let mut whole = head.into_bytes();
+    whole.extend_from_slice(body);
+    // A refusal may close before a large body is all sent: its answer is still read.
+    let _ = s.write_all(&whole);
     let mut out = Vec::new();
-    s.read_to_end(&mut out).unwrap();
-    String::from_utf8_lossy(&out).to_string()
+    s.read_to_end(&mut out)?;
+    Ok(String::from_utf8_lossy(&out).to_string())
 }
 
 /// Reads a run's SSE stream until its `end` event: (snapshot events seen, the end event).

@@ -365,7 +365,7 @@ pub fn serve_process(db: &Path) -> (KillOnDrop, std::net::SocketAddr) {
         .args(["serve", "--no-otg", "--listen", &addr.to_string(), "--db"])
         .arg(db)
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(serve_log(addr, db))
         .spawn()
         .expect("start gapless serve");
     let t0 = Instant::now();
@@ -379,9 +379,33 @@ pub fn serve_process(db: &Path) -> (KillOnDrop, std::net::SocketAddr) {
     (KillOnDrop(Some(child)), addr)
 }
 
+static SERVE_LOGS: std::sync::Mutex<Vec<(std::net::SocketAddr, PathBuf)>> = std::sync::Mutex::new(Vec::new());
+
+/// The file a server process at `addr` writes its stderr to, beside its database.
+fn serve_log(addr: std::net::SocketAddr, db: &Path) -> Stdio {
+    let path = db.with_extension(format!("{}.log", addr.port()));
+    let f = std::fs::File::create(&path).expect("create the server's log");
+    SERVE_LOGS.lock().unwrap_or_else(|e| e.into_inner()).push((addr, path));
+    Stdio::from(f)
+}
+
+/// What the server process at `addr` wrote to stderr, for a failure message.
+pub fn serve_log_of(addr: std::net::SocketAddr) -> String {
+    let logs = SERVE_LOGS.lock().unwrap_or_else(|e| e.into_inner());
+    let path = logs.iter().rev().find(|(a, _)| *a == addr).map(|(_, p)| p.clone());
+    path.and_then(|p| std::fs::read_to_string(p).ok())
+        .unwrap_or_else(|| "(no log)".into())
+}
+
 /// Starts a run through the server's API; its id.
 pub fn start_run(addr: std::net::SocketAddr, body: serde_json::Value) -> i64 {
-    let (st, b) = gapless_serve::testing::http(addr, "POST", "/api/runs", body.to_string().as_bytes(), None);
+    let (st, b) = gapless_serve::testing::try_http(addr, "POST", "/api/runs", body.to_string().as_bytes(), None)
+        .unwrap_or_else(|e| {
+            panic!(
+                "expected an answer to POST /api/runs from the server at {addr}; got {e}. Its stderr:\n{}",
+                serve_log_of(addr)
+            )
+        });
     assert_eq!(st, 201, "expected 201 for {body}; got {st}: {b}");
     gapless_serve::testing::json(&b)["id"].as_i64().unwrap()
 }
