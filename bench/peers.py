@@ -197,7 +197,13 @@ def summarize_throughput(rows):
         user = [x["user_ns_per_frame"] for x in v if x.get("user_ns_per_frame")]
         runs = ", ".join("%.3f" % x["mpps"] for x in v)
         u = f"{statistics.median(user):.0f}" if user else "-"
-        lines.append(f"| {t} | {med[t]:.3f} | {runs} | {med[t] / best_peer:.2f} | {cpu:.0f} | {u} |")
+        ratio = f"{med[t] / best_peer:.2f}" if peers else "- (no peer in this run)"
+        lines.append(f"| {t} | {med[t]:.3f} | {runs} | {ratio} | {cpu:.0f} | {u} |")
+    # Two send loops against one of the same backend (issue 33: at least 1.9x).
+    for t in med:
+        one = t.removesuffix(", 2 cores")
+        if t != one and one in med:
+            lines.append(f"\n{t}: {med[t] / med[one]:.3f}x {one}")
     return "\n".join(lines)
 
 
@@ -283,13 +289,19 @@ def summarize_precision(rows):
     return "\n".join(lines)
 
 
+def tool_list(arg):
+    if not arg:
+        return None
+    return arg.split(";") if ";" in arg else arg.split(",")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("bench", choices=["throughput", "precision"])
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--rates", default="10000,100000,250000")
     ap.add_argument("--seconds", type=float, default=3.0)
-    ap.add_argument("--tools", help="comma-separated subset of the tools, e.g. gapless")
+    ap.add_argument("--tools", help="subset of the tools, separated by commas (or by semicolons when a name has a comma, e.g. 'gapless afxdp batch 32;gapless afxdp batch 32, 2 cores')")
     ap.add_argument("--size", type=int, default=64, help="throughput: frame size with FCS")
     ap.add_argument("--queues", type=int, help="testbed queues each way (throughput: 2, so that two AF_XDP "
                     "send loops each own one; precision: 1)")
@@ -303,10 +315,10 @@ def main():
     sh(G, "testbed", "up", "--name", BED, "--queues", str(queues))
     try:
         if a.bench == "throughput":
-            rows = bench_throughput(a.reps, a.size, a.tools.split(",") if a.tools else None)
+            rows = bench_throughput(a.reps, a.size, tool_list(a.tools))
             table = summarize_throughput(rows)
         else:
-            only = a.tools.split(",") if a.tools else None
+            only = tool_list(a.tools)
             rows = bench_precision(a.reps, [int(x) for x in a.rates.split(",")], a.seconds, only)
             table = summarize_precision(rows)
     finally:
