@@ -44,13 +44,13 @@ impl FieldTarget {
     }
 
     /// The window `window` with the field set to `value` and the other bits kept.
-    #[inline]
+    #[inline(always)]
     pub fn merge(&self, window: u64, value: u64) -> u64 {
         (window & !self.mask) | ((value << self.shift) & self.mask)
     }
 
     /// Stores the whole window (no read).
-    #[inline]
+    #[inline(always)]
     pub fn write_window(&self, frame: &mut [u8], x: u64) {
         let at = self.offset;
         match self.nbytes {
@@ -62,7 +62,7 @@ impl FieldTarget {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     pub fn read_window(&self, frame: &[u8]) -> u64 {
         let mut b = [0u8; 8];
         b[8 - self.nbytes..].copy_from_slice(&frame[self.offset..self.offset + self.nbytes]);
@@ -102,7 +102,7 @@ pub struct FieldOp {
 
 /// Checksum contribution of a window's `n` bytes (big endian in `x`) that start at an even
 /// (`odd == false`) or odd offset of the checksummed region. Registers only.
-#[inline]
+#[inline(always)]
 pub fn window_sum(x: u64, n: usize, odd: bool) -> u64 {
     // Words of the n-byte big-endian value at an even offset (an odd n is padded on the right).
     let even = match n {
@@ -158,7 +158,7 @@ impl FieldOp {
 
     /// The value for the next packet, given `state` (start it at 0): the same sequence as
     /// [`FieldOp::value`] for k = 0, 1, 2, ..., without a division per packet.
-    #[inline]
+    #[inline(always)]
     pub fn next<R: Rng + ?Sized>(&self, state: &mut u64, rng: &mut R) -> u64 {
         match &self.gen {
             Gen::List(v) => {
@@ -226,7 +226,7 @@ impl FieldOp {
 
     /// Writes the next value into `frame` and returns its checksum delta (add it to the
     /// checksums that `in_ip` / `in_l4` say the window is part of).
-    #[inline]
+    #[inline(always)]
     pub fn apply<R: Rng + ?Sized>(&self, frame: &mut [u8], state: &mut u64, rng: &mut R) -> u64 {
         let v = self.next(state, rng);
         let tg = &self.target;

@@ -173,7 +173,9 @@ impl Schedule {
             None => self.t,
             Some(c) => c.inverse(self.t, &mut self.cursor),
         };
-        self.cur.at_ns = self.origin_ns + t as u64;
+        // Through i64: one conversion instruction (a u64 needs a branch for 2^63 and up,
+        // which no schedule reaches); a negative time still clamps to 0.
+        self.cur.at_ns = self.origin_ns + t.max(0.0) as i64 as u64;
     }
 
     /// Moves past the current departure, whose frames had `bytes` bytes in total (with FCS).
