@@ -16,11 +16,12 @@ from __future__ import annotations
 import json
 import sys
 import time
+import ssl
 import urllib.request
 
 import snappi  # type: ignore[import-untyped]
 
-location = sys.argv[1] if len(sys.argv) > 1 else "http://127.0.0.1:8443"
+location = sys.argv[1] if len(sys.argv) > 1 else "https://127.0.0.1:8443"
 bed = sys.argv[2] if len(sys.argv) > 2 else "gl"
 
 api = snappi.api(location=location, verify=False)
@@ -61,7 +62,9 @@ for m in metrics:
 
 raw = urllib.request.Request(location + "/monitor/metrics", data=json.dumps({"choice": "flow", "flow": {}}).encode(),
                              headers={"Content-Type": "application/json"})
-with urllib.request.urlopen(raw) as r:
+# The server's certificate is self-signed (made at its first start), as snappi's verify=False
+# above assumes; to verify it instead, pass ssl.create_default_context(cafile="gapless-otg-cert.pem").
+with urllib.request.urlopen(raw, context=ssl._create_unverified_context()) as r:
     for m in json.load(r)["flow_metrics"]:
         x = m["x_gapless"]
         print(f"{m['name']}: reordered {x['reordered']}, duplicated {x['duplicated']}, "

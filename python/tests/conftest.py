@@ -88,15 +88,17 @@ def free_port() -> int:
 
 
 class Server:
-    """A `gapless serve` process: the dashboard at `url`, the OTG API at `otg`."""
+    """A `gapless serve` process: the dashboard at `url`, the OTG API at `otg` (HTTPS with the
+    self-signed certificate made at first start, as snappi's default location expects)."""
 
     def __init__(self, db: Path) -> None:
         import socket
+        import ssl
         import time
 
         self.port, self.otg_port = free_port(), free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.otg = f"http://127.0.0.1:{self.otg_port}"
+        self.otg = f"https://127.0.0.1:{self.otg_port}"
         self.db = db
         self.log = open(db.with_suffix(".log"), "w")
         self.proc = subprocess.Popen(
@@ -112,6 +114,11 @@ class Server:
                 assert self.proc.poll() is None, f"gapless serve exited: {db.with_suffix('.log').read_text()}"
                 assert time.monotonic() - t0 < 10, "expected gapless serve to listen within 10 s"
                 time.sleep(0.02)
+
+    @property
+    def otg_cert(self) -> Path:
+        """The OTG listener's self-signed certificate, beside the database."""
+        return self.db.with_name(self.db.stem + "-otg-cert.pem")
 
     def stop(self) -> None:
         import signal

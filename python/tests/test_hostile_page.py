@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import http.server
 import json
+import ssl
 import threading
 import urllib.request
 from typing import Any
@@ -75,13 +76,14 @@ class Attacker:
         self.httpd.server_close()
 
 
-def get(url: str) -> Any:
-    with urllib.request.urlopen(url, timeout=10) as r:
+def get(url: str, cafile: Any = None) -> Any:
+    ctx = ssl.create_default_context(cafile=str(cafile)) if cafile else None
+    with urllib.request.urlopen(url, timeout=10, context=ctx) as r:
         return json.loads(r.read())
 
 
 def state(s: Server) -> Any:
-    return (get(s.url + "/api/runs")["runs"], get(s.url + "/api/profiles")["profiles"], get(s.otg + "/config"))
+    return (get(s.url + "/api/runs")["runs"], get(s.url + "/api/profiles")["profiles"], get(s.otg.replace("127.0.0.1", "localhost") + "/config", s.otg_cert))
 
 
 def test_a_page_from_another_origin_cannot_start_traffic(own_server: Server) -> None:
@@ -95,7 +97,9 @@ def test_a_page_from_another_origin_cannot_start_traffic(own_server: Server) -> 
                 executable_path=chromium(),
                 args=["--no-sandbox", "--disable-gpu", "--host-resolver-rules=MAP rebind.test 127.0.0.1"],
             )
-            page = browser.new_page()
+            # HTTPS errors are ignored so that the OTG listener's own checks answer below (a
+            # real browser would first refuse its self-signed certificate).
+            page = browser.new_page(ignore_https_errors=True)
             page.goto(f"http://localhost:{attacker.port}/")
             page.wait_for_function("document.title === 'sent'", timeout=15_000)
             results = page.evaluate("window.results")
@@ -106,7 +110,7 @@ def test_a_page_from_another_origin_cannot_start_traffic(own_server: Server) -> 
             # DNS rebinding: the page's own name now points at 127.0.0.1.
             r = page.goto(f"http://rebind.test:{s.port}/api/profiles")
             assert r is not None and r.status == 421, f"expected 421 for a rebound name; got {r and r.status}"
-            r = page.goto(f"http://rebind.test:{s.otg_port}/config")
+            r = page.goto(f"https://rebind.test:{s.otg_port}/config")
             assert r is not None and r.status == 421, f"expected 421 on the OTG listener; got {r and r.status}"
             browser.close()
     finally:

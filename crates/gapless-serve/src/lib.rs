@@ -27,6 +27,7 @@ pub mod reply;
 mod runs;
 mod runs_api;
 pub mod testing;
+pub mod tls;
 mod web;
 
 use std::net::SocketAddr;
@@ -46,6 +47,8 @@ pub struct ServeConfig {
     pub token: Option<String>,
     /// The OTG API's address (None: no OTG API).
     pub otg_listen: Option<SocketAddr>,
+    /// HTTPS (the default, as snappi expects) or plain HTTP on `otg_listen`.
+    pub otg_transport: tls::Transport,
     /// Host names the listeners answer to besides their address and loopback
     /// (`--allow-host`).
     pub allow_hosts: Vec<String>,
@@ -96,6 +99,8 @@ pub enum ServeError {
     Reports { path: String, cause: std::io::Error },
     #[error("cannot read the token file {path}: {cause}")]
     TokenFile { path: String, cause: std::io::Error },
+    #[error("TLS for the OTG API: {path}: {cause}. Fix: give a PEM certificate chain and its PEM private key (--otg-cert, --otg-key), remove both files to have a self-signed pair made again, or serve plain HTTP with --otg-plain")]
+    Tls { path: String, cause: String },
 }
 
 impl ServeError {
@@ -176,9 +181,10 @@ pub async fn serve(
     let listen = local(&listener, cfg.listen);
     let otg = match cfg.otg_listen {
         Some(a) => {
+            let acceptor = otg_acceptor(&cfg, a)?;
             let l = bind(a).await?;
             let a = local(&l, a);
-            Some((l, a))
+            Some((l, a, acceptor))
         }
         None => None,
     };
@@ -186,16 +192,35 @@ pub async fn serve(
     let ended = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
         let _ = rx.wait_for(|v| *v).await;
     };
-    let otg_task = otg.map(|(l, addr)| {
-        let app = otg::router(state.clone(), cfg.guard(addr, true));
-        let stop = ended(rx.clone());
-        tokio::spawn(async move {
-            axum::serve(l, app.into_make_service_with_connect_info::<SocketAddr>())
-                .with_graceful_shutdown(stop)
-                .await
-                .map_err(|cause| ServeError::Listen { addr, cause })
-        })
-    });
+    let otg_task = match otg {
+        Some((l, addr, acceptor)) => {
+            let app = otg::router(state.clone(), cfg.guard(addr, true));
+            let stop = ended(rx.clone());
+            let listen_err = move |cause| ServeError::Listen { addr, cause };
+            Some(match acceptor {
+                None => {
+                    let service = app.into_make_service_with_connect_info::<SocketAddr>();
+                    tokio::spawn(async move {
+                        axum::serve(l, service)
+                            .with_graceful_shutdown(stop)
+                            .await
+                            .map_err(listen_err)
+                    })
+                }
+                Some(a) => {
+                    let l = tls::TlsListener::new(l, a).map_err(listen_err)?;
+                    let service = app.into_make_service_with_connect_info::<tls::Peer>();
+                    tokio::spawn(async move {
+                        axum::serve(l, service)
+                            .with_graceful_shutdown(stop)
+                            .await
+                            .map_err(listen_err)
+                    })
+                }
+            })
+        }
+        None => None,
+    };
     let s = state.clone();
     tokio::spawn(async move {
         shutdown.await;
@@ -217,6 +242,22 @@ pub async fn serve(
     let s = state.clone();
     let _ = tokio::task::spawn_blocking(move || s.jobs.stop_all()).await;
     served
+}
+
+/// The OTG listener's TLS, made before it binds (a bad certificate is an error at start).
+fn otg_acceptor(cfg: &ServeConfig, addr: SocketAddr) -> Result<Option<tokio_rustls::TlsAcceptor>, ServeError> {
+    let files = match &cfg.otg_transport {
+        tls::Transport::Plain => return Ok(None),
+        tls::Transport::Tls(f) => f.clone(),
+        tls::Transport::SelfSigned => {
+            let mut names = cfg.allow_hosts.clone();
+            if !addr.ip().is_unspecified() {
+                names.push(addr.ip().to_string());
+            }
+            tls::self_signed(&cfg.db, &names)?
+        }
+    };
+    tls::acceptor(&files).map(Some)
 }
 
 fn local(l: &tokio::net::TcpListener, asked: SocketAddr) -> SocketAddr {

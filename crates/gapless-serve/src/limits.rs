@@ -105,7 +105,9 @@ pub async fn check(State(l): State<Arc<Limits>>, req: Request, next: Next) -> Re
     let ip = req
         .extensions()
         .get::<ConnectInfo<SocketAddr>>()
-        .map_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED), |c| c.0.ip());
+        .map(|c| c.0)
+        .or_else(|| req.extensions().get::<ConnectInfo<crate::tls::Peer>>().map(|c| c.0 .0))
+        .map_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED), |a| a.ip());
     if l.take(ip) {
         return next.run(req).await;
     }

@@ -126,6 +126,8 @@ impl Server {
             db: db.to_path_buf(),
             token: token.map(str::to_string),
             otg_listen: Some(otg),
+            // This module's client speaks plain HTTP; HTTPS has tests of its own.
+            otg_transport: crate::tls::Transport::Plain,
             allow_hosts: Vec::new(),
             limits: Default::default(),
         };

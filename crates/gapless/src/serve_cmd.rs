@@ -4,6 +4,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use anyhow::Result;
+use gapless_serve::tls::{TlsFiles, Transport};
 
 /// The web dashboard (saved profiles, runs with live charts, history, calibrations) and the
 /// Open Traffic Generator API for snappi. Both listen on loopback by default; any other
@@ -14,12 +15,23 @@ pub struct ServeArgs {
     /// The dashboard's address (the page at /, its JSON API under /api).
     #[arg(long, default_value = "127.0.0.1:8080")]
     listen: SocketAddr,
-    /// The OTG API's address (plain HTTP; paths at the root as snappi expects).
+    /// The OTG API's address (HTTPS, paths at the root, as snappi expects:
+    /// snappi.api(location="https://127.0.0.1:8443", verify=False)).
     #[arg(long, default_value = "127.0.0.1:8443")]
     otg_listen: SocketAddr,
     /// Serve no OTG API.
     #[arg(long)]
     no_otg: bool,
+    /// Serve the OTG API over plain HTTP instead of HTTPS.
+    #[arg(long, conflicts_with_all = ["otg_cert", "otg_key"])]
+    otg_plain: bool,
+    /// The OTG API's certificate chain (PEM). Without it, a self-signed certificate is made at
+    /// first start and kept beside the database (NAME-otg-cert.pem, NAME-otg-key.pem).
+    #[arg(long, requires = "otg_key", value_name = "PEM")]
+    otg_cert: Option<PathBuf>,
+    /// The private key of --otg-cert (PEM).
+    #[arg(long, requires = "otg_cert", value_name = "PEM")]
+    otg_key: Option<PathBuf>,
     /// The SQLite database (created and migrated if needed).
     #[arg(long, default_value = "gapless.db")]
     db: PathBuf,
@@ -50,11 +62,18 @@ pub fn cmd_serve(a: ServeArgs) -> Result<i32> {
     // serve() checks the listen rule before it opens anything.
     let token = a.token_file.as_deref().map(gapless_serve::read_token).transpose()?;
     let otg_listen = (!a.no_otg).then_some(a.otg_listen);
+    let otg_transport = match (a.otg_plain, a.otg_cert, a.otg_key) {
+        (true, ..) => Transport::Plain,
+        (false, Some(cert), Some(key)) => Transport::Tls(TlsFiles { cert, key }),
+        _ => Transport::SelfSigned,
+    };
+    let scheme = otg_transport.scheme();
     let cfg = gapless_serve::ServeConfig {
         listen: a.listen,
         db: a.db,
         token,
         otg_listen,
+        otg_transport,
         allow_hosts: a.allow_host,
         limits: gapless_serve::limits::LimitsConfig {
             client_rate: a.client_rate,
@@ -65,7 +84,8 @@ pub fn cmd_serve(a: ServeArgs) -> Result<i32> {
     let rt = tokio::runtime::Runtime::new()?;
     eprintln!("gapless serve: dashboard http://{}/ (Ctrl-C stops)", a.listen);
     if let Some(o) = otg_listen {
-        eprintln!("gapless serve: OTG API http://{o} (snappi: snappi.api(location=\"http://{o}\"))");
+        let verify = if scheme == "https" { ", verify=False" } else { "" };
+        eprintln!("gapless serve: OTG API {scheme}://{o} (snappi: snappi.api(location=\"{scheme}://{o}\"{verify}))");
     }
     eprintln!(
         "gapless serve: database {}, reports in {}",
