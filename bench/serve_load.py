@@ -158,7 +158,7 @@ def main() -> None:
     subprocess.run([CLI, "testbed", "up", "--name", TESTBED], check=True, capture_output=True)
     port, otg = free_port(), free_port()
     db = Path(tempfile.mkdtemp()) / "bench.db"
-    srv = subprocess.Popen([CLI, "serve", "--listen", f"127.0.0.1:{port}", "--otg-listen", f"127.0.0.1:{otg}", "--db", str(db)],
+    srv = subprocess.Popen([CLI, "serve", "--listen", f"127.0.0.1:{port}", "--otg-listen", f"127.0.0.1:{otg}", "--no-otg-grpc", "--db", str(db)],
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     out = REPO / "bench" / "results" / f"serve-load-{stamp}.jsonl"

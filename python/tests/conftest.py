@@ -89,20 +89,23 @@ def free_port() -> int:
 
 class Server:
     """A `gapless serve` process: the dashboard at `url`, the OTG API at `otg` (HTTPS with the
-    self-signed certificate made at first start, as snappi's default location expects)."""
+    self-signed certificate made at first start, as snappi's default location expects) and
+    over gRPC at `grpc`."""
 
     def __init__(self, db: Path) -> None:
         import socket
         import ssl
         import time
 
-        self.port, self.otg_port = free_port(), free_port()
+        self.port, self.otg_port, self.grpc_port = free_port(), free_port(), free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.otg = f"https://127.0.0.1:{self.otg_port}"
+        self.grpc = f"127.0.0.1:{self.grpc_port}"
         self.db = db
         self.log = open(db.with_suffix(".log"), "w")
         self.proc = subprocess.Popen(
-            [cli(), "serve", "--listen", f"127.0.0.1:{self.port}", "--otg-listen", f"127.0.0.1:{self.otg_port}", "--db", str(db)],
+            [cli(), "serve", "--listen", f"127.0.0.1:{self.port}", "--otg-listen", f"127.0.0.1:{self.otg_port}",
+             "--otg-grpc-listen", self.grpc, "--db", str(db)],
             stdout=self.log, stderr=subprocess.STDOUT,
         )
         t0 = time.monotonic()

@@ -22,7 +22,15 @@ from conftest import Server, Testbed, have
 MAC_TX, MAC_RX = "02:67:6c:00:00:01", "02:67:6c:00:00:02"
 
 
-def api(server: Server) -> Any:
+@pytest.fixture(params=["https", "grpc"])
+def transport(request: pytest.FixtureRequest) -> str:
+    """Each test runs over both of the server's OTG transports, as snappi scripts use them."""
+    return str(request.param)
+
+
+def api(server: Server, transport: str) -> Any:
+    if transport == "grpc":
+        return snappi.api(location=server.grpc, transport="grpc", version_check=True)
     return snappi.api(location=server.otg, verify=False, version_check=True)
 
 
@@ -77,8 +85,8 @@ def capture(tb: Testbed, path: Path) -> Iterator[None]:
         p.wait(timeout=10)
 
 
-def test_quickstart_two_flows_every_frame_sent_and_received(server: Server, testbed: Testbed) -> None:
-    a = api(server)
+def test_quickstart_two_flows_every_frame_sent_and_received(server: Server, transport: str, testbed: Testbed) -> None:
+    a = api(server, transport)
     cfg, _, _ = config(a, testbed)
     count = 1000
     f1 = flow(cfg, "udp", count)
@@ -113,8 +121,8 @@ PATTERNS = {
 
 
 @pytest.mark.parametrize("proto,pattern", list(itertools.product(["udp", "tcp"], PATTERNS)))
-def test_port_patterns_on_the_wire(server: Server, testbed: Testbed, tmp_path: Path, proto: str, pattern: str) -> None:
-    a = api(server)
+def test_port_patterns_on_the_wire(server: Server, transport: str, testbed: Testbed, tmp_path: Path, proto: str, pattern: str) -> None:
+    a = api(server, transport)
     cfg, _, _ = config(a, testbed)
     count = 24
     f = flow(cfg, f"{proto}-{pattern}", count, pps=1000)
@@ -133,8 +141,8 @@ def test_port_patterns_on_the_wire(server: Server, testbed: Testbed, tmp_path: P
     assert got == want, f"expected source ports {want}; got {got}"
 
 
-def test_ipv6_with_an_incrementing_source_address(server: Server, testbed: Testbed, tmp_path: Path) -> None:
-    a = api(server)
+def test_ipv6_with_an_incrementing_source_address(server: Server, transport: str, testbed: Testbed, tmp_path: Path) -> None:
+    a = api(server, transport)
     cfg, _, _ = config(a, testbed)
     count = 40
     f = flow(cfg, "v6", count, pps=1000, size=128)
@@ -154,8 +162,8 @@ def test_ipv6_with_an_incrementing_source_address(server: Server, testbed: Testb
     assert all(len(p) == 124 for p in pkts), f"expected 124-byte frames (128 with FCS); got {sorted({len(p) for p in pkts})}"
 
 
-def test_continuous_flow_stopped_by_the_script_and_a_rate_in_mbps(server: Server, testbed: Testbed) -> None:
-    a = api(server)
+def test_continuous_flow_stopped_by_the_script_and_a_rate_in_mbps(server: Server, transport: str, testbed: Testbed) -> None:
+    a = api(server, transport)
     cfg, _, _ = config(a, testbed)
     f = cfg.flows.flow(name="cont")[-1]
     f.tx_rx.port.tx_name, f.tx_rx.port.rx_names = "p1", ["p2"]
@@ -181,8 +189,8 @@ def test_continuous_flow_stopped_by_the_script_and_a_rate_in_mbps(server: Server
     assert m.frames_rx + m.frames_tx * m.loss / 100 == pytest.approx(m.frames_tx), m
 
 
-def test_what_gapless_cannot_send_is_a_validation_error_naming_the_path(server: Server, testbed: Testbed) -> None:
-    a = api(server)
+def test_what_gapless_cannot_send_is_a_validation_error_naming_the_path(server: Server, transport: str, testbed: Testbed) -> None:
+    a = api(server, transport)
     cfg, _, _ = config(a, testbed)
     f = flow(cfg, "gre", 10)
     f.packet.ethernet().ipv4().gre()
@@ -204,3 +212,16 @@ def test_the_snappi_example_script_runs_against_the_server(server: Server, testb
     for flow in ("udp", "tcp"):
         assert f"{flow}: sent 1000, received 1000" in p.stdout, f"expected {flow} 1000/1000 in: {p.stdout}"
     assert "latency p99.9" in p.stdout and "schedule" in p.stdout, p.stdout
+
+
+def test_the_raw_grpc_example_runs_against_the_server(server: Server, testbed: Testbed) -> None:
+    """grpcio with the stubs snappi's wheel ships, no snappi wrapper: what gosnappi-free gRPC
+    clients do."""
+    import sys
+
+    from conftest import EXAMPLES
+
+    p = subprocess.run([sys.executable, str(EXAMPLES / "otg" / "grpc_raw.py"), server.grpc, testbed.name],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, f"expected the example to exit 0; got {p.returncode}: {p.stdout}{p.stderr}"
+    assert "version: ^1.58.0" in p.stdout and "udp: sent 1000, received 1000" in p.stdout, p.stdout

@@ -89,7 +89,7 @@ impl Guard {
         }
     }
 
-    fn host_allowed(&self, host: &str) -> bool {
+    pub(crate) fn host_allowed(&self, host: &str) -> bool {
         let (name, port) = split_host(host);
         let name = name.to_ascii_lowercase();
         let port_ok = port.unwrap_or(80) == self.listen.port();

@@ -18,6 +18,7 @@ mod calibrations;
 pub mod db;
 mod experiments;
 mod files;
+pub mod grpc;
 pub mod guard;
 mod jobs;
 pub mod limits;
@@ -49,6 +50,8 @@ pub struct ServeConfig {
     pub otg_listen: Option<SocketAddr>,
     /// HTTPS (the default, as snappi expects) or plain HTTP on `otg_listen`.
     pub otg_transport: tls::Transport,
+    /// The OTG API's gRPC address (service `otg.Openapi`; None: no gRPC).
+    pub otg_grpc_listen: Option<SocketAddr>,
     /// Host names the listeners answer to besides their address and loopback
     /// (`--allow-host`).
     pub allow_hosts: Vec<String>,
@@ -101,6 +104,8 @@ pub enum ServeError {
     TokenFile { path: String, cause: std::io::Error },
     #[error("TLS for the OTG API: {path}: {cause}. Fix: give a PEM certificate chain and its PEM private key (--otg-cert, --otg-key), remove both files to have a self-signed pair made again, or serve plain HTTP with --otg-plain")]
     Tls { path: String, cause: String },
+    #[error("the OTG gRPC listener on {addr} failed: {cause}")]
+    Grpc { addr: SocketAddr, cause: String },
 }
 
 impl ServeError {
@@ -160,8 +165,8 @@ pub async fn serve(
     // The packet path's cores are its own: a run that would leave none to this server's
     // threads is refused, and while runs hold cores every other thread keeps off them.
     gapless_engine::cores::init(gapless_engine::cores::Policy::KeepOne);
-    if let Some(otg) = cfg.otg_listen {
-        check_listen(otg, cfg.token.as_deref())?;
+    for otg in cfg.otg_listen.iter().chain(&cfg.otg_grpc_listen) {
+        check_listen(*otg, cfg.token.as_deref())?;
     }
     let db = db::Db::open(&cfg.db)?;
     let reports = cfg.reports_dir();
@@ -185,6 +190,14 @@ pub async fn serve(
             let l = bind(a).await?;
             let a = local(&l, a);
             Some((l, a, acceptor))
+        }
+        None => None,
+    };
+    let grpc = match cfg.otg_grpc_listen {
+        Some(a) => {
+            let l = bind(a).await?;
+            let a = local(&l, a);
+            Some((l, a))
         }
         None => None,
     };
@@ -221,6 +234,20 @@ pub async fn serve(
         }
         None => None,
     };
+    let grpc_task = grpc.map(|(l, addr)| {
+        let svc = grpc::Openapi::new(state.clone(), cfg.guard(addr, true));
+        let stop = ended(rx.clone());
+        tokio::spawn(async move {
+            tonic::transport::Server::builder()
+                .add_service(svc)
+                .serve_with_incoming_shutdown(tonic::transport::server::TcpIncoming::from(l), stop)
+                .await
+                .map_err(|e| ServeError::Grpc {
+                    addr,
+                    cause: e.to_string(),
+                })
+        })
+    });
     let s = state.clone();
     tokio::spawn(async move {
         shutdown.await;
@@ -236,7 +263,7 @@ pub async fn serve(
             addr: cfg.listen,
             cause,
         });
-    if let Some(t) = otg_task {
+    for t in otg_task.into_iter().chain(grpc_task) {
         let _ = t.await;
     }
     let s = state.clone();

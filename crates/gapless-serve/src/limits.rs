@@ -61,6 +61,11 @@ impl Limits {
         }
     }
 
+    /// As [`Limits::take`], for a client whose address may be unknown (counted as one).
+    pub fn take_for(&self, ip: Option<IpAddr>) -> bool {
+        self.take(ip.unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED)))
+    }
+
     /// Takes one request's token for `ip`; false when its bucket is empty.
     fn take(&self, ip: IpAddr) -> bool {
         let now = Instant::now();

@@ -128,6 +128,7 @@ impl Server {
             otg_listen: Some(otg),
             // This module's client speaks plain HTTP; HTTPS has tests of its own.
             otg_transport: crate::tls::Transport::Plain,
+            otg_grpc_listen: None,
             allow_hosts: Vec::new(),
             limits: Default::default(),
         };

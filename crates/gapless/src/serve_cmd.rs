@@ -19,9 +19,16 @@ pub struct ServeArgs {
     /// snappi.api(location="https://127.0.0.1:8443", verify=False)).
     #[arg(long, default_value = "127.0.0.1:8443")]
     otg_listen: SocketAddr,
-    /// Serve no OTG API.
+    /// The OTG API's gRPC address (service otg.Openapi, plain HTTP/2:
+    /// snappi.api(location="127.0.0.1:40051", transport="grpc")).
+    #[arg(long, default_value = "127.0.0.1:40051")]
+    otg_grpc_listen: SocketAddr,
+    /// Serve no OTG API (neither HTTPS nor gRPC).
     #[arg(long)]
     no_otg: bool,
+    /// Serve no OTG gRPC.
+    #[arg(long)]
+    no_otg_grpc: bool,
     /// Serve the OTG API over plain HTTP instead of HTTPS.
     #[arg(long, conflicts_with_all = ["otg_cert", "otg_key"])]
     otg_plain: bool,
@@ -62,6 +69,7 @@ pub fn cmd_serve(a: ServeArgs) -> Result<i32> {
     // serve() checks the listen rule before it opens anything.
     let token = a.token_file.as_deref().map(gapless_serve::read_token).transpose()?;
     let otg_listen = (!a.no_otg).then_some(a.otg_listen);
+    let otg_grpc_listen = (!a.no_otg && !a.no_otg_grpc).then_some(a.otg_grpc_listen);
     let otg_transport = match (a.otg_plain, a.otg_cert, a.otg_key) {
         (true, ..) => Transport::Plain,
         (false, Some(cert), Some(key)) => Transport::Tls(TlsFiles { cert, key }),
@@ -74,6 +82,7 @@ pub fn cmd_serve(a: ServeArgs) -> Result<i32> {
         token,
         otg_listen,
         otg_transport,
+        otg_grpc_listen,
         allow_hosts: a.allow_host,
         limits: gapless_serve::limits::LimitsConfig {
             client_rate: a.client_rate,
@@ -86,6 +95,9 @@ pub fn cmd_serve(a: ServeArgs) -> Result<i32> {
     if let Some(o) = otg_listen {
         let verify = if scheme == "https" { ", verify=False" } else { "" };
         eprintln!("gapless serve: OTG API {scheme}://{o} (snappi: snappi.api(location=\"{scheme}://{o}\"{verify}))");
+    }
+    if let Some(g) = otg_grpc_listen {
+        eprintln!("gapless serve: OTG gRPC {g} (snappi: snappi.api(location=\"{g}\", transport=\"grpc\"))");
     }
     eprintln!(
         "gapless serve: database {}, reports in {}",

@@ -14,21 +14,22 @@ use crate::jobs::{lock, JobId};
 use crate::Shared;
 
 pub async fn handler(State(s): State<Shared>, b: Bytes) -> OtgResult {
-    match requests::metrics(&requests::body(&b)?)? {
+    Ok(Json(metrics_for(&s, &requests::body(&b)?)?))
+}
+
+/// A metrics request of either transport.
+pub(crate) fn metrics_for(s: &Shared, req: &Value) -> Result<Value, OtgError> {
+    match requests::metrics(req)? {
         Metrics::Flow(names) => {
-            let list: Vec<Value> = figures(&s, &names)?
+            let list: Vec<Value> = figures(s, &names)?
                 .iter()
                 .map(|(n, tx, rx, f)| flow_json(n, tx, rx, f))
                 .collect();
-            Ok(Json(
-                json!({ "choice": "flow_metrics", "flow_metrics": list, "warnings": [] }),
-            ))
+            Ok(json!({ "choice": "flow_metrics", "flow_metrics": list, "warnings": [] }))
         }
         Metrics::Port(names) => {
-            let ports = port_metrics(&plan_of(&s)?, &figures(&s, &[])?, &names)?;
-            Ok(Json(
-                json!({ "choice": "port_metrics", "port_metrics": ports, "warnings": [] }),
-            ))
+            let ports = port_metrics(&plan_of(s)?, &figures(s, &[])?, &names)?;
+            Ok(json!({ "choice": "port_metrics", "port_metrics": ports, "warnings": [] }))
         }
     }
 }

@@ -14,7 +14,7 @@
 //!
 //! Successes are JSON with a `warnings` list; errors are `{code, kind, errors}`.
 
-mod metrics;
+pub(crate) mod metrics;
 
 use axum::body::Bytes;
 use axum::extract::{DefaultBodyLimit, State};
@@ -92,25 +92,35 @@ fn plan_of(s: &Shared) -> Result<Plan, OtgError> {
 }
 
 async fn get_config(State(s): State<Shared>) -> Json<Value> {
-    Json(otg(&s).raw.clone().unwrap_or_else(|| json!({})))
+    Json(config_now(&s))
+}
+
+/// The config set last (`{}` before any).
+pub(crate) fn config_now(s: &Shared) -> Value {
+    otg(s).raw.clone().unwrap_or_else(|| json!({}))
+}
+
+async fn set_config(State(s): State<Shared>, b: Bytes) -> OtgResult {
+    Ok(Json(set_config_to(&s, requests::body(&b)?)?))
 }
 
 /// Reads and checks a config (every profile compiled) without starting anything. A config
 /// cannot be replaced while its traffic runs.
-async fn set_config(State(s): State<Shared>, b: Bytes) -> OtgResult {
-    let cfg = requests::body(&b)?;
+pub(crate) fn set_config_to(s: &Shared, cfg: Value) -> Result<Value, OtgError> {
     let plan = config::plan(&cfg).map_err(OtgError::from)?;
     runs::check(&plan)?;
-    let mut st = otg(&s);
-    if running(&s, &st) {
-        return Err(OtgError::conflict("traffic is running: stop it before setting a new config").into());
+    let mut st = otg(s);
+    if running(s, &st) {
+        return Err(OtgError::conflict(
+            "traffic is running: stop it before setting a new config",
+        ));
     }
     *st = OtgState {
         raw: Some(cfg),
         plan: Some(plan),
         runs: Vec::new(),
     };
-    Ok(Json(requests::ok(Vec::new())))
+    Ok(requests::ok(Vec::new()))
 }
 
 fn running(s: &Shared, st: &OtgState) -> bool {
@@ -121,8 +131,13 @@ fn running(s: &Shared, st: &OtgState) -> bool {
 /// `POST /control/state`: traffic start/stop; port and protocol choices are no-ops with a
 /// warning.
 async fn control(State(s): State<Shared>, b: Bytes) -> OtgResult {
-    match requests::control(&requests::body(&b)?)? {
-        Control::NoOp(warning) => Ok(Json(requests::ok(vec![warning]))),
+    Ok(Json(control_with(s, requests::body(&b)?).await?))
+}
+
+/// A control request of either transport.
+pub(crate) async fn control_with(s: Shared, req: Value) -> Result<Value, OtgError> {
+    match requests::control(&req)? {
+        Control::NoOp(warning) => Ok(requests::ok(vec![warning])),
         Control::Start(names) => tokio::task::spawn_blocking(move || start(&s, &names))
             .await
             .map_err(OtgError::internal)?,
@@ -133,13 +148,13 @@ async fn control(State(s): State<Shared>, b: Bytes) -> OtgResult {
                     s.jobs.stop(JobId::Run(*id));
                 }
             }
-            Ok(Json(requests::ok(Vec::new())))
+            Ok(requests::ok(Vec::new()))
         }
     }
 }
 
 /// Starts the flows named (all when none are) as one run per TX port.
-fn start(s: &Shared, names: &[String]) -> OtgResult {
+fn start(s: &Shared, names: &[String]) -> Result<Value, OtgError> {
     let plan = plan_of(s)?;
     runs::check_flows(&plan, names)?;
     let mut started = Vec::new();
@@ -151,14 +166,14 @@ fn start(s: &Shared, names: &[String]) -> OtgResult {
                 for (_, id, _) in &started {
                     s.jobs.stop(JobId::Run(*id));
                 }
-                return Err(e.into());
+                return Err(e);
             }
         }
     }
     let mut st = otg(s);
     st.runs.retain(|(f, _, _)| !started.iter().any(|n| &n.0 == f));
     st.runs.extend(started);
-    Ok(Json(requests::ok(Vec::new())))
+    Ok(requests::ok(Vec::new()))
 }
 
 fn start_group(s: &Shared, g: &Group) -> Result<i64, OtgError> {

@@ -1,7 +1,9 @@
-//! The OTG API over HTTPS, as snappi's default location (`https://localhost:8443`) expects:
-//! a self-signed certificate made at first start and kept beside the database, the user's own
-//! certificate, plain HTTP on request, and a bad certificate refused at start with its fix.
-//! The client is curl, which verifies the certificate against the file the server wrote.
+//! The OTG API's transports. HTTPS, as snappi's default location (`https://localhost:8443`)
+//! expects: a self-signed certificate made at first start and kept beside the database, the
+//! user's own certificate, plain HTTP on request, and a bad certificate refused at start with
+//! its fix. gRPC (`otg.Openapi`): a call answered, and the checks before any call. The client
+//! is curl, which verifies the certificate against the file the server wrote and speaks
+//! HTTP/2; snappi drives both transports in python/tests/test_otg.py.
 
 mod common;
 
@@ -20,6 +22,8 @@ fn serve_otg(db: &Path, extra: &[&str]) -> (KillOnDrop, u16) {
         .args(["--otg-listen", &format!("127.0.0.1:{otg}"), "--db"])
         .arg(db)
         .args(extra)
+        // gRPC only where asked for (its default port is one for all).
+        .args((!extra.contains(&"--otg-grpc-listen")).then_some("--no-otg-grpc"))
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -149,20 +153,7 @@ fn the_users_certificate_is_served_and_a_bad_one_is_refused_with_its_fix() {
         .unwrap()
         .write_all(b"not a certificate\n")
         .unwrap();
-    let db_s = db.to_str().unwrap();
-    let o = gapless(&[
-        "serve",
-        "--listen",
-        "127.0.0.1:0",
-        "--otg-listen",
-        "127.0.0.1:0",
-        "--db",
-        db_s,
-        "--otg-cert",
-        bad.to_str().unwrap(),
-        "--otg-key",
-        k,
-    ]);
+    let o = serve_with(&db, &bad, &key);
     expect_error(
         &o,
         &[
@@ -174,21 +165,28 @@ fn the_users_certificate_is_served_and_a_bad_one_is_refused_with_its_fix() {
     );
     let (other, _) = serve_otg(&dir.path().join("third.db"), &[]);
     drop(other);
-    let k3 = dir.path().join("third-otg-key.pem");
-    let o = gapless(&[
+    let o = serve_with(&db, &cert, &dir.path().join("third-otg-key.pem"));
+    expect_error(&o, &["the key does not fit the certificate", "Fix"]);
+}
+
+/// `gapless serve` with this certificate and key, to its end (a refusal).
+fn serve_with(db: &Path, cert: &Path, key: &Path) -> std::process::Output {
+    let db = db.to_str().unwrap();
+    let (cert, key) = (cert.to_str().unwrap(), key.to_str().unwrap());
+    gapless(&[
         "serve",
         "--listen",
         "127.0.0.1:0",
         "--otg-listen",
         "127.0.0.1:0",
+        "--no-otg-grpc",
         "--db",
-        db_s,
+        db,
         "--otg-cert",
-        c,
+        cert,
         "--otg-key",
-        k3.to_str().unwrap(),
-    ]);
-    expect_error(&o, &["the key does not fit the certificate", "Fix"]);
+        key,
+    ])
 }
 
 #[test]
@@ -202,4 +200,92 @@ fn otg_plain_serves_http_and_makes_no_certificate() {
         !dir.path().join("g-otg-cert.pem").exists(),
         "expected no certificate with --otg-plain"
     );
+}
+
+/// `gapless serve` with OTG gRPC on a free port (and `extra` flags): the process and the port.
+fn serve_grpc(db: &Path, extra: &[&str]) -> (KillOnDrop, u16) {
+    let port = local_port();
+    let listen = format!("127.0.0.1:{port}");
+    let mut args = vec!["--otg-plain", "--otg-grpc-listen", listen.as_str()];
+    args.extend_from_slice(extra);
+    let (srv, _) = serve_otg(db, &args);
+    let t0 = Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "no gRPC listener on {port} within 10 s"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    (srv, port)
+}
+
+/// A unary gRPC call of `otg.Openapi/GetVersion` (an empty message) made by curl over HTTP/2
+/// with `headers`: the grpc-status it ends with, and the whole response.
+fn grpc_version(port: u16, headers: &[&str], dir: &Path) -> (Option<u32>, String) {
+    let body = dir.join("empty.grpc");
+    std::fs::write(&body, [0u8, 0, 0, 0, 0]).unwrap(); // not compressed, 0 bytes
+    let mut args = vec!["--http2-prior-knowledge", "-D", "-", "--data-binary"];
+    let at = format!("@{}", body.display());
+    args.push(&at);
+    let mut hs: Vec<String> = vec!["content-type: application/grpc".into(), "te: trailers".into()];
+    hs.retain(|h| !headers.iter().any(|x| x.split(':').next() == h.split(':').next()));
+    hs.extend(headers.iter().map(|h| h.to_string()));
+    for h in &hs {
+        args.extend(["-H", h.as_str()]);
+    }
+    let (rc, out) = curl(&format!("http://127.0.0.1:{port}/otg.Openapi/GetVersion"), &args);
+    assert_eq!(rc, 0, "expected curl to reach the gRPC listener; got {out}");
+    // In the headers (an error at once) or the trailers, which curl prints after the body.
+    let status = out.split("grpc-status: ").nth(1).and_then(|v| {
+        let digits: String = v.chars().take_while(char::is_ascii_digit).collect();
+        digits.parse().ok()
+    });
+    (status, out)
+}
+
+#[test]
+fn the_grpc_listener_answers_otg_calls_and_checks_authority_origin_type_and_token() {
+    let dir = tempfile::tempdir().unwrap();
+    let token = dir.path().join("token");
+    std::fs::write(&token, "a-secret-of-sixteen-chars\n").unwrap();
+    let (_srv, port) = serve_grpc(&dir.path().join("g.db"), &["--token-file", token.to_str().unwrap()]);
+    let bearer = "authorization: Bearer a-secret-of-sixteen-chars";
+    let (st, out) = grpc_version(port, &[bearer], dir.path());
+    // The reply is otg.GetVersionResponse: its api_spec_version is in the bytes.
+    assert!(
+        st == Some(0) && out.contains("^1.58.0"),
+        "expected GetVersion to succeed; got {st:?}: {out}"
+    );
+    let cases: [(&[&str], u32, &str); 5] = [
+        (&[], 16, "without the token: UNAUTHENTICATED"),
+        (
+            &["authorization: Bearer wrong-secret-of-the-same"],
+            16,
+            "a wrong token: UNAUTHENTICATED",
+        ),
+        (
+            &[bearer, "origin: http://evil.example"],
+            7,
+            "a web page's Origin: PERMISSION_DENIED",
+        ),
+        (
+            &[bearer, "host: evil.example"],
+            7,
+            "another name (DNS rebinding): PERMISSION_DENIED",
+        ),
+        (&[bearer, "content-type: text/plain"], 3, "not gRPC: INVALID_ARGUMENT"),
+    ];
+    for (headers, want, what) in cases {
+        let (st, out) = grpc_version(port, headers, dir.path());
+        assert_eq!(
+            st,
+            Some(want),
+            "expected grpc-status {want} for {what}; got {st:?}: {out}"
+        );
+        assert!(
+            out.contains("Fix"),
+            "expected the refusal to say how to fix it ({what}); got {out}"
+        );
+    }
 }
