@@ -225,3 +225,14 @@ def test_the_raw_grpc_example_runs_against_the_server(server: Server, testbed: T
                        capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, f"expected the example to exit 0; got {p.returncode}: {p.stdout}{p.stderr}"
     assert "version: ^1.58.0" in p.stdout and "udp: sent 1000, received 1000" in p.stdout, p.stdout
+
+
+def test_the_committed_otg_descriptor_matches_the_pinned_snappi() -> None:
+    """The gRPC listener reads messages with crates/gapless-serve/proto/otg.fds: it must be
+    the one snappi's wheel (the pinned version) ships."""
+    import sys
+
+    from conftest import REPO
+
+    p = subprocess.run([sys.executable, str(REPO / "scripts" / "otg_descriptor.py"), "--check"], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, f"expected otg.fds to match snappi's otg_pb2; got {p.stdout}{p.stderr}"
