@@ -1,7 +1,7 @@
 """The OTG API driven by the real snappi client across the testbed: the quickstart (two
 flows, UDP with an incrementing source port and TCP, fixed counts, polled until stopped,
-every frame sent and received), value/values/increment/decrement patterns on UDP and TCP
-ports checked on the wire, IPv6, rates and errors as snappi sees them."""
+every frame sent and received), value/values/increment/decrement/random patterns on UDP and
+TCP ports checked on the wire, IPv6, rates and errors as snappi sees them."""
 
 from __future__ import annotations
 
@@ -139,6 +139,30 @@ def test_port_patterns_on_the_wire(server: Server, transport: str, testbed: Test
     got = [p[layer].sport for p in pkts]
     want = [cycle[k % len(cycle)] for k in range(count)]
     assert got == want, f"expected source ports {want}; got {got}"
+
+
+def test_random_ports_stay_in_bounds_and_a_seed_repeats_the_sequence(server: Server, transport: str, testbed: Testbed, tmp_path: Path) -> None:
+    a = api(server, transport)
+    seqs = []
+    for run in range(2):
+        cfg, _, _ = config(a, testbed)
+        count = 48
+        f = flow(cfg, "rnd", count, pps=1000)
+        eth, _ip, udp = f.packet.ethernet().ipv4().udp()
+        eth.src.value, eth.dst.value = MAC_TX, MAC_RX
+        udp.src_port.random.min, udp.src_port.random.max = 2000, 2100
+        udp.src_port.random.seed, udp.src_port.random.count = 42, 16
+        udp.dst_port.value = 4322
+        with capture(testbed, tmp_path / f"r{run}.pcap"):
+            m = run_to_stop(a, cfg)[0]
+        assert (m.frames_tx, m.frames_rx) == (count, count), f"expected {count} each way; got {m.frames_tx}, {m.frames_rx}"
+        pkts = [p for p in rdpcap(str(tmp_path / f"r{run}.pcap")) if UDP in p and p[UDP].dport == 4322]
+        seqs.append([p[UDP].sport for p in pkts])
+    got = seqs[0]
+    assert len(got) == 48 and all(2000 <= x <= 2100 for x in got), f"expected 48 source ports in [2000, 2100]; got {got}"
+    assert got[:16] * 3 == got, f"expected the 16 values of count to repeat; got {got}"
+    assert len(set(got)) > 8, f"expected 16 draws from 101 values to differ; got {got[:16]}"
+    assert seqs[1] == got, f"expected seed 42 to give the same sequence twice; got {got[:16]} and {seqs[1][:16]}"
 
 
 def test_ipv6_with_an_incrementing_source_address(server: Server, transport: str, testbed: Testbed, tmp_path: Path) -> None:

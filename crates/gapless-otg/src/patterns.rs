@@ -1,4 +1,4 @@
-//! OTG header-field patterns (`value`, `values`, `increment`, `decrement`, `auto`) as the
+//! OTG header-field patterns (`value`, `values`, `increment`, `decrement`, `random`, `auto`) as the
 //! template's value plus a `[[stream.field]]` op. Increment `{start, step, count}` walks
 //! `start, start+step, ..., start+(count-1)*step` and wraps: the field engine's `inc` over
 //! `[start, start+step*count-1]` with that step gives exactly this sequence (and `dec` over
@@ -133,6 +133,7 @@ pub fn read(p: Option<&Value>, path: &str, kind: Kind, field: &str) -> Result<Pa
                 op: Some(op),
             })
         }
+        "random" => random_op(&p["random"], &format!("{path}.random"), kind, field),
         "increment" | "decrement" => step_op(
             &p[choice],
             &format!("{path}.{choice}"),
@@ -141,7 +142,7 @@ pub fn read(p: Option<&Value>, path: &str, kind: Kind, field: &str) -> Result<Pa
             choice == "increment",
         ),
         other => Err(Invalid(format!(
-            "{path}.choice: {other:?} is not supported (value, values, increment, decrement or auto)"
+            "{path}.choice: {other:?} is not supported (value, values, increment, decrement, random or auto)"
         ))),
     }
 }
@@ -188,4 +189,113 @@ fn step_op(p: &Value, path: &str, kind: Kind, field: &str, up: bool) -> Result<P
         first: Some(kind.show(start)),
         op: Some(op),
     })
+}
+
+/// Values a `random` pattern may make at most (its `count`): they are drawn here, once, and
+/// cycled by a `list` op, so the run and its stored profile hold them all.
+pub const RANDOM_MAX_COUNT: u64 = 65_536;
+
+/// `random {min, max, seed, count}` (and `step`, where a model version has it): `count`
+/// values drawn uniformly from `min, min+step, ..., <= max` by a generator seeded with `seed`,
+/// then repeated in that order. The same seed gives the same sequence; seed 0 asks for a
+/// sequence that differs from run to run (seeded from the clock).
+fn random_op(p: &Value, path: &str, kind: Kind, field: &str) -> Result<Pattern, Invalid> {
+    use rand::{RngExt, SeedableRng};
+    let bound = |k: &str, dflt: u128| p.get(k).map_or(Ok(dflt), |v| kind.parse(v, &format!("{path}.{k}")));
+    let (min, max) = (bound("min", 0)?, bound("max", kind.max())?);
+    let step = bound("step", 1)?.max(1);
+    if min > max {
+        return Err(Invalid(format!(
+            "{path}: min {} is above max {}",
+            kind.show(min),
+            kind.show(max)
+        )));
+    }
+    let count = p.get("count").and_then(num).unwrap_or(1).max(1);
+    if count > RANDOM_MAX_COUNT {
+        return Err(Invalid(format!(
+            "{path}.count: {count} values; gapless draws at most {RANDOM_MAX_COUNT}. Fix: a smaller count (the sequence repeats)"
+        )));
+    }
+    let seed = match p.get("seed").and_then(num).unwrap_or(1) {
+        0 => std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(1, |d| d.as_nanos() as u64),
+        s => s,
+    };
+    let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(seed);
+    let slots = (max - min) / step;
+    let vals: Vec<Value> = (0..count)
+        .map(|_| kind.show(min + step * rng.random_range(0..=slots)))
+        .collect();
+    let mut op = Map::new();
+    op.insert("field".into(), json!(field));
+    op.insert("op".into(), json!("list"));
+    op.insert("values".into(), json!(vals));
+    Ok(Pattern {
+        first: Some(vals[0].clone()),
+        op: (count > 1).then_some(op),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn random(p: Value) -> Result<Pattern, Invalid> {
+        read(
+            Some(&json!({ "choice": "random", "random": p })),
+            "f.src_port",
+            Kind::Int(16),
+            "src_port",
+        )
+    }
+
+    fn values(p: &Pattern) -> Vec<u64> {
+        let op = p.op.as_ref().expect("a list op");
+        assert_eq!(op["op"], "list", "{op:?}");
+        op["values"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_u64().unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn random_draws_count_values_in_bounds_and_a_seed_repeats_them() {
+        let a = values(&random(json!({ "min": 1000, "max": 1010, "seed": 7, "count": 500 })).unwrap());
+        assert_eq!(a.len(), 500, "expected count values");
+        assert!(
+            a.iter().all(|v| (1000..=1010).contains(v)),
+            "expected every value in [1000, 1010]; got {a:?}"
+        );
+        let distinct: std::collections::BTreeSet<_> = a.iter().collect();
+        assert_eq!(
+            distinct.len(),
+            11,
+            "expected 500 draws to cover all 11 values; got {distinct:?}"
+        );
+        let b = values(&random(json!({ "min": 1000, "max": 1010, "seed": 7, "count": 500 })).unwrap());
+        assert_eq!(a, b, "expected the same seed to give the same sequence");
+        let c = values(&random(json!({ "min": 1000, "max": 1010, "seed": 8, "count": 500 })).unwrap());
+        assert_ne!(a, c, "expected another seed to give another sequence");
+        let stepped = values(&random(json!({ "min": 10, "max": 20, "step": 5, "count": 50 })).unwrap());
+        assert!(
+            stepped.iter().all(|v| [10, 15, 20].contains(v)),
+            "expected min + k*step; got {stepped:?}"
+        );
+    }
+
+    #[test]
+    fn random_with_one_value_is_a_constant_and_bad_bounds_are_refused_with_their_path() {
+        let one = random(json!({ "min": 5, "max": 5 })).unwrap();
+        assert!(one.op.is_none() && one.first == Some(json!(5)), "expected a constant 5");
+        let e = random(json!({ "min": 9, "max": 3 })).err().unwrap().0;
+        assert!(e.contains("f.src_port.random: min 9 is above max 3"), "{e}");
+        let e = random(json!({ "count": RANDOM_MAX_COUNT + 1 })).err().unwrap().0;
+        assert!(e.contains("f.src_port.random.count") && e.contains("Fix"), "{e}");
+        let e = random(json!({ "max": 70000 })).err().unwrap().0;
+        assert!(e.contains("does not fit in 16 bits"), "{e}");
+    }
 }
