@@ -165,6 +165,36 @@ def test_random_ports_stay_in_bounds_and_a_seed_repeats_the_sequence(server: Ser
     assert seqs[1] == got, f"expected seed 42 to give the same sequence twice; got {got[:16]} and {seqs[1][:16]}"
 
 
+@pytest.mark.parametrize("version", [4, 6])
+def test_icmp_echo_requests_with_varying_identifier_and_sequence(server: Server, transport: str, testbed: Testbed, tmp_path: Path,
+                                                              version: int) -> None:
+    a = api(server, transport)
+    cfg, _, _ = config(a, testbed)
+    count = 20
+    f = flow(cfg, f"icmp{version}", count, pps=1000)
+    eth, ip, icmp = (f.packet.ethernet().ipv4().icmp() if version == 4 else f.packet.ethernet().ipv6().icmpv6())
+    eth.src.value, eth.dst.value = MAC_TX, MAC_RX
+    ip.src.value, ip.dst.value = ("198.18.0.1", "198.18.0.2") if version == 4 else ("2001:db8::1", "2001:db8::2")
+    icmp.echo.identifier.value = 77
+    icmp.echo.sequence_number.increment.start, icmp.echo.sequence_number.increment.count = 100, 5
+    with capture(testbed, tmp_path / "c.pcap"):
+        m = run_to_stop(a, cfg)[0]
+    assert (m.frames_tx, m.frames_rx) == (count, count), f"expected {count} each way; got {m.frames_tx}, {m.frames_rx}"
+    from scapy.all import ICMP, ICMPv6EchoRequest, raw  # type: ignore[import-untyped]
+
+    layer = ICMP if version == 4 else ICMPv6EchoRequest
+    pkts = [p for p in rdpcap(str(tmp_path / "c.pcap")) if layer in p and (version == 6 or p[ICMP].type == 8)]
+    assert len(pkts) == count, f"expected {count} echo requests on the wire; got {len(pkts)}"
+    assert [p[layer].id for p in pkts] == [77] * count
+    assert [p[layer].seq for p in pkts] == [100 + k % 5 for k in range(count)], [p[layer].seq for p in pkts]
+    field = "chksum" if version == 4 else "cksum"
+    for p in pkts:  # Scapy recomputes a deleted checksum: it must come out as sent
+        q = p.copy()
+        delattr(q[layer], field)
+        want = getattr(p.__class__(raw(q))[layer], field)
+        assert getattr(p[layer], field) == want, f"expected ICMP checksum {want:#06x}; got {getattr(p[layer], field):#06x} in {p!r}"
+
+
 def test_ipv6_with_an_incrementing_source_address(server: Server, transport: str, testbed: Testbed, tmp_path: Path) -> None:
     a = api(server, transport)
     cfg, _, _ = config(a, testbed)

@@ -287,10 +287,11 @@ fn headers(packet: &Value, path: &str) -> Result<(Map<String, Value>, Vec<Value>
                     tcp(&mut h, b, &at)?;
                 }
             }
+            "icmp" | "icmpv6" => icmp_echo(&mut h, b, &at, choice, list.get(i.wrapping_sub(1)))?,
             "" => return Err(Invalid(format!("{at}.choice: say which header this is"))),
             other => {
                 return Err(Invalid(format!(
-                    "{at}.choice: the {other:?} header is not supported (ethernet, vlan, ipv4, ipv6, udp, tcp)"
+                    "{at}.choice: the {other:?} header is not supported (ethernet, vlan, ipv4, ipv6, udp, tcp, icmp, icmpv6)"
                 )))
             }
         }
@@ -299,6 +300,47 @@ fn headers(packet: &Value, path: &str) -> Result<(Map<String, Value>, Vec<Value>
         h.t.insert("vlan".into(), json!(vlans));
     }
     Ok((h.t, h.fields))
+}
+
+/// An ICMP (after ipv4) or ICMPv6 (after ipv6) echo request: its identifier and sequence
+/// number may vary; type and code are the echo request's, and the checksum is computed.
+fn icmp_echo(h: &mut Hdr, b: &Value, at: &str, choice: &str, before: Option<&Value>) -> Result<(), Invalid> {
+    let (ip, echo_type) = if choice == "icmp" { ("ipv4", 8) } else { ("ipv6", 128) };
+    if before.and_then(|v| v["choice"].as_str()) != Some(ip) {
+        return Err(Invalid(format!("{at}: {choice} goes right after an {ip} header")));
+    }
+    let which = b["choice"].as_str().unwrap_or("echo");
+    if which != "echo" {
+        return Err(Invalid(format!(
+            "{at}.{choice}.choice: {which:?} is not supported (echo: an echo request)"
+        )));
+    }
+    let e = &b["echo"];
+    let p = |k: &str| format!("{at}.{choice}.echo.{k}");
+    for (k, want) in [("type", echo_type), ("code", 0)] {
+        let got = read(e.get(k), &p(k), Kind::Int(8), k)?;
+        if got.op.is_some() || got.first.as_ref().is_some_and(|v| v.as_u64() != Some(want)) {
+            return Err(Invalid(format!(
+                "{}: gapless sends echo requests ({k} {want}); other ICMP messages are not supported",
+                p(k)
+            )));
+        }
+    }
+    h.t.insert("l4".into(), json!("icmp"));
+    h.put(
+        "icmp_id",
+        e.get("identifier"),
+        p("identifier"),
+        Kind::Int(16),
+        Some("icmp_id"),
+    )?;
+    h.put(
+        "icmp_seq",
+        e.get("sequence_number"),
+        p("sequence_number"),
+        Kind::Int(16),
+        Some("icmp_seq"),
+    )
 }
 
 /// A VLAN tag (the `k`-th), its id and priority possibly varying.
@@ -446,5 +488,53 @@ fn start_delay(t: &mut Value, d: &Value) {
         if let Some(ns) = float(&d["nanoseconds"]) {
             t["start_offset_ns"] = json!(ns as u64);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A one-flow config across two ports with these headers.
+    fn with(packet: Value) -> Result<Plan, Invalid> {
+        plan(&json!({
+            "ports": [{ "name": "p1", "location": "a" }, { "name": "p2", "location": "b" }],
+            "flows": [{ "name": "f", "tx_rx": { "choice": "port", "port": { "tx_name": "p1", "rx_names": ["p2"] } },
+                        "packet": packet }],
+        }))
+    }
+
+    fn eth() -> Value {
+        json!({ "choice": "ethernet", "ethernet": {} })
+    }
+
+    #[test]
+    fn icmp_echo_maps_to_an_icmp_template_and_other_messages_are_refused_with_their_path() {
+        let ok = with(json!([eth(), { "choice": "ipv4", "ipv4": {} },
+            { "choice": "icmp", "icmp": { "choice": "echo", "echo": {
+                "identifier": { "choice": "value", "value": 9 },
+                "sequence_number": { "choice": "increment", "increment": { "start": 1, "step": 1, "count": 4 } } } } }]));
+        let toml = format!("{:?}", ok.expect("an ICMP echo flow is served").groups[0]);
+        assert!(
+            toml.contains("icmp") && toml.contains("icmp_seq"),
+            "expected l4 icmp and an icmp_seq op; got {toml}"
+        );
+        let e = with(json!([eth(), { "choice": "ipv4", "ipv4": {} },
+            { "choice": "icmp", "icmp": { "choice": "echo", "echo": { "type": { "choice": "value", "value": 0 } } } }]))
+        .err()
+        .unwrap()
+        .0;
+        assert!(
+            e.contains("flows[0].packet[2].icmp.echo.type") && e.contains("echo requests"),
+            "{e}"
+        );
+        let e = with(json!([eth(), { "choice": "ipv4", "ipv4": {} }, { "choice": "icmpv6", "icmpv6": {} }]))
+            .err()
+            .unwrap()
+            .0;
+        assert!(
+            e.contains("flows[0].packet[2]: icmpv6 goes right after an ipv6 header"),
+            "{e}"
+        );
     }
 }

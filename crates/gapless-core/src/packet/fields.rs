@@ -377,6 +377,15 @@ fn field_target(
         }
         "src_port" => (FieldTarget::whole(layout.l4, 2), Kind::Num),
         "dst_port" => (FieldTarget::whole(layout.l4 + 2, 2), Kind::Num),
+        "icmp_id" | "icmp_seq" if l4 != L4Kind::Icmp => {
+            return Err(ProfileError::invalid(
+                format!("{path}.field"),
+                format!("{} on a {l4:?} template", spec.field),
+                "use an icmp template (l4 = \"icmp\") for the echo's identifier and sequence number",
+            ));
+        }
+        "icmp_id" => (FieldTarget::whole(layout.l4 + 4, 2), Kind::Num),
+        "icmp_seq" => (FieldTarget::whole(layout.l4 + 6, 2), Kind::Num),
         "payload" => {
             let off = spec.offset.ok_or_else(|| {
                 ProfileError::invalid(
@@ -398,7 +407,7 @@ fn field_target(
         other => return Err(ProfileError::invalid(
             format!("{path}.field"),
             format!("unknown field {other:?}"),
-            "use mac_src, mac_dst, vlan_id, vlan_pcp, ip_src, ip_dst, tos, dscp, ttl, src_port, dst_port or payload",
+            "use mac_src, mac_dst, vlan_id, vlan_pcp, ip_src, ip_dst, tos, dscp, ttl, src_port, dst_port, icmp_id, icmp_seq or payload",
         )),
     };
     if spec.field != "payload" && (spec.offset.is_some() || spec.width.is_some()) {
