@@ -9,7 +9,8 @@
 #                              headless by Playwright: no browser download), stress-ng, the
 #                              nightly toolchain and cargo-fuzz (the fuzz smoke), the test
 #                              binaries (profile `ci`), and the Python package with its test
-#                              extras
+#                              extras. The `gapless` it links onto PATH is the `ci` build the
+#                              tests run (no fat-LTO release build: DESIGN-NOTES 45)
 #   scripts/setup.sh --bench   also the peer tools the benchmarks compare against
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -61,8 +62,14 @@ if ! command -v cargo >/dev/null 2>&1; then
 fi
 
 # The binary users run and the benchmarks measure: the release profile (DESIGN-NOTES 39).
-step "cargo build --release (the gapless binary)" cargo build --release --locked --quiet -p gapless --bin gapless
-bin="$(pwd)/target/release/gapless"
+# The tests run the ci profile's binary, which their build makes anyway (DESIGN-NOTES 45).
+if [[ "$mode" == --test ]]; then
+  step "cargo build --profile ci (the gapless binary the tests run)" cargo build --profile ci --locked --quiet -p gapless --bin gapless
+  bin="$(pwd)/target/ci/gapless"
+else
+  step "cargo build --release (the gapless binary)" cargo build --release --locked --quiet -p gapless --bin gapless
+  bin="$(pwd)/target/release/gapless"
+fi
 if [[ -w /usr/local/bin ]]; then dest=/usr/local/bin; else dest="$HOME/.local/bin"; mkdir -p "$dest"; fi
 ln -sf "$bin" "$dest/gapless"
 echo "setup: built $bin, linked as $dest/gapless"

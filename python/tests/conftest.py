@@ -26,10 +26,13 @@ EXAMPLES = REPO / "examples"
 
 
 def cli() -> str:
-    """The gapless binary of this checkout (GAPLESS_BIN overrides)."""
-    b = os.environ.get("GAPLESS_BIN") or str(REPO / "target" / "release" / "gapless")
-    assert Path(b).exists(), f"expected the gapless binary at {b}; got none. Fix: run scripts/setup.sh --test"
-    return b
+    """The gapless binary of this checkout (GAPLESS_BIN overrides): the newer of the ci build
+    (scripts/setup.sh --test makes it) and the release build."""
+    if os.environ.get("GAPLESS_BIN"):
+        return os.environ["GAPLESS_BIN"]
+    built = [p for p in (REPO / "target" / "ci" / "gapless", REPO / "target" / "release" / "gapless") if p.exists()]
+    assert built, "expected a gapless binary in target/ci or target/release; got none. Fix: run scripts/setup.sh --test"
+    return str(max(built, key=lambda p: p.stat().st_mtime))
 
 
 def gapless_cli(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:

@@ -41,7 +41,7 @@ def get(url: str) -> Any:
 
 
 def test_snappi_polling_metrics_flat_out_does_not_cost_the_flow_its_core(own_server: Server, testbed: Testbed) -> None:
-    a = api(own_server)
+    a = api(own_server, "https")
     cfg, _, _ = config(a, testbed)
     f = flow(cfg, "fast", count=500_000, pps=100_000, size=64)
     eth, ip, udp = f.packet.ethernet().ipv4().udp()
