@@ -52,9 +52,11 @@ def flow(cfg: Any, name: str, count: int, pps: int = 2000, size: int = 128) -> A
     return f
 
 
-def run_to_stop(a: Any, cfg: Any, timeout: float = 30) -> List[Any]:
-    """Sets the config, starts traffic and polls flow metrics until every flow is stopped."""
-    assert len(a.set_config(cfg).warnings) == 0
+def run_to_stop(a: Any, cfg: Any, timeout: float = 30, set_config: bool = True) -> List[Any]:
+    """Sets the config (unless told not to), starts traffic and polls flow metrics until every
+    flow is stopped."""
+    if set_config:
+        assert len(a.set_config(cfg).warnings) == 0
     cs = a.control_state()
     cs.traffic.flow_transmit.state = cs.traffic.flow_transmit.START
     a.set_control_state(cs)
@@ -70,9 +72,9 @@ def run_to_stop(a: Any, cfg: Any, timeout: float = 30) -> List[Any]:
 
 
 @contextmanager
-def capture(tb: Testbed, path: Path) -> Iterator[None]:
+def capture(tb: Testbed, path: Path, what: str = "ip or ip6") -> Iterator[None]:
     """tcpdump on the testbed's receiving end while the block runs."""
-    p = subprocess.Popen(["ip", "netns", "exec", tb.rx_ns, have("tcpdump"), "-i", tb.rx, "-U", "-s", "256", "-w", str(path), "ip or ip6"],
+    p = subprocess.Popen(["ip", "netns", "exec", tb.rx_ns, have("tcpdump"), "-i", tb.rx, "-U", "-s", "512", "-w", str(path), what],
                          stderr=subprocess.PIPE, text=True)
     assert p.stderr is not None
     line = p.stderr.readline()
@@ -195,6 +197,127 @@ def test_icmp_echo_requests_with_varying_identifier_and_sequence(server: Server,
         assert getattr(p[layer], field) == want, f"expected ICMP checksum {want:#06x}; got {getattr(p[layer], field):#06x} in {p!r}"
 
 
+def tshark_problems(pcap: Path) -> str:
+    """What tshark, with checksum validation on, calls malformed or a bad checksum."""
+    p = subprocess.run([have("tshark"), "-r", str(pcap), "-o", "ip.check_checksum:TRUE", "-o", "udp.check_checksum:TRUE",
+                        "-o", "tcp.check_checksum:TRUE", "-Y", "_ws.malformed or _ws.expert.severity >= warning",
+                        "-T", "fields", "-e", "frame.number", "-e", "_ws.expert.message"], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, f"expected tshark to read {pcap}; got {p.stderr}"
+    return p.stdout.strip()
+
+
+@pytest.mark.parametrize("tunnel", ["vxlan", "gre", "mpls", "gtpv1"])
+def test_tunnelled_flows_decode_on_the_wire_and_every_frame_is_metered(server: Server, transport: str, testbed: Testbed, tmp_path: Path,
+                                                                       tunnel: str) -> None:
+    from scapy.all import GRE, IP, VXLAN, Ether, load_contrib  # type: ignore[import-untyped]
+
+    load_contrib("mpls")
+    load_contrib("gtp")
+    from scapy.contrib.gtp import GTP_U_Header  # type: ignore[import-untyped]
+    from scapy.contrib.mpls import MPLS  # type: ignore[import-untyped]
+
+    a = api(server, transport)
+    cfg, _, _ = config(a, testbed)
+    count = 30
+    f = flow(cfg, tunnel, count, pps=1000, size=256)
+    eth = f.packet.ethernet()[-1]
+    eth.src.value, eth.dst.value = MAC_TX, MAC_RX
+    if tunnel == "mpls":
+        f.packet.mpls()[-1].label.value = 100
+        f.packet.mpls()[-1].label.value = 200
+    else:
+        outer = f.packet.ipv4()[-1]
+        outer.src.value, outer.dst.value = "192.0.2.1", "192.0.2.2"
+        if tunnel in ("vxlan", "gtpv1"):
+            f.packet.udp()
+        if tunnel == "vxlan":
+            f.packet.vxlan()[-1].vni.value = 4660
+            inner_eth = f.packet.ethernet()[-1]
+            inner_eth.src.value, inner_eth.dst.value = "02:00:00:00:01:01", "02:00:00:00:01:02"
+        elif tunnel == "gre":
+            f.packet.gre()
+        else:
+            f.packet.gtpv1()[-1].teid.value = 77
+    ip = f.packet.ipv4()[-1]
+    ip.src.value, ip.dst.value = "10.0.0.1", "10.0.0.2"
+    udp = f.packet.udp()[-1]
+    udp.src_port.increment.start, udp.src_port.increment.count = 3000, 3
+    udp.dst_port.value = 4323
+    with capture(testbed, tmp_path / "t.pcap", "ip or mpls"):
+        m = run_to_stop(a, cfg)[0]
+    assert (m.frames_tx, m.frames_rx) == (count, count), f"expected {count} {tunnel} frames sent and metered; got {m.frames_tx}, {m.frames_rx}"
+    layer = {"vxlan": VXLAN, "gre": GRE, "mpls": MPLS, "gtpv1": GTP_U_Header}[tunnel]
+    pkts = [p for p in rdpcap(str(tmp_path / "t.pcap")) if layer in p and UDP in p[layer] and p[layer][UDP].dport == 4323]
+    assert len(pkts) == count, f"expected {count} {tunnel} frames Scapy decodes to the inner UDP; got {len(pkts)}"
+    inner = [p[layer][IP] for p in pkts]
+    assert {(i.src, i.dst) for i in inner} == {("10.0.0.1", "10.0.0.2")}, inner[0].summary()
+    assert [i[UDP].sport for i in inner] == [3000 + k % 3 for k in range(count)]
+    assert all(len(p) == 252 for p in pkts), f"expected 252-byte frames (256 with FCS); got {sorted({len(p) for p in pkts})}"
+    if tunnel == "vxlan":
+        assert {p[VXLAN].vni for p in pkts} == {4660} and {p[VXLAN][Ether].dst for p in pkts} == {"02:00:00:00:01:02"}
+    if tunnel == "gtpv1":
+        assert {p[GTP_U_Header].teid for p in pkts} == {77}
+    if tunnel == "mpls":
+        assert {(p[MPLS].label, p[MPLS].payload.label) for p in pkts} == {(100, 200)}
+    problems = tshark_problems(tmp_path / "t.pcap")
+    assert problems == "", f"expected tshark to find no malformed frame or bad checksum; got {problems}"
+
+
+@pytest.mark.parametrize("fmt", ["pcap", "pcapng"])
+def test_a_capture_on_the_rx_port_holds_every_frame_with_nanosecond_times(server: Server, transport: str, testbed: Testbed,
+                                                                         tmp_path: Path, fmt: str) -> None:
+    import io
+
+    from scapy.all import PcapNgReader, PcapReader  # type: ignore[import-untyped]
+
+    a = api(server, transport)
+    cfg, _, _ = config(a, testbed)
+    count = 40
+    f = flow(cfg, "cap", count, pps=1000, size=200)
+    eth, _ip, udp = f.packet.ethernet().ipv4().udp()
+    eth.src.value, eth.dst.value = MAC_TX, MAC_RX
+    udp.dst_port.value = 4324
+    c = cfg.captures.capture(name="c1")[-1]
+    c.port_names = ["p2"]
+    c.format = fmt
+    c.packet_size = 100
+    assert len(a.set_config(cfg).warnings) == 0
+    cs = a.control_state()
+    cs.port.capture.port_names, cs.port.capture.state = ["p2"], "start"
+    a.set_control_state(cs)
+    req = a.metrics_request()
+    req.port.port_names = ["p2"]
+    assert a.get_metrics(req).port_metrics[0].capture == "started"
+    m = run_to_stop(a, cfg, set_config=False)[0]
+    cs.port.capture.state = "stop"
+    a.set_control_state(cs)
+    assert a.get_metrics(req).port_metrics[0].capture == "stopped"
+    creq = a.capture_request()
+    creq.port_name = "p2"
+    data = a.get_capture(creq).read()
+    reader = PcapNgReader if fmt == "pcapng" else PcapReader
+    pkts = [p for p in reader(io.BytesIO(data)) if UDP in p and p[UDP].dport == 4324]
+    assert (m.frames_rx, len(pkts)) == (count, count), f"expected the {count} frames the meter took in the capture; got {m.frames_rx} metered, {len(pkts)} captured"
+    assert {len(p) for p in pkts} == {100}, f"expected frames cut to packet_size 100; got {sorted({len(p) for p in pkts})}"
+    assert {p.wirelen for p in pkts} == {196}, f"expected the wire length kept (196 without FCS); got {sorted({p.wirelen for p in pkts})}"
+    ts = [int(p.time * 1_000_000_000) for p in pkts]
+    assert ts == sorted(ts) and len(set(t % 1000 for t in ts)) > 1, f"expected increasing nanosecond times; got {ts[:5]}"
+    gaps = [b - a_ for a_, b in zip(ts, ts[1:])]
+    assert 0.5e6 < sorted(gaps)[len(gaps) // 2] < 1.5e6, f"expected a median gap near 1 ms at 1000 pps; got {sorted(gaps)[len(gaps) // 2]}"
+
+
+def test_capture_filters_are_refused_with_their_path(server: Server, transport: str, testbed: Testbed) -> None:
+    a = api(server, transport)
+    cfg, _, _ = config(a, testbed)
+    flow(cfg, "cap", 10).packet.ethernet().ipv4().udp()
+    c = cfg.captures.capture(name="c1")[-1]
+    c.port_names = ["p2"]
+    c.filters.ethernet()
+    with pytest.raises(Exception) as e:
+        a.set_config(cfg)
+    assert "captures[0].filters" in str(e.value) and "Fix" in str(e.value), str(e.value)
+
+
 def test_ipv6_with_an_incrementing_source_address(server: Server, transport: str, testbed: Testbed, tmp_path: Path) -> None:
     a = api(server, transport)
     cfg, _, _ = config(a, testbed)
@@ -246,12 +369,12 @@ def test_continuous_flow_stopped_by_the_script_and_a_rate_in_mbps(server: Server
 def test_what_gapless_cannot_send_is_a_validation_error_naming_the_path(server: Server, transport: str, testbed: Testbed) -> None:
     a = api(server, transport)
     cfg, _, _ = config(a, testbed)
-    f = flow(cfg, "gre", 10)
-    f.packet.ethernet().ipv4().gre()
+    f = flow(cfg, "ppp", 10)
+    f.packet.ethernet().ppp()
     with pytest.raises(Exception) as e:
         a.set_config(cfg)
     text = str(e.value)
-    assert "flows[0].packet[2].choice" in text and "gre" in text, f"expected the unsupported header's path; got {text}"
+    assert "flows[0].packet[1].choice" in text and "ppp" in text, f"expected the unsupported header's path; got {text}"
     assert "400" in text or "validation" in text, text
 
 

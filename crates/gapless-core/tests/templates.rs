@@ -425,3 +425,164 @@ fn ops_on_the_same_bytes_compose_and_keep_the_checksum() {
         assert_eq!(c.vlans, vec![([100u16, 101][k % 2], [7u8, 2][k % 2])]);
     }
 }
+
+/// The inner packet of a tunnelled frame as an Ethernet frame of its own (for [`check`]), and
+/// asserts on the outer headers: the outer IPv4 total length and checksum, the outer UDP
+/// length and GTP-U's length for this frame's size, the VNI, the labels.
+fn untunnel(frame: &[u8], kind: &str, vlans: usize, inner_type: [u8; 2]) -> Vec<u8> {
+    let eth = 14 + 4 * vlans;
+    let ethertype = [frame[eth - 2], frame[eth - 1]];
+    let (len, wrap) = (frame.len(), |at: usize| {
+        [&[0u8; 12][..], &inner_type, &frame[at..]].concat()
+    });
+    if kind == "mpls" {
+        assert_eq!(ethertype, [0x88, 0x47], "MPLS ethertype");
+        let (l0, l1) = (
+            u32::from_be_bytes(frame[eth..eth + 4].try_into().unwrap()),
+            u32::from_be_bytes(frame[eth + 4..eth + 8].try_into().unwrap()),
+        );
+        assert_eq!(
+            (l0 >> 12, l0 >> 8 & 1, l1 >> 12, l1 >> 8 & 1),
+            (100, 0, 200, 1),
+            "labels 100, 200 with bottom-of-stack on the last"
+        );
+        return wrap(eth + 8);
+    }
+    assert_eq!(ethertype, [0x08, 0x00], "outer IPv4 ethertype");
+    let ip = etherparse::Ipv4HeaderSlice::from_slice(&frame[eth..])
+        .expect("an outer IPv4 header")
+        .to_header();
+    assert_eq!(
+        (usize::from(ip.total_len), ip.header_checksum),
+        (len - eth, ip.calc_header_checksum()),
+        "outer IPv4 length and checksum"
+    );
+    let l4 = eth + 20;
+    if kind == "gre" {
+        assert_eq!(
+            (ip.protocol.0, &frame[l4..l4 + 4]),
+            (47, &[0, 0, inner_type[0], inner_type[1]][..]),
+            "GRE header"
+        );
+        return wrap(l4 + 4);
+    }
+    assert_eq!(
+        u16::from_be_bytes([frame[l4 + 4], frame[l4 + 5]]) as usize,
+        len - l4,
+        "outer UDP length"
+    );
+    let t = l4 + 8;
+    if kind == "vxlan" {
+        assert_eq!(
+            (u16::from_be_bytes([frame[l4 + 2], frame[l4 + 3]]), &frame[t..t + 8]),
+            (4789, &[8, 0, 0, 0, 0, 0x12, 0x34, 0][..]),
+            "VXLAN to 4789, VNI 0x1234"
+        );
+        return frame[t + 8..].to_vec();
+    }
+    assert_eq!(&frame[t..t + 2], &[0x30, 0xff], "GTP-U v1 G-PDU");
+    assert_eq!(
+        u16::from_be_bytes([frame[t + 2], frame[t + 3]]) as usize,
+        len - t - 8,
+        "GTP-U length"
+    );
+    assert_eq!(u32::from_be_bytes(frame[t + 4..t + 8].try_into().unwrap()), 77, "TEID");
+    wrap(t + 8)
+}
+
+#[test]
+fn tunnelled_frames_have_right_outer_and_inner_lengths_and_checksums_and_the_meter_finds_them() {
+    let tunnels = [
+        ("vxlan", "vni = 0x1234"),
+        ("gre", ""),
+        ("mpls", "labels = [{ label = 100 }, { label = 200, tc = 5 }]"),
+        ("gtpv1", "teid = 77"),
+    ];
+    let mut n = 0;
+    for (kind, extra) in tunnels {
+        for (vlan, vlans) in [("", 0), ("vlan = [{ id = 7 }]", 1)] {
+            for (s, d, inner_type) in [
+                ("10.0.0.1", "10.0.0.2", [8, 0]),
+                ("2001:2::1", "2001:2::2", [0x86, 0xdd]),
+            ] {
+                for l4 in ["udp", "tcp"] {
+                    let toml = format!(
+                        r#"
+                        [[stream]]
+                        size = {{ kind = "uniform", min = 160, max = 301 }}
+                        [stream.template]
+                        {vlan}
+                        ip_src = "{s}"
+                        ip_dst = "{d}"
+                        l4 = "{l4}"
+                        tunnel = {{ kind = "{kind}", ip_src = "192.0.2.1", ip_dst = "192.0.2.2", {extra} }}
+                        [[stream.field]]
+                        field = "src_port"
+                        op = "inc"
+                        from = 1000
+                        to = 1003
+                        [stream.timing]
+                        rate_pps = 1000
+                        "#
+                    );
+                    let toml = toml.replace(", }", " }");
+                    let p = compile(&toml);
+                    let mut g = StreamGen::new(p.streams[0].clone());
+                    let mut buf = vec![0u8; 2048];
+                    for k in 0..20u64 {
+                        let len = g.build(&mut buf, 5_000 + k);
+                        let frame = &buf[..len];
+                        let inner = untunnel(frame, kind, vlans, inner_type);
+                        let c = check(&inner);
+                        let sig = Signature {
+                            stream: 0,
+                            seq: k as u32,
+                            tx_ns: 5_000 + k,
+                        };
+                        assert_eq!(
+                            (c.sig, c.ports),
+                            (Some(sig), Some((1000 + k as u16 % 4, 1024))),
+                            "{kind} {s} {l4} frame {k}"
+                        );
+                        assert_eq!(
+                            gapless_core::meter::classify::classify(frame),
+                            gapless_core::meter::classify::Class::Signed(sig),
+                            "expected the meter to find the signature of a {kind} frame"
+                        );
+                        n += 1;
+                    }
+                }
+            }
+        }
+    }
+    assert_eq!(n, 4 * 2 * 2 * 2 * 20);
+}
+
+#[test]
+fn tunnel_errors_name_the_key() {
+    let spec = |t: &str| {
+        let toml =
+            format!("[[stream]]\nsize = 128\n[stream.template]\ntunnel = {t}\n[stream.timing]\nrate_pps = 1000\n");
+        ProfileSpec::from_toml(&toml, "test")
+            .and_then(|s| {
+                s.compile(&CompileCtx {
+                    link_speed_bps: None,
+                    files: &NoFiles,
+                })
+            })
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default()
+    };
+    let e = spec(r#"{ kind = "vxlan", vni = 16777216 }"#);
+    assert!(e.contains("tunnel.vni") && e.contains("24 bits"), "{e}");
+    let e = spec(r#"{ kind = "mpls" }"#);
+    assert!(e.contains("tunnel.labels") && e.contains("at least one label"), "{e}");
+    let e = spec(r#"{ kind = "gre", ip_src = "2001:db8::1" }"#);
+    assert!(
+        e.contains("tunnel.ip_src") && e.contains("outer IPv6 is not supported"),
+        "{e}"
+    );
+    let e = spec(r#"{ kind = "ipip" }"#);
+    assert!(e.contains("ipip"), "expected the unknown kind named; got {e}");
+}

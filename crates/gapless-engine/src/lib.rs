@@ -38,6 +38,7 @@ pub const VERSION: &str = concat!(
     ")"
 );
 
+pub mod capture;
 pub mod clock;
 pub mod cores;
 pub mod cpu;

@@ -37,8 +37,15 @@ pub struct RxOutcome {
     pub error: Option<String>,
 }
 
-/// Drains the ring into the meter until told to stop, publishing its counts into `live`.
-pub fn meter_loop(rx: &mut dyn RxSource, meter: &mut Meter, stop: &RxStop<'_>, live: &RxLive) -> RxOutcome {
+/// Drains the ring into the meter until told to stop, publishing its counts into `live`;
+/// `capture` (armed or not) is offered every frame the meter takes.
+pub fn meter_loop(
+    rx: &mut dyn RxSource,
+    meter: &mut Meter,
+    stop: &RxStop<'_>,
+    live: &RxLive,
+    capture: Option<&crate::capture::Capture>,
+) -> RxOutcome {
     let mut interrupted = false;
     let mut published = Instant::now();
     let mut error = None;
@@ -68,6 +75,9 @@ pub fn meter_loop(rx: &mut dyn RxSource, meter: &mut Meter, stop: &RxStop<'_>, l
                     meter.set_warmup_start(start);
                 }
             }
+            if let Some(c) = capture {
+                c.offer(f.ts_ns, f.data, f.wire_len);
+            }
             meter.on_frame(f.ts_ns, f.data, f.wire_len)
         });
         match res {
@@ -85,7 +95,12 @@ pub fn meter_loop(rx: &mut dyn RxSource, meter: &mut Meter, stop: &RxStop<'_>, l
         }
     }
     // What is already in the ring belongs to the run.
-    let _ = rx.poll(0, &mut |f| meter.on_frame(f.ts_ns, f.data, f.wire_len));
+    let _ = rx.poll(0, &mut |f| {
+        if let Some(c) = capture {
+            c.offer(f.ts_ns, f.data, f.wire_len);
+        }
+        meter.on_frame(f.ts_ns, f.data, f.wire_len)
+    });
     live.frames.store(meter.frames(), Ordering::Relaxed);
     publish(meter, live);
     RxOutcome {

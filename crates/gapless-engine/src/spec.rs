@@ -223,6 +223,8 @@ pub struct RxSpec {
     pub core: Option<usize>,
     /// How long to keep metering after the last frame left.
     pub linger: Duration,
+    /// A capture the meter offers every frame it takes (see [`crate::capture`]).
+    pub capture: Option<std::sync::Arc<crate::capture::Capture>>,
 }
 
 impl RxSpec {
@@ -236,6 +238,7 @@ impl RxSpec {
             meter: MeterSetup::default(),
             core: None,
             linger: Duration::from_millis(500),
+            capture: None,
         }
     }
 

@@ -229,7 +229,8 @@ fn headers(packet: &Value, path: &str) -> Result<(Map<String, Value>, Vec<Value>
     if list.is_empty() {
         return Err(Invalid(format!("{path}: give at least an ethernet header")));
     }
-    for (i, hd) in list.iter().enumerate() {
+    let (keep, tunnel) = crate::tunnels::split(list, path)?;
+    for (n, &(i, hd)) in keep.iter().enumerate() {
         let at = format!("{path}[{i}]");
         let choice = hd["choice"].as_str().unwrap_or_default();
         let b = &hd[choice];
@@ -287,17 +288,20 @@ fn headers(packet: &Value, path: &str) -> Result<(Map<String, Value>, Vec<Value>
                     tcp(&mut h, b, &at)?;
                 }
             }
-            "icmp" | "icmpv6" => icmp_echo(&mut h, b, &at, choice, list.get(i.wrapping_sub(1)))?,
+            "icmp" | "icmpv6" => icmp_echo(&mut h, b, &at, choice, n.checked_sub(1).map(|m| keep[m].1))?,
             "" => return Err(Invalid(format!("{at}.choice: say which header this is"))),
             other => {
                 return Err(Invalid(format!(
-                    "{at}.choice: the {other:?} header is not supported (ethernet, vlan, ipv4, ipv6, udp, tcp, icmp, icmpv6)"
+                    "{at}.choice: the {other:?} header is not supported (ethernet, vlan, ipv4, ipv6, udp, tcp, icmp, icmpv6, and the tunnels vxlan, gre, mpls, gtpv1)"
                 )))
             }
         }
     }
     if !vlans.is_empty() {
         h.t.insert("vlan".into(), json!(vlans));
+    }
+    if let Some(t) = tunnel {
+        h.t.insert("tunnel".into(), t);
     }
     Ok((h.t, h.fields))
 }
@@ -534,6 +538,54 @@ mod tests {
             .0;
         assert!(
             e.contains("flows[0].packet[2]: icmpv6 goes right after an ipv6 header"),
+            "{e}"
+        );
+    }
+
+    fn v(x: u64) -> Value {
+        json!({ "choice": "value", "value": x })
+    }
+
+    #[test]
+    fn tunnels_become_the_templates_tunnel_and_outer_fields_take_one_value() {
+        let ip = |src: &str| json!({ "choice": "ipv4", "ipv4": { "src": { "choice": "value", "value": src } } });
+        let udp = json!({ "choice": "udp", "udp": {} });
+        let vx = with(
+            json!([eth(), ip("192.0.2.1"), udp, { "choice": "vxlan", "vxlan": { "vni": v(4660) } },
+            eth(), ip("10.0.0.1"), { "choice": "udp", "udp": { "src_port": { "choice": "increment", "increment": { "start": 5, "count": 3 } } } }]),
+        );
+        let text = format!("{:?}", vx.expect("a VXLAN flow is served").groups[0]);
+        for want in ["vxlan", "4660", "192.0.2.1", "10.0.0.1", "src_port"] {
+            assert!(text.contains(want), "expected {want} in the plan; got {text}");
+        }
+        let mpls = with(
+            json!([eth(), { "choice": "mpls", "mpls": { "label": v(100) } }, { "choice": "mpls", "mpls": { "label": v(200) } }, ip("10.0.0.1"), udp]),
+        );
+        let text = format!("{:?}", mpls.expect("an MPLS flow is served").groups[0]);
+        assert!(
+            text.contains("100") && text.contains("200") && text.contains("mpls"),
+            "{text}"
+        );
+        let e = with(json!([eth(), ip("192.0.2.1"), { "choice": "gre", "gre": { "checksum_present": v(1) } }, ip("10.0.0.1"), udp])).err().unwrap().0;
+        assert!(
+            e.contains("flows[0].packet[2].gre.checksum_present") && e.contains("not supported"),
+            "{e}"
+        );
+        let varying = json!({ "choice": "ipv4", "ipv4": { "src": { "choice": "values", "values": ["192.0.2.1", "192.0.2.2"] } } });
+        let e = with(json!([eth(), varying, { "choice": "gre", "gre": {} }, ip("10.0.0.1"), udp]))
+            .err()
+            .unwrap()
+            .0;
+        assert!(
+            e.contains("flows[0].packet[1].ipv4.src") && e.contains("single value"),
+            "{e}"
+        );
+        let e = with(json!([eth(), ip("192.0.2.1"), { "choice": "vxlan", "vxlan": {} }, eth(), ip("10.0.0.1"), udp]))
+            .err()
+            .unwrap()
+            .0;
+        assert!(
+            e.contains("flows[0].packet[2]: vxlan goes after ethernet, ipv4, udp"),
             "{e}"
         );
     }

@@ -16,16 +16,20 @@
 //! ```
 //!
 //! Modules, each importing only those before it: [`error`], [`patterns`] (OTG header-field
-//! patterns as field-engine ops), [`config`], [`requests`], [`runs`], [`metrics`].
+//! patterns as field-engine ops), [`tunnels`] (a flow's tunnel header as the template's
+//! `tunnel`), [`config`], [`captures`] (a config's captures, the capture request), [`requests`],
+//! [`runs`], [`metrics`].
 //! The state a server keeps (the config set last, the runs its traffic started) and the
 //! run table are the server's: this crate never starts, stops or stores anything.
 
+pub mod captures;
 pub mod config;
 pub mod error;
 pub mod metrics;
 pub mod patterns;
 pub mod requests;
 pub mod runs;
+pub mod tunnels;
 
 pub use error::{Invalid, OtgError};
 

@@ -32,6 +32,8 @@ pub enum Control {
     Start(Vec<String>),
     /// Stop the flows named (all when none are).
     Stop(Vec<String>),
+    /// Start (true) or stop the captures of the ports named (all when none are).
+    Capture(bool, Vec<String>),
     /// A choice gapless takes as a no-op, with the warning to send.
     NoOp(String),
 }
@@ -42,12 +44,22 @@ fn names(v: &Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// Reads a `control/state` request: traffic start/stop; port and protocol choices are no-ops.
+/// Reads a `control/state` request: traffic start/stop, port capture start/stop; link and
+/// protocol choices are no-ops.
 pub fn control(req: &Value) -> Result<Control, OtgError> {
     let choice = req["choice"].as_str().unwrap_or_default();
+    if choice == "port" && req["port"]["choice"].as_str() == Some("capture") {
+        let c = &req["port"]["capture"];
+        return match c["state"].as_str().unwrap_or_default() {
+            s @ ("start" | "stop") => Ok(Control::Capture(s == "start", names(&c["port_names"]))),
+            other => Err(OtgError::invalid(format!(
+                "port.capture.state: {other:?} is not supported (start or stop)"
+            ))),
+        };
+    }
     if choice != "traffic" {
         return Ok(Control::NoOp(format!(
-            "control {choice:?} does nothing in gapless: it has no emulated protocols, links or captures"
+            "control {choice:?} does nothing in gapless: it has no emulated protocols or link control"
         )));
     }
     let t = &req["traffic"];
@@ -98,6 +110,8 @@ mod tests {
         let stop =
             json!({"choice": "traffic", "traffic": {"choice": "flow_transmit", "flow_transmit": {"state": "stop"}}});
         assert_eq!(control(&stop), Ok(Control::Stop(vec![])));
+        let cap = json!({"choice": "port", "port": {"choice": "capture", "capture": {"port_names": ["p2"], "state": "start"}}});
+        assert_eq!(control(&cap), Ok(Control::Capture(true, vec!["p2".into()])));
         let port = json!({"choice": "port", "port": {"link": {"state": "up"}}});
         assert!(matches!(control(&port), Ok(Control::NoOp(w)) if w.contains("\"port\"")));
         let pause = json!({"choice": "traffic", "traffic": {"flow_transmit": {"state": "pause"}}});

@@ -31,7 +31,7 @@ use tonic::codec::{Codec, DecodeBuf, Decoder, EncodeBuf, Encoder};
 use tonic::codegen::{http, BoxFuture, Service};
 use tonic::{Code, Status};
 
-use crate::otg::{config_now, control_with, metrics::metrics_for, set_config_to};
+use crate::otg::{capture_file, config_now, control_with, metrics::metrics_for, set_config_to};
 use crate::Shared;
 
 /// The service's full name in `otg.proto`.
@@ -75,14 +75,15 @@ impl Service<http::Request<Body>> for Openapi {
     fn call(&mut self, req: http::Request<Body>) -> Self::Future {
         let this = self.clone();
         Box::pin(async move {
-            if let Err(status) = this.admit(&req) {
-                return Ok(status.into_http());
-            }
+            // A refused call still has its message read (bounded by the size limit) before
+            // the status goes back: answering first and resetting the stream while the
+            // client still sends makes some clients report a framing error, not the status.
+            let refused = this.admit(&req).err();
             let method = req.uri().path().rsplit('/').next().unwrap_or_default().to_string();
             let mut grpc = tonic::server::Grpc::new(RawCodec)
                 .max_decoding_message_size(crate::limits::BODY_LIMIT)
                 .max_encoding_message_size(64 << 20);
-            Ok(grpc.unary(Call { this, method }, req).await)
+            Ok(grpc.unary(Call { this, method, refused }, req).await)
         })
     }
 }
@@ -148,6 +149,8 @@ impl Openapi {
 struct Call {
     this: Openapi,
     method: String,
+    /// Why the call is refused, when it is (see [`Openapi::admit`]).
+    refused: Option<Status>,
 }
 
 impl Service<tonic::Request<Bytes>> for Call {
@@ -160,8 +163,11 @@ impl Service<tonic::Request<Bytes>> for Call {
     }
 
     fn call(&mut self, req: tonic::Request<Bytes>) -> Self::Future {
-        let (s, method) = (self.this.state.clone(), self.method.clone());
+        let (s, method, refused) = (self.this.state.clone(), self.method.clone(), self.refused.clone());
         Box::pin(async move {
+            if let Some(status) = refused {
+                return Err(status);
+            }
             let (input, output) = types(&method)?;
             let body = to_json(&input, req.into_inner())?;
             let reply = handle(&s, &method, body).await.map_err(refuse)?;
@@ -189,6 +195,11 @@ async fn handle(s: &Shared, method: &str, req: Value) -> Result<Value, OtgError>
         "SetConfig" => json!({ "warning": set_config_to(s, field("config"))? }),
         "SetControlState" => json!({ "warning": control_with(s.clone(), field("control_state")).await? }),
         "GetMetrics" => json!({ "metrics_response": metrics_for(s, &field("metrics_request"))? }),
+        "GetCapture" => {
+            use base64::Engine;
+            let (bytes, _) = capture_file(s, &field("capture_request"))?;
+            json!({ "response_bytes": base64::engine::general_purpose::STANDARD.encode(bytes) })
+        }
         other => {
             return Err(OtgError::not_found(format!(
                 "{SERVICE}/{other} is not part of the OTG subset gapless serves (its HTTP twin is refused the same way)"

@@ -254,8 +254,12 @@ fn otg_refuses_what_it_cannot_send_with_code_kind_and_errors() {
     let cases = [
         ("{".to_string(), "malformed JSON"),
         (
-            flow(serde_json::json!([{"choice": "ethernet"}, {"choice": "gre", "gre": {}}])),
-            "flows[0].packet[1].choice: the \"gre\" header is not supported",
+            flow(serde_json::json!([{"choice": "ethernet"}, {"choice": "ppp", "ppp": {}}])),
+            "flows[0].packet[1].choice: the \"ppp\" header is not supported",
+        ),
+        (
+            flow(serde_json::json!([{"choice": "ethernet"}, {"choice": "ipv4"}, {"choice": "gre", "gre": {}}])),
+            "flows[0].packet[3]: gre carries an inner ipv4 or ipv6 packet next",
         ),
         (
             flow(
@@ -271,7 +275,7 @@ fn otg_refuses_what_it_cannot_send_with_code_kind_and_errors() {
         ),
         (
             flow(
-                serde_json::json!([{"choice": "ethernet"}, {"choice": "ipv4"}, {"choice": "udp", "udp": {"src_port": {"choice": "random", "random": {}}}}]),
+                serde_json::json!([{"choice": "ethernet"}, {"choice": "ipv4"}, {"choice": "udp", "udp": {"src_port": {"choice": "metric_tags", "metric_tags": []}}}]),
             ),
             "flows[0].packet[2].udp.src_port.choice",
         ),

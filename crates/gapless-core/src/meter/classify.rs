@@ -91,7 +91,7 @@ pub fn classify(frame: &[u8]) -> Class {
             let h = ip.header();
             (IpAddr::from(h.source()), IpAddr::from(h.destination()))
         }
-        _ => return Class::Foreign(Foreign::NotIp),
+        _ => return tunnelled(frame, is_mpls(frame)).unwrap_or(Class::Foreign(Foreign::NotIp)),
     };
     let (payload, ports) = match &p.transport {
         Some(TransportSlice::Udp(u)) => (u.payload(), Some((17, u.source_port(), u.destination_port()))),
@@ -109,6 +109,9 @@ pub fn classify(frame: &[u8]) -> Class {
     if let Some(sig) = Signature::from_payload_end(payload) {
         return Class::Signed(sig);
     }
+    if let Some(c) = tunnelled(frame, is_gre(&p)) {
+        return c;
+    }
     match ports {
         Some((proto, sport, dport)) => Class::Flow(FlowKey {
             src,
@@ -118,6 +121,34 @@ pub fn classify(frame: &[u8]) -> Class {
             dport,
         }),
         None => Class::Foreign(Foreign::NoPorts),
+    }
+}
+
+/// A tunnel without an outer UDP header (GRE, MPLS: see [`crate::packet::tunnel`]) carries
+/// the inner packet, and so the signature, at the frame's end. Only those two are read there:
+/// any other frame whose last bytes happened to start with the magic would be misread.
+fn tunnelled(frame: &[u8], tunnel: bool) -> Option<Class> {
+    tunnel
+        .then(|| Signature::from_payload_end(frame))
+        .flatten()
+        .map(Class::Signed)
+}
+
+/// Whether the Ethernet header (after any VLAN tags) says MPLS unicast or multicast.
+fn is_mpls(frame: &[u8]) -> bool {
+    let mut at = 12;
+    while frame.len() >= at + 2 && matches!(u16::from_be_bytes([frame[at], frame[at + 1]]), 0x8100 | 0x88a8) {
+        at += 4;
+    }
+    frame.len() >= at + 2 && matches!(u16::from_be_bytes([frame[at], frame[at + 1]]), 0x8847 | 0x8848)
+}
+
+/// Whether the IP packet carries GRE (protocol 47).
+fn is_gre(p: &SlicedPacket<'_>) -> bool {
+    match &p.net {
+        Some(NetSlice::Ipv4(ip)) => ip.header().protocol() == etherparse::IpNumber::GRE,
+        Some(NetSlice::Ipv6(ip)) => ip.payload().ip_number == etherparse::IpNumber::GRE,
+        _ => false,
     }
 }
 

@@ -15,5 +15,6 @@ pub mod rewrite;
 pub mod signature;
 pub mod sizes;
 pub mod template;
+pub mod tunnel;
 pub mod variant;
 pub mod whole_frame;

@@ -62,6 +62,8 @@ pub struct Template {
     /// L4 checksum sum of the pseudo header (without length) and the L4 header (without the
     /// UDP length and the checksum).
     l4_base: u64,
+    /// The outer headers' per-frame fields, for a tunnelled stream.
+    tunnel: Option<crate::packet::tunnel::Tunnel>,
 }
 
 pub fn parse_mac(s: &str) -> Option<[u8; 6]> {
@@ -147,16 +149,19 @@ fn payload_bytes(spec: &TemplateSpec, len: usize, seed: u64, path: &str) -> Resu
 }
 
 /// The template's MAC and IP addresses, parsed, of one IP version.
+/// The MAC address at `path.key`, or the error naming it.
+fn mac_at(s: &str, path: &str, key: &str) -> Result<[u8; 6], ProfileError> {
+    parse_mac(s).ok_or_else(|| {
+        ProfileError::invalid(
+            format!("{path}.{key}"),
+            format!("{s:?} is not a MAC address"),
+            "write six hex pairs, e.g. \"02:00:00:00:00:01\"",
+        )
+    })
+}
+
 fn parse_addrs(spec: &TemplateSpec, path: &str) -> Result<Addrs, ProfileError> {
-    let mac = |s: &str, key: &str| {
-        parse_mac(s).ok_or_else(|| {
-            ProfileError::invalid(
-                format!("{path}.{key}"),
-                format!("{s:?} is not a MAC address"),
-                "write six hex pairs, e.g. \"02:00:00:00:00:01\"",
-            )
-        })
-    };
+    let mac = |s: &str, key: &str| mac_at(s, path, key);
     let ip = |s: &str, key: &str| {
         s.parse::<IpAddr>().map_err(|_| {
             ProfileError::invalid(
@@ -336,6 +341,25 @@ fn patch_extras(spec: &TemplateSpec, bytes: &mut [u8], l3: usize, ipv6: bool, to
     vlan_tci
 }
 
+/// The tunnel's outer headers, for a template with one: their bytes, the Ethernet header's
+/// ethertype, and the per-frame fix-ups.
+fn tunnel_of(
+    spec: &TemplateSpec,
+    eth_end: usize,
+    ipv6: bool,
+    path: &str,
+) -> Result<Option<(Vec<u8>, u16, crate::packet::tunnel::Tunnel)>, ProfileError> {
+    let Some(ts) = &spec.tunnel else { return Ok(None) };
+    let at = format!("{path}.tunnel");
+    let mac = |s: &str, key: &str| mac_at(s, &at, key);
+    let macs = (
+        mac(&ts.inner_eth_dst, "inner_eth_dst")?,
+        mac(&ts.inner_eth_src, "inner_eth_src")?,
+    );
+    let inner_type = if ipv6 { 0x86dd } else { 0x0800 };
+    crate::packet::tunnel::encap(ts, eth_end, inner_type, macs, path).map(Some)
+}
+
 /// Source and destination MAC, source and destination IP.
 type Addrs = ([u8; 6], [u8; 6], IpAddr, IpAddr);
 
@@ -353,7 +377,10 @@ impl Template {
         let addrs = parse_addrs(spec, path)?;
         let ipv6 = addrs.2.is_ipv6();
         let tos = check_fields(spec, path)?;
-        let l3 = 14 + 4 * spec.vlan.len();
+        let eth_end = 14 + 4 * spec.vlan.len();
+        let enc = tunnel_of(spec, eth_end, ipv6, path)?;
+        let enc_len = enc.as_ref().map_or(0, |e| e.0.len());
+        let l3 = eth_end + enc_len;
         let l4 = l3 + if ipv6 { 40 } else { 20 };
         let payload = l4
             + match spec.l4 {
@@ -373,8 +400,13 @@ impl Template {
         let payload_len = max_len - payload;
         let filler = payload_bytes(spec, payload_len, seed, path)?;
 
-        let mut bytes = write_headers(spec, addrs, &filler, max_len, path)?;
-        let vlan_tci = patch_extras(spec, &mut bytes, l3, ipv6, tos);
+        let mut bytes = write_headers(spec, addrs, &filler, max_len - enc_len, path)?;
+        let vlan_tci = patch_extras(spec, &mut bytes, eth_end, ipv6, tos);
+        let tunnel = enc.map(|(outer, ethertype, t)| {
+            bytes[eth_end - 2..eth_end].copy_from_slice(&ethertype.to_be_bytes());
+            bytes.splice(eth_end..eth_end, outer);
+            t
+        });
         let layout = Layout {
             vlan_tci,
             l3,
@@ -391,6 +423,7 @@ impl Template {
             regions,
             ip_base: 0,
             l4_base: 0,
+            tunnel,
         };
         t.prepare();
         Ok(t)
@@ -495,6 +528,9 @@ impl Template {
         }
         let cs = ly.l4_csum();
         frame[cs..cs + 2].copy_from_slice(&c.to_be_bytes());
+        if let Some(t) = &self.tunnel {
+            t.finish(frame);
+        }
     }
 
     /// Smallest frame (without FCS) the template can be cut to.
@@ -544,6 +580,9 @@ impl Template {
             c = 0xffff;
         }
         frame[cs..cs + 2].copy_from_slice(&c.to_be_bytes());
+        if let Some(t) = &self.tunnel {
+            t.finish(frame);
+        }
     }
 }
 

@@ -308,6 +308,90 @@ pub struct TemplateSpec {
     /// become the template (see [`crate::packet::whole_frame`]). Exclusive with the other keys.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub frame: Option<String>,
+    /// An encapsulation between the Ethernet header (and its VLAN tags) and the IP packet the
+    /// other keys describe (see [`crate::packet::tunnel`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tunnel: Option<TunnelSpec>,
+}
+
+/// `[stream.template.tunnel]`: the outer headers of a tunnelled stream. The template's
+/// `eth_src`/`eth_dst` and VLAN tags stay the outermost; its IP and L4 keys are the inner
+/// packet's, where the field engine, the checksums and the signature work as without a
+/// tunnel. The outer IPv4 header's length and checksum, the outer UDP length and GTP-U's
+/// length are set per frame; the outer UDP checksum is 0 (RFC 7348, 3GPP TS 29.281).
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct TunnelSpec {
+    pub kind: TunnelKind,
+    /// Outer IPv4 addresses (vxlan, gre, gtpv1).
+    #[serde(default = "default_outer_src")]
+    pub ip_src: String,
+    #[serde(default = "default_outer_dst")]
+    pub ip_dst: String,
+    #[serde(default = "default_ttl")]
+    pub ttl: u8,
+    /// Outer UDP ports (vxlan: to 4789; gtpv1: both 2152 by default).
+    pub src_port: Option<u16>,
+    pub dst_port: Option<u16>,
+    /// VXLAN network identifier (24 bits).
+    #[serde(default)]
+    pub vni: u32,
+    /// The inner Ethernet header a VXLAN frame carries.
+    #[serde(default = "default_inner_src")]
+    pub inner_eth_src: String,
+    #[serde(default = "default_inner_dst")]
+    pub inner_eth_dst: String,
+    /// GTP-U tunnel endpoint id.
+    #[serde(default)]
+    pub teid: u32,
+    /// GRE key (RFC 2890), when set.
+    pub gre_key: Option<u32>,
+    /// The MPLS label stack, outer first (the last gets bottom-of-stack).
+    #[serde(default)]
+    pub labels: Vec<MplsLabel>,
+}
+
+/// Which tunnel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TunnelKind {
+    /// VXLAN (RFC 7348): outer IPv4, UDP, VXLAN, an inner Ethernet header.
+    Vxlan,
+    /// GRE (RFC 2784): outer IPv4, GRE.
+    Gre,
+    /// MPLS labels between Ethernet and IP.
+    Mpls,
+    /// GTP-U (GTPv1, user plane): outer IPv4, UDP, GTP.
+    Gtpv1,
+}
+
+/// One MPLS label stack entry.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct MplsLabel {
+    /// 20 bits.
+    pub label: u32,
+    /// Traffic class, 3 bits.
+    #[serde(default)]
+    pub tc: u8,
+    #[serde(default = "default_ttl")]
+    pub ttl: u8,
+}
+
+fn default_outer_src() -> String {
+    "198.18.0.1".into()
+}
+fn default_outer_dst() -> String {
+    "198.18.0.2".into()
+}
+fn default_inner_src() -> String {
+    "02:67:6c:00:01:01".into()
+}
+fn default_inner_dst() -> String {
+    "02:67:6c:00:01:02".into()
+}
+fn default_ttl() -> u8 {
+    64
 }
 
 impl Default for TemplateSpec {
@@ -336,6 +420,7 @@ impl Default for TemplateSpec {
             icmp_seq: 1,
             payload: PayloadSpec::default(),
             frame: None,
+            tunnel: None,
         }
     }
 }

@@ -28,7 +28,8 @@ pub(crate) fn metrics_for(s: &Shared, req: &Value) -> Result<Value, OtgError> {
             Ok(json!({ "choice": "flow_metrics", "flow_metrics": list, "warnings": [] }))
         }
         Metrics::Port(names) => {
-            let ports = port_metrics(&plan_of(s)?, &figures(s, &[])?, &names)?;
+            let mut ports = port_metrics(&plan_of(s)?, &figures(s, &[])?, &names)?;
+            with_captures(s, &mut ports);
             Ok(json!({ "choice": "port_metrics", "port_metrics": ports, "warnings": [] }))
         }
     }
@@ -60,5 +61,18 @@ fn ended(s: &Shared, id: i64, idx: usize, name: &str) -> Flow {
     match row.and_then(|r| r.result) {
         Some(result) => from_result(&result, id, idx, name),
         None => Flow::default(),
+    }
+}
+
+/// Each captured port's capture state, and what its capture holds and dropped (`x_gapless`).
+fn with_captures(s: &Shared, ports: &mut [Value]) {
+    let st = otg(s);
+    for p in ports {
+        let Some(c) = st.captures.iter().find(|c| p["name"] == c.cfg.port.as_str()) else {
+            continue;
+        };
+        let k = c.buf.stats();
+        p["capture"] = json!(if k.armed { "started" } else { "stopped" });
+        p["x_gapless"] = json!({ "capture_frames": k.frames, "capture_bytes": k.bytes, "capture_dropped": k.dropped });
     }
 }

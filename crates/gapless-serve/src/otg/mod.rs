@@ -22,6 +22,10 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
+use std::sync::Arc;
+
+use gapless_engine::capture::{Capture, CaptureFormat};
+use gapless_otg::captures::{self, CaptureCfg};
 use gapless_otg::config::{self, Group, Plan};
 use gapless_otg::requests::{self, Control};
 use gapless_otg::{runs, OtgError};
@@ -38,6 +42,14 @@ pub struct OtgState {
     pub plan: Option<Plan>,
     /// For each flow: the run that sends it and its stream index there.
     pub runs: Vec<(String, i64, usize)>,
+    /// The config's captures, one per captured port, each with its buffer.
+    pub captures: Vec<PortCapture>,
+}
+
+/// A captured port: what the config asks, and the buffer its meter fills.
+pub struct PortCapture {
+    pub cfg: CaptureCfg,
+    pub buf: Arc<Capture>,
 }
 
 /// An OTG error as an HTTP reply.
@@ -64,6 +76,7 @@ pub fn router(state: Shared, guard: crate::guard::Guard) -> Router {
         .route("/config", get(get_config).post(set_config))
         .route("/control/state", post(control))
         .route("/monitor/metrics", post(metrics::handler))
+        .route("/monitor/capture", post(capture))
         .fallback(|uri: axum::http::Uri| async move {
             Reply(OtgError::not_found(format!(
                 "{} is not part of the OTG subset gapless serves",
@@ -109,6 +122,13 @@ async fn set_config(State(s): State<Shared>, b: Bytes) -> OtgResult {
 pub(crate) fn set_config_to(s: &Shared, cfg: Value) -> Result<Value, OtgError> {
     let plan = config::plan(&cfg).map_err(OtgError::from)?;
     runs::check(&plan)?;
+    let captures = captures::captures(&cfg, &plan.ports)?
+        .into_iter()
+        .map(|c| PortCapture {
+            buf: Capture::new(c.snaplen, gapless_engine::capture::DEFAULT_BYTES),
+            cfg: c,
+        })
+        .collect();
     let mut st = otg(s);
     if running(s, &st) {
         return Err(OtgError::conflict(
@@ -119,6 +139,7 @@ pub(crate) fn set_config_to(s: &Shared, cfg: Value) -> Result<Value, OtgError> {
         raw: Some(cfg),
         plan: Some(plan),
         runs: Vec::new(),
+        captures,
     };
     Ok(requests::ok(Vec::new()))
 }
@@ -138,6 +159,7 @@ async fn control(State(s): State<Shared>, b: Bytes) -> OtgResult {
 pub(crate) async fn control_with(s: Shared, req: Value) -> Result<Value, OtgError> {
     match requests::control(&req)? {
         Control::NoOp(warning) => Ok(requests::ok(vec![warning])),
+        Control::Capture(start, ports) => capture_control(&s, start, &ports),
         Control::Start(names) => tokio::task::spawn_blocking(move || start(&s, &names))
             .await
             .map_err(OtgError::internal)?,
@@ -177,7 +199,15 @@ fn start(s: &Shared, names: &[String]) -> Result<Value, OtgError> {
 }
 
 fn start_group(s: &Shared, g: &Group) -> Result<i64, OtgError> {
-    let run = runs::port_run(g)?;
+    let mut run = runs::port_run(g)?;
+    // The RX port's capture, if the config has one: its meter offers it every frame.
+    if let (Some(rx), Some(port)) = (run.spec.rx.as_mut(), g.rx.as_ref()) {
+        rx.capture = otg(s)
+            .captures
+            .iter()
+            .find(|c| c.cfg.port == port.name)
+            .map(|c| c.buf.clone());
+    }
     let new = NewRun {
         profile: run.profile,
         toml: run.toml,
@@ -191,4 +221,73 @@ fn start_group(s: &Shared, g: &Group) -> Result<i64, OtgError> {
         StartError::Engine(e) => OtgError::invalid(format!("port {}: {e}", g.tx.name)),
         StartError::Db(e) => OtgError::internal(e),
     })
+}
+
+/// `control/state` port capture start or stop, for the ports named (all captured ports when
+/// none are). A stop warns when the buffer was full and frames were not kept.
+fn capture_control(s: &Shared, start: bool, ports: &[String]) -> Result<Value, OtgError> {
+    let st = otg(s);
+    if let Some(p) = ports.iter().find(|p| !st.captures.iter().any(|c| &c.cfg.port == *p)) {
+        return Err(OtgError::invalid(format!(
+            "port.capture.port_names: port {p:?} has no capture in the config. Fix: add it to a captures[] entry's port_names"
+        )));
+    }
+    let mut warnings = Vec::new();
+    for c in st
+        .captures
+        .iter()
+        .filter(|c| ports.is_empty() || ports.contains(&c.cfg.port))
+    {
+        if start {
+            c.buf.arm(c.cfg.overwrite);
+            continue;
+        }
+        c.buf.disarm();
+        let n = c.buf.stats().dropped;
+        if n > 0 {
+            warnings.push(format!(
+                "capture on port {}: the buffer ({} MiB) was full and {n} frames were not kept. Fix: a smaller packet_size, or a shorter capture",
+                c.cfg.port,
+                gapless_engine::capture::DEFAULT_BYTES >> 20
+            ));
+        }
+    }
+    Ok(requests::ok(warnings))
+}
+
+/// A port's capture as a file (pcap or pcapng, as the config asks) and what it holds.
+pub(crate) fn capture_file(
+    s: &Shared,
+    req: &Value,
+) -> Result<(Vec<u8>, gapless_engine::capture::CaptureStats), OtgError> {
+    let port = captures::request(req)?;
+    let st = otg(s);
+    let c = st.captures.iter().find(|c| c.cfg.port == port).ok_or_else(|| {
+        OtgError::invalid(format!(
+            "port_name: port {port:?} has no capture in the config. Fix: add it to a captures[] entry's port_names"
+        ))
+    })?;
+    let format = if c.cfg.pcapng {
+        CaptureFormat::PcapNg
+    } else {
+        CaptureFormat::Pcap
+    };
+    c.buf.file(format).map_err(OtgError::internal)
+}
+
+/// `POST /monitor/capture`: the file's bytes; what the capture held and dropped in headers.
+async fn capture(State(s): State<Shared>, b: Bytes) -> Result<Response, Reply> {
+    let (bytes, stats) = capture_file(&s, &requests::body(&b)?)?;
+    let headers = [
+        (axum::http::header::CONTENT_TYPE, "application/octet-stream".to_string()),
+        (
+            axum::http::HeaderName::from_static("x-gapless-capture-frames"),
+            stats.frames.to_string(),
+        ),
+        (
+            axum::http::HeaderName::from_static("x-gapless-capture-dropped"),
+            stats.dropped.to_string(),
+        ),
+    ];
+    Ok((headers, bytes).into_response())
 }
