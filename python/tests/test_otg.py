@@ -318,6 +318,74 @@ def test_capture_filters_are_refused_with_their_path(server: Server, transport: 
     assert "captures[0].filters" in str(e.value) and "Fix" in str(e.value), str(e.value)
 
 
+DEV_MAC = ("00:00:01:01:01:01", "00:00:01:01:01:02")
+
+
+def devices_config(a: Any, tb: Testbed, version: int, gateway: str = "") -> tuple[Any, Any]:
+    """Two devices back to back across the testbed, each the other's gateway, and one flow
+    between their addresses."""
+    cfg, _, _ = config(a, tb)
+    addrs = ("192.0.2.1", "192.0.2.2") if version == 4 else ("2001:db8:1::1", "2001:db8:1::2")
+    for k, port in enumerate(("p1", "p2")):
+        d = cfg.devices.device(name=f"d{k + 1}")[-1]
+        e = d.ethernets.add()
+        e.name, e.mac = f"d{k + 1}.eth", DEV_MAC[k]
+        e.connection.port_name = port
+        ips = e.ipv4_addresses if version == 4 else e.ipv6_addresses
+        ip = ips.add()
+        ip.name, ip.address = f"d{k + 1}.ip", addrs[k]
+        ip.gateway = gateway if (gateway and k == 0) else addrs[1 - k]
+        ip.prefix = 24 if version == 4 else 64
+    f = cfg.flows.flow(name="dev")[-1]
+    f.tx_rx.device.tx_names, f.tx_rx.device.rx_names = ["d1.ip"], ["d2.ip"]
+    f.size.fixed, f.rate.pps, f.duration.fixed_packets.packets = 128, 2000, 200
+    f.metrics.enable = True
+    f.packet.ethernet()
+    (f.packet.ipv4() if version == 4 else f.packet.ipv6())
+    f.packet.udp()[-1].dst_port.value = 4325
+    return cfg, f
+
+
+@pytest.mark.parametrize("version", [4, 6])
+def test_device_flows_resolve_their_gateway_and_every_frame_arrives(server: Server, transport: str, testbed: Testbed,
+                                                                  tmp_path: Path, version: int) -> None:
+    a = api(server, transport)
+    cfg, _ = devices_config(a, testbed, version)
+    with capture(testbed, tmp_path / "d.pcap", "udp port 4325"):
+        m = run_to_stop(a, cfg)[0]
+    assert (m.frames_tx, m.frames_rx) == (200, 200), f"expected 200 sent and received between the devices; got {m.frames_tx}, {m.frames_rx}"
+    from scapy.all import Ether  # type: ignore[import-untyped]
+
+    pkts = rdpcap(str(tmp_path / "d.pcap"))
+    assert len(pkts) == 200, f"expected 200 frames on the wire; got {len(pkts)}"
+    ipl = IPv6 if version == 6 else __import__("scapy.all", fromlist=["IP"]).IP
+    got = {(p[Ether].src, p[Ether].dst, p[ipl].src, p[ipl].dst) for p in pkts}
+    want_ips = ("192.0.2.1", "192.0.2.2") if version == 4 else ("2001:db8:1::1", "2001:db8:1::2")
+    assert got == {(DEV_MAC[0], DEV_MAC[1], *want_ips)}, f"expected d1 -> d2 by the resolved MAC; got {got}"
+    req = a.states_request()
+    key = "ipv4_neighbors" if version == 4 else "ipv6_neighbors"
+    req.choice = key
+    getattr(req, key).ethernet_names = ["d1.eth"]
+    rows = list(getattr(a.get_states(req), key))
+    addr = "ipv4_address" if version == 4 else "ipv6_address"
+    found = {(r.ethernet_name, getattr(r, addr), r.link_layer_address) for r in rows}
+    assert ("d1.eth", want_ips[1], DEV_MAC[1]) in found, f"expected d1's neighbour {want_ips[1]} at {DEV_MAC[1]}; got {found}"
+
+
+def test_an_unresolvable_gateway_fails_the_start_naming_the_address(server: Server, transport: str, testbed: Testbed) -> None:
+    a = api(server, transport)
+    cfg, _ = devices_config(a, testbed, 4, gateway="192.0.2.99")
+    assert len(a.set_config(cfg).warnings) == 0
+    cs = a.control_state()
+    cs.traffic.flow_transmit.state = cs.traffic.flow_transmit.START
+    t0 = time.monotonic()
+    with pytest.raises(Exception) as e:
+        a.set_control_state(cs)
+    took = time.monotonic() - t0
+    assert "192.0.2.99" in str(e.value) and "Fix" in str(e.value), f"expected the unresolved gateway named with a fix; got {e.value}"
+    assert took < 8, f"expected the start to give up within its 3 s bound; took {took:.1f} s"
+
+
 def test_ipv6_with_an_incrementing_source_address(server: Server, transport: str, testbed: Testbed, tmp_path: Path) -> None:
     a = api(server, transport)
     cfg, _, _ = config(a, testbed)

@@ -30,6 +30,13 @@ pub enum IoError {
         max: usize,
         need: usize,
     },
+    /// An emulated host could not resolve its gateway.
+    #[error("host {host}: its gateway {gateway} did not answer ARP/ND within {waited_ms} ms. Fix: check that the gateway address is right and up on the other side of the port (the DUT's address, or the other device's)")]
+    Unresolved {
+        host: String,
+        gateway: String,
+        waited_ms: u64,
+    },
     /// The named network namespace does not exist.
     #[error("network namespace {0:?} not found (no /var/run/netns/{0}). Fix: `gapless testbed up`, or `ip netns add {0}`; list them with `ip netns list`")]
     NoSuchNetns(String),

@@ -14,9 +14,11 @@
 //! | [`rx`] | the RX trait and the TPACKET_V3 ring | `socket`, `kernel` |
 //! | [`xdp`] | AF_XDP TX and RX, and its XDP program | `socket`, `kernel`, `tx`, `rx` |
 //! | [`testbed`] | the veth testbed and the reference DUT | `kernel` |
+//! | [`hosts`] | emulated hosts (OTG devices): a macvlan each, on the kernel's stack | `socket`, `kernel` |
 
 pub mod error;
 pub mod files;
+pub mod hosts;
 pub mod kernel;
 pub mod rx;
 pub mod socket;

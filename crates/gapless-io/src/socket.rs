@@ -131,3 +131,25 @@ pub fn tai_offset_ns() -> i64 {
     let d = t - (a + (b - a) / 2);
     (d as f64 / 1e9).round() as i64 * 1_000_000_000
 }
+
+/// Binds a socket to an interface (SO_BINDTODEVICE): what it sends leaves there.
+pub fn bind_to_device(s: &impl std::os::fd::AsRawFd, ifname: &str) -> Result<(), IoError> {
+    let name = ifname.as_bytes();
+    // SAFETY: setsockopt with a valid fd and a buffer of `name.len()` bytes.
+    let rc = unsafe {
+        libc::setsockopt(
+            s.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_BINDTODEVICE,
+            name.as_ptr().cast(),
+            name.len() as libc::socklen_t,
+        )
+    };
+    if rc < 0 {
+        return Err(IoError::Os {
+            context: format!("SO_BINDTODEVICE {ifname}"),
+            cause: std::io::Error::last_os_error(),
+        });
+    }
+    Ok(())
+}

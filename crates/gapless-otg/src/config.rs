@@ -28,12 +28,25 @@ pub struct Group {
     pub rx: Option<Port>,
     pub flows: Vec<String>,
     pub profile: Value,
+    /// For each flow: the gateway whose MAC its frames go to, when it is a device flow
+    /// without a destination MAC of its own (resolved when its traffic starts).
+    pub needs: Vec<Option<Need>>,
+}
+
+/// A destination MAC to resolve: the gateway of a device Ethernet.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Need {
+    /// The device Ethernet that resolves it.
+    pub eth: String,
+    pub gateway: std::net::IpAddr,
 }
 
 /// The config as gapless runs it.
 #[derive(Debug, Clone)]
 pub struct Plan {
     pub ports: Vec<Port>,
+    /// The emulated hosts (`devices[].ethernets[]`).
+    pub devices: Vec<crate::devices::Eth>,
     pub groups: Vec<Group>,
     /// Every flow: (name, tx port, rx port).
     pub flows: Vec<(String, String, String)>,
@@ -89,14 +102,19 @@ pub fn plan(cfg: &Value) -> Result<Plan, Invalid> {
     if !cfg.is_object() {
         return Err(Invalid("the config must be a JSON object".into()));
     }
-    for key in ["devices", "lags"] {
-        if cfg[key].as_array().is_some_and(|a| !a.is_empty()) {
-            return Err(Invalid(format!(
-                "{key}: emulated devices and LAGs are not supported; gapless sends flows between ports"
-            )));
-        }
+    if cfg["lags"].as_array().is_some_and(|a| !a.is_empty()) {
+        return Err(Invalid(
+            "lags: LAGs are not supported; gapless sends flows between ports".into(),
+        ));
     }
     let ports = ports(cfg)?;
+    let devices = crate::devices::parse(cfg)?;
+    if let Some(e) = devices.iter().find(|e| !ports.iter().any(|p| p.name == e.port)) {
+        return Err(Invalid(format!(
+            "devices: {:?} is on port {:?}, which the config does not have",
+            e.name, e.port
+        )));
+    }
     let find = |name: &str, path: String| {
         ports
             .iter()
@@ -112,10 +130,10 @@ pub fn plan(cfg: &Value) -> Result<Plan, Invalid> {
             .as_str()
             .ok_or_else(|| Invalid(format!("{path}.name: every flow needs a name")))?
             .to_string();
-        let (tx_name, rx_name) = tx_rx(f, &path)?;
+        let (tx_name, rx_name, dev) = tx_rx(f, &path, &devices)?;
         let tx = find(&tx_name, format!("{path}.tx_rx.port.tx_name"))?;
         let rx = find(&rx_name, format!("{path}.tx_rx.port.rx_names"))?;
-        let stream = stream(f, &path, &name)?;
+        let (stream, need) = stream(f, &path, &name, dev.as_ref())?;
         flows.push((name.clone(), tx.name.clone(), rx.name.clone()));
         match groups.iter_mut().find(|g| g.tx.name == tx.name) {
             Some(g) => {
@@ -126,6 +144,7 @@ pub fn plan(cfg: &Value) -> Result<Plan, Invalid> {
                     )));
                 }
                 g.flows.push(name);
+                g.needs.push(need);
                 push_stream(&mut g.profile, stream);
             }
             None => {
@@ -138,11 +157,17 @@ pub fn plan(cfg: &Value) -> Result<Plan, Invalid> {
                     rx: Some(rx),
                     flows: vec![name],
                     profile,
+                    needs: vec![need],
                 });
             }
         }
     }
-    Ok(Plan { ports, groups, flows })
+    Ok(Plan {
+        ports,
+        devices,
+        groups,
+        flows,
+    })
 }
 
 fn push_stream(profile: &mut Value, stream: Value) {
@@ -151,12 +176,29 @@ fn push_stream(profile: &mut Value, stream: Value) {
     }
 }
 
-fn tx_rx(f: &Value, path: &str) -> Result<(String, String), Invalid> {
+/// A device flow's ends: the sending device Ethernet's MAC and gateway, and both addresses.
+pub struct DeviceFlow {
+    pub eth: String,
+    pub mac: String,
+    pub src: std::net::IpAddr,
+    pub dst: std::net::IpAddr,
+    pub gateway: std::net::IpAddr,
+}
+
+/// The flow's TX and RX port names, and its device ends for a device flow.
+fn tx_rx(
+    f: &Value,
+    path: &str,
+    devices: &[crate::devices::Eth],
+) -> Result<(String, String, Option<DeviceFlow>), Invalid> {
     let t = &f["tx_rx"];
     let choice = t["choice"].as_str().unwrap_or("port");
+    if choice == "device" {
+        return device_ends(&t["device"], &format!("{path}.tx_rx.device"), devices);
+    }
     if choice != "port" {
         return Err(Invalid(format!(
-            "{path}.tx_rx.choice: {choice:?} is not supported; gapless sends between ports"
+            "{path}.tx_rx.choice: {choice:?} is not supported (port or device)"
         )));
     }
     let p = &t["port"];
@@ -174,19 +216,67 @@ fn tx_rx(f: &Value, path: &str) -> Result<(String, String), Invalid> {
         })
         .or(p["rx_name"].as_str())
         .ok_or_else(|| Invalid(format!("{path}.tx_rx.port.rx_names: give exactly one receiving port")))?;
-    Ok((tx.to_string(), rx.to_string()))
+    Ok((tx.to_string(), rx.to_string(), None))
 }
 
-/// One flow as a `[[stream]]`.
-fn stream(f: &Value, path: &str, name: &str) -> Result<Value, Invalid> {
-    let (template, fields) = headers(&f["packet"], &format!("{path}.packet"))?;
-    Ok(json!({
+/// `tx_rx.device`: one sending and one receiving address, by name.
+fn device_ends(
+    d: &Value,
+    at: &str,
+    devices: &[crate::devices::Eth],
+) -> Result<(String, String, Option<DeviceFlow>), Invalid> {
+    let one = |k: &str| -> Result<(&crate::devices::Eth, &crate::devices::Addr), Invalid> {
+        let list = d[k].as_array().filter(|a| a.len() == 1).ok_or_else(|| {
+            Invalid(format!(
+                "{at}.{k}: give exactly one device address name (one meter per sending port)"
+            ))
+        })?;
+        let name = list[0].as_str().unwrap_or_default();
+        crate::devices::find(devices, name)
+            .ok_or_else(|| Invalid(format!("{at}.{k}: no device address named {name:?}")))
+    };
+    let ((te, ta), (re, ra)) = (one("tx_names")?, one("rx_names")?);
+    if ta.ip.is_ipv6() != ra.ip.is_ipv6() {
+        return Err(Invalid(format!(
+            "{at}: {:?} and {:?} are of different IP versions",
+            ta.name, ra.name
+        )));
+    }
+    let flow = DeviceFlow {
+        eth: te.name.clone(),
+        mac: te.mac.clone(),
+        src: ta.ip,
+        dst: ra.ip,
+        gateway: ta.gateway,
+    };
+    Ok((te.port.clone(), re.port.clone(), Some(flow)))
+}
+
+/// One flow as a `[[stream]]`, and the MAC it needs resolved. A device flow's frames go
+/// from its device's MAC and address to the other device's address, through the sending
+/// device's gateway, unless its headers say otherwise (`auto` and unset fields take these).
+fn stream(f: &Value, path: &str, name: &str, dev: Option<&DeviceFlow>) -> Result<(Value, Option<Need>), Invalid> {
+    let (mut template, fields) = headers(&f["packet"], &format!("{path}.packet"))?;
+    let mut need = None;
+    if let Some(d) = dev {
+        template.entry("eth_src").or_insert(json!(d.mac));
+        template.entry("ip_src").or_insert(json!(d.src.to_string()));
+        template.entry("ip_dst").or_insert(json!(d.dst.to_string()));
+        if !template.contains_key("eth_dst") {
+            need = Some(Need {
+                eth: d.eth.clone(),
+                gateway: d.gateway,
+            });
+        }
+    }
+    let stream = json!({
         "name": name,
         "template": template,
         "field": fields,
         "size": size(&f["size"], &format!("{path}.size"))?,
         "timing": timing(f, path)?,
-    }))
+    });
+    Ok((stream, need))
 }
 
 /// The template being built and its field ops.

@@ -16,7 +16,7 @@
 //! ```
 //!
 //! Modules, each importing only those before it: [`error`], [`patterns`] (OTG header-field
-//! patterns as field-engine ops), [`tunnels`] (a flow's tunnel header as the template's
+//! patterns as field-engine ops), [`devices`] (emulated hosts), [`tunnels`] (a flow's tunnel header as the template's
 //! `tunnel`), [`config`], [`captures`] (a config's captures, the capture request), [`requests`],
 //! [`runs`], [`metrics`].
 //! The state a server keeps (the config set last, the runs its traffic started) and the
@@ -24,6 +24,7 @@
 
 pub mod captures;
 pub mod config;
+pub mod devices;
 pub mod error;
 pub mod metrics;
 pub mod patterns;

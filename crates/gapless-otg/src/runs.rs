@@ -63,6 +63,7 @@ pub fn subset(g: &Group, names: &[String]) -> Option<Group> {
     }
     let mut out = g.clone();
     out.flows = keep.iter().map(|i| g.flows[*i].clone()).collect();
+    out.needs = keep.iter().map(|i| g.needs[*i].clone()).collect();
     let streams = g.profile["stream"].as_array().cloned().unwrap_or_default();
     out.profile["stream"] = json!(keep.iter().map(|i| streams[*i].clone()).collect::<Vec<_>>());
     Some(out)

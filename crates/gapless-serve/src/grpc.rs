@@ -195,6 +195,14 @@ async fn handle(s: &Shared, method: &str, req: Value) -> Result<Value, OtgError>
         "SetConfig" => json!({ "warning": set_config_to(s, field("config"))? }),
         "SetControlState" => json!({ "warning": control_with(s.clone(), field("control_state")).await? }),
         "GetMetrics" => json!({ "metrics_response": metrics_for(s, &field("metrics_request"))? }),
+        "GetStates" => {
+            let req = field("states_request");
+            let s = s.clone();
+            let states = tokio::task::spawn_blocking(move || crate::otg::states(&s, &req))
+                .await
+                .map_err(OtgError::internal)??;
+            json!({ "states_response": states })
+        }
         "GetCapture" => {
             use base64::Engine;
             let (bytes, _) = capture_file(s, &field("capture_request"))?;

@@ -267,7 +267,12 @@ pub async fn serve(
         let _ = t.await;
     }
     let s = state.clone();
-    let _ = tokio::task::spawn_blocking(move || s.jobs.stop_all()).await;
+    let _ = tokio::task::spawn_blocking(move || {
+        s.jobs.stop_all();
+        // The OTG devices' interfaces go with the server.
+        *otg::otg(&s) = otg::OtgState::default();
+    })
+    .await;
     served
 }
 

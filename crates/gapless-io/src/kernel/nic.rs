@@ -348,6 +348,24 @@ pub fn return_to_netns(ns: &std::fs::File) -> Result<(), IoError> {
     Ok(())
 }
 
+/// Runs `ip ARGS` (iproute2); its stdout, or the command and its stderr.
+pub fn ip(args: &[&str]) -> Result<String, IoError> {
+    let out = std::process::Command::new("ip")
+        .args(args)
+        .output()
+        .map_err(|e| IoError::Command {
+            cmd: format!("ip {}", args.join(" ")),
+            stderr: format!("cannot run ip: {e}"),
+        })?;
+    if !out.status.success() {
+        return Err(IoError::Command {
+            cmd: format!("ip {}", args.join(" ")),
+            stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        });
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -11,8 +11,6 @@
 
 pub mod dut;
 
-use std::process::Command;
-
 use crate::error::IoError;
 use crate::kernel::nic::is_root;
 
@@ -34,19 +32,7 @@ pub enum UpOutcome {
     AlreadyUp,
 }
 
-pub(crate) fn ip(args: &[&str]) -> Result<String, IoError> {
-    let out = Command::new("ip").args(args).output().map_err(|e| IoError::Command {
-        cmd: format!("ip {}", args.join(" ")),
-        stderr: format!("cannot run ip: {e}"),
-    })?;
-    if !out.status.success() {
-        return Err(IoError::Command {
-            cmd: format!("ip {}", args.join(" ")),
-            stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
-        });
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-}
+pub(crate) use crate::kernel::nic::ip;
 
 /// One end of the link: its MAC, its address, no IPv6 chatter, and the permanent
 /// neighbour entry of the other end.

@@ -14,6 +14,8 @@
 //!
 //! Successes are JSON with a `warnings` list; errors are `{code, kind, errors}`.
 
+mod devices;
+pub(crate) use devices::states;
 pub(crate) mod metrics;
 
 use axum::body::Bytes;
@@ -44,6 +46,8 @@ pub struct OtgState {
     pub runs: Vec<(String, i64, usize)>,
     /// The config's captures, one per captured port, each with its buffer.
     pub captures: Vec<PortCapture>,
+    /// The config's devices, up as hosts on their ports: (device Ethernet name, host).
+    pub hosts: Vec<(String, gapless_io::hosts::Host)>,
 }
 
 /// A captured port: what the config asks, and the buffer its meter fills.
@@ -77,6 +81,7 @@ pub fn router(state: Shared, guard: crate::guard::Guard) -> Router {
         .route("/control/state", post(control))
         .route("/monitor/metrics", post(metrics::handler))
         .route("/monitor/capture", post(capture))
+        .route("/monitor/states", post(devices::states_handler))
         .fallback(|uri: axum::http::Uri| async move {
             Reply(OtgError::not_found(format!(
                 "{} is not part of the OTG subset gapless serves",
@@ -135,11 +140,15 @@ pub(crate) fn set_config_to(s: &Shared, cfg: Value) -> Result<Value, OtgError> {
             "traffic is running: stop it before setting a new config",
         ));
     }
+    // The old config's hosts go first: the new ones may take their names.
+    *st = OtgState::default();
+    let hosts = devices::up(&plan)?;
     *st = OtgState {
         raw: Some(cfg),
         plan: Some(plan),
         runs: Vec::new(),
         captures,
+        hosts,
     };
     Ok(requests::ok(Vec::new()))
 }
@@ -181,8 +190,11 @@ fn start(s: &Shared, names: &[String]) -> Result<Value, OtgError> {
     runs::check_flows(&plan, names)?;
     let mut started = Vec::new();
     for g in &plan.groups {
-        let Some(group) = runs::subset(g, names) else { continue };
-        match start_group(s, &group) {
+        let Some(mut group) = runs::subset(g, names) else {
+            continue;
+        };
+        let resolved = devices::resolve(s, &mut group);
+        match resolved.and_then(|()| start_group(s, &group)) {
             Ok(id) => started.extend(group.flows.iter().enumerate().map(|(i, f)| (f.clone(), id, i))),
             Err(e) => {
                 for (_, id, _) in &started {

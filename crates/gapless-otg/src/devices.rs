@@ -1,0 +1,172 @@
+//! OTG devices: emulated hosts on ports. Each `devices[].ethernets[]` entry is a host on its
+//! port (`connection.port_name`) with its MAC, MTU and IPv4/IPv6 addresses, each with a
+//! prefix and a gateway. The server brings them up on the Linux stack (see
+//! `gapless_io::hosts`), which answers ARP and Neighbor Solicitation for them and resolves
+//! their gateways; a flow between two device addresses (`tx_rx.device`) sends from the one
+//! to the other, with its destination MAC resolved when its traffic starts.
+
+use std::net::IpAddr;
+
+use serde_json::Value;
+
+use crate::error::Invalid;
+
+/// One device Ethernet: a host on a port.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Eth {
+    pub device: String,
+    pub name: String,
+    pub port: String,
+    pub mac: String,
+    pub mtu: Option<u32>,
+    pub addrs: Vec<Addr>,
+}
+
+/// One address of a device Ethernet.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Addr {
+    pub name: String,
+    pub ip: IpAddr,
+    pub prefix: u8,
+    pub gateway: IpAddr,
+}
+
+/// The config's device Ethernets (VLANs on them are refused with their path).
+pub fn parse(cfg: &Value) -> Result<Vec<Eth>, Invalid> {
+    let mut out: Vec<Eth> = Vec::new();
+    for (i, d) in cfg["devices"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .iter()
+        .enumerate()
+    {
+        let device = d["name"].as_str().unwrap_or_default().to_string();
+        for (j, e) in d["ethernets"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+            .iter()
+            .enumerate()
+        {
+            let at = format!("devices[{i}].ethernets[{j}]");
+            out.push(eth(e, &at, &device)?);
+        }
+        for key in [
+            "bgp",
+            "isis",
+            "ospfv2",
+            "ospfv3",
+            "rsvp",
+            "vxlan",
+            "ipv4_loopbacks",
+            "ipv6_loopbacks",
+        ] {
+            if d.get(key).is_some_and(|v| !v.is_null() && v != &Value::Array(vec![])) {
+                return Err(Invalid(format!(
+                    "devices[{i}].{key}: routing protocols and loopbacks belong to a routing daemon beside the port (FRR, BIRD), not to gapless; devices here are hosts that answer ARP/ND"
+                )));
+            }
+        }
+    }
+    let mut names: Vec<&str> = out
+        .iter()
+        .flat_map(|e| e.addrs.iter().map(|a| a.name.as_str()))
+        .collect();
+    names.sort_unstable();
+    if let Some(w) = names.windows(2).find(|w| w[0] == w[1]) {
+        return Err(Invalid(format!("devices: the address name {:?} is used twice", w[0])));
+    }
+    Ok(out)
+}
+
+fn eth(e: &Value, at: &str, device: &str) -> Result<Eth, Invalid> {
+    let port = e["connection"]["port_name"]
+        .as_str()
+        .or(e["port_name"].as_str())
+        .ok_or_else(|| Invalid(format!("{at}.connection.port_name: name the port this device is on")))?;
+    let mac = e["mac"]
+        .as_str()
+        .filter(|m| m.split(':').count() == 6 && m.split(':').all(|b| u8::from_str_radix(b, 16).is_ok()))
+        .ok_or_else(|| Invalid(format!("{at}.mac: give the device's MAC address (aa:bb:cc:dd:ee:ff)")))?;
+    if e["vlans"].as_array().is_some_and(|v| !v.is_empty()) {
+        return Err(Invalid(format!("{at}.vlans: VLANs on devices are not supported yet")));
+    }
+    let mut addrs = Vec::new();
+    for (key, v6) in [("ipv4_addresses", false), ("ipv6_addresses", true)] {
+        for (k, a) in e[key].as_array().cloned().unwrap_or_default().iter().enumerate() {
+            addrs.push(addr(a, &format!("{at}.{key}[{k}]"), v6)?);
+        }
+    }
+    Ok(Eth {
+        device: device.to_string(),
+        name: e["name"].as_str().unwrap_or_default().to_string(),
+        port: port.to_string(),
+        mac: mac.to_ascii_lowercase(),
+        mtu: e["mtu"].as_u64().map(|m| m as u32),
+        addrs,
+    })
+}
+
+fn addr(a: &Value, at: &str, v6: bool) -> Result<Addr, Invalid> {
+    let ip = |k: &str| -> Result<IpAddr, Invalid> {
+        a[k].as_str()
+            .and_then(|s| s.parse::<IpAddr>().ok())
+            .filter(|ip| ip.is_ipv6() == v6)
+            .ok_or_else(|| Invalid(format!("{at}.{k}: give an IPv{} address", if v6 { 6 } else { 4 })))
+    };
+    let max = if v6 { 128 } else { 32 };
+    let prefix = a["prefix"].as_u64().unwrap_or(if v6 { 64 } else { 24 });
+    if prefix == 0 || prefix > max {
+        return Err(Invalid(format!(
+            "{at}.prefix: {prefix} is not a prefix length (1..={max})"
+        )));
+    }
+    let name = a["name"]
+        .as_str()
+        .ok_or_else(|| Invalid(format!("{at}.name: every address needs a name (flows name it)")))?;
+    Ok(Addr {
+        name: name.to_string(),
+        ip: ip("address")?,
+        prefix: prefix as u8,
+        gateway: ip("gateway")?,
+    })
+}
+
+/// The device Ethernet and address an address name refers to.
+pub fn find<'a>(eths: &'a [Eth], name: &str) -> Option<(&'a Eth, &'a Addr)> {
+    eths.iter()
+        .find_map(|e| e.addrs.iter().find(|a| a.name == name).map(|a| (e, a)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn devices_are_read_with_their_addresses_and_what_is_not_a_host_is_refused() {
+        let cfg = json!({ "devices": [{ "name": "d1", "ethernets": [{ "name": "d1.eth", "mac": "00:00:01:01:01:01",
+            "connection": { "choice": "port_name", "port_name": "p1" },
+            "ipv4_addresses": [{ "name": "d1.v4", "address": "192.0.2.1", "prefix": 24, "gateway": "192.0.2.2" }],
+            "ipv6_addresses": [{ "name": "d1.v6", "address": "2001:db8::1", "gateway": "2001:db8::2" }] }] }] });
+        let e = parse(&cfg).unwrap();
+        assert_eq!(
+            (e[0].port.as_str(), e[0].addrs.len(), e[0].addrs[1].prefix),
+            ("p1", 2, 64)
+        );
+        let (eth, a) = find(&e, "d1.v4").unwrap();
+        assert_eq!(
+            (eth.name.as_str(), a.gateway.to_string()),
+            ("d1.eth", "192.0.2.2".to_string())
+        );
+        let bad = json!({ "devices": [{ "name": "d", "ethernets": [{ "name": "e", "mac": "00:00:01:01:01:01", "connection": { "port_name": "p1" },
+            "ipv4_addresses": [{ "name": "a", "address": "192.0.2.1", "gateway": "2001:db8::1" }] }] }] });
+        assert!(parse(&bad)
+            .unwrap_err()
+            .0
+            .contains("devices[0].ethernets[0].ipv4_addresses[0].gateway"));
+        let bgp = json!({ "devices": [{ "name": "d", "ethernets": [], "bgp": { "router_id": "1.1.1.1" } }] });
+        assert!(parse(&bgp).unwrap_err().0.contains("devices[0].bgp: routing protocols"));
+    }
+}

@@ -1,0 +1,129 @@
+//! The config's devices as hosts on the Linux stack (`gapless_io::hosts`): brought up when a
+//! config is set, their gateways resolved when traffic starts (each device flow's
+//! destination MAC), their neighbour tables read by `POST /monitor/states`.
+
+use std::net::IpAddr;
+use std::time::Duration;
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::Json;
+use gapless_io::hosts::{Host, HostSpec};
+use gapless_otg::config::{Group, Plan};
+use gapless_otg::{requests, OtgError};
+use serde_json::{json, Value};
+
+use super::{otg, OtgResult};
+use crate::Shared;
+
+/// How long a flow waits for its gateway's MAC when its traffic starts.
+pub const RESOLVE_WITHIN: Duration = Duration::from_secs(3);
+
+/// A host per device Ethernet, on its port's interface and in its namespace. Interface
+/// names are `gd<pid>x<k>`: unique per server, at most 15 bytes.
+pub fn up(plan: &Plan) -> Result<Vec<(String, Host)>, OtgError> {
+    let mut hosts = Vec::new();
+    for (k, e) in plan.devices.iter().enumerate() {
+        let port = plan
+            .ports
+            .iter()
+            .find(|p| p.name == e.port)
+            .expect("checked by the plan");
+        let spec = HostSpec {
+            ifname: format!("gd{}x{k}", std::process::id() % 100_000),
+            lower: port.iface.clone(),
+            netns: port.netns.clone(),
+            mac: e.mac.clone(),
+            mtu: e.mtu,
+            addrs: e.addrs.iter().map(|a| (a.ip, a.prefix)).collect(),
+        };
+        let host = Host::create(spec).map_err(|err| {
+            OtgError::invalid(format!(
+                "devices: {:?} on port {:?} cannot come up: {err}",
+                e.name, e.port
+            ))
+        })?;
+        hosts.push((e.name.clone(), host));
+    }
+    Ok(hosts)
+}
+
+/// Each device flow of the group gets its gateway's MAC as its destination MAC, or the
+/// start fails naming the address that did not resolve.
+pub fn resolve(s: &Shared, g: &mut Group) -> Result<(), OtgError> {
+    for (i, need) in g.needs.clone().iter().enumerate() {
+        let Some(n) = need else { continue };
+        let mac = {
+            let st = otg(s);
+            let host = st
+                .hosts
+                .iter()
+                .find(|h| h.0 == n.eth)
+                .map(|h| &h.1)
+                .ok_or_else(|| OtgError::internal(format!("device {:?} has no host", n.eth)))?;
+            host.resolve(n.gateway, RESOLVE_WITHIN)
+        }
+        .map_err(|e| {
+            OtgError::invalid(format!(
+                "flow {:?}: device {:?} could not resolve its gateway {}: {e}",
+                g.flows[i], n.eth, n.gateway
+            ))
+        })?;
+        g.profile["stream"][i]["template"]["eth_dst"] = json!(mac);
+    }
+    Ok(())
+}
+
+/// `POST /monitor/states`: `ipv4_neighbors` and `ipv6_neighbors` of the device Ethernets
+/// named (all when none are).
+pub async fn states_handler(State(s): State<Shared>, b: Bytes) -> OtgResult {
+    let req = requests::body(&b)?;
+    Ok(Json(
+        tokio::task::spawn_blocking(move || states(&s, &req))
+            .await
+            .map_err(OtgError::internal)??,
+    ))
+}
+
+/// A states request of either transport.
+pub(crate) fn states(s: &Shared, req: &Value) -> Result<Value, OtgError> {
+    let choice = req["choice"].as_str().unwrap_or("ipv4_neighbors");
+    let v6 = match choice {
+        "ipv4_neighbors" => false,
+        "ipv6_neighbors" => true,
+        other => {
+            return Err(OtgError::invalid(format!(
+                "choice: {other:?} states are not served (ipv4_neighbors or ipv6_neighbors)"
+            )))
+        }
+    };
+    let names: Vec<&str> = req[choice]["ethernet_names"]
+        .as_array()
+        .map(|a| a.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let st = otg(s);
+    let mut out = Vec::new();
+    for (name, host) in st
+        .hosts
+        .iter()
+        .filter(|h| names.is_empty() || names.contains(&h.0.as_str()))
+    {
+        let table = host.neighbors().map_err(OtgError::internal)?;
+        for (addr, mac) in table
+            .into_iter()
+            .filter(|(a, _)| a.is_ipv6() == v6 && !is_link_local(a))
+        {
+            let key = if v6 { "ipv6_address" } else { "ipv4_address" };
+            let mut row = json!({ "ethernet_name": name, key: addr.to_string() });
+            if let Some(m) = mac {
+                row["link_layer_address"] = json!(m);
+            }
+            out.push(row);
+        }
+    }
+    Ok(json!({ "choice": choice, choice: out }))
+}
+
+fn is_link_local(a: &IpAddr) -> bool {
+    matches!(a, IpAddr::V6(v) if v.segments()[0] & 0xffc0 == 0xfe80)
+}
