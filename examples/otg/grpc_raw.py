@@ -32,6 +32,7 @@ f.rate.choice, f.rate.pps = pb.FlowRate.Choice.pps, 2000
 f.duration.choice = pb.FlowDuration.Choice.fixed_packets
 f.duration.fixed_packets.packets = 1000
 f.metrics.enable = True
+f.metrics.latency.enable = True
 for choice in ("ethernet", "ipv4", "udp"):
     h = f.packet.add()
     h.choice = getattr(pb.FlowHeader.Choice, choice)

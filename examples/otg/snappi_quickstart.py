@@ -34,6 +34,7 @@ for f in (udp_flow, tcp_flow):
     f.rate.pps = 2000
     f.duration.fixed_packets.packets = 1000
     f.metrics.enable = True
+    f.metrics.latency.enable = True  # latency is reported only when asked for, as in ixia-c
 eth, ip, udp = udp_flow.packet.ethernet().ipv4().udp()
 eth.src.value, eth.dst.value = "02:67:6c:00:00:01", "02:67:6c:00:00:02"
 ip.src.value, ip.dst.value = "198.18.0.1", "198.18.0.2"

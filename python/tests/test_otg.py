@@ -49,6 +49,8 @@ def flow(cfg: Any, name: str, count: int, pps: int = 2000, size: int = 128) -> A
     f.rate.pps = pps
     f.duration.fixed_packets.packets = count
     f.metrics.enable = True
+    f.metrics.latency.enable = True
+    f.metrics.timestamps = True
     return f
 
 
@@ -106,7 +108,9 @@ def test_quickstart_two_flows_every_frame_sent_and_received(server: Server, tran
     for m in metrics:
         assert (m.name, m.frames_tx, m.frames_rx) == (m.name, count, count), f"expected {count} sent and received by {m.name}; got tx {m.frames_tx} rx {m.frames_rx}"
         assert m.bytes_tx == count * 128, f"expected {count * 128} bytes (FCS included); got {m.bytes_tx}"
-        assert m.loss == 0 and m.latency.average_ns > 0, m
+        lat = m.latency
+        assert m.loss == 0 and 0 < lat.minimum_ns <= lat.average_ns <= lat.maximum_ns, m
+        assert m.timestamps.first_timestamp_ns < m.timestamps.last_timestamp_ns, m.timestamps
     req = a.metrics_request()
     req.port.port_names = []
     ports = {p.name: p for p in a.get_metrics(req).port_metrics}

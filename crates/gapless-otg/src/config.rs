@@ -50,6 +50,31 @@ pub struct Plan {
     pub groups: Vec<Group>,
     /// Every flow: (name, tx port, rx port).
     pub flows: Vec<(String, String, String)>,
+    /// Every flow's `metrics` settings, in the order of `flows`.
+    pub metrics: Vec<FlowMetrics>,
+}
+
+/// What a flow's `metrics` asks to report.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct FlowMetrics {
+    /// `metrics.latency.enable`.
+    pub latency: bool,
+    /// `metrics.latency.mode` is `cut_through` (else `store_forward`).
+    pub cut_through: bool,
+    /// `metrics.timestamps`.
+    pub timestamps: bool,
+    /// The RX port's `layer1` speed, bit/s, for the serialization time the modes differ by.
+    pub link_bps: Option<f64>,
+}
+
+fn flow_metrics(f: &Value, cfg: &Value, rx_port: &str) -> FlowMetrics {
+    let m = &f["metrics"];
+    FlowMetrics {
+        latency: m["latency"]["enable"].as_bool().unwrap_or(false),
+        cut_through: m["latency"]["mode"].as_str() == Some("cut_through"),
+        timestamps: m["timestamps"].as_bool().unwrap_or(false),
+        link_bps: link_speed(cfg, rx_port),
+    }
 }
 
 fn ports(cfg: &Value) -> Result<Vec<Port>, Invalid> {
@@ -124,6 +149,7 @@ pub fn plan(cfg: &Value) -> Result<Plan, Invalid> {
     };
     let mut groups: Vec<Group> = Vec::new();
     let mut flows = Vec::new();
+    let mut metrics = Vec::new();
     for (i, f) in cfg["flows"].as_array().cloned().unwrap_or_default().iter().enumerate() {
         let path = format!("flows[{i}]");
         let name = f["name"]
@@ -135,6 +161,7 @@ pub fn plan(cfg: &Value) -> Result<Plan, Invalid> {
         let rx = find(&rx_name, format!("{path}.tx_rx.port.rx_names"))?;
         let (stream, need) = stream(f, &path, &name, dev.as_ref())?;
         flows.push((name.clone(), tx.name.clone(), rx.name.clone()));
+        metrics.push(flow_metrics(f, cfg, &rx.name));
         match groups.iter_mut().find(|g| g.tx.name == tx.name) {
             Some(g) => {
                 if g.rx.as_ref().map(|p| &p.name) != Some(&rx.name) {
@@ -167,6 +194,7 @@ pub fn plan(cfg: &Value) -> Result<Plan, Invalid> {
         devices,
         groups,
         flows,
+        metrics,
     })
 }
 

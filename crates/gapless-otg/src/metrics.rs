@@ -5,7 +5,7 @@
 
 use serde_json::{json, Value};
 
-use crate::config::Plan;
+use crate::config::{FlowMetrics, Plan};
 use crate::error::OtgError;
 
 /// A flow's name, its TX and RX ports, and its figures.
@@ -93,8 +93,13 @@ fn with_fcs(bytes: Option<u64>, frames: Option<u64>) -> u64 {
     bytes.unwrap_or(0) + 4 * frames.unwrap_or(0)
 }
 
-/// A flow's entry of `flow_metrics`.
-pub fn flow_json(name: &str, tx: &str, rx: &str, f: &Flow) -> Value {
+/// A flow's entry of `flow_metrics`, with latency and timestamps where its `metrics` asks
+/// for them. gapless stamps a frame just before its send (its first bit is not out yet) and
+/// when the receiver has it whole (its last bit is in): `cut_through` (first bit out to first
+/// bit in) takes one frame's serialization time off that, `store_forward` (last bit out to
+/// first bit in) two, at the RX port's `layer1` speed; without a speed nothing is taken off,
+/// and `x_gapless.latency_mode` says so.
+pub fn flow_json(name: &str, tx: &str, rx: &str, f: &Flow, m: &FlowMetrics) -> Value {
     let loss = if f.frames_tx > 0 {
         (f.frames_tx.saturating_sub(f.frames_rx)) as f64 * 100.0 / f.frames_tx as f64
     } else {
@@ -109,13 +114,42 @@ pub fn flow_json(name: &str, tx: &str, rx: &str, f: &Flow) -> Value {
         "loss": loss,
         "x_gapless": f.extra,
     });
-    if let Some(l) = &f.latency {
-        v["latency"] = l.clone();
+    if let Some(l) = f.latency.as_ref().filter(|_| m.latency) {
+        let (lat, note) = latency_in_mode(l, f, m);
+        v["latency"] = lat;
+        v["x_gapless"]["latency_mode"] = json!(note);
     }
-    if let Some(t) = &f.timestamps {
+    if let Some(t) = f.timestamps.as_ref().filter(|_| m.timestamps) {
         v["timestamps"] = t.clone();
     }
     v
+}
+
+/// The latency figures in the flow's mode, and what was taken off.
+fn latency_in_mode(l: &Value, f: &Flow, m: &FlowMetrics) -> (Value, String) {
+    let mode = if m.cut_through { "cut_through" } else { "store_forward" };
+    let Some(bps) = m.link_bps.filter(|b| *b > 0.0 && f.frames_rx > 0) else {
+        return (
+            l.clone(),
+            format!("{mode}: the RX port has no layer1 speed, so no serialization time was taken off (first bit out, before the send, to last bit in)"),
+        );
+    };
+    let frame_bits = (f.bytes_rx as f64 / f.frames_rx as f64) * 8.0;
+    let off = frame_bits / bps * 1e9 * if m.cut_through { 1.0 } else { 2.0 };
+    let less = |k: &str| l[k].as_f64().map(|x| json!((x - off).max(0.0)));
+    let mut out = l.clone();
+    for k in ["minimum_ns", "maximum_ns", "average_ns"] {
+        if let Some(x) = less(k) {
+            out[k] = x;
+        }
+    }
+    (
+        out,
+        format!(
+            "{mode}: {off:.1} ns of serialization taken off at {:.0} Mbit/s",
+            bps / 1e6
+        ),
+    )
 }
 
 /// Each port's sums over the flows it sends or receives.
@@ -144,4 +178,64 @@ pub fn port_metrics(plan: &Plan, flows: &[FlowFigures], names: &[String]) -> Res
         })
         .collect();
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn flow() -> Flow {
+        Flow {
+            frames_tx: 10,
+            frames_rx: 10,
+            bytes_rx: 1250 * 10,
+            latency: Some(json!({ "minimum_ns": 5000.0, "maximum_ns": 9000.0, "average_ns": 6000.0 })),
+            timestamps: Some(json!({ "first_timestamp_ns": 1, "last_timestamp_ns": 2 })),
+            extra: json!({}),
+            ..Flow::default()
+        }
+    }
+
+    #[test]
+    fn latency_and_timestamps_come_where_asked_in_the_asked_mode() {
+        let off = FlowMetrics::default();
+        let v = flow_json("f", "p1", "p2", &flow(), &off);
+        assert!(
+            v.get("latency").is_none() && v.get("timestamps").is_none(),
+            "expected neither unless asked: {v}"
+        );
+        // 1250-byte frames at 10 Gbit/s: 1000 ns each to serialize.
+        let sf = FlowMetrics {
+            latency: true,
+            timestamps: true,
+            link_bps: Some(10e9),
+            ..off.clone()
+        };
+        let v = flow_json("f", "p1", "p2", &flow(), &sf);
+        assert_eq!(
+            v["latency"],
+            json!({ "minimum_ns": 3000.0, "maximum_ns": 7000.0, "average_ns": 4000.0 }),
+            "store_forward: two frame times off"
+        );
+        assert_eq!(v["timestamps"]["last_timestamp_ns"], 2);
+        let ct = FlowMetrics {
+            cut_through: true,
+            ..sf.clone()
+        };
+        assert_eq!(
+            flow_json("f", "p1", "p2", &flow(), &ct)["latency"]["average_ns"],
+            5000.0,
+            "cut_through: one frame time off"
+        );
+        let unknown = FlowMetrics { link_bps: None, ..sf };
+        let v = flow_json("f", "p1", "p2", &flow(), &unknown);
+        assert_eq!(v["latency"]["average_ns"], 6000.0);
+        assert!(
+            v["x_gapless"]["latency_mode"]
+                .as_str()
+                .unwrap()
+                .contains("no layer1 speed"),
+            "{v}"
+        );
+    }
 }

@@ -21,9 +21,14 @@ pub async fn handler(State(s): State<Shared>, b: Bytes) -> OtgResult {
 pub(crate) fn metrics_for(s: &Shared, req: &Value) -> Result<Value, OtgError> {
     match requests::metrics(req)? {
         Metrics::Flow(names) => {
+            let plan = plan_of(s)?;
+            let setting = |n: &str| {
+                let i = plan.flows.iter().position(|f| f.0 == n);
+                i.and_then(|i| plan.metrics.get(i).cloned()).unwrap_or_default()
+            };
             let list: Vec<Value> = figures(s, &names)?
                 .iter()
-                .map(|(n, tx, rx, f)| flow_json(n, tx, rx, f))
+                .map(|(n, tx, rx, f)| flow_json(n, tx, rx, f, &setting(n)))
                 .collect();
             Ok(json!({ "choice": "flow_metrics", "flow_metrics": list, "warnings": [] }))
         }
