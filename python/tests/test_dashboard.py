@@ -13,6 +13,7 @@ import shutil
 from pathlib import Path
 from typing import Any, List
 
+import pytest
 from playwright.sync_api import Page, expect, sync_playwright
 
 from conftest import REPO, Server, Testbed
@@ -101,15 +102,14 @@ def test_compose_save_reload_run_live_and_open_the_report(server: Server, testbe
         expect(page.locator("#run-state")).to_contain_text("received")
         page.screenshot(path=str(shots / "5-live.png"))
 
-        # 6. When it ends, open its report.
+        # 6. When it ends, open its report: the verdict banner, the tiles, the tables and the
+        # plots, every figure as the result JSON has it, nothing wider than 1280 px.
         page.locator("#open-report").click(timeout=20000)
         view = page.locator(".run-view")
         expect(view.locator("pre.summary")).to_contain_text("schedule:")
         expect(view.locator("pre.summary")).to_contain_text("beta")
-        expect(view.locator(".plots img").first).to_be_visible()
-        page.wait_for_function("() => [...document.querySelectorAll('.plots img')].every(i => i.complete && i.naturalWidth > 0)")
+        check_report(page, view, server, shots)
         assert view.locator(".downloads a", has_text="result.json").count() == 1
-        page.screenshot(path=str(shots / "6-report.png"), full_page=True)
 
         # 7. An experiment: a two-point rate sweep on the testbed, its trials as they are
         # judged, then its report.
@@ -156,3 +156,75 @@ def test_compose_save_reload_run_live_and_open_the_report(server: Server, testbe
         page.screenshot(path=str(shots / "9-compare.png"), full_page=True)
         browser.close()
     assert errors == [], f"expected no JavaScript errors on the page; got {errors}"
+
+
+def tile_values(result: dict) -> dict:  # type: ignore[type-arg]
+    """Each tile's number, computed here from the result JSON as the test reads it."""
+    rs = (result.get("rx") or {}).get("streams") or []
+    lat = [s["latency"] for s in rs if s.get("latency")]
+    ia = [s["interarrival"] for s in rs if s.get("interarrival")]
+
+    def top(xs: list) -> object:  # type: ignore[type-arg]
+        xs = [x for x in xs if isinstance(x, (int, float))]
+        return max(xs) if xs else None
+
+    us = lambda v: None if v is None else v / 1000  # noqa: E731
+    return {
+        "sent": result["sent_frames"],
+        "received": sum(s["rx_frames"] for s in rs),
+        "lost": sum(s["lost_vs_tx"] for s in rs),
+        "reordered": sum(s["seq"]["reordered"] for s in rs),
+        "duplicated": sum(s["seq"]["duplicated"] for s in rs),
+        "achieved_pps": result["achieved_pps"],
+        "rate_error_ppm": top([abs(s["rate_error_rel"]) * 1e6 for s in result["streams"] if s.get("rate_error_rel") is not None]),
+        "latency_p50": us(top([l["percentiles_ns"]["p50"] for l in lat])),
+        "latency_p99": us(top([l["percentiles_ns"]["p99"] for l in lat])),
+        "latency_p99_9999": us(top([l["percentiles_ns"]["p99_9999"] for l in lat])),
+        "latency_max": us(top([l["max_ns"] for l in lat])),
+        "lateness_p99": result["lateness"]["p99_ns"],
+        "interarrival_err_p50": top([i["abs_err_p50_ns"] for i in ia]),
+        "microburst_pps": top([s["rate_jitter"][0]["max_pps"] for s in rs if s.get("rate_jitter")]),
+    }
+
+
+def check_report(page: Any, view: Any, server: Server, shots: Path) -> None:
+    """The report's banner says what the verdict says, each tile's number equals the result
+    JSON's, nothing overflows at 1280x800, and a plot gives a value on hover."""
+    page.set_viewport_size({"width": 1280, "height": 800})
+    run_id = view.get_attribute("data-run")
+    result = page.evaluate(f"async () => (await (await fetch('/api/runs/{run_id}')).json()).result")
+    verdict = result["verdict"]
+    banner = view.locator(".banner")
+    expect(banner).to_have_attribute("data-schedule", verdict["schedule"])
+    expect(banner.locator(".banner-title")).to_have_text(f"schedule: {verdict['schedule']}")
+    for cause in verdict.get("causes", []):
+        expect(banner.locator(".causes")).to_contain_text(cause[:60])
+    expect(banner.locator('[data-key="measurement"]')).to_contain_text(result["rx"]["verdict"]["measurement"])
+    expect(banner.locator('[data-key="calibration"]')).to_have_text("calibration: none")
+    for key, want in tile_values(result).items():
+        got = view.locator(f'.tile[data-key="{key}"]').get_attribute("data-value")
+        assert got is not None and want is not None, f"expected tile {key} with a value; got {got!r} (result: {want!r})"
+        assert float(got) == pytest.approx(float(want), rel=1e-9), f"expected tile {key} = {want} (the result JSON's); got {got}"
+    expect(view.locator(".report-table.tx tbody tr")).to_have_count(len(result["streams"]))
+    expect(view.locator(".report-table.rx tbody tr")).to_have_count(len(result["rx"]["streams"]))
+    page.wait_for_function("() => document.querySelectorAll('.run-view .report-plot .uplot').length >= 3")
+    page.wait_for_timeout(300)  # the plots follow their boxes to the narrower window
+    wide = page.evaluate("""() => {
+        const vw = document.documentElement.clientWidth;
+        const out = [...document.querySelectorAll('.run-view *')].filter(e => !e.closest('.table-box') && !e.closest('details:not([open])'))
+            .filter(e => e.getBoundingClientRect().right > vw + 1).map(e => e.tagName + '.' + e.className);
+        return { vw, scroll: document.documentElement.scrollWidth, out: out.slice(0, 5) };
+    }""")
+    assert wide["out"] == [] and wide["scroll"] <= 1280, f"expected nothing wider than the 1280 px page; got {wide}"
+    over = view.locator('.report-plot[data-key="latency-ccdf"] .u-over')
+    over.scroll_into_view_if_needed()
+    box = over.bounding_box()
+    assert box is not None, "expected the latency plot's drawing area"
+    legend = view.locator('.report-plot[data-key="latency-ccdf"] .u-legend .u-series .u-value')
+    values = []
+    for fx in (0.02, 0.3, 0.6, 0.95):  # uPlot shows the data point nearest the cursor
+        page.mouse.move(box["x"] + box["width"] * fx, box["y"] + box["height"] * 0.5, steps=4)
+        values.append(legend.all_inner_texts())
+    assert any(all(v.strip() not in ("", "--") for v in vs) for vs in values), f"expected values in the legend on hover over the latency plot; got {values}"
+    page.screenshot(path=str(shots / "6-report.png"), full_page=True)
+    page.set_viewport_size({"width": 1500, "height": 1000})

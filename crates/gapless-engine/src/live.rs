@@ -54,12 +54,25 @@ impl Live {
 #[derive(Default)]
 pub struct RxLive {
     pub frames: AtomicU64,
-    pub streams: std::sync::Mutex<Vec<gapless_core::meter::LiveRx>>,
+    /// The streams' counts and the time they were taken (the publication).
+    pub streams: std::sync::Mutex<(Option<std::time::Instant>, Vec<gapless_core::meter::LiveRx>)>,
 }
 
 impl RxLive {
     /// The streams' counts as last published.
     pub fn streams(&self) -> Vec<gapless_core::meter::LiveRx> {
+        self.published().1
+    }
+
+    /// The last publication: when, and the streams' counts then.
+    pub fn published(&self) -> (Option<std::time::Instant>, Vec<gapless_core::meter::LiveRx>) {
         self.streams.lock().map(|v| v.clone()).unwrap_or_default()
+    }
+
+    /// Publishes the streams' counts, taken now.
+    pub fn publish(&self, streams: Vec<gapless_core::meter::LiveRx>) {
+        if let Ok(mut s) = self.streams.lock() {
+            *s = (Some(std::time::Instant::now()), streams);
+        }
     }
 }

@@ -127,10 +127,7 @@ pub fn describe_source(r: &mut MeterReport, spec: &crate::spec::RxSpec, src: &dy
 const PUBLISH_EVERY: Duration = Duration::from_millis(100);
 
 fn publish(meter: &Meter, live: &RxLive) {
-    let v = meter.live();
-    if let Ok(mut s) = live.streams.lock() {
-        *s = v;
-    }
+    live.publish(meter.live());
 }
 
 /// Fills in the capture counters, warns about capture loss and what else the reader must

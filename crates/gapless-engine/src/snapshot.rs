@@ -62,8 +62,52 @@ pub(crate) struct Board {
     pub loops: Vec<(Arc<Live>, Vec<usize>)>,
     pub rx: Option<Arc<RxLive>>,
     pub t0: Instant,
-    /// The previous snapshot's time and counts (tx sent, rx received), for rates.
-    prev: Mutex<(Instant, Vec<(u64, u64)>)>,
+    /// Recent counts per stream (tx sent, rx received), each with the time it was taken,
+    /// for rates over a window (see [`RateWindow`]).
+    rates: Mutex<Vec<(RateWindow, RateWindow)>>,
+}
+
+/// A rate over the last [`RateWindow::SPAN`] or more of a counter's samples, each at the time
+/// its count was taken. Rates between consecutive snapshots went wrong two ways: the meter
+/// publishes its counts ten times a second, so a snapshot soon after the previous one saw no
+/// new frames (or a whole publication's worth), and every reader (the event stream, a
+/// checkpoint, the OTG metrics) took snapshots from one shared "previous", so one reader's
+/// snapshot shrank the next one's interval. A window of at least half a second, timed by
+/// when the counts were taken, draws a steady line for a steady rate whoever reads.
+#[derive(Debug, Clone)]
+pub struct RateWindow {
+    samples: std::collections::VecDeque<(Instant, u64)>,
+}
+
+impl RateWindow {
+    pub const SPAN: std::time::Duration = std::time::Duration::from_millis(500);
+
+    /// A window starting at `t0` with a count of 0.
+    pub fn new(t0: Instant) -> RateWindow {
+        RateWindow {
+            samples: std::collections::VecDeque::from([(t0, 0)]),
+        }
+    }
+
+    /// Adds the count taken at `at` (ignored if not newer than the last) and returns the rate
+    /// per second over the newest window of at least [`RateWindow::SPAN`] (over all samples
+    /// while younger).
+    pub fn push(&mut self, at: Instant, count: u64) -> f64 {
+        if self.samples.back().is_some_and(|b| at > b.0) {
+            self.samples.push_back((at, count));
+        }
+        let (t1, c1) = *self.samples.back().expect("never empty");
+        // Keep the newest sample at least SPAN older than the last, and what follows it.
+        while self.samples.len() > 2 && t1.duration_since(self.samples[1].0) >= Self::SPAN {
+            self.samples.pop_front();
+        }
+        let (t0, c0) = self.samples[0];
+        let dt = t1.duration_since(t0).as_secs_f64();
+        if dt <= 0.0 {
+            return 0.0;
+        }
+        c1.saturating_sub(c0) as f64 / dt
+    }
 }
 
 impl Board {
@@ -75,7 +119,7 @@ impl Board {
     ) -> Board {
         let now = Instant::now();
         Board {
-            prev: Mutex::new((now, vec![(0, 0); names.len()])),
+            rates: Mutex::new(vec![(RateWindow::new(now), RateWindow::new(now)); names.len()]),
             names,
             ids,
             loops,
@@ -102,20 +146,21 @@ impl Board {
     pub fn snapshot(&self) -> Snapshot {
         let now = Instant::now();
         let tx = self.tx();
-        let rx_streams = self.rx.as_ref().map(|r| r.streams());
-        let mut prev = self.prev.lock().unwrap_or_else(|p| p.into_inner());
-        let dt = now.duration_since(prev.0).as_secs_f64().max(1e-9);
+        let published = self.rx.as_ref().map(|r| r.published());
+        let rx_at = published.as_ref().and_then(|p| p.0);
+        let rx_streams = published.map(|p| p.1);
+        let mut rates = self.rates.lock().unwrap_or_else(|p| p.into_inner());
         let mut streams = Vec::with_capacity(tx.len());
         let mut total = StreamSnapshot {
             name: "total".into(),
             ..Default::default()
         };
         for (i, c) in tx.iter().enumerate() {
-            let (p_tx, p_rx) = prev.1[i];
+            let (w_tx, w_rx) = &mut rates[i];
             let tx = TxSnapshot {
                 sent: c.sent,
                 bytes: c.bytes,
-                rate_pps: c.sent.saturating_sub(p_tx) as f64 / dt,
+                rate_pps: w_tx.push(now, c.sent),
                 lag_ns: c.lag_ns,
                 late_over_gap: c.late_over_gap,
             };
@@ -131,9 +176,8 @@ impl Board {
                     latency_p50_ns: s.latency_p50_ns,
                     latency_p99_ns: s.latency_p99_ns,
                     latency_p99_9_ns: s.latency_p99_9_ns,
-                    rate_pps: s.received.saturating_sub(p_rx) as f64 / dt,
+                    rate_pps: w_rx.push(rx_at.unwrap_or(now), s.received),
                 });
-            prev.1[i] = (c.sent, rx.map_or(p_rx, |r| r.received));
             add(&mut total, &tx, rx.as_ref());
             streams.push(StreamSnapshot {
                 name: self.names[i].clone(),
@@ -141,7 +185,6 @@ impl Board {
                 rx,
             });
         }
-        prev.0 = now;
         Snapshot {
             elapsed_s: now.duration_since(self.t0).as_secs_f64(),
             streams,
@@ -169,5 +212,66 @@ fn add(total: &mut StreamSnapshot, tx: &TxSnapshot, rx: Option<&RxSnapshot>) {
         a.reordered += r.reordered;
         a.duplicated += r.duplicated;
         a.rate_pps += r.rate_pps;
+    }
+}
+
+#[cfg(test)]
+mod rate_tests {
+    use super::RateWindow;
+    use std::time::{Duration, Instant};
+
+    /// What the dashboard's RX line saw: the meter publishes its count when 100 ms have
+    /// passed at its next poll, so about every 120 ms here (1000 frames/s, steady, no loss);
+    /// the event stream reads every 200 ms, and a checkpoint reads once a second, 10 ms before
+    /// one of the stream's reads. (reader, read time, the count published last and when), 5 s.
+    fn reads() -> Vec<(&'static str, Duration, u64, Duration)> {
+        let mut out = Vec::new();
+        for ms in (205..5000u64).step_by(200) {
+            if ms % 1000 == 5 {
+                out.push(("checkpoint", ms - 10));
+            }
+            out.push(("events", ms));
+        }
+        out.into_iter()
+            .map(|(who, ms)| {
+                let published = ms / 120 * 120; // the last publication before the read
+                (
+                    who,
+                    Duration::from_millis(ms),
+                    published,
+                    Duration::from_millis(published),
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn one_previous_snapshot_shared_by_readers_dips_and_the_window_does_not() {
+        let t0 = Instant::now();
+        // The old way: the count now against the previous snapshot's, whoever took it.
+        let (mut prev_t, mut prev_c, mut old) = (Duration::ZERO, 0u64, Vec::new());
+        for (who, at, count, _) in reads() {
+            let rate = (count - prev_c) as f64 / (at - prev_t).as_secs_f64();
+            (prev_t, prev_c) = (at, count);
+            if who == "events" && at > Duration::from_millis(600) {
+                old.push(rate);
+            }
+        }
+        let low = old.iter().cloned().fold(f64::MAX, f64::min);
+        assert!(
+            low < 600.0,
+            "expected the old rates to dip well below 1000/s (the cause); lowest {low}"
+        );
+        // The window, timed by each count's publication.
+        let mut w = RateWindow::new(t0);
+        for (who, at, count, published) in reads() {
+            let rate = w.push(t0 + published, count);
+            if who == "events" && at > Duration::from_millis(600) {
+                assert!(
+                    (rate - 1000.0).abs() < 1.0,
+                    "expected 1000 frames/s at {at:?} ({who}); got {rate}"
+                );
+            }
+        }
     }
 }

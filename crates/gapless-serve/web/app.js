@@ -468,17 +468,165 @@ function updateCompare() {
   $("#compare").disabled = document.querySelectorAll(".pick:checked").length !== 2;
 }
 
+// ---- the report: verdict banner, tiles, tables, plots (every figure from the result JSON) --
+
+const num = (v) => (typeof v === "number" && isFinite(v) ? v : null);
+const sumOf = (list, f) => list.reduce((a, x) => a + (num(f(x)) ?? 0), 0);
+const maxOf = (list, f) => list.reduce((a, x) => (num(f(x)) == null ? a : a == null ? f(x) : Math.max(a, f(x))), null);
+const show = (v, digits = 1) => (v == null ? "–" : Number.isInteger(v) ? v.toLocaleString("en") : v.toLocaleString("en", { maximumFractionDigits: digits }));
+
+function banner(r) {
+  const v = r.verdict || {};
+  const rxv = (r.rx && r.rx.verdict) || null;
+  const held = v.schedule === "held";
+  const cal = r.rx && r.rx.calibration;
+  const lines = [
+    el("div", { class: "banner-title", text: `schedule: ${v.schedule || "unknown"}` }),
+    el("ul", { class: "causes" }, ...(v.causes || []).map((c) => el("li", { text: c }))),
+    el("div", { class: "banner-line", "data-key": "measurement", text: rxv ? `measurement: ${rxv.measurement}` + (rxv.reasons && rxv.reasons.length ? ` (${rxv.reasons.join("; ")})` : "") : "measurement: no meter" }),
+    el("div", { class: "banner-line", "data-key": "calibration", text: cal ? `calibration: ${cal.name || cal.id || "used"} (${show(num(cal.subtracted_ns ?? cal.offset_ns))} ns subtracted)` : "calibration: none" }),
+  ];
+  return el("div", { class: "banner " + (held ? "held" : v.schedule === "NOT held" ? "not-held" : "unknown"), "data-schedule": v.schedule || "" }, ...lines);
+}
+
+function tile(key, label, value, unit, note) {
+  return el("div", { class: "tile", "data-key": key, "data-value": value == null ? "" : String(value) },
+    el("div", { class: "tile-value", text: show(value) + (unit ? " " + unit : "") }),
+    el("div", { class: "tile-label", text: label }),
+    note ? el("div", { class: "tile-note", text: note }) : "");
+}
+
+/// The key figures; each tile's data-value is the number taken from the result.
+function tiles(r) {
+  const rs = (r.rx && r.rx.streams) || [];
+  const lat = rs.map((s) => s.latency).filter(Boolean);
+  const ia = rs.map((s) => s.interarrival).filter(Boolean);
+  const us = (ns) => (ns == null ? null : ns / 1000);
+  const pct = (k) => us(maxOf(lat, (l) => l.percentiles_ns && l.percentiles_ns[k]));
+  const subtracted = lat.some((l) => l.offset_subtracted_ns) ? "calibration subtracted" : "no calibration subtracted";
+  const errPpm = maxOf(r.streams || [], (s) => (num(s.rate_error_rel) == null ? null : Math.abs(s.rate_error_rel) * 1e6));
+  const jitter = rs.flatMap((s) => (s.rate_jitter || []).slice(0, 1));
+  const burst = maxOf(jitter, (j) => j.max_pps);
+  const ref = ia.length ? ia[0].gap_reference : "";
+  return el("div", { class: "tiles" },
+    tile("sent", "sent", num(r.sent_frames), "frames"),
+    tile("received", "received", rs.length ? sumOf(rs, (s) => s.rx_frames) : null, "frames"),
+    tile("lost", "lost", rs.length ? sumOf(rs, (s) => s.lost_vs_tx) : null, "frames"),
+    tile("reordered", "reordered", rs.length ? sumOf(rs, (s) => s.seq && s.seq.reordered) : null, "frames"),
+    tile("duplicated", "duplicated", rs.length ? sumOf(rs, (s) => s.seq && s.seq.duplicated) : null, "frames"),
+    tile("achieved_pps", "achieved rate", num(r.achieved_pps), "frames/s"),
+    tile("rate_error_ppm", "rate error (worst stream)", errPpm, "ppm"),
+    tile("latency_p50", "latency p50", pct("p50"), "µs", subtracted),
+    tile("latency_p99", "latency p99", pct("p99"), "µs", subtracted),
+    tile("latency_p99_9999", "latency p99.9999", pct("p99_9999"), "µs", subtracted),
+    tile("latency_max", "latency max", us(maxOf(lat, (l) => l.max_ns)), "µs", subtracted),
+    tile("lateness_p99", "departure lateness p99", num(r.lateness && r.lateness.p99_ns), "ns"),
+    tile("interarrival_err_p50", "inter-arrival |err| p50", maxOf(ia, (i) => i.abs_err_p50_ns), "ns", ref ? `against the ${ref}` : ""),
+    tile("microburst_pps", "worst microburst window", burst, "frames/s", jitter.length ? `over ${jitter[0].packets} frames` : ""));
+}
+
+/// A sortable table (click a heading) in a box of its own that scrolls.
+function table(cls, heads, rows) {
+  const body = el("tbody", {}, ...rows.map((r) => el("tr", {}, ...r.map((v) => el("td", { text: show(v), "data-v": v == null ? "" : String(v) })))));
+  const t = el("table", { class: "report-table " + cls },
+    el("thead", {}, el("tr", {}, ...heads.map((h, k) => el("th", { text: h, title: "sort", onclick: () => sortBy(body, k) })))), body);
+  return el("div", { class: "table-box" }, t);
+}
+
+function sortBy(body, k) {
+  const rows = [...body.rows];
+  const key = (tr) => { const v = tr.cells[k].dataset.v; const n = Number(v); return v !== "" && !isNaN(n) ? n : v; };
+  const up = body.dataset.sorted !== String(k);
+  rows.sort((a, b) => (key(a) > key(b) ? 1 : key(a) < key(b) ? -1 : 0) * (up ? 1 : -1));
+  body.dataset.sorted = up ? String(k) : "";
+  body.replaceChildren(...rows);
+}
+
+function tables(r) {
+  const tx = (r.streams || []).map((s) => [s.name, s.sent_frames, s.target_pps, s.achieved_pps, num(s.rate_error_rel) == null ? null : s.rate_error_rel * 1e6,
+    s.lateness && s.lateness.p99_ns, s.lateness && s.lateness.late_over_one_gap]);
+  const rxs = ((r.rx && r.rx.streams) || []).map((s) => {
+    const p = (s.latency && s.latency.percentiles_ns) || {};
+    const us = (v) => (v == null ? null : v / 1000);
+    return [s.name, s.rx_frames, s.lost_vs_tx, s.seq && s.seq.reordered, s.seq && s.seq.duplicated, us(p.p50), us(p.p99), us(p.p99_9),
+      s.interarrival && s.interarrival.abs_err_p50_ns, s.interarrival && s.interarrival.gap_reference];
+  });
+  return el("div", { class: "report-tables" },
+    el("h3", { text: "TX per stream" }),
+    table("tx", ["stream", "sent", "target pps", "achieved pps", "rate err ppm", "lateness p99 ns", "late > 1 gap"], tx),
+    rxs.length ? el("h3", { text: "RX per stream" }) : "",
+    rxs.length ? table("rx", ["stream", "received", "lost", "reordered", "duplicated", "latency p50 µs", "p99 µs", "p99.9 µs", "|err| p50 ns", "reference"], rxs) : "");
+}
+
+/// One uPlot plot in a box: zoom by dragging, values on hover (its legend).
+function plotBox(key, title, xlabel, ylabel, data, names, log) {
+  const box = el("div", { class: "report-plot", "data-key": key });
+  requestAnimationFrame(() => {
+    const series = [{ label: xlabel }].concat(names.map((n, k) => ({ label: n, stroke: palette[k % palette.length], width: 1.5, points: { show: true } })));
+    const opts = { title, width: Math.max(280, box.clientWidth || 420), height: 220, series,
+      scales: { x: { time: false, distr: log ? 3 : 1 }, y: { distr: log ? 3 : 1 } },
+      axes: [{ label: xlabel }, { label: ylabel, size: 70, values: (u, vals) => vals.map(tick) }] };
+    box._plot = new uPlot(opts, data, box);
+    // The plot follows its box: a narrower window never leaves it wider than the page.
+    new ResizeObserver(() => {
+      const w = Math.max(280, box.clientWidth);
+      if (Math.abs(w - box._plot.width) > 2) box._plot.setSize({ width: w, height: 220 });
+    }).observe(box);
+  });
+  return box;
+}
+
+/// An axis label: small fractions as powers of ten (a log axis reaches 1e-6).
+const tick = (v) => (v == null ? "" : v !== 0 && Math.abs(v) < 0.01 ? v.toExponential(0) : v.toLocaleString("en"));
+
+const PCT = [["p50", 0.5], ["p90", 0.1], ["p99", 0.01], ["p99_9", 1e-3], ["p99_99", 1e-4], ["p99_999", 1e-5], ["p99_9999", 1e-6]];
+
+function plots(r) {
+  const rs = (r.rx && r.rx.streams) || [];
+  const out = [];
+  const withLat = rs.filter((s) => s.latency && s.latency.percentiles_ns);
+  if (withLat.length) {
+    const p = withLat[0].latency.percentiles_ns;
+    const pts = PCT.filter(([k]) => num(p[k]) != null && p[k] > 0);
+    out.push(plotBox("latency-ccdf", `latency CCDF (${withLat[0].name}, from its percentiles)`, "latency µs", "fraction above",
+      [pts.map(([k]) => p[k] / 1000), pts.map(([, q]) => q)], ["P(latency > x)"], true));
+  }
+  const withIa = rs.filter((s) => s.interarrival && num(s.interarrival.p50_ns) != null);
+  if (withIa.length) {
+    const i = withIa[0].interarrival;
+    const pts = [["p1_ns", 0.01], ["p50_ns", 0.5], ["p99_ns", 0.99], ["p99_9_ns", 0.999]].filter(([k]) => num(i[k]) != null);
+    out.push(plotBox("interarrival", `inter-arrival CDF (${withIa[0].name}, target ${show(i.target_gap_ns)} ns)`, "gap µs", "fraction below",
+      [pts.map(([k]) => i[k] / 1000), pts.map(([, q]) => q)], ["P(gap ≤ x)"], false));
+  }
+  const withJ = rs.filter((s) => s.rate_jitter && s.rate_jitter.length);
+  if (withJ.length) {
+    const j = withJ[0].rate_jitter;
+    out.push(plotBox("rate-jitter", `rate jitter (${withJ[0].name})`, "window, frames", "% of target",
+      [j.map((w) => w.packets), j.map((w) => w.min_pct), j.map((w) => w.avg_pct), j.map((w) => w.max_pct)], ["min", "avg", "max"], false));
+  }
+  const withS = rs.filter((s) => s.series && s.series.length);
+  if (withS.length) {
+    const t = withS[0].series.map((x) => x.t_s);
+    const width = (k) => (t.length > 1 ? (t[Math.min(k + 1, t.length - 1)] - t[Math.max(k - 1, 0)]) / (k === 0 || k === t.length - 1 ? 1 : 2) : 1) || 1;
+    out.push(plotBox("rx-rate", "RX rate over time", "s", "frames/s",
+      [t].concat(withS.map((s) => s.series.map((x, k) => x.rx_frames / width(k)))), withS.map((s) => s.name), false));
+  }
+  return el("div", { class: "report-plots" }, ...out);
+}
+
 function runView(run) {
   const files = run.files || [];
   const url = (f) => withToken(`/api/runs/${run.id}/files/${encodeURIComponent(f)}`);
-  const downloads = el("div", { class: "downloads" }, ...files.filter((f) => /\.(json|csv)$/.test(f)).map((f) => el("a", { href: url(f), download: f, text: f })));
-  const plots = el("div", { class: "plots" }, ...files.filter((f) => f.endsWith(".png")).map((f) => el("img", { src: url(f), alt: f, title: f })));
+  const downloads = el("div", { class: "downloads" }, ...files.map((f) => el("a", { href: url(f), download: f, text: f })));
   const cp = run.result && run.result.checkpoint ? el("p", { class: "field-error", text: "interrupted: these are the figures of its last checkpoint" }) : "";
+  const r = run.result && !run.result.checkpoint ? run.result : null;
+  const text = el("details", { class: "text" }, el("summary", { text: "text" }),
+    el("pre", { class: "summary", text: run.summary || JSON.stringify(run.result && run.result.checkpoint, null, 1) || "" }));
   return el("div", { class: "run-view", "data-run": String(run.id) },
     el("h2", { text: `Run ${run.id}: ${run.profile} (${run.status})` }),
     run.error ? el("p", { class: "field-error", text: run.error }) : "", cp,
-    el("pre", { class: "summary", text: run.summary || JSON.stringify(run.result && run.result.checkpoint, null, 1) || "" }),
-    downloads, plots);
+    r ? banner(r) : "", r ? tiles(r) : "", r ? tables(r) : "", r ? plots(r) : "",
+    text, el("h3", { text: "files" }), downloads);
 }
 
 async function showRun(id) {
