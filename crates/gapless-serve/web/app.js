@@ -562,7 +562,8 @@ function tables(r) {
 function plotBox(key, title, xlabel, ylabel, data, names, log) {
   const box = el("div", { class: "report-plot", "data-key": key });
   requestAnimationFrame(() => {
-    const series = [{ label: xlabel }].concat(names.map((n, k) => ({ label: n, stroke: palette[k % palette.length], width: 1.5, points: { show: true } })));
+    const value = (u, v) => (v == null ? "--" : tick(v));
+    const series = [{ label: xlabel, value }].concat(names.map((n, k) => ({ label: n, value, stroke: palette[k % palette.length], width: 1.5, points: { show: true } })));
     const opts = { title, width: Math.max(280, box.clientWidth || 420), height: 220, series,
       scales: { x: { time: false, distr: log ? 3 : 1 }, y: { distr: log ? 3 : 1 } },
       axes: [{ label: xlabel }, { label: ylabel, size: 70, values: (u, vals) => vals.map(tick) }] };
