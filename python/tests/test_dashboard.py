@@ -127,7 +127,11 @@ def test_compose_save_reload_run_live_and_open_the_report(server: Server, testbe
         detail = page.locator(".exp-view")
         expect(detail.locator("pre.summary")).to_contain_text("sweep")
         expect(detail.locator(".downloads a", has_text="trials.csv")).to_have_count(1)
-        page.wait_for_function("() => { const i = [...document.querySelectorAll('.exp-view .plots img')]; return i.length > 0 && i.every(x => x.complete && x.naturalWidth > 0); }")
+        exp_id = detail.get_attribute("data-experiment")
+        exp = page.evaluate(f"async () => (await (await fetch('/api/experiments/{exp_id}')).json()).result")
+        assert len(exp["trials"]) >= 2, f"expected the sweep's trials in its result; got {exp.get('trials')}"
+        expect(detail.locator(".report-table.trials tbody tr")).to_have_count(len(exp["trials"]))
+        page.wait_for_function("() => document.querySelectorAll('.exp-view .report-plot .uplot').length == 2")
         page.screenshot(path=str(shots / "7-experiment.png"), full_page=True)
 
         # 8. A calibration on the testbed, then a second run that uses it; the two runs side
@@ -146,6 +150,7 @@ def test_compose_save_reload_run_live_and_open_the_report(server: Server, testbe
         page.locator("#open-report").click(timeout=20000)
         expect(page.locator(".run-view h2")).to_contain_text("Run 2")
         expect(page.locator(".run-view pre.summary")).to_contain_text("calibration")
+        expect(page.locator('.run-view .banner [data-key="calibration"]')).to_contain_text("latency offset")
         page.locator('#runs tbody tr[data-id="1"] .pick').check()
         page.locator('#runs tbody tr[data-id="2"] .pick').check()
         page.click("#compare")
@@ -153,6 +158,14 @@ def test_compose_save_reload_run_live_and_open_the_report(server: Server, testbe
         expect(table.locator("thead th")).to_have_count(3)
         expect(table).to_contain_text("latency p99 (µs)")
         expect(page.locator(".compare .run-view")).to_have_count(2)
+        # The second run's figures against the first's, from their results, and both CDFs.
+        results = [page.evaluate(f"async () => (await (await fetch('/api/runs/{i}')).json()).result") for i in (1, 2)]
+        want = [tile_values(r) for r in results]
+        for key in ("sent", "received", "latency_p99", "lateness_p99"):
+            got = page.locator(f'.compare-tiles .tile[data-key="{key}"]').get_attribute("data-diff")
+            assert got not in (None, "") and float(got) == pytest.approx(want[1][key] - want[0][key], rel=1e-9, abs=1e-9), \
+                f"expected the {key} difference {want[1][key] - want[0][key]} (run 2 - run 1); got {got}"
+        expect(page.locator('.report-plot[data-key="compare-ccdf"] .u-legend .u-series')).to_have_count(3)
         page.screenshot(path=str(shots / "9-compare.png"), full_page=True)
         browser.close()
     assert errors == [], f"expected no JavaScript errors on the page; got {errors}"

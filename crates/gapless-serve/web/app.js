@@ -484,7 +484,7 @@ function banner(r) {
     el("div", { class: "banner-title", text: `schedule: ${v.schedule || "unknown"}` }),
     el("ul", { class: "causes" }, ...(v.causes || []).map((c) => el("li", { text: c }))),
     el("div", { class: "banner-line", "data-key": "measurement", text: rxv ? `measurement: ${rxv.measurement}` + (rxv.reasons && rxv.reasons.length ? ` (${rxv.reasons.join("; ")})` : "") : "measurement: no meter" }),
-    el("div", { class: "banner-line", "data-key": "calibration", text: cal ? `calibration: ${cal.name || cal.id || "used"} (${show(num(cal.subtracted_ns ?? cal.offset_ns))} ns subtracted)` : "calibration: none" }),
+    el("div", { class: "banner-line", "data-key": "calibration", text: cal ? `calibration: ${cal.path || "used"}, latency offset ${show(num(cal.latency_offset_ns))} ns` + (cal.subtracted === false ? " (not subtracted)" : " subtracted") + (cal.valid === false ? ` — not valid: ${cal.invalid_reason || ""}` : "") : "calibration: none" }),
   ];
   return el("div", { class: "banner " + (held ? "held" : v.schedule === "NOT held" ? "not-held" : "unknown"), "data-schedule": v.schedule || "" }, ...lines);
 }
@@ -563,7 +563,7 @@ function plotBox(key, title, xlabel, ylabel, data, names, log) {
   const box = el("div", { class: "report-plot", "data-key": key });
   requestAnimationFrame(() => {
     const value = (u, v) => (v == null ? "--" : tick(v));
-    const series = [{ label: xlabel, value }].concat(names.map((n, k) => ({ label: n, value, stroke: palette[k % palette.length], width: 1.5, points: { show: true } })));
+    const series = [{ label: xlabel, value }].concat(names.map((n, k) => ({ label: n, value, stroke: palette[k % palette.length], width: 1.5, points: { show: true }, spanGaps: true })));
     const opts = { title, width: Math.max(280, box.clientWidth || 420), height: 220, series,
       scales: { x: { time: false, distr: log ? 3 : 1 }, y: { distr: log ? 3 : 1 } },
       axes: [{ label: xlabel }, { label: ylabel, size: 70, values: (u, vals) => vals.map(tick) }] };
@@ -636,7 +636,8 @@ async function showRun(id) {
 }
 
 async function compareRuns() {
-  const ids = [...document.querySelectorAll(".pick:checked")].map((e) => e.dataset.id);
+  // The older run first: differences read newer − older.
+  const ids = [...document.querySelectorAll(".pick:checked")].map((e) => Number(e.dataset.id)).sort((a, b) => a - b);
   const runs = await Promise.all(ids.map((id) => api("GET", `/api/runs/${id}`)));
   const row = (label, f) => el("tr", {}, el("th", { text: label }), ...runs.map((r) => el("td", { text: fmt(f(r.result || {})) })));
   const rx = (r, k) => (r.rx ? r.rx.streams.reduce((a, s) => a + (s[k] || 0), 0) : null);
@@ -647,7 +648,43 @@ async function compareRuns() {
       row("lost vs tx", (r) => rx(r, "lost_vs_tx")), row("latency p50 (µs)", (r) => lat(r, "p50")), row("latency p99 (µs)", (r) => lat(r, "p99")),
       row("latency p99.9 (µs)", (r) => lat(r, "p99_9")), row("lateness p99 (ns)", (r) => r.lateness && r.lateness.p99_ns),
       row("schedule", (r) => r.verdict && r.verdict.schedule)));
-  $("#run-detail").replaceChildren(el("h2", { text: "Comparison" }), table, el("div", { class: "compare" }, ...runs.map(runView)));
+  $("#run-detail").replaceChildren(el("h2", { text: "Comparison" }), compareTiles(runs), compareCdf(runs), table,
+    el("div", { class: "compare" }, ...runs.map(runView)));
+}
+
+/// The second run's key figures against the first's: each tile has both values and the
+/// difference (data-a, data-b, data-diff from the results' tiles).
+function compareTiles(runs) {
+  const [a, b] = runs.map((r) => (r.result && !r.result.checkpoint ? tiles(r.result) : null));
+  if (!a || !b) return el("p", { text: "both runs need a stored result to compare figures" });
+  const out = [...a.children].map((ta) => {
+    const key = ta.dataset.key;
+    const tb = b.querySelector(`.tile[data-key="${key}"]`);
+    const va = ta.dataset.value === "" ? null : Number(ta.dataset.value);
+    const vb = tb && tb.dataset.value !== "" ? Number(tb.dataset.value) : null;
+    const d = va == null || vb == null ? null : vb - va;
+    const label = ta.querySelector(".tile-label").textContent;
+    return el("div", { class: "tile", "data-key": key, "data-a": String(va ?? ""), "data-b": String(vb ?? ""), "data-diff": String(d ?? "") },
+      el("div", { class: "tile-value", text: d == null ? "–" : (d > 0 ? "+" : "") + show(d) }),
+      el("div", { class: "tile-label", text: `${label}: run ${runs[1].id} − run ${runs[0].id}` }),
+      el("div", { class: "tile-note", text: `${show(va)} → ${show(vb)}` }));
+  });
+  return el("div", { class: "tiles compare-tiles" }, ...out);
+}
+
+/// Both runs' latency CCDFs (first stream with latency, from its percentiles) on one plot.
+function compareCdf(runs) {
+  const curve = (r) => {
+    const s = ((r.result && r.result.rx && r.result.rx.streams) || []).find((x) => x.latency && x.latency.percentiles_ns);
+    if (!s) return null;
+    const p = s.latency.percentiles_ns;
+    const pts = PCT.filter(([k]) => num(p[k]) != null && p[k] > 0);
+    return [pts.map(([k]) => p[k] / 1000), pts.map(([, q]) => q)];
+  };
+  const cs = runs.map(curve);
+  if (cs.some((c) => !c)) return "";
+  return plotBox("compare-ccdf", "latency CCDF, both runs", "latency µs", "fraction above", uPlot.join(cs),
+    runs.map((r) => `run ${r.id}`), true);
 }
 
 // ---- experiments ---------------------------------------------------------------------
@@ -741,9 +778,26 @@ async function showExperiment(id) {
   $("#exp-detail").replaceChildren(el("div", { class: "exp-view", "data-experiment": String(id) },
     el("h2", { text: `Experiment ${id}: ${x.name} (${x.status})` }),
     x.error ? el("p", { class: "field-error", text: x.error }) : "",
-    el("pre", { class: "summary", text: x.summary || "" }),
-    el("div", { class: "downloads" }, ...files.filter((f) => /\.(json|csv)$/.test(f)).map((f) => el("a", { href: url(f), download: f, text: f }))),
-    el("div", { class: "plots" }, ...files.filter((f) => f.endsWith(".png")).map((f) => el("img", { src: url(f), alt: f, title: f })))));
+    experimentReport(x),
+    el("details", { class: "text" }, el("summary", { text: "text" }), el("pre", { class: "summary", text: x.summary || "" })),
+    el("h3", { text: "files" }),
+    el("div", { class: "downloads" }, ...files.map((f) => el("a", { href: url(f), download: f, text: f })))));
+}
+
+/// The trials as a sortable table, and the offered rate against loss and received rate.
+function experimentReport(x) {
+  const trials = (x.result && (x.result.trials || (x.result.checkpoint && x.result.checkpoint.trials))) || [];
+  if (!trials.length) return "";
+  const rows = trials.map((t) => { const p = t.plan || {}; return [t.index, p.purpose || "", p.rate_pps, p.size ?? "profile", t.sent, t.received, t.loss_pct, t.valid ? "valid" : t.invalid_reason || "invalid"]; });
+  const byRate = [...trials].filter((t) => t.plan && num(t.plan.rate_pps) != null).sort((a, b) => a.plan.rate_pps - b.plan.rate_pps);
+  return el("div", { class: "exp-report" },
+    el("h3", { text: "trials" }),
+    table("trials", ["#", "purpose", "rate pps", "size", "sent", "received", "loss %", "judged"], rows),
+    el("div", { class: "report-plots" },
+      plotBox("exp-loss", "loss against offered rate", "offered frames/s", "loss %",
+        [byRate.map((t) => t.plan.rate_pps), byRate.map((t) => num(t.loss_pct))], ["loss %"], false),
+      plotBox("exp-received", "received against offered", "offered frames/s", "received frames",
+        [byRate.map((t) => t.plan.rate_pps), byRate.map((t) => num(t.sent)), byRate.map((t) => num(t.received))], ["sent", "received"], false)));
 }
 
 async function stopExperiment() {
