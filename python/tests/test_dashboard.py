@@ -220,7 +220,13 @@ def check_report(page: Any, view: Any, server: Server, shots: Path) -> None:
         assert float(got) == pytest.approx(float(want), rel=1e-9), f"expected tile {key} = {want} (the result JSON's); got {got}"
     expect(view.locator(".report-table.tx tbody tr")).to_have_count(len(result["streams"]))
     expect(view.locator(".report-table.rx tbody tr")).to_have_count(len(result["rx"]["streams"]))
-    page.wait_for_function("() => document.querySelectorAll('.run-view .report-plot .uplot').length >= 3")
+    page.wait_for_function("() => document.querySelectorAll('.run-view .report-plot .uplot').length >= 5")
+    # The latency CDF is drawn from the run's decoded histogram: a point per bucket.
+    hist = page.evaluate(f"async () => (await (await fetch('/api/runs/{run_id}')).json()).histograms")
+    name = next(n for n, h in hist.items() if h.get("latency"))
+    buckets = [b for b in hist[name]["latency"] if b[1] > 0]
+    points = page.evaluate("() => document.querySelector('.run-view .report-plot[data-key=\"latency-cdf\"]')._plot.data[0].length")
+    assert points == len(buckets) > 1, f"expected the CDF's points to be the {len(buckets)} latency buckets of {name}; got {points}"
     page.wait_for_timeout(300)  # the plots follow their boxes to the narrower window
     wide = page.evaluate("""() => {
         const vw = document.documentElement.clientWidth;

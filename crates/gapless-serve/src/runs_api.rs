@@ -185,16 +185,32 @@ pub async fn get(State(s): State<Shared>, Path(id): Path<String>) -> Result<Json
         .run(id)
         .map_err(internal)?
         .ok_or_else(|| err(StatusCode::NOT_FOUND, format!("no run {id}")))?;
-    let summary = row
+    let parsed = row
         .result
         .as_ref()
-        .and_then(|r| serde_json::from_value::<gapless_core::result::RunResult>(r.clone()).ok())
-        .map(|r| crate::profiles::summary(&r));
+        .and_then(|r| serde_json::from_value::<gapless_core::result::RunResult>(r.clone()).ok());
+    let summary = parsed.as_ref().map(crate::profiles::summary);
     let files = crate::files::list(&JobId::Run(id).dir(&s.reports));
     let mut v = json!(row);
     v["summary"] = json!(summary);
     v["files"] = json!(files);
+    v["histograms"] = parsed.map_or(Value::Null, |r| histograms(&r));
     Ok(Json(v))
+}
+
+/// Each received stream's latency and inter-arrival histograms decoded into buckets
+/// (lowest ns, highest ns, count), for the report's plots: the result keeps them compressed.
+fn histograms(r: &gapless_core::result::RunResult) -> Value {
+    let Some(rx) = &r.rx else { return Value::Null };
+    let per: serde_json::Map<String, Value> = rx
+        .streams
+        .iter()
+        .filter_map(|s| {
+            let h = gapless_engine::report::plots::histograms(s).ok()?;
+            Some((s.name.clone(), json!(h)))
+        })
+        .collect();
+    Value::Object(per)
 }
 
 pub async fn stop(State(s): State<Shared>, Path(id): Path<String>) -> Result<Json<Value>, ApiError> {

@@ -558,14 +558,15 @@ function tables(r) {
     rxs.length ? table("rx", ["stream", "received", "lost", "reordered", "duplicated", "latency p50 µs", "p99 µs", "p99.9 µs", "|err| p50 ns", "reference"], rxs) : "");
 }
 
-/// One uPlot plot in a box: zoom by dragging, values on hover (its legend).
+/// One uPlot plot in a box: zoom by dragging, values on hover (its legend). `log`: true for
+/// both axes on a log scale, "x" for the x axis only.
 function plotBox(key, title, xlabel, ylabel, data, names, log) {
   const box = el("div", { class: "report-plot", "data-key": key });
   requestAnimationFrame(() => {
     const value = (u, v) => (v == null ? "--" : tick(v));
     const series = [{ label: xlabel, value }].concat(names.map((n, k) => ({ label: n, value, stroke: palette[k % palette.length], width: 1.5, points: { show: true }, spanGaps: true })));
     const opts = { title, width: Math.max(280, box.clientWidth || 420), height: 220, series,
-      scales: { x: { time: false, distr: log ? 3 : 1 }, y: { distr: log ? 3 : 1 } },
+      scales: { x: { time: false, distr: log ? 3 : 1 }, y: { distr: log === true ? 3 : 1 } },
       axes: [{ label: xlabel }, { label: ylabel, size: 70, values: (u, vals) => vals.map(tick) }] };
     box._plot = new uPlot(opts, data, box);
     // The plot follows its box: a narrower window never leaves it wider than the page.
@@ -582,17 +583,50 @@ const tick = (v) => (v == null ? "" : v !== 0 && Math.abs(v) < 0.01 ? v.toExpone
 
 const PCT = [["p50", 0.5], ["p90", 0.1], ["p99", 0.01], ["p99_9", 1e-3], ["p99_99", 1e-4], ["p99_999", 1e-5], ["p99_9999", 1e-6]];
 
-function plots(r) {
-  const rs = (r.rx && r.rx.streams) || [];
+/// (x at each bucket's upper end in µs, CDF) of histogram buckets [lowest ns, highest ns, count].
+function cdfOf(buckets) {
+  const total = buckets.reduce((a, b) => a + b[2], 0) || 1;
+  let acc = 0;
+  const xs = [], ys = [];
+  for (const [, hi, c] of buckets) {
+    acc += c;
+    if (hi > 0) { xs.push(hi / 1000); ys.push(acc / total); }
+  }
+  return [xs, ys];
+}
+
+/// Plots from the decoded histograms (the server's `histograms` of a run), where there are.
+function histogramPlots(h) {
+  const name = Object.keys(h || {}).find((n) => h[n] && h[n].latency && h[n].latency.length);
   const out = [];
-  const withLat = rs.filter((s) => s.latency && s.latency.percentiles_ns);
+  if (name) {
+    const [xs, cdf] = cdfOf(h[name].latency);
+    out.push(plotBox("latency-cdf", `latency CDF (${name})`, "latency µs", "fraction at or below", [xs, cdf], ["P(latency ≤ x)"], "x"));
+    const tail = xs.map((x, k) => [x, 1 - cdf[k]]).filter(([, q]) => q > 0);
+    out.push(plotBox("latency-ccdf", `latency CCDF (${name})`, "latency µs", "fraction above",
+      [tail.map((p) => p[0]), tail.map((p) => p[1])], ["P(latency > x)"], true));
+  }
+  const ia = Object.keys(h || {}).find((n) => h[n] && h[n].interarrival && h[n].interarrival.length);
+  if (ia) {
+    const b = h[ia].interarrival;
+    out.push(plotBox("interarrival", `inter-arrival histogram (${ia})`, "gap µs", "frames",
+      [b.map(([lo, hi]) => (lo + hi) / 2000), b.map(([, , c]) => c)], ["frames"], false));
+  }
+  return out;
+}
+
+function plots(r, hist) {
+  const rs = (r.rx && r.rx.streams) || [];
+  const fromHist = histogramPlots(hist);
+  const out = [...fromHist];
+  const withLat = fromHist.length ? [] : rs.filter((s) => s.latency && s.latency.percentiles_ns);
   if (withLat.length) {
     const p = withLat[0].latency.percentiles_ns;
     const pts = PCT.filter(([k]) => num(p[k]) != null && p[k] > 0);
     out.push(plotBox("latency-ccdf", `latency CCDF (${withLat[0].name}, from its percentiles)`, "latency µs", "fraction above",
       [pts.map(([k]) => p[k] / 1000), pts.map(([, q]) => q)], ["P(latency > x)"], true));
   }
-  const withIa = rs.filter((s) => s.interarrival && num(s.interarrival.p50_ns) != null);
+  const withIa = fromHist.length ? [] : rs.filter((s) => s.interarrival && num(s.interarrival.p50_ns) != null);
   if (withIa.length) {
     const i = withIa[0].interarrival;
     const pts = [["p1_ns", 0.01], ["p50_ns", 0.5], ["p99_ns", 0.99], ["p99_9_ns", 0.999]].filter(([k]) => num(i[k]) != null);
@@ -626,7 +660,7 @@ function runView(run) {
   return el("div", { class: "run-view", "data-run": String(run.id) },
     el("h2", { text: `Run ${run.id}: ${run.profile} (${run.status})` }),
     run.error ? el("p", { class: "field-error", text: run.error }) : "", cp,
-    r ? banner(r) : "", r ? tiles(r) : "", r ? tables(r) : "", r ? plots(r) : "",
+    r ? banner(r) : "", r ? tiles(r) : "", r ? tables(r) : "", r ? plots(r, run.histograms) : "",
     text, el("h3", { text: "files" }), downloads);
 }
 
