@@ -706,9 +706,17 @@ function compareTiles(runs) {
   return el("div", { class: "tiles compare-tiles" }, ...out);
 }
 
-/// Both runs' latency CCDFs (first stream with latency, from its percentiles) on one plot.
+/// Both runs' latency CCDFs on one plot: from each run's histogram (its first stream with
+/// one), or from its percentiles where it has none.
 function compareCdf(runs) {
   const curve = (r) => {
+    const h = r.histograms || {};
+    const name = Object.keys(h).find((n) => h[n] && h[n].latency && h[n].latency.length);
+    if (name) {
+      const [xs, cdf] = cdfOf(h[name].latency);
+      const tail = xs.map((x, k) => [x, 1 - cdf[k]]).filter(([, q]) => q > 0);
+      return [tail.map((p) => p[0]), tail.map((p) => p[1])];
+    }
     const s = ((r.result && r.result.rx && r.result.rx.streams) || []).find((x) => x.latency && x.latency.percentiles_ns);
     if (!s) return null;
     const p = s.latency.percentiles_ns;
