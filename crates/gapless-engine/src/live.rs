@@ -59,11 +59,6 @@ pub struct RxLive {
 }
 
 impl RxLive {
-    /// The streams' counts as last published.
-    pub fn streams(&self) -> Vec<gapless_core::meter::LiveRx> {
-        self.published().1
-    }
-
     /// The last publication: when, and the streams' counts then.
     pub fn published(&self) -> (Option<std::time::Instant>, Vec<gapless_core::meter::LiveRx>) {
         self.streams.lock().map(|v| v.clone()).unwrap_or_default()

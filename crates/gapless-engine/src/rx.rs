@@ -75,10 +75,7 @@ pub fn meter_loop(
                     meter.set_warmup_start(start);
                 }
             }
-            if let Some(c) = capture {
-                c.offer(f.ts_ns, f.data, f.wire_len);
-            }
-            meter.on_frame(f.ts_ns, f.data, f.wire_len)
+            take(meter, capture, &f)
         });
         match res {
             Ok(_) => {
@@ -95,12 +92,7 @@ pub fn meter_loop(
         }
     }
     // What is already in the ring belongs to the run.
-    let _ = rx.poll(0, &mut |f| {
-        if let Some(c) = capture {
-            c.offer(f.ts_ns, f.data, f.wire_len);
-        }
-        meter.on_frame(f.ts_ns, f.data, f.wire_len)
-    });
+    let _ = rx.poll(0, &mut |f| take(meter, capture, &f));
     live.frames.store(meter.frames(), Ordering::Relaxed);
     publish(meter, live);
     RxOutcome {
@@ -108,6 +100,15 @@ pub fn meter_loop(
         stats: rx.stats(),
         error,
     }
+}
+
+/// A frame the meter takes, offered to the capture first.
+#[inline]
+fn take(meter: &mut Meter, capture: Option<&crate::capture::Capture>, f: &gapless_io::rx::RxFrame<'_>) {
+    if let Some(c) = capture {
+        c.offer(f.ts_ns, f.data, f.wire_len);
+    }
+    meter.on_frame(f.ts_ns, f.data, f.wire_len)
 }
 
 /// What a report says of the interface and socket it was metered on.

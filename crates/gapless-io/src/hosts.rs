@@ -89,14 +89,11 @@ impl Host {
         Ok(host)
     }
 
-    pub fn spec(&self) -> &HostSpec {
-        &self.spec
-    }
-
     /// The gateway's MAC, asking the kernel to resolve it (ARP or ND) and waiting up to
     /// `within`; the error names the unresolved address.
     pub fn resolve(&self, gateway: IpAddr, within: Duration) -> Result<String, IoError> {
         let t0 = Instant::now();
+        let probe = self.prober(gateway)?;
         loop {
             if let Some(mac) = self.neighbor(gateway)? {
                 return Ok(mac);
@@ -108,14 +105,15 @@ impl Host {
                     waited_ms: within.as_millis() as u64,
                 });
             }
-            self.poke(gateway)?;
+            // A datagram to the discard port: the kernel resolves the address to send it.
+            let _ = probe.send_to(&[0], SocketAddr::new(gateway, 9));
             std::thread::sleep(Duration::from_millis(50));
         }
     }
 
-    /// One datagram to the discard port, bound to the host: the kernel resolves the address
-    /// to send it.
-    fn poke(&self, to: IpAddr) -> Result<(), IoError> {
+    /// A UDP socket bound to the host, made in its namespace (a socket keeps the namespace
+    /// it was made in, so it is sent on from any thread).
+    fn prober(&self, to: IpAddr) -> Result<UdpSocket, IoError> {
         let name = self.spec.ifname.clone();
         in_netns(self.spec.netns.as_deref(), move || {
             let any: SocketAddr = if to.is_ipv6() {
@@ -130,8 +128,7 @@ impl Host {
             };
             let s = UdpSocket::bind(any).map_err(|e| os("a UDP socket to resolve a gateway", e))?;
             crate::socket::bind_to_device(&s, &name)?;
-            let _ = s.send_to(&[0], SocketAddr::new(to, 9));
-            Ok(())
+            Ok(s)
         })
     }
 

@@ -124,14 +124,7 @@ pub fn read(p: Option<&Value>, path: &str, kind: Kind, field: &str) -> Result<Pa
                 .enumerate()
                 .map(|(i, v)| kind.parse(v, &format!("{path}.values[{i}]")).map(|n| kind.show(n)))
                 .collect::<Result<Vec<_>, _>>()?;
-            let mut op = Map::new();
-            op.insert("field".into(), json!(field));
-            op.insert("op".into(), json!("list"));
-            op.insert("values".into(), json!(vals));
-            Ok(Pattern {
-                first: Some(vals[0].clone()),
-                op: Some(op),
-            })
+            Ok(cycle(field, vals))
         }
         "random" => random_op(&p["random"], &format!("{path}.random"), kind, field),
         "increment" | "decrement" => step_op(
@@ -228,14 +221,21 @@ fn random_op(p: &Value, path: &str, kind: Kind, field: &str) -> Result<Pattern, 
     let vals: Vec<Value> = (0..count)
         .map(|_| kind.show(min + step * rng.random_range(0..=slots)))
         .collect();
+    Ok(cycle(field, vals))
+}
+
+/// A field cycling through `vals` (non-empty): the first as the template's value, and a
+/// `list` op when there is more than one.
+fn cycle(field: &str, vals: Vec<Value>) -> Pattern {
+    let first = Some(vals[0].clone());
+    if vals.len() == 1 {
+        return Pattern { first, op: None };
+    }
     let mut op = Map::new();
     op.insert("field".into(), json!(field));
     op.insert("op".into(), json!("list"));
     op.insert("values".into(), json!(vals));
-    Ok(Pattern {
-        first: Some(vals[0].clone()),
-        op: (count > 1).then_some(op),
-    })
+    Pattern { first, op: Some(op) }
 }
 
 #[cfg(test)]

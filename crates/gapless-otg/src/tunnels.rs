@@ -45,11 +45,9 @@ pub fn split<'a>(list: &'a [Value], path: &str) -> Result<Split<'a>, Invalid> {
     let mut t = Map::new();
     t.insert("kind".into(), json!(kind));
     if kind != "mpls" {
-        outer_ip(
-            &list[k - if kind == "gre" { 1 } else { 2 }],
-            &at(k - if kind == "gre" { 1 } else { 2 }),
-            &mut t,
-        )?;
+        // The outer IPv4 header comes right before GRE, and before the UDP of the others.
+        let ip = k - if kind == "gre" { 1 } else { 2 };
+        outer_ip(&list[ip], &at(ip), &mut t)?;
     }
     if kind == "vxlan" || kind == "gtpv1" {
         outer_udp(&list[k - 1], &at(k - 1), &mut t)?;

@@ -119,7 +119,11 @@ impl Openapi {
             .extensions()
             .get::<tonic::transport::server::TcpConnectInfo>()
             .and_then(|c| c.remote_addr());
-        if !self.state.limits.take_for(peer.map(|a: SocketAddr| a.ip())) {
+        if !self
+            .state
+            .limits
+            .take(crate::limits::client(peer.map(|a: SocketAddr| a.ip())))
+        {
             return Err(Status::resource_exhausted(
                 "too many requests from this client. Fix: poll less often, or start the server with a larger --client-rate",
             ));
@@ -192,20 +196,13 @@ async fn handle(s: &Shared, method: &str, req: Value) -> Result<Value, OtgError>
     Ok(match method {
         "GetVersion" => json!({ "version": requests::version() }),
         "GetConfig" => json!({ "config": config_now(s) }),
-        "SetConfig" => json!({ "warning": set_config_to(s, field("config"))? }),
+        "SetConfig" => json!({ "warning": set_config_to(s.clone(), field("config")).await? }),
         "SetControlState" => json!({ "warning": control_with(s.clone(), field("control_state")).await? }),
         "GetMetrics" => json!({ "metrics_response": metrics_for(s, &field("metrics_request"))? }),
-        "GetStates" => {
-            let req = field("states_request");
-            let s = s.clone();
-            let states = tokio::task::spawn_blocking(move || crate::otg::states(&s, &req))
-                .await
-                .map_err(OtgError::internal)??;
-            json!({ "states_response": states })
-        }
+        "GetStates" => json!({ "states_response": crate::otg::states(s.clone(), field("states_request")).await? }),
         "GetCapture" => {
             use base64::Engine;
-            let (bytes, _) = capture_file(s, &field("capture_request"))?;
+            let (bytes, _) = capture_file(s, &field("capture_request")).await?;
             json!({ "response_bytes": base64::engine::general_purpose::STANDARD.encode(bytes) })
         }
         other => {

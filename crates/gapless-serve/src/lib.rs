@@ -209,26 +209,11 @@ pub async fn serve(
         Some((l, addr, acceptor)) => {
             let app = otg::router(state.clone(), cfg.guard(addr, true));
             let stop = ended(rx.clone());
-            let listen_err = move |cause| ServeError::Listen { addr, cause };
             Some(match acceptor {
-                None => {
-                    let service = app.into_make_service_with_connect_info::<SocketAddr>();
-                    tokio::spawn(async move {
-                        axum::serve(l, service)
-                            .with_graceful_shutdown(stop)
-                            .await
-                            .map_err(listen_err)
-                    })
-                }
+                None => tokio::spawn(serve_on::<_, SocketAddr>(l, app, stop, addr)),
                 Some(a) => {
-                    let l = tls::TlsListener::new(l, a).map_err(listen_err)?;
-                    let service = app.into_make_service_with_connect_info::<tls::Peer>();
-                    tokio::spawn(async move {
-                        axum::serve(l, service)
-                            .with_graceful_shutdown(stop)
-                            .await
-                            .map_err(listen_err)
-                    })
+                    let l = tls::TlsListener::new(l, a).map_err(|cause| ServeError::Listen { addr, cause })?;
+                    tokio::spawn(serve_on::<_, tls::Peer>(l, app, stop, addr))
                 }
             })
         }
@@ -256,13 +241,7 @@ pub async fn serve(
         let _ = tx.send(true);
     });
     let app = router(state.clone(), cfg.guard(listen, false));
-    let served = axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>())
-        .with_graceful_shutdown(ended(rx))
-        .await
-        .map_err(|cause| ServeError::Listen {
-            addr: cfg.listen,
-            cause,
-        });
+    let served = serve_on::<_, SocketAddr>(listener, app, ended(rx), cfg.listen).await;
     for t in otg_task.into_iter().chain(grpc_task) {
         let _ = t.await;
     }
@@ -274,6 +253,29 @@ pub async fn serve(
     })
     .await;
     served
+}
+
+/// Serves `app` on `l` until `stop`; each request knows its client's address as `C` (the
+/// request limits read it).
+async fn serve_on<L, C>(
+    l: L,
+    app: axum::Router,
+    stop: impl std::future::Future<Output = ()> + Send + 'static,
+    addr: SocketAddr,
+) -> Result<(), ServeError>
+where
+    L: axum::serve::Listener,
+    L::Addr: std::fmt::Debug,
+    C: for<'a> axum::extract::connect_info::Connected<axum::serve::IncomingStream<'a, L>>
+        + Clone
+        + Send
+        + Sync
+        + 'static,
+{
+    axum::serve(l, app.into_make_service_with_connect_info::<C>())
+        .with_graceful_shutdown(stop)
+        .await
+        .map_err(|cause| ServeError::Listen { addr, cause })
 }
 
 /// The OTG listener's TLS, made before it binds (a bad certificate is an error at start).

@@ -61,13 +61,8 @@ impl Limits {
         }
     }
 
-    /// As [`Limits::take`], for a client whose address may be unknown (counted as one).
-    pub fn take_for(&self, ip: Option<IpAddr>) -> bool {
-        self.take(ip.unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED)))
-    }
-
     /// Takes one request's token for `ip`; false when its bucket is empty.
-    fn take(&self, ip: IpAddr) -> bool {
+    pub(crate) fn take(&self, ip: IpAddr) -> bool {
         let now = Instant::now();
         let (rate, burst) = (self.cfg.client_rate, 2.0 * self.cfg.client_rate);
         let mut clients = self.clients.lock().unwrap_or_else(|e| e.into_inner());
@@ -105,14 +100,19 @@ impl Limits {
     }
 }
 
+/// The address a client's requests are counted under: an unknown one counts as one client.
+pub(crate) fn client(ip: Option<IpAddr>) -> IpAddr {
+    ip.unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED))
+}
+
 /// Every request takes a token of its client's bucket first.
 pub async fn check(State(l): State<Arc<Limits>>, req: Request, next: Next) -> Response {
-    let ip = req
+    let peer = req
         .extensions()
         .get::<ConnectInfo<SocketAddr>>()
         .map(|c| c.0)
-        .or_else(|| req.extensions().get::<ConnectInfo<crate::tls::Peer>>().map(|c| c.0 .0))
-        .map_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED), |a| a.ip());
+        .or_else(|| req.extensions().get::<ConnectInfo<crate::tls::Peer>>().map(|c| c.0 .0));
+    let ip = client(peer.map(|a| a.ip()));
     if l.take(ip) {
         return next.run(req).await;
     }

@@ -78,20 +78,15 @@ pub fn self_signed(db: &Path, names: &[String]) -> Result<TlsFiles, ServeError> 
     Ok(files)
 }
 
+/// Writes the key atomically, readable by its owner only (from the first byte).
 fn write_private(path: &Path, pem: &[u8]) -> Result<(), ServeError> {
     use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    let tmp = path.with_extension("pem.tmp");
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&tmp)
-        .map_err(|e| tls_err(path, e.to_string()))?;
-    f.write_all(pem)
-        .and_then(|()| f.sync_all())
-        .and_then(|()| std::fs::rename(&tmp, path))
+    let mut f = gapless_io::files::atomic::AtomicFile::create(path)
+        .map_err(|e| tls_err(path, e.to_string()))?
+        .with_mode(0o600);
+    f.file()
+        .write_all(pem)
+        .and_then(|()| f.commit())
         .map_err(|e| tls_err(path, e.to_string()))
 }
 

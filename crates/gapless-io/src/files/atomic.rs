@@ -48,6 +48,13 @@ impl AtomicFile {
         })
     }
 
+    /// The mode the file gets when committed (default: the replaced file's, else 0644). The
+    /// temporary file is 0600 until then.
+    pub fn with_mode(mut self, mode: u32) -> AtomicFile {
+        self.mode = mode;
+        self
+    }
+
     pub fn file(&mut self) -> &mut File {
         self.tmp.as_file_mut()
     }

@@ -3,6 +3,7 @@
 //! destination MAC), their neighbour tables read by `POST /monitor/states`.
 
 use std::net::IpAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Bytes;
@@ -21,7 +22,7 @@ pub const RESOLVE_WITHIN: Duration = Duration::from_secs(3);
 
 /// A host per device Ethernet, on its port's interface and in its namespace. Interface
 /// names are `gd<pid>x<k>`: unique per server, at most 15 bytes.
-pub fn up(plan: &Plan) -> Result<Vec<(String, Host)>, OtgError> {
+pub fn up(plan: &Plan) -> Result<Vec<(String, Arc<Host>)>, OtgError> {
     let mut hosts = Vec::new();
     for (k, e) in plan.devices.iter().enumerate() {
         let port = plan
@@ -43,7 +44,7 @@ pub fn up(plan: &Plan) -> Result<Vec<(String, Host)>, OtgError> {
                 e.name, e.port
             ))
         })?;
-        hosts.push((e.name.clone(), host));
+        hosts.push((e.name.clone(), Arc::new(host)));
     }
     Ok(hosts)
 }
@@ -53,17 +54,14 @@ pub fn up(plan: &Plan) -> Result<Vec<(String, Host)>, OtgError> {
 pub fn resolve(s: &Shared, g: &mut Group) -> Result<(), OtgError> {
     for (i, need) in g.needs.clone().iter().enumerate() {
         let Some(n) = need else { continue };
-        let mac = {
-            let st = otg(s);
-            let host = st
-                .hosts
-                .iter()
-                .find(|h| h.0 == n.eth)
-                .map(|h| &h.1)
-                .ok_or_else(|| OtgError::internal(format!("device {:?} has no host", n.eth)))?;
-            host.resolve(n.gateway, RESOLVE_WITHIN)
-        }
-        .map_err(|e| {
+        // The host is taken out of the state, so nobody waits on its lock while it resolves.
+        let host = otg(s)
+            .hosts
+            .iter()
+            .find(|h| h.0 == n.eth)
+            .map(|h| h.1.clone())
+            .ok_or_else(|| OtgError::internal(format!("device {:?} has no host", n.eth)))?;
+        let mac = host.resolve(n.gateway, RESOLVE_WITHIN).map_err(|e| {
             OtgError::invalid(format!(
                 "flow {:?}: device {:?} could not resolve its gateway {}: {e}",
                 g.flows[i], n.eth, n.gateway
@@ -77,16 +75,15 @@ pub fn resolve(s: &Shared, g: &mut Group) -> Result<(), OtgError> {
 /// `POST /monitor/states`: `ipv4_neighbors` and `ipv6_neighbors` of the device Ethernets
 /// named (all when none are).
 pub async fn states_handler(State(s): State<Shared>, b: Bytes) -> OtgResult {
-    let req = requests::body(&b)?;
-    Ok(Json(
-        tokio::task::spawn_blocking(move || states(&s, &req))
-            .await
-            .map_err(OtgError::internal)??,
-    ))
+    Ok(Json(states(s, requests::body(&b)?).await?))
 }
 
-/// A states request of either transport.
-pub(crate) fn states(s: &Shared, req: &Value) -> Result<Value, OtgError> {
+/// A states request of either transport (the tables are read on the blocking pool).
+pub(crate) async fn states(s: Shared, req: Value) -> Result<Value, OtgError> {
+    super::blocking(move || states_now(&s, &req)).await
+}
+
+fn states_now(s: &Shared, req: &Value) -> Result<Value, OtgError> {
     let choice = req["choice"].as_str().unwrap_or("ipv4_neighbors");
     let v6 = match choice {
         "ipv4_neighbors" => false,
@@ -101,13 +98,15 @@ pub(crate) fn states(s: &Shared, req: &Value) -> Result<Value, OtgError> {
         .as_array()
         .map(|a| a.iter().filter_map(Value::as_str).collect())
         .unwrap_or_default();
-    let st = otg(s);
-    let mut out = Vec::new();
-    for (name, host) in st
+    // Read without the state's lock held: each host's table is an `ip` command.
+    let hosts: Vec<(String, Arc<Host>)> = otg(s)
         .hosts
         .iter()
         .filter(|h| names.is_empty() || names.contains(&h.0.as_str()))
-    {
+        .cloned()
+        .collect();
+    let mut out = Vec::new();
+    for (name, host) in &hosts {
         let table = host.neighbors().map_err(OtgError::internal)?;
         for (addr, mac) in table
             .into_iter()

@@ -47,7 +47,7 @@ pub struct OtgState {
     /// The config's captures, one per captured port, each with its buffer.
     pub captures: Vec<PortCapture>,
     /// The config's devices, up as hosts on their ports: (device Ethernet name, host).
-    pub hosts: Vec<(String, gapless_io::hosts::Host)>,
+    pub hosts: Vec<(String, Arc<gapless_io::hosts::Host>)>,
 }
 
 /// A captured port: what the config asks, and the buffer its meter fills.
@@ -119,12 +119,24 @@ pub(crate) fn config_now(s: &Shared) -> Value {
 }
 
 async fn set_config(State(s): State<Shared>, b: Bytes) -> OtgResult {
-    Ok(Json(set_config_to(&s, requests::body(&b)?)?))
+    Ok(Json(set_config_to(s, requests::body(&b)?).await?))
 }
 
-/// Reads and checks a config (every profile compiled) without starting anything. A config
-/// cannot be replaced while its traffic runs.
-pub(crate) fn set_config_to(s: &Shared, cfg: Value) -> Result<Value, OtgError> {
+/// Runs `f` on the blocking pool: what waits on the kernel (`ip`, ARP) or writes a large
+/// buffer stays off the server's async workers.
+pub(crate) async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, OtgError> + Send + 'static,
+) -> Result<T, OtgError> {
+    tokio::task::spawn_blocking(f).await.map_err(OtgError::internal)?
+}
+
+/// Reads and checks a config (every profile compiled) without starting anything, and brings
+/// up its devices. A config cannot be replaced while its traffic runs.
+pub(crate) async fn set_config_to(s: Shared, cfg: Value) -> Result<Value, OtgError> {
+    blocking(move || set_config_now(&s, cfg)).await
+}
+
+fn set_config_now(s: &Shared, cfg: Value) -> Result<Value, OtgError> {
     let plan = config::plan(&cfg).map_err(OtgError::from)?;
     runs::check(&plan)?;
     let captures = captures::captures(&cfg, &plan.ports)?
@@ -169,9 +181,7 @@ pub(crate) async fn control_with(s: Shared, req: Value) -> Result<Value, OtgErro
     match requests::control(&req)? {
         Control::NoOp(warning) => Ok(requests::ok(vec![warning])),
         Control::Capture(start, ports) => capture_control(&s, start, &ports),
-        Control::Start(names) => tokio::task::spawn_blocking(move || start(&s, &names))
-            .await
-            .map_err(OtgError::internal)?,
+        Control::Start(names) => blocking(move || start(&s, &names)).await,
         Control::Stop(names) => {
             let st = otg(&s);
             for (name, id, _) in &st.runs {
@@ -239,10 +249,8 @@ fn start_group(s: &Shared, g: &Group) -> Result<i64, OtgError> {
 /// none are). A stop warns when the buffer was full and frames were not kept.
 fn capture_control(s: &Shared, start: bool, ports: &[String]) -> Result<Value, OtgError> {
     let st = otg(s);
-    if let Some(p) = ports.iter().find(|p| !st.captures.iter().any(|c| &c.cfg.port == *p)) {
-        return Err(OtgError::invalid(format!(
-            "port.capture.port_names: port {p:?} has no capture in the config. Fix: add it to a captures[] entry's port_names"
-        )));
+    for p in ports {
+        capture_of(&st, p, "port.capture.port_names")?;
     }
     let mut warnings = Vec::new();
     for c in st
@@ -267,29 +275,38 @@ fn capture_control(s: &Shared, start: bool, ports: &[String]) -> Result<Value, O
     Ok(requests::ok(warnings))
 }
 
-/// A port's capture as a file (pcap or pcapng, as the config asks) and what it holds.
-pub(crate) fn capture_file(
+/// A port's capture as a file (pcap or pcapng, as the config asks) and what it holds,
+/// written on the blocking pool without the state's lock held.
+pub(crate) async fn capture_file(
     s: &Shared,
     req: &Value,
 ) -> Result<(Vec<u8>, gapless_engine::capture::CaptureStats), OtgError> {
     let port = captures::request(req)?;
-    let st = otg(s);
-    let c = st.captures.iter().find(|c| c.cfg.port == port).ok_or_else(|| {
-        OtgError::invalid(format!(
-            "port_name: port {port:?} has no capture in the config. Fix: add it to a captures[] entry's port_names"
-        ))
-    })?;
-    let format = if c.cfg.pcapng {
-        CaptureFormat::PcapNg
-    } else {
-        CaptureFormat::Pcap
+    let (buf, format) = {
+        let st = otg(s);
+        let c = capture_of(&st, &port, "port_name")?;
+        let format = if c.cfg.pcapng {
+            CaptureFormat::PcapNg
+        } else {
+            CaptureFormat::Pcap
+        };
+        (c.buf.clone(), format)
     };
-    c.buf.file(format).map_err(OtgError::internal)
+    blocking(move || buf.file(format).map_err(OtgError::internal)).await
+}
+
+/// The capture of `port`, or the error (at request path `at`) that says the config has none.
+fn capture_of<'a>(st: &'a OtgState, port: &str, at: &str) -> Result<&'a PortCapture, OtgError> {
+    st.captures.iter().find(|c| c.cfg.port == port).ok_or_else(|| {
+        OtgError::invalid(format!(
+            "{at}: port {port:?} has no capture in the config. Fix: add it to a captures[] entry's port_names"
+        ))
+    })
 }
 
 /// `POST /monitor/capture`: the file's bytes; what the capture held and dropped in headers.
 async fn capture(State(s): State<Shared>, b: Bytes) -> Result<Response, Reply> {
-    let (bytes, stats) = capture_file(&s, &requests::body(&b)?)?;
+    let (bytes, stats) = capture_file(&s, &requests::body(&b)?).await?;
     let headers = [
         (axum::http::header::CONTENT_TYPE, "application/octet-stream".to_string()),
         (
