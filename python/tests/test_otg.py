@@ -438,6 +438,54 @@ def test_continuous_flow_stopped_by_the_script_and_a_rate_in_mbps(server: Server
     assert m.frames_rx + m.frames_tx * m.loss / 100 == pytest.approx(m.frames_tx), m
 
 
+def test_a_paused_flow_sends_nothing_while_the_other_goes_on_then_resumes(server: Server, transport: str, testbed: Testbed) -> None:
+    a = api(server, transport)
+    cfg, _, _ = config(a, testbed)
+    for name in ("held", "free"):
+        flow(cfg, name, 3000, pps=2000).packet.ethernet().ipv4().udp()
+    assert len(a.set_config(cfg).warnings) == 0
+    cs = a.control_state()
+    cs.traffic.flow_transmit.state = cs.traffic.flow_transmit.START
+    a.set_control_state(cs)
+    time.sleep(0.3)
+    cs.traffic.flow_transmit.state = cs.traffic.flow_transmit.PAUSE
+    cs.traffic.flow_transmit.flow_names = ["held"]
+    a.set_control_state(cs)
+    req = a.metrics_request()
+    req.flow.flow_names = []
+
+    def metrics() -> dict[str, Any]:
+        return {m.name: m for m in a.get_metrics(req).flow_metrics}
+
+    time.sleep(0.3)  # past the next snapshot
+    m0 = metrics()
+    time.sleep(0.6)
+    m1 = metrics()
+    assert m1["held"].transmit == "paused", f"expected held paused, got {m1['held'].transmit}"
+    assert m1["free"].transmit in ("started", "stopped"), m1["free"]
+    assert m1["held"].frames_tx == m0["held"].frames_tx, \
+        f"expected no frames of a paused flow in 0.6 s: {m0['held'].frames_tx} then {m1['held'].frames_tx}"
+    assert m0["held"].frames_tx < 3000, f"expected held paused before its end, sent {m0['held'].frames_tx}"
+    assert m1["free"].frames_tx >= min(3000, m0["free"].frames_tx + 800), \
+        f"expected free to go on at 2000 frames/s: {m0['free'].frames_tx} then {m1['free'].frames_tx}"
+    cs.traffic.flow_transmit.state = cs.traffic.flow_transmit.RESUME
+    a.set_control_state(cs)
+    t0 = time.monotonic()
+    while True:
+        m = list(a.get_metrics(req).flow_metrics)
+        if all(x.transmit == "stopped" for x in m):
+            break
+        assert time.monotonic() - t0 < 20, f"expected both flows to end after the resume; got {[(x.name, x.transmit) for x in m]}"
+        time.sleep(0.2)
+    for x in m:
+        assert (x.frames_tx, x.frames_rx) == (3000, 3000), f"{x.name}: expected 3000 sent and received, got {(x.frames_tx, x.frames_rx)}"
+    cs.traffic.flow_transmit.state = cs.traffic.flow_transmit.PAUSE
+    cs.traffic.flow_transmit.flow_names = ["held"]
+    with pytest.raises(Exception) as e:
+        a.set_control_state(cs)
+    assert "not being sent" in str(e.value), f"expected a paused flow that has ended refused by name, got {e.value}"
+
+
 def test_what_gapless_cannot_send_is_a_validation_error_naming_the_path(server: Server, transport: str, testbed: Testbed) -> None:
     a = api(server, transport)
     cfg, _, _ = config(a, testbed)

@@ -70,7 +70,7 @@ pub(crate) fn read_text(path: &std::path::Path, what: &'static str, fix: &'stati
 pub use gapless_core::spec::RateControlKind;
 pub use metering::{analyze, calibrate, measure, AnalyzeSpec, Calibrated, CalibrationSpec, MeasureSpec, Metered};
 pub use run::{merge_workers, run, RunOptions, RunStats};
-pub use session::{Run, RunHandle, RunReport};
+pub use session::{Pauser, Run, RunHandle, RunReport};
 pub use snapshot::{RxSnapshot, Snapshot, StreamSnapshot, TxSnapshot};
 pub use spec::{
     MeterSetup, Pacing, ProfileSource, RunSpec, RxSocket, RxSpec, TxMethod, TxSocket, TxStampKind, TxTarget,

@@ -2,7 +2,7 @@
 //! thread. Relaxed atomics, no locks on the hot path. [`crate::RunHandle::snapshot`] sums
 //! them per stream.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 #[derive(Default)]
 pub struct StreamLive {
@@ -12,6 +12,10 @@ pub struct StreamLive {
     pub lag_ns: AtomicU64,
     /// Frames that left more than one gap late so far.
     pub late_over_gap: AtomicU64,
+    /// Set by a front end (OTG `flow_transmit` pause): the loop sends nothing of the stream
+    /// and moves its schedule on, so it resumes within [`crate::run::PAUSE_POLL_NS`] of
+    /// being cleared, on time, with no burst to catch up.
+    pub paused: AtomicBool,
 }
 
 /// One loop's counters, a [`StreamLive`] per stream it sends.
@@ -26,6 +30,7 @@ pub struct TxCounts {
     pub bytes: u64,
     pub lag_ns: u64,
     pub late_over_gap: u64,
+    pub paused: bool,
 }
 
 impl Live {
@@ -44,6 +49,7 @@ impl Live {
                 bytes: s.bytes.load(Ordering::Relaxed),
                 lag_ns: s.lag_ns.load(Ordering::Relaxed),
                 late_over_gap: s.late_over_gap.load(Ordering::Relaxed),
+                paused: s.paused.load(Ordering::Relaxed),
             })
             .collect()
     }

@@ -122,6 +122,18 @@ impl RunHandle {
         self.board.snapshot()
     }
 
+    /// Pauses (`on`) or resumes stream `stream` (its index in the profile): while paused the
+    /// send loops send none of its frames and move its schedule on. False: no such stream.
+    pub fn pause(&self, stream: usize, on: bool) -> bool {
+        self.board.pause(stream, on)
+    }
+
+    /// A handle that pauses and resumes the run's streams from another thread (a server's
+    /// request handler), while the run's owner waits on it.
+    pub fn pauser(&self) -> Pauser {
+        Pauser(self.board.clone())
+    }
+
     /// Asks the run to end after the current departure; it still reports what it did.
     pub fn stop(&self) {
         self.stop.store(true, Ordering::Relaxed);
@@ -144,6 +156,17 @@ impl RunHandle {
             Ok(Some(r)) => r,
             _ => Err(EngineError::Panicked("the run")),
         }
+    }
+}
+
+/// Pauses and resumes a run's streams ([`RunHandle::pauser`]); does nothing once it ended.
+#[derive(Clone)]
+pub struct Pauser(Arc<Board>);
+
+impl Pauser {
+    /// See [`RunHandle::pause`].
+    pub fn pause(&self, stream: usize, on: bool) -> bool {
+        self.0.pause(stream, on)
     }
 }
 
@@ -481,9 +504,14 @@ fn open_backend(
             }
         },
         TxTarget::Pcap(p) => Box::new(PcapTx::create(p, max_frame, batch)?),
-        TxTarget::Null => Box::new(NullTx::new(max_frame, batch)),
+        // The null loop builds frames in chunks of this many (Scheduler::chunk_in_order).
+        TxTarget::Null => Box::new(NullTx::new(max_frame, batch.max(NULL_CHUNK))),
     })
 }
+
+/// Frames per chunk of an untimed null loop: enough to spread the per-step work thinly, few
+/// enough that the buffers stay in L1 (32 × 64 B frames).
+const NULL_CHUNK: usize = 32;
 
 /// A filler buffer: room for the largest frame of a 9000 B jumbo MTU.
 const FILLER_BUF: usize = 9000 + 18;

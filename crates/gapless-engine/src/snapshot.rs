@@ -38,6 +38,9 @@ pub struct TxSnapshot {
     pub lag_ns: u64,
     /// Frames that left more than one gap late so far.
     pub late_over_gap: u64,
+    /// Paused by a front end ([`crate::RunHandle::pause`]).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub paused: bool,
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Default)]
@@ -128,6 +131,19 @@ impl Board {
         }
     }
 
+    /// Pauses or resumes stream `stream` of the profile in every loop that sends it; false if
+    /// the profile has no such stream.
+    pub fn pause(&self, stream: usize, on: bool) -> bool {
+        let mut found = false;
+        for (live, map) in &self.loops {
+            for (i, _) in map.iter().enumerate().filter(|(_, &m)| m == stream) {
+                live.streams[i].paused.store(on, std::sync::atomic::Ordering::Relaxed);
+                found = true;
+            }
+        }
+        found
+    }
+
     /// The loops' counters summed per stream of the profile.
     fn tx(&self) -> Vec<TxCounts> {
         let mut sums = vec![TxCounts::default(); self.names.len()];
@@ -138,6 +154,7 @@ impl Board {
                 t.bytes += c.bytes;
                 t.late_over_gap += c.late_over_gap;
                 t.lag_ns = t.lag_ns.max(c.lag_ns);
+                t.paused |= c.paused;
             }
         }
         sums
@@ -163,6 +180,7 @@ impl Board {
                 rate_pps: w_tx.push(now, c.sent),
                 lag_ns: c.lag_ns,
                 late_over_gap: c.late_over_gap,
+                paused: c.paused,
             };
             let rx = rx_streams
                 .as_ref()

@@ -410,3 +410,46 @@ fn a_link_that_goes_down_is_a_backend_failure_of_the_report() {
     assert!(matches!(e, EngineError::BackendFailed(_)), "got {e:?}");
     assert!(r.interrupted());
 }
+
+#[test]
+fn a_paused_stream_sends_nothing_while_the_other_goes_on_and_resumes_on_its_schedule() {
+    // a: 2000 frames at 5 kpps (0.4 s unpaused); b: endless at 5 kpps.
+    let toml = "[[stream]]\nname = \"a\"\n[stream.timing]\nrate_pps = 5000\ncount = 2000\n\
+                [[stream]]\nname = \"b\"\n[stream.timing]\nrate_pps = 5000\n";
+    let spec = RunSpec {
+        pacing: Pacing::On,
+        ..RunSpec::new(source(toml), TxTarget::Null)
+    };
+    let run = Run::start(spec).expect("a null run starts");
+    std::thread::sleep(Duration::from_millis(100));
+    assert!(run.pause(0, true), "stream 0 exists");
+    assert!(!run.pause(7, true), "expected no stream 7");
+    std::thread::sleep(Duration::from_millis(50));
+    let (a0, b0) = {
+        let s = run.snapshot();
+        (s.streams[0].tx.sent, s.streams[1].tx.sent)
+    };
+    std::thread::sleep(Duration::from_millis(400));
+    let (a1, b1) = {
+        let s = run.snapshot();
+        (s.streams[0].tx.sent, s.streams[1].tx.sent)
+    };
+    assert_eq!(a1, a0, "expected a paused stream to send nothing: {a0} then {a1}");
+    assert!(a0 < 2000, "expected a paused before its end, sent {a0}");
+    assert!(
+        b1 >= b0 + 1000,
+        "expected b to go on (5 kpps for 0.4 s): {b0} then {b1}"
+    );
+    run.pause(0, false);
+    std::thread::sleep(Duration::from_millis(600));
+    run.stop();
+    let r = run.wait().expect("the run reports");
+    let a = &r.result.streams[0];
+    assert_eq!(a.sent_frames, 2000, "expected every frame of a after the resume");
+    assert!(
+        (400_000_000..2_000_000_000).contains(&a.paused_ns),
+        "expected a's schedule moved on by about the 450 ms pause, got {} ns",
+        a.paused_ns
+    );
+    assert_eq!(r.result.streams[1].paused_ns, 0, "b was never paused");
+}

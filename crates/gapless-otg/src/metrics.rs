@@ -15,6 +15,8 @@ pub type FlowFigures = (String, String, String, Flow);
 #[derive(Debug, Default, Clone, PartialEq)]
 pub struct Flow {
     pub started: bool,
+    /// Started, and paused by `flow_transmit` pause.
+    pub paused: bool,
     pub frames_tx: u64,
     pub bytes_tx: u64,
     pub frames_rx: u64,
@@ -32,6 +34,7 @@ pub fn from_snapshot(snap: &Value, idx: usize, started: bool) -> Flow {
     let (tx, rx) = (&st["tx"], &st["rx"]);
     Flow {
         started,
+        paused: started && tx["paused"].as_bool().unwrap_or(false),
         frames_tx: tx["sent"].as_u64().unwrap_or(0),
         bytes_tx: tx["bytes"].as_u64().unwrap_or(0),
         frames_rx: rx["received"].as_u64().unwrap_or(0),
@@ -64,6 +67,7 @@ pub fn from_result(result: &Value, id: i64, idx: usize, name: &str) -> Flow {
     let ia = &rx["interarrival"];
     Flow {
         started: false,
+        paused: false,
         frames_tx: tx["sent_frames"].as_u64().unwrap_or(0),
         bytes_tx: tx["sent_bytes_l2"].as_u64().unwrap_or(0),
         frames_rx: rx["rx_frames"].as_u64().unwrap_or(0),
@@ -107,7 +111,11 @@ pub fn flow_json(name: &str, tx: &str, rx: &str, f: &Flow, m: &FlowMetrics) -> V
     };
     let mut v = json!({
         "name": name, "port_tx": tx, "port_rx": rx,
-        "transmit": if f.started { "started" } else { "stopped" },
+        "transmit": match (f.started, f.paused) {
+            (true, true) => "paused",
+            (true, false) => "started",
+            _ => "stopped",
+        },
         "frames_tx": f.frames_tx, "frames_rx": f.frames_rx,
         "bytes_tx": f.bytes_tx, "bytes_rx": f.bytes_rx,
         "frames_tx_rate": f.tx_rate, "frames_rx_rate": f.rx_rate,

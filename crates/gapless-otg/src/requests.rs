@@ -32,6 +32,8 @@ pub enum Control {
     Start(Vec<String>),
     /// Stop the flows named (all when none are).
     Stop(Vec<String>),
+    /// Pause (true) or resume the flows named (all when none are).
+    Pause(Vec<String>, bool),
     /// Start (true) or stop the captures of the ports named (all when none are).
     Capture(bool, Vec<String>),
     /// A choice gapless takes as a no-op, with the warning to send.
@@ -71,8 +73,10 @@ pub fn control(req: &Value) -> Result<Control, OtgError> {
     match ft["state"].as_str().unwrap_or_default() {
         "start" => Ok(Control::Start(names)),
         "stop" => Ok(Control::Stop(names)),
+        "pause" => Ok(Control::Pause(names, true)),
+        "resume" => Ok(Control::Pause(names, false)),
         other => Err(OtgError::invalid(format!(
-            "traffic.flow_transmit.state: {other:?} is not supported (start or stop)"
+            "traffic.flow_transmit.state: {other:?} is not supported (start, stop, pause or resume)"
         ))),
     }
 }
@@ -114,10 +118,19 @@ mod tests {
         assert_eq!(control(&cap), Ok(Control::Capture(true, vec!["p2".into()])));
         let port = json!({"choice": "port", "port": {"link": {"state": "up"}}});
         assert!(matches!(control(&port), Ok(Control::NoOp(w)) if w.contains("\"port\"")));
-        let pause = json!({"choice": "traffic", "traffic": {"flow_transmit": {"state": "pause"}}});
-        let e = control(&pause).unwrap_err();
+        let pause =
+            json!({"choice": "traffic", "traffic": {"flow_transmit": {"state": "pause", "flow_names": ["f2"]}}});
+        assert_eq!(control(&pause), Ok(Control::Pause(vec!["f2".into()], true)));
+        let resume = json!({"choice": "traffic", "traffic": {"flow_transmit": {"state": "resume"}}});
+        assert_eq!(control(&resume), Ok(Control::Pause(vec![], false)));
+        let odd = json!({"choice": "traffic", "traffic": {"flow_transmit": {"state": "hold"}}});
+        let e = control(&odd).unwrap_err();
         assert_eq!((e.code, e.kind), (400, "validation"));
-        assert!(e.errors[0].contains("\"pause\""), "got {:?}", e.errors);
+        assert!(
+            e.errors[0].contains("\"hold\"") && e.errors[0].contains("pause"),
+            "got {:?}",
+            e.errors
+        );
     }
 
     #[test]

@@ -5,10 +5,10 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use gapless_engine::{Run, RunSpec, TxTarget};
+use gapless_engine::{Pauser, Run, RunSpec, TxTarget};
 use serde_json::{json, Value};
 
 use crate::db::{Db, Jobs as Table};
@@ -40,11 +40,24 @@ pub fn interfaces(spec: &RunSpec) -> Vec<String> {
 
 /// Starts a run, or says which job holds one of its interfaces. Returns the run's id.
 pub fn start(jobs: &Jobs, db: &Arc<Mutex<Db>>, reports: &Path, new: NewRun) -> Result<i64, StartError> {
+    start_pausable(jobs, db, reports, new).map(|(id, _)| id)
+}
+
+/// [`start`], with a handle that pauses and resumes the run's streams.
+pub fn start_pausable(
+    jobs: &Jobs,
+    db: &Arc<Mutex<Db>>,
+    reports: &Path,
+    new: NewRun,
+) -> Result<(i64, Option<Pauser>), StartError> {
     let stop = Arc::new(AtomicBool::new(false));
     let ifaces = interfaces(&new.spec);
     let (db, reports, flag) = (db.clone(), reports.to_path_buf(), stop.clone());
+    let pauser = Arc::new(OnceLock::new());
+    let cell = pauser.clone();
     let id = jobs.start(ifaces, stop, move || {
         let handle = Run::start_with_stop(new.spec, flag).map_err(StartError::Engine)?;
+        let _ = cell.set(handle.pauser());
         let id = lock(&db)
             .insert_run(&new.profile, &new.toml, &new.target)
             .map_err(StartError::Db)?;
@@ -55,9 +68,10 @@ pub fn start(jobs: &Jobs, db: &Arc<Mutex<Db>>, reports: &Path, new: NewRun) -> R
         };
         Ok((JobId::Run(id), Box::new(move |p: Publisher| driver.drive(handle, &p))))
     })?;
+    let pauser = pauser.get().cloned();
     match id {
-        JobId::Run(id) | JobId::Experiment(id) => Ok(id),
-        JobId::Calibration(n) => Ok(n as i64),
+        JobId::Run(id) | JobId::Experiment(id) => Ok((id, pauser)),
+        JobId::Calibration(n) => Ok((n as i64, pauser)),
     }
 }
 

@@ -55,6 +55,8 @@ pub struct StreamStats {
     pub signed: Option<u64>,
     /// Frames sent during the warm-up (by their TX time): not metered.
     pub warmup_sent: u64,
+    /// How far its schedule was moved on while paused.
+    pub paused_ns: u64,
 }
 
 impl Default for StreamStats {
@@ -91,6 +93,7 @@ impl StreamStats {
             last_at: 0,
             signed: None,
             warmup_sent: 0,
+            paused_ns: 0,
         }
     }
 
@@ -107,6 +110,7 @@ impl StreamStats {
     pub fn absorb(&mut self, o: &StreamStats) {
         self.sent += o.sent;
         self.warmup_sent += o.warmup_sent;
+        self.paused_ns = self.paused_ns.max(o.paused_ns);
         self.bytes += o.bytes;
         self.lateness.add(&o.lateness);
         self.early.add(&o.early);
@@ -144,7 +148,18 @@ pub struct Due {
     /// Its scheduled time, ns since the run's zero (after a shift).
     pub at: u64,
     left: usize,
-    coalesce: bool,
+    coalesce: Coalesce,
+}
+
+/// Whether a departure's chunk takes the stream's next departures too.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Coalesce {
+    No,
+    /// Throughput mode: up to the batch, whatever other streams are due (a burst).
+    Batch,
+    /// An untimed loop: up to the backend's batch, while no other stream is due first, so
+    /// the frames' order is the same as one departure per step.
+    InOrder,
 }
 
 /// One chunk handed to the backend.
@@ -172,6 +187,7 @@ pub struct Scheduler {
     on_late: OnLate,
     paced: bool,
     batch: usize,
+    in_order: bool,
 }
 
 impl Scheduler {
@@ -212,7 +228,16 @@ impl Scheduler {
             on_late: profile.on_late,
             paced,
             batch: batch.max(1),
+            in_order: false,
         }
+    }
+
+    /// Builds many departures of a stream per step, in the order one per step would send
+    /// them (for a loop whose backend neither waits nor stamps: the frames and their order
+    /// are the same, the per-departure work is per chunk).
+    pub fn chunk_in_order(mut self) -> Scheduler {
+        self.in_order = !self.paced;
+        self
     }
 
     /// Whether every stream has ended.
@@ -272,13 +297,32 @@ impl Scheduler {
             let dep = self.gens[si]
                 .next_departure()
                 .expect("streams in the heap have a departure");
+            let coalesce = match () {
+                _ if dep.frames != 1 => Coalesce::No,
+                _ if self.batch > 1 => Coalesce::Batch,
+                _ if self.in_order => Coalesce::InOrder,
+                _ => Coalesce::No,
+            };
             return Some(Due {
                 stream: si,
                 at,
                 left: dep.frames as usize,
-                coalesce: self.batch > 1 && dep.frames == 1,
+                coalesce,
             });
         }
+    }
+
+    /// Moves the departures of stream `si` (the one [`Scheduler::next_due`] returned) so the
+    /// next is no earlier than `to` (a paused stream): nothing is sent or counted, and the
+    /// time is added to its `paused_ns`.
+    pub fn postpone(&mut self, si: usize, to: u64) {
+        let g = &mut self.gens[si];
+        if let Some(d) = g.next_departure().filter(|d| d.at_ns < to) {
+            g.shift(to - d.at_ns);
+            self.stats[si].paused_ns += to - d.at_ns;
+        }
+        let next = g.next_departure().map(|d| d.at_ns);
+        self.reschedule(si, next);
     }
 
     /// Drops every departure of stream `si` already more than a gap in the past at `now`.
@@ -322,6 +366,10 @@ impl Scheduler {
         mut send: impl FnMut(Chunk<'_, F>) -> Result<Sent, E>,
     ) -> Result<&StreamStats, E> {
         let si = due.stream;
+        let bound = match due.coalesce {
+            Coalesce::InOrder => next_other(&mut self.heap).map(|(t, i)| (t, i, si)),
+            _ => None,
+        };
         let (g, st, gap) = (&mut self.gens[si], &mut self.stats[si], self.gaps[si]);
         let mut left = due.left;
         let (mut bytes, mut failed) = (0u64, 0u64);
@@ -330,8 +378,12 @@ impl Scheduler {
             bufs.lens.clear();
             bufs.ats.clear();
             bufs.variants.clear();
-            if due.coalesce {
-                bytes += coalesce(g, out, bufs, self.batch.min(max_batch));
+            if due.coalesce != Coalesce::No {
+                let limit = match due.coalesce {
+                    Coalesce::Batch => self.batch.min(max_batch),
+                    _ => max_batch,
+                };
+                bytes += coalesce(g, out, bufs, limit, bound);
                 left = 0;
             } else {
                 let n = left.min(max_batch);
@@ -358,12 +410,12 @@ impl Scheduler {
             first_chunk = false;
             failed += failed_bytes(lens, s.left);
             if self.paced {
-                record_lateness(st, ats, s.t_send, due.at, gap, due.coalesce);
+                record_lateness(st, ats, s.t_send, due.at, gap, due.coalesce == Coalesce::Batch);
             }
             count(st, ats, &s);
         }
         st.bytes += bytes - failed.min(bytes);
-        if !due.coalesce {
+        if due.coalesce == Coalesce::No {
             g.advance(bytes);
         }
         let next = g.next_departure().map(|d| d.at_ns);
@@ -416,13 +468,33 @@ impl<F> Chunk<'_, F> {
     }
 }
 
-/// Builds the stream's next single-frame departures, up to `limit`, into one chunk. Returns
-/// their bytes (with FCS).
+/// The departure due after the top of the heap's: the first other stream's (its time and
+/// index, the heap's order). None: no other stream.
+fn next_other(heap: &mut BinaryHeap<Reverse<(u64, usize)>>) -> Option<(u64, usize)> {
+    let top = heap.pop()?;
+    let next = heap.peek().map(|r| r.0);
+    heap.push(top);
+    next
+}
+
+/// Builds the stream's next single-frame departures, up to `limit` and before `bound` (the
+/// next other stream's departure, in the heap's order), into one chunk. The first is always
+/// built. `bound` is (time, index) of that departure and this stream's index. Returns their
+/// bytes (with FCS).
 #[inline]
-fn coalesce<F: Frames>(g: &mut StreamGen, out: &mut F, bufs: &mut ChunkBufs, limit: usize) -> u64 {
+fn coalesce<F: Frames>(
+    g: &mut StreamGen,
+    out: &mut F,
+    bufs: &mut ChunkBufs,
+    limit: usize,
+    bound: Option<(u64, usize, usize)>,
+) -> u64 {
     let mut bytes = 0;
     let mut d = g.next_departure();
-    while let Some(dp) = d.filter(|dp| dp.frames == 1 && bufs.lens.len() < limit) {
+    let before = |at: u64| bound.is_none_or(|(bt, bi, si)| (at, si) < (bt, bi));
+    while let Some(dp) =
+        d.filter(|dp| dp.frames == 1 && bufs.lens.len() < limit && (bufs.lens.is_empty() || before(dp.at_ns)))
+    {
         let len = g.build(out.buf(bufs.lens.len()), dp.at_ns);
         bufs.lens.push(len);
         bufs.ats.push(dp.at_ns);

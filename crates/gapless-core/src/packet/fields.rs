@@ -4,7 +4,7 @@
 //! VLAN id, a 6-bit DSCP and a 48-bit MAC are the same operation. Checksums and lengths are
 //! fixed afterwards by [`crate::packet::template::Template::finish_with`].
 
-use rand::{Rng, RngExt};
+use rand::Rng;
 use std::net::IpAddr;
 
 use crate::packet::template::{parse_mac, Layout};
@@ -98,6 +98,19 @@ pub struct FieldOp {
     pub in_l4: bool,
     /// Another op writes the same bytes earlier: read the frame instead of the template.
     pub rmw: bool,
+    /// Set by [`FieldOp::bind`]: a straight-line write for the common shapes.
+    pub fast: Fast,
+}
+
+/// How [`FieldOp::apply`] writes the value: a whole 2- or 4-byte field at an even offset
+/// that no earlier op touches (ports, IPv4 addresses, VLAN TCI words, ...) needs neither the
+/// template's window nor a mask, and its checksum contribution is the value's own words.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fast {
+    U16(usize),
+    U32(usize),
+    /// Any other field: the masked window.
+    Window,
 }
 
 /// Checksum contribution of a window's `n` bytes (big endian in `x`) that start at an even
@@ -123,6 +136,24 @@ pub fn window_sum(x: u64, n: usize, odd: bool) -> u64 {
     }
 }
 
+/// Uniform in [from, to], unbiased, without a division per draw (Lemire's multiply-shift
+/// with rejection: the division happens only for the rare low product that may be biased).
+#[inline(always)]
+pub fn uniform<R: Rng + ?Sized>(rng: &mut R, from: u64, to: u64) -> u64 {
+    let n = (to - from).wrapping_add(1);
+    if n == 0 {
+        return rng.next_u64();
+    }
+    loop {
+        let m = u128::from(rng.next_u64()) * u128::from(n);
+        let lo = m as u64;
+        if lo < n && lo < n.wrapping_neg() % n {
+            continue;
+        }
+        return from + (m >> 64) as u64;
+    }
+}
+
 impl FieldOp {
     /// An op not yet bound to a template (see [`FieldOp::bind`]).
     pub fn new(name: &str, target: FieldTarget, gen: Gen) -> FieldOp {
@@ -135,6 +166,7 @@ impl FieldOp {
             in_ip: false,
             in_l4: false,
             rmw: false,
+            fast: Fast::Window,
         }
     }
 
@@ -152,7 +184,7 @@ impl FieldOp {
                 let n = u128::from(to - from) + 1;
                 to - ((u128::from(k) * u128::from(*step)) % n) as u64
             }
-            Gen::Random { from, to } => rng.random_range(*from..=*to),
+            Gen::Random { from, to } => uniform(rng, *from, *to),
         }
     }
 
@@ -194,7 +226,7 @@ impl FieldOp {
                     to - off
                 }
             }
-            Gen::Random { from, to } => rng.random_range(*from..=*to),
+            Gen::Random { from, to } => uniform(rng, *from, *to),
         }
     }
 
@@ -222,6 +254,12 @@ impl FieldOp {
         self.rmw = earlier
             .iter()
             .any(|o| o.target.offset < end && tg.offset < o.target.offset + o.target.nbytes);
+        let whole = tg.shift == 0 && tg.mask == FieldTarget::whole(tg.offset, tg.nbytes).mask;
+        self.fast = match tg.nbytes {
+            2 if whole && !odd && !self.rmw => Fast::U16(tg.offset),
+            4 if whole && !odd && !self.rmw => Fast::U32(tg.offset),
+            _ => Fast::Window,
+        };
     }
 
     /// Writes the next value into `frame` and returns its checksum delta (add it to the
@@ -229,6 +267,19 @@ impl FieldOp {
     #[inline(always)]
     pub fn apply<R: Rng + ?Sized>(&self, frame: &mut [u8], state: &mut u64, rng: &mut R) -> u64 {
         let v = self.next(state, rng);
+        match self.fast {
+            Fast::U16(at) => {
+                let x = v as u16;
+                frame[at..at + 2].copy_from_slice(&x.to_be_bytes());
+                return u64::from(x) + self.neg_old;
+            }
+            Fast::U32(at) => {
+                let x = v as u32;
+                frame[at..at + 4].copy_from_slice(&x.to_be_bytes());
+                return u64::from(x >> 16) + u64::from(x & 0xffff) + self.neg_old;
+            }
+            Fast::Window => {}
+        }
         let tg = &self.target;
         let odd = tg.offset % 2 == 1;
         if self.rmw {
@@ -653,5 +704,38 @@ mod tests {
             seen[(v - 100) as usize] = true;
         }
         assert!(seen.iter().all(|s| *s));
+    }
+
+    #[test]
+    fn uniform_is_even_over_odd_ranges_and_takes_the_whole_u64_range() {
+        let mut r = Xoshiro256PlusPlus::seed_from_u64(11);
+        assert_eq!(uniform(&mut r, 5, 5), 5, "a one-value range");
+        let full: Vec<u64> = (0..4).map(|_| uniform(&mut r, 0, u64::MAX)).collect();
+        assert!(
+            full.iter().any(|&v| v > u64::MAX / 2),
+            "expected the top half reached: {full:?}"
+        );
+        // A range of 2^63 + 1 values rejects almost half the draws: still in range and even.
+        let (from, to) = (3u64, 3 + (1u64 << 63));
+        let mut hi = 0;
+        for _ in 0..20_000 {
+            let v = uniform(&mut r, from, to);
+            assert!((from..=to).contains(&v), "{v} outside [{from}, {to}]");
+            hi += u32::from(v - from >= 1 << 62);
+        }
+        assert!(
+            (9_500..10_500).contains(&hi),
+            "expected ~half of 20000 in the top half, got {hi}"
+        );
+        let mut counts = [0u32; 3];
+        for _ in 0..30_000 {
+            counts[uniform(&mut r, 7, 9) as usize - 7] += 1;
+        }
+        for c in counts {
+            assert!(
+                (9_500..10_500).contains(&c),
+                "expected ~10000 of each of 3 values, got {counts:?}"
+            );
+        }
     }
 }

@@ -208,6 +208,7 @@ pub fn build_result(profile: &Profile, stats: &RunStats, meta: &RunMeta) -> RunR
             pattern: cfg.pattern_report.clone(),
             signed_frames: st.signed,
             warmup_frames: st.warmup_sent,
+            paused_ns: st.paused_ns,
         });
     }
     let sent: u64 = streams.iter().map(|s| s.sent_frames).sum();

@@ -44,6 +44,8 @@ pub struct OtgState {
     pub plan: Option<Plan>,
     /// For each flow: the run that sends it and its stream index there.
     pub runs: Vec<(String, i64, usize)>,
+    /// Each run's handle that pauses and resumes its streams.
+    pub pausers: Vec<(i64, gapless_engine::Pauser)>,
     /// The config's captures, one per captured port, each with its buffer.
     pub captures: Vec<PortCapture>,
     /// The config's devices, up as hosts on their ports: (device Ethernet name, host).
@@ -159,6 +161,7 @@ fn set_config_now(s: &Shared, cfg: Value) -> Result<Value, OtgError> {
         raw: Some(cfg),
         plan: Some(plan),
         runs: Vec::new(),
+        pausers: Vec::new(),
         captures,
         hosts,
     };
@@ -182,6 +185,7 @@ pub(crate) async fn control_with(s: Shared, req: Value) -> Result<Value, OtgErro
         Control::NoOp(warning) => Ok(requests::ok(vec![warning])),
         Control::Capture(start, ports) => capture_control(&s, start, &ports),
         Control::Start(names) => blocking(move || start(&s, &names)).await,
+        Control::Pause(names, on) => pause(&s, &names, on),
         Control::Stop(names) => {
             let st = otg(&s);
             for (name, id, _) in &st.runs {
@@ -194,18 +198,49 @@ pub(crate) async fn control_with(s: Shared, req: Value) -> Result<Value, OtgErro
     }
 }
 
+/// Pauses (`on`) or resumes the flows named (all when none are) that are being sent. A flow
+/// that is not being sent is an error that names it.
+fn pause(s: &Shared, names: &[String], on: bool) -> Result<Value, OtgError> {
+    let st = otg(s);
+    let going: Vec<i64> = s
+        .jobs
+        .running()
+        .iter()
+        .filter_map(|(id, _)| match id {
+            JobId::Run(r) => Some(*r),
+            _ => None,
+        })
+        .collect();
+    for n in names {
+        if !st.runs.iter().any(|(f, id, _)| f == n && going.contains(id)) {
+            return Err(OtgError::invalid(format!(
+                "traffic.flow_transmit.flow_names: flow {n:?} is not being sent. Fix: start it first (flow_transmit state start)"
+            )));
+        }
+    }
+    for (_, id, i) in st.runs.iter().filter(|(f, _, _)| names.is_empty() || names.contains(f)) {
+        if let Some((_, p)) = st.pausers.iter().find(|(r, _)| r == id) {
+            p.pause(*i, on);
+        }
+    }
+    Ok(requests::ok(Vec::new()))
+}
+
 /// Starts the flows named (all when none are) as one run per TX port.
 fn start(s: &Shared, names: &[String]) -> Result<Value, OtgError> {
     let plan = plan_of(s)?;
     runs::check_flows(&plan, names)?;
-    let mut started = Vec::new();
+    let (mut started, mut pausers) = (Vec::new(), Vec::new());
     for g in &plan.groups {
         let Some(mut group) = runs::subset(g, names) else {
             continue;
         };
         let resolved = devices::resolve(s, &mut group);
         match resolved.and_then(|()| start_group(s, &group)) {
-            Ok(id) => started.extend(group.flows.iter().enumerate().map(|(i, f)| (f.clone(), id, i))),
+            Ok((id, p)) => {
+                started.extend(group.flows.iter().enumerate().map(|(i, f)| (f.clone(), id, i)));
+                pausers.extend(p.map(|p| (id, p)));
+            }
             Err(e) => {
                 for (_, id, _) in &started {
                     s.jobs.stop(JobId::Run(*id));
@@ -217,10 +252,15 @@ fn start(s: &Shared, names: &[String]) -> Result<Value, OtgError> {
     let mut st = otg(s);
     st.runs.retain(|(f, _, _)| !started.iter().any(|n| &n.0 == f));
     st.runs.extend(started);
+    let OtgState {
+        runs, pausers: held, ..
+    } = &mut *st;
+    held.retain(|(id, _)| runs.iter().any(|r| r.1 == *id));
+    held.extend(pausers);
     Ok(requests::ok(Vec::new()))
 }
 
-fn start_group(s: &Shared, g: &Group) -> Result<i64, OtgError> {
+fn start_group(s: &Shared, g: &Group) -> Result<(i64, Option<gapless_engine::Pauser>), OtgError> {
     let mut run = runs::port_run(g)?;
     // The RX port's capture, if the config has one: its meter offers it every frame.
     if let (Some(rx), Some(port)) = (run.spec.rx.as_mut(), g.rx.as_ref()) {
@@ -236,7 +276,7 @@ fn start_group(s: &Shared, g: &Group) -> Result<i64, OtgError> {
         target: run.target,
         spec: run.spec,
     };
-    crate::runs::start(&s.jobs, &s.db, &s.reports, new).map_err(|e| match e {
+    crate::runs::start_pausable(&s.jobs, &s.db, &s.reports, new).map_err(|e| match e {
         StartError::Busy { iface, holder } => {
             OtgError::conflict(format!("port {}: {iface} is busy with {holder}", g.tx.name))
         }

@@ -238,3 +238,62 @@ fn cbr_streams_are_spread_over_their_gap_unless_aligned() {
         "the schedules start at their offsets"
     );
 }
+
+/// Every frame (stream, scheduled time, bytes) in the order `s` sends them, with at most
+/// `max_batch` frames per chunk; and the number of chunks.
+fn frames_sent(s: &mut Scheduler, max_batch: usize) -> (Vec<(usize, u64, Vec<u8>)>, usize) {
+    let mut out = Bufs(vec![vec![0; 2048]; max_batch]);
+    let mut bufs = ChunkBufs::with_capacity(max_batch);
+    let (mut frames, mut chunks) = (Vec::new(), 0);
+    while let Some(due) = s.next_due(|| 0) {
+        let r: Result<_, ()> = s.serve(due, &mut out, &mut bufs, max_batch, |c| {
+            for (j, (&len, &at)) in c.lens.iter().zip(c.ats).enumerate() {
+                frames.push((due.stream, at, c.out.0[j][..len].to_vec()));
+            }
+            chunks += 1;
+            Ok(Sent {
+                t_send: 0,
+                when: 0,
+                left: c.lens.len(),
+                timed: false,
+                warmup: 0,
+            })
+        });
+        assert!(r.is_ok());
+    }
+    (frames, chunks)
+}
+
+#[test]
+fn in_order_chunks_send_the_same_frames_in_the_same_order_as_one_per_step() {
+    let toml = "[[stream]]\nsize = 64\n[[stream.field]]\nfield = \"src_port\"\nop = \"random\"\n\
+         from = 1\nto = 60000\n[stream.timing]\nrate_pps = 1000\ncount = 200\n\
+         [[stream]]\nsize = 100\n[stream.timing]\nrate_pps = 130\ncount = 30\npattern = \"poisson\"\n\
+         [[stream]]\nsize = 80\n[stream.timing]\nrate_pps = 1000\ncount = 50\nburst = 3\n\
+         [[stream]]\nsize = 70\n[stream.timing]\nrate_pps = 1000\ncount = 40\nstart_offset_ns = 7\n";
+    let p = profile(toml);
+    let (one, steps) = frames_sent(&mut Scheduler::new(&p, false, 1), 1);
+    let mut chunked = Scheduler::new(&p, false, 1).chunk_in_order();
+    let (many, chunks) = frames_sent(&mut chunked, 32);
+    assert_eq!(one.len(), 200 + 30 + 50 + 40, "frames one per step");
+    assert_eq!(many.len(), one.len(), "expected as many frames chunked as one per step");
+    for (k, (a, b)) in one.iter().zip(&many).enumerate() {
+        assert_eq!(a, b, "frame {k}: expected the same stream, time and bytes");
+    }
+    assert!(
+        chunks < steps / 2,
+        "expected far fewer chunks ({chunks}) than steps ({steps})"
+    );
+    let sent: Vec<u64> = chunked.stats().iter().map(|st| st.sent).collect();
+    assert_eq!(sent, vec![200, 30, 50, 40]);
+    let bytes: Vec<u64> = chunked.stats().iter().map(|st| st.bytes).collect();
+    assert_eq!(bytes, vec![200 * 64, 30 * 100, 50 * 80, 40 * 70]);
+}
+
+#[test]
+fn a_paced_scheduler_never_chunks_in_order() {
+    let p = one_stream("catch-up", "");
+    let mut s = Scheduler::new(&p, true, 1).chunk_in_order();
+    let (_, chunks) = frames_sent(&mut s, 32);
+    assert_eq!(chunks, 10, "expected one chunk per departure when paced");
+}
