@@ -54,14 +54,24 @@ def flow(cfg: Any, name: str, count: int, pps: int = 2000, size: int = 128) -> A
     return f
 
 
+def start_traffic(a: Any, cfg: Any) -> Any:
+    """Sets the config (no warnings expected) and starts every flow; returns the control state."""
+    assert len(a.set_config(cfg).warnings) == 0
+    cs = a.control_state()
+    cs.traffic.flow_transmit.state = cs.traffic.flow_transmit.START
+    a.set_control_state(cs)
+    return cs
+
+
 def run_to_stop(a: Any, cfg: Any, timeout: float = 30, set_config: bool = True) -> List[Any]:
     """Sets the config (unless told not to), starts traffic and polls flow metrics until every
     flow is stopped."""
     if set_config:
-        assert len(a.set_config(cfg).warnings) == 0
-    cs = a.control_state()
-    cs.traffic.flow_transmit.state = cs.traffic.flow_transmit.START
-    a.set_control_state(cs)
+        start_traffic(a, cfg)
+    else:
+        cs = a.control_state()
+        cs.traffic.flow_transmit.state = cs.traffic.flow_transmit.START
+        a.set_control_state(cs)
     req = a.metrics_request()
     req.flow.flow_names = []
     t0 = time.monotonic()
@@ -419,10 +429,7 @@ def test_continuous_flow_stopped_by_the_script_and_a_rate_in_mbps(server: Server
     f.packet.ethernet().ipv4().udp()
     f.size.fixed = 1000
     f.rate.mbps = 8  # 1000 frames/s of 1000 B at L2
-    assert len(a.set_config(cfg).warnings) == 0
-    cs = a.control_state()
-    cs.traffic.flow_transmit.state = cs.traffic.flow_transmit.START
-    a.set_control_state(cs)
+    cs = start_traffic(a, cfg)
     time.sleep(1.0)
     req = a.metrics_request()
     req.flow.flow_names = ["cont"]
@@ -443,10 +450,7 @@ def test_a_paused_flow_sends_nothing_while_the_other_goes_on_then_resumes(server
     cfg, _, _ = config(a, testbed)
     for name in ("held", "free"):
         flow(cfg, name, 3000, pps=2000).packet.ethernet().ipv4().udp()
-    assert len(a.set_config(cfg).warnings) == 0
-    cs = a.control_state()
-    cs.traffic.flow_transmit.state = cs.traffic.flow_transmit.START
-    a.set_control_state(cs)
+    cs = start_traffic(a, cfg)
     time.sleep(0.3)
     cs.traffic.flow_transmit.state = cs.traffic.flow_transmit.PAUSE
     cs.traffic.flow_transmit.flow_names = ["held"]
@@ -484,6 +488,59 @@ def test_a_paused_flow_sends_nothing_while_the_other_goes_on_then_resumes(server
     with pytest.raises(Exception) as e:
         a.set_control_state(cs)
     assert "not being sent" in str(e.value), f"expected a paused flow that has ended refused by name, got {e.value}"
+
+
+def test_update_config_changes_a_running_flows_rate_and_size_seen_at_the_sink(server: Server, transport: str, testbed: Testbed) -> None:
+    a = api(server, transport)
+    cfg, _, _ = config(a, testbed)
+    for name in ("fast", "same"):
+        f = cfg.flows.flow(name=name)[-1]
+        f.tx_rx.port.tx_name, f.tx_rx.port.rx_names = "p1", ["p2"]
+        f.packet.ethernet().ipv4().udp()
+        f.size.fixed, f.rate.pps = 128, 1000
+        f.metrics.enable = True
+    cs = start_traffic(a, cfg)
+    time.sleep(0.5)
+    req = a.metrics_request()
+    req.flow.flow_names = []
+
+    def sample() -> dict[str, Any]:
+        return {m.name: (m.frames_tx, m.frames_rx, m.bytes_rx) for m in a.get_metrics(req).flow_metrics}
+
+    def update(prop: str, edit: Any) -> None:
+        cu = a.config_update()
+        cu.flows.property_names = [prop]
+        changed = cfg.flows[0]
+        edit(changed)
+        cu.flows.flows.append(changed)
+        a.update_config(cu)
+
+    update("rate", lambda f: setattr(f.rate, "pps", 3000))
+    update("size", lambda f: setattr(f.size, "fixed", 100))
+    time.sleep(0.4)  # past the change and the next snapshot of both ends
+    s0 = sample()
+    time.sleep(1.5)
+    s1 = sample()
+    d = {k: [s1[k][i] - s0[k][i] for i in range(3)] for k in s0}
+    tx_ratio, rx_ratio = d["fast"][0] / max(1, d["same"][0]), d["fast"][1] / max(1, d["same"][1])
+    assert 2.4 < tx_ratio < 3.6 and 2.4 < rx_ratio < 3.6, \
+        f"expected fast at 3x same's rate, sent and received, after the update; got {s0} then {s1}"
+    assert d["fast"][2] == 100 * d["fast"][1], f"expected 100 B frames of fast at the sink, got {d['fast']} (frames, bytes)"
+    assert d["same"][2] == 128 * d["same"][1], f"expected same's 128 B frames unchanged, got {d['same']}"
+    assert (a.get_config().flows[0].rate.pps, a.get_config().flows[0].size.fixed) == (3000, 100)
+    with pytest.raises(Exception) as e:
+        update("size", lambda f: setattr(f.size, "fixed", 256))
+    said = " ".join(str(e.value).split())
+    assert "larger than the largest this run was started with" in said, f"expected 256 B refused while sent, got {said}"
+    assert a.get_config().flows[0].size.fixed == 100, "expected a refused update to change nothing"
+    cs.traffic.flow_transmit.state = cs.traffic.flow_transmit.STOP
+    a.set_control_state(cs)
+    t0 = time.monotonic()
+    while not all(m.transmit == "stopped" for m in a.get_metrics(req).flow_metrics):
+        assert time.monotonic() - t0 < 5, "expected the flows to stop within 5 s"
+        time.sleep(0.1)
+    update("size", lambda f: setattr(f.size, "fixed", 256))  # stopped: taken for the next start
+    assert a.get_config().flows[0].size.fixed == 256
 
 
 def test_what_gapless_cannot_send_is_a_validation_error_naming_the_path(server: Server, transport: str, testbed: Testbed) -> None:

@@ -16,6 +16,23 @@ pub struct StreamLive {
     /// and moves its schedule on, so it resumes within [`crate::run::PAUSE_POLL_NS`] of
     /// being cleared, on time, with no burst to catch up.
     pub paused: AtomicBool,
+    /// A factor for the stream's rate that the loop has not applied yet (f64 bits; 0: none).
+    /// Set by [`crate::Pauser::scale_rate`]; the loop takes it at the stream's next departure.
+    pub rate_scale: AtomicU64,
+    /// The stream recompiled with other frame sizes, for the loop to take at the stream's
+    /// next departure ([`crate::Pauser::replace_variants`]); `variants_pending` says one is here.
+    pub variants: std::sync::Mutex<Option<Vec<gapless_core::packet::variant::Variant>>>,
+    pub variants_pending: AtomicBool,
+}
+
+impl StreamLive {
+    /// Asks for the rate times `k`, after any factor not applied yet.
+    pub fn scale_rate(&self, k: f64) {
+        let _ = self.rate_scale.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |b| {
+            let pending = if b == 0 { 1.0 } else { f64::from_bits(b) };
+            Some((pending * k).to_bits())
+        });
+    }
 }
 
 /// One loop's counters, a [`StreamLive`] per stream it sends.
@@ -60,6 +77,9 @@ impl Live {
 #[derive(Default)]
 pub struct RxLive {
     pub frames: AtomicU64,
+    /// Streams whose rate the sender changed while running, for the meter to take up
+    /// ([`gapless_core::meter::Meter::rate_changed`]) at its next publication.
+    pub rate_changed: std::sync::Mutex<Vec<u16>>,
     /// The streams' counts and the time they were taken (the publication).
     pub streams: std::sync::Mutex<(Option<std::time::Instant>, Vec<gapless_core::meter::LiveRx>)>,
 }

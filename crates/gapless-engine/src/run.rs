@@ -325,6 +325,21 @@ fn hold(sched: &mut Scheduler, due: Due, clock: &RunClock) {
     sched.postpone(due.stream, clock.now_ns() + PAUSE_POLL_NS);
 }
 
+/// A stream recompiled with other frame sizes: its frames from here on, if they fit the
+/// backend's buffers (`room` bytes).
+#[cold]
+fn take_variants(sched: &mut Scheduler, si: usize, live: &crate::live::StreamLive, room: usize) {
+    live.variants_pending.store(false, Ordering::Relaxed);
+    let v = live.variants.lock().unwrap_or_else(|p| p.into_inner()).take();
+    let fits = |v: &Vec<gapless_core::packet::variant::Variant>| {
+        v.iter()
+            .all(|x| x.sizes.max() as usize - gapless_core::packet::sizes::FCS_LEN <= room)
+    };
+    if let Some(v) = v.filter(fits) {
+        sched.replace_variants(si, v);
+    }
+}
+
 /// The hot loop: the next departure, a busy-wait to its time, its frames built and sent.
 /// Returns whether `stop` ended it, and the backend's fatal error.
 fn send_loop(
@@ -346,6 +361,13 @@ fn send_loop(
             return (false, None);
         };
         let live = &opts.live.streams[due.stream];
+        if live.rate_scale.load(Ordering::Relaxed) != 0 {
+            let k = f64::from_bits(live.rate_scale.swap(0, Ordering::Relaxed));
+            sched.scale_rate(due.stream, k);
+        }
+        if live.variants_pending.load(Ordering::Relaxed) {
+            take_variants(sched, due.stream, live, backend.buf(0).len());
+        }
         if live.paused.load(Ordering::Relaxed) {
             hold(sched, due, clock);
             continue;

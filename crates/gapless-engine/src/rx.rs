@@ -127,9 +127,17 @@ pub fn describe_source(r: &mut MeterReport, spec: &crate::spec::RxSpec, src: &dy
 /// How often the meter publishes its streams' counts.
 const PUBLISH_EVERY: Duration = Duration::from_millis(100);
 
-fn publish(meter: &Meter, live: &RxLive) {
+fn publish(meter: &mut Meter, live: &RxLive) {
+    let changed = std::mem::take(&mut *live.rate_changed.lock().unwrap_or_else(|p| p.into_inner()));
+    for id in changed {
+        meter.rate_changed(id, RATE_CHANGED);
+    }
     live.publish(meter.live());
 }
+
+/// Why a stream whose rate changed while it ran has no precision figures.
+pub const RATE_CHANGED: &str =
+    "the rate or frame size was changed while the stream ran (OTG update_config), so its gaps no longer follow the profile";
 
 /// Fills in the capture counters, warns about capture loss and what else the reader must
 /// know, and judges the measurement. `failed`: the meter's own error, which ended it early.

@@ -168,6 +168,23 @@ impl Pauser {
     pub fn pause(&self, stream: usize, on: bool) -> bool {
         self.0.pause(stream, on)
     }
+
+    /// Multiplies stream `stream`'s rate (its index in the profile) by `k` (> 0) from its
+    /// next departure on. The meter's precision figures for it give way to the reason (its
+    /// gaps no longer follow the profile), and the result counts the change. False: no such
+    /// stream, or `k` is not a positive number.
+    pub fn scale_rate(&self, stream: usize, k: f64) -> bool {
+        k.is_finite() && k > 0.0 && self.0.scale_rate(stream, k)
+    }
+
+    /// Stream `stream`'s frames come from `variants` (the stream recompiled with other
+    /// frame sizes) from its next departure on. The caller keeps every frame within the
+    /// largest the run started with (the backend's buffers were made for it); a loop whose
+    /// buffers are smaller keeps the old frames. The meter gives its precision figures up,
+    /// as for a rate change. False: no such stream.
+    pub fn replace_variants(&self, stream: usize, variants: &[gapless_core::packet::variant::Variant]) -> bool {
+        self.0.replace_variants(stream, variants)
+    }
 }
 
 /// What a run did: the result (TX joined with RX), and what went wrong on the way.

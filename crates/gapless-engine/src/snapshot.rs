@@ -144,6 +144,50 @@ impl Board {
         found
     }
 
+    /// Multiplies stream `stream`'s rate by `k` in every loop that sends it (each lane of a
+    /// split stream by the same factor), and tells the meter; false if no such stream.
+    pub fn scale_rate(&self, stream: usize, k: f64) -> bool {
+        let mut found = false;
+        for (live, map) in &self.loops {
+            for (i, _) in map.iter().enumerate().filter(|(_, &m)| m == stream) {
+                live.streams[i].scale_rate(k);
+                found = true;
+            }
+        }
+        if found {
+            self.tell_meter(stream);
+        }
+        found
+    }
+
+    /// Stream `stream`'s frames come from `variants` from its next departure on, in every
+    /// loop that sends it; false if no such stream.
+    pub fn replace_variants(&self, stream: usize, variants: &[gapless_core::packet::variant::Variant]) -> bool {
+        let mut found = false;
+        for (live, map) in &self.loops {
+            for (i, _) in map.iter().enumerate().filter(|(_, &m)| m == stream) {
+                let l = &live.streams[i];
+                *l.variants.lock().unwrap_or_else(|p| p.into_inner()) = Some(variants.to_vec());
+                l.variants_pending.store(true, std::sync::atomic::Ordering::Release);
+                found = true;
+            }
+        }
+        if found {
+            self.tell_meter(stream);
+        }
+        found
+    }
+
+    /// The meter's precision reference for `stream` no longer holds.
+    fn tell_meter(&self, stream: usize) {
+        if let Some(rx) = &self.rx {
+            rx.rate_changed
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(self.ids[stream]);
+        }
+    }
+
     /// The loops' counters summed per stream of the profile.
     fn tx(&self) -> Vec<TxCounts> {
         let mut sums = vec![TxCounts::default(); self.names.len()];

@@ -453,3 +453,81 @@ fn a_paused_stream_sends_nothing_while_the_other_goes_on_and_resumes_on_its_sche
     );
     assert_eq!(r.result.streams[1].paused_ns, 0, "b was never paused");
 }
+
+#[test]
+fn a_rate_scaled_while_running_takes_effect_at_the_next_departure_and_is_counted() {
+    let toml = "[[stream]]\nname = \"a\"\n[stream.timing]\nrate_pps = 2000\n\
+                [[stream]]\nname = \"b\"\n[stream.timing]\nrate_pps = 2000\n";
+    let spec = RunSpec {
+        pacing: Pacing::On,
+        ..RunSpec::new(source(toml), TxTarget::Null)
+    };
+    let run = Run::start(spec).expect("a null run starts");
+    let sent = |run: &gapless_engine::RunHandle| {
+        let s = run.snapshot();
+        (s.streams[0].tx.sent, s.streams[1].tx.sent)
+    };
+    std::thread::sleep(Duration::from_millis(200));
+    let p = run.pauser();
+    assert!(p.scale_rate(0, 3.0), "stream 0 exists");
+    assert!(
+        !p.scale_rate(0, 0.0) && !p.scale_rate(0, f64::NAN),
+        "expected a factor of 0 or NaN refused"
+    );
+    assert!(!p.scale_rate(5, 2.0), "expected no stream 5");
+    std::thread::sleep(Duration::from_millis(100));
+    let (a0, b0) = sent(&run);
+    std::thread::sleep(Duration::from_millis(1000));
+    let (a1, b1) = sent(&run);
+    run.stop();
+    let r = run.wait().expect("the run reports");
+    let (da, db) = ((a1 - a0) as f64, (b1 - b0) as f64);
+    // Over the same second: a at 6000/s, b at 2000/s (the snapshot's timing blurs both alike).
+    assert!(
+        (2.5..3.5).contains(&(da / db)),
+        "expected a at 3x b's rate after the change, got {da} vs {db} frames in 1 s"
+    );
+    assert_eq!(r.result.streams[0].rate_changes, 1, "expected one change counted for a");
+    assert_eq!(r.result.streams[1].rate_changes, 0, "b was not changed");
+}
+
+#[test]
+fn a_stream_recompiled_with_smaller_frames_sends_them_from_its_next_departure() {
+    let toml = |size: u32| {
+        format!("[[stream]]\nname = \"a\"\nsize = {size}\n[stream.timing]\nrate_pps = 2000\n[[stream]]\nname = \"b\"\nsize = 200\n[stream.timing]\nrate_pps = 2000\n")
+    };
+    let spec = RunSpec {
+        pacing: Pacing::On,
+        ..RunSpec::new(source(&toml(200)), TxTarget::Null)
+    };
+    let run = Run::start(spec).expect("a null run starts");
+    std::thread::sleep(Duration::from_millis(200));
+    let smaller = source(&toml(80)).compile(None).expect("compiles");
+    assert!(run.pauser().replace_variants(0, &smaller.streams[0].variants));
+    std::thread::sleep(Duration::from_millis(100));
+    let s0 = run.snapshot();
+    std::thread::sleep(Duration::from_millis(500));
+    let s1 = run.snapshot();
+    run.stop();
+    let r = run.wait().expect("the run reports");
+    let (frames, bytes) = (
+        s1.streams[0].tx.sent - s0.streams[0].tx.sent,
+        s1.streams[0].tx.bytes - s0.streams[0].tx.bytes,
+    );
+    assert!(frames > 500, "expected a to go on, sent {frames}");
+    assert_eq!(
+        bytes,
+        80 * frames,
+        "expected 80 B frames of a after the change: {frames} frames, {bytes} B"
+    );
+    let b = s1.streams[1].tx.bytes - s0.streams[1].tx.bytes;
+    assert_eq!(
+        b,
+        200 * (s1.streams[1].tx.sent - s0.streams[1].tx.sent),
+        "expected b's 200 B frames unchanged"
+    );
+    assert_eq!(
+        (r.result.streams[0].size_changes, r.result.streams[1].size_changes),
+        (1, 0)
+    );
+}

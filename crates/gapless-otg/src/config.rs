@@ -7,7 +7,7 @@ use serde_json::{json, Map, Value};
 use crate::error::Invalid;
 use crate::patterns::{num, read, Kind};
 
-fn float(v: &Value) -> Option<f64> {
+pub(crate) fn float(v: &Value) -> Option<f64> {
     v.as_f64().or_else(|| v.as_str().and_then(|s| s.trim().parse().ok()))
 }
 

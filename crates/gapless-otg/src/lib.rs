@@ -18,7 +18,7 @@
 //! Modules, each importing only those before it: [`error`], [`patterns`] (OTG header-field
 //! patterns as field-engine ops), [`devices`] (emulated hosts), [`tunnels`] (a flow's tunnel header as the template's
 //! `tunnel`), [`config`], [`captures`] (a config's captures, the capture request), [`requests`],
-//! [`runs`], [`metrics`].
+//! [`update`] (`update_config`: a flow's rate or size changed), [`runs`], [`metrics`].
 //! The state a server keeps (the config set last, the runs its traffic started) and the
 //! run table are the server's: this crate never starts, stops or stores anything.
 
@@ -31,6 +31,7 @@ pub mod patterns;
 pub mod requests;
 pub mod runs;
 pub mod tunnels;
+pub mod update;
 
 pub use error::{Invalid, OtgError};
 

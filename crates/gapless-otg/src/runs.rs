@@ -37,11 +37,16 @@ pub fn source(g: &Group) -> Result<ProfileSource, OtgError> {
 /// Compiles every port's profile, so a config that cannot run is refused when it is set.
 pub fn check(plan: &Plan) -> Result<(), OtgError> {
     for g in &plan.groups {
-        source(g)?
-            .compile(None)
-            .map_err(|e| OtgError::invalid(format!("port {}: {e}", g.tx.name)))?;
+        compiled(g)?;
     }
     Ok(())
+}
+
+/// The group's profile compiled (as [`check`] compiles it).
+pub fn compiled(g: &Group) -> Result<gapless_core::Profile, OtgError> {
+    source(g)?
+        .compile(None)
+        .map_err(|e| OtgError::invalid(format!("port {}: {e}", g.tx.name)))
 }
 
 /// An error naming the first flow that the config does not have.

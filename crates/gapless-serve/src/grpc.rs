@@ -31,7 +31,7 @@ use tonic::codec::{Codec, DecodeBuf, Decoder, EncodeBuf, Encoder};
 use tonic::codegen::{http, BoxFuture, Service};
 use tonic::{Code, Status};
 
-use crate::otg::{capture_file, config_now, control_with, metrics::metrics_for, set_config_to};
+use crate::otg::{capture_file, config_now, control_with, metrics::metrics_for, set_config_to, update_config_to};
 use crate::Shared;
 
 /// The service's full name in `otg.proto`.
@@ -197,6 +197,7 @@ async fn handle(s: &Shared, method: &str, req: Value) -> Result<Value, OtgError>
         "GetVersion" => json!({ "version": requests::version() }),
         "GetConfig" => json!({ "config": config_now(s) }),
         "SetConfig" => json!({ "warning": set_config_to(s.clone(), field("config")).await? }),
+        "UpdateConfig" => json!({ "warning": update_config_to(s.clone(), field("config_update")).await? }),
         "SetControlState" => json!({ "warning": control_with(s.clone(), field("control_state")).await? }),
         "GetMetrics" => json!({ "metrics_response": metrics_for(s, &field("metrics_request"))? }),
         "GetStates" => json!({ "states_response": crate::otg::states(s.clone(), field("states_request")).await? }),

@@ -57,6 +57,9 @@ pub struct StreamStats {
     pub warmup_sent: u64,
     /// How far its schedule was moved on while paused.
     pub paused_ns: u64,
+    /// Times its rate, and its frame size, were changed while it ran.
+    pub rate_changes: u64,
+    pub size_changes: u64,
 }
 
 impl Default for StreamStats {
@@ -94,6 +97,8 @@ impl StreamStats {
             signed: None,
             warmup_sent: 0,
             paused_ns: 0,
+            rate_changes: 0,
+            size_changes: 0,
         }
     }
 
@@ -111,6 +116,8 @@ impl StreamStats {
         self.sent += o.sent;
         self.warmup_sent += o.warmup_sent;
         self.paused_ns = self.paused_ns.max(o.paused_ns);
+        self.rate_changes = self.rate_changes.max(o.rate_changes);
+        self.size_changes = self.size_changes.max(o.size_changes);
         self.bytes += o.bytes;
         self.lateness.add(&o.lateness);
         self.early.add(&o.early);
@@ -323,6 +330,21 @@ impl Scheduler {
         }
         let next = g.next_departure().map(|d| d.at_ns);
         self.reschedule(si, next);
+    }
+
+    /// Multiplies stream `si`'s rate by `k` (> 0) from its next departure on; its gap for
+    /// lateness follows.
+    pub fn scale_rate(&mut self, si: usize, k: f64) {
+        self.gens[si].scale_rate(k);
+        self.gaps[si] = ((self.gaps[si] as f64 / k) as u64).max(1);
+        self.stats[si].rate_changes += 1;
+    }
+
+    /// Stream `si`'s frames from its next departure on come from `variants` (its frame
+    /// size changed while it runs).
+    pub fn replace_variants(&mut self, si: usize, variants: Vec<crate::packet::variant::Variant>) {
+        self.gens[si].replace_variants(variants);
+        self.stats[si].size_changes += 1;
     }
 
     /// Drops every departure of stream `si` already more than a gap in the past at `now`.

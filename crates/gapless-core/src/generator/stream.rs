@@ -193,6 +193,26 @@ impl StreamGen {
         d.frames
     }
 
+    /// Frames from here on are built from `variants` (the same stream recompiled with other
+    /// sizes): the field ops keep their positions where the variant keeps its ops.
+    pub fn replace_variants(&mut self, variants: Vec<crate::packet::variant::Variant>) {
+        let same = variants.len() == self.cfg.variants.len()
+            && variants
+                .iter()
+                .zip(&self.cfg.variants)
+                .all(|(a, b)| a.ops.len() == b.ops.len());
+        if !same {
+            self.vbuilt = vec![0; variants.len()];
+            self.op_state = variants.iter().map(|v| vec![0; v.ops.len()]).collect();
+        }
+        self.cfg.variants = variants;
+    }
+
+    /// Multiplies the stream's rate by `k` from its next departure on.
+    pub fn scale_rate(&mut self, k: f64) {
+        self.sched.scale_rate(k);
+    }
+
     /// Moves the rest of the schedule later (the `shift` policy).
     pub fn shift(&mut self, ns: u64) {
         self.sched.shift(ns);

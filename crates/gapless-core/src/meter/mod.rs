@@ -195,6 +195,20 @@ impl Meter {
         *self.t0.get_or_insert(ts_ns)
     }
 
+    /// The sender changed stream `id`'s rate while it ran: its gaps have no reference from
+    /// the profile any more, so the precision figures give way to `why` (those measured so
+    /// far are dropped too, since the report could not say which rate they were against).
+    pub fn rate_changed(&mut self, id: u16, why: &str) {
+        if let Some(t) = self.cfg.targets.get_mut(&id) {
+            t.target_pps = None;
+            t.gaps = reference::GapReference::Unknown(why.to_string());
+        }
+        let slot = self.index.get(id as usize).copied().unwrap_or(0);
+        if slot > 0 {
+            self.signed[slot as usize - 1].drop_reference(why);
+        }
+    }
+
     /// Takes a signed arrival whose signature was read elsewhere (a CSV of timestamps).
     #[inline]
     pub fn on_signed(&mut self, ts_ns: u64, wire_len: u32, sig: Signature) {

@@ -250,6 +250,16 @@ impl StreamMeter {
         }
     }
 
+    /// No reference from here on, and none of the gap errors measured so far (see
+    /// [`crate::meter::Meter::rate_changed`]).
+    pub fn drop_reference(&mut self, why: &str) {
+        self.reference = Reference::Unknown(why.to_string());
+        self.target_pps = None;
+        self.target_gap_ns = None;
+        self.err = None;
+        (self.err_n, self.sq_sum, self.bursts) = (0, 0.0, 0);
+    }
+
     /// One gap against its reference gap.
     #[inline]
     fn record_err(&mut self, gap: u64, reference: f64) {

@@ -323,3 +323,26 @@ fn hostile_stamps_saturate_instead_of_wrapping() {
     let p = &l.percentiles_ns;
     assert!(p.p50 >= l.min_ns && p.p99_9999 <= l.max_ns, "{p:?}");
 }
+
+#[test]
+fn a_rate_changed_while_running_drops_the_precision_figures_with_the_reason() {
+    let mut m = meter(Some(1e6));
+    for (i, t) in [0u64, 1000, 2100].into_iter().enumerate() {
+        m.on_frame(1_000_000 + t, &frame(0, i as u32, 1_000_000 + t - 500), 60);
+    }
+    m.rate_changed(0, "changed");
+    m.rate_changed(9, "a stream not seen yet is no error");
+    for (i, t) in [2600u64, 3100].into_iter().enumerate() {
+        m.on_frame(1_000_000 + t, &frame(0, 3 + i as u32, 1_000_000 + t - 500), 60);
+    }
+    let r = m.report();
+    let ia = r.streams[0].interarrival.as_ref().unwrap();
+    assert_eq!(ia.gaps, 4, "expected every gap still counted");
+    assert_eq!(ia.gap_reference, format!("{}changed", reference::NONE));
+    assert_eq!(
+        (ia.abs_err_p50_ns, ia.mse_ns2, ia.target_pps),
+        (None, None, None),
+        "expected no precision figures, got {ia:?}"
+    );
+    assert_eq!(r.streams[0].rx_frames, 5);
+}

@@ -147,6 +147,13 @@ pub struct StreamTx {
     /// by this much, so the meter sees one gap this long.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub paused_ns: u64,
+    /// Times its rate was changed while it ran (OTG `update_config`): the target rate above
+    /// is the one it started with.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub rate_changes: u64,
+    /// Times its frame size was changed while it ran (OTG `update_config`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub size_changes: u64,
 }
 
 /// A stream shared out over send loops, and the precision the split kept on the TX side.

@@ -220,6 +220,18 @@ impl Schedule {
         self.set_at();
     }
 
+    /// Multiplies the rate by `k` from the next departure on (a rate changed while the
+    /// stream runs); the current departure keeps its time.
+    pub fn scale_rate(&mut self, k: f64) {
+        self.rate = match self.rate {
+            Rate::Pps(p) => Rate::Pps(p * k),
+            Rate::Bps { bps, overhead_bytes } => Rate::Bps {
+                bps: bps * k,
+                overhead_bytes,
+            },
+        };
+    }
+
     /// Moves the rest of the schedule later by `ns` (the `shift` late policy).
     pub fn shift(&mut self, ns: u64) {
         self.origin_ns += ns;

@@ -209,6 +209,8 @@ pub fn build_result(profile: &Profile, stats: &RunStats, meta: &RunMeta) -> RunR
             signed_frames: st.signed,
             warmup_frames: st.warmup_sent,
             paused_ns: st.paused_ns,
+            rate_changes: st.rate_changes,
+            size_changes: st.size_changes,
         });
     }
     let sent: u64 = streams.iter().map(|s| s.sent_frames).sum();

@@ -26,10 +26,13 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use std::sync::Arc;
 
+use gapless_core::packet::sizes::FCS_LEN;
+use gapless_core::packet::variant::Variant;
 use gapless_engine::capture::{Capture, CaptureFormat};
 use gapless_otg::captures::{self, CaptureCfg};
 use gapless_otg::config::{self, Group, Plan};
 use gapless_otg::requests::{self, Control};
+use gapless_otg::update::FlowChange;
 use gapless_otg::{runs, OtgError};
 use serde_json::{json, Value};
 
@@ -44,13 +47,24 @@ pub struct OtgState {
     pub plan: Option<Plan>,
     /// For each flow: the run that sends it and its stream index there.
     pub runs: Vec<(String, i64, usize)>,
-    /// Each run's handle that pauses and resumes its streams.
-    pub pausers: Vec<(i64, gapless_engine::Pauser)>,
+    /// Each run's handle that pauses, resumes and changes its streams.
+    pub pausers: Vec<RunCtl>,
     /// The config's captures, one per captured port, each with its buffer.
     pub captures: Vec<PortCapture>,
     /// The config's devices, up as hosts on their ports: (device Ethernet name, host).
     pub hosts: Vec<(String, Arc<gapless_io::hosts::Host>)>,
 }
+
+/// A run's controls: its id, the handle that pauses, resumes and changes its streams, and
+/// the largest frame (without FCS) its buffers were made for.
+pub struct RunCtl {
+    pub id: i64,
+    pub pauser: gapless_engine::Pauser,
+    pub room: usize,
+}
+
+/// One flow's change for a running loop: a rate factor and/or new variants.
+type LiveChange = (gapless_engine::Pauser, usize, Option<f64>, Option<Vec<Variant>>);
 
 /// A captured port: what the config asks, and the buffer its meter fills.
 pub struct PortCapture {
@@ -79,7 +93,7 @@ type OtgResult = Result<Json<Value>, Reply>;
 pub fn router(state: Shared, guard: crate::guard::Guard) -> Router {
     Router::new()
         .route("/capabilities/version", get(|| async { Json(requests::version()) }))
-        .route("/config", get(get_config).post(set_config))
+        .route("/config", get(get_config).post(set_config).patch(update_config))
         .route("/control/state", post(control))
         .route("/monitor/metrics", post(metrics::handler))
         .route("/monitor/capture", post(capture))
@@ -122,6 +136,92 @@ pub(crate) fn config_now(s: &Shared) -> Value {
 
 async fn set_config(State(s): State<Shared>, b: Bytes) -> OtgResult {
     Ok(Json(set_config_to(s, requests::body(&b)?).await?))
+}
+
+async fn update_config(State(s): State<Shared>, b: Bytes) -> OtgResult {
+    Ok(Json(update_config_to(s, requests::body(&b)?).await?))
+}
+
+/// `update_config`: flows' rates and sizes changed in the config set last. A running flow
+/// takes them at its next departure; the update is refused, and nothing changes, when a
+/// running flow's rate unit would change or its frames would outgrow its run's buffers.
+pub(crate) async fn update_config_to(s: Shared, req: Value) -> Result<Value, OtgError> {
+    blocking(move || update_config_now(&s, &req)).await
+}
+
+fn update_config_now(s: &Shared, req: &Value) -> Result<Value, OtgError> {
+    let mut st = otg(s);
+    let raw = st
+        .raw
+        .as_ref()
+        .ok_or_else(|| OtgError::invalid("no config: set one first"))?;
+    let u = gapless_otg::update::update(raw, req)?;
+    let plan = config::plan(&u.config).map_err(OtgError::from)?;
+    runs::check(&plan)?;
+    let active: Vec<JobId> = s.jobs.running().into_iter().map(|r| r.0).collect();
+    let mut todo = Vec::new();
+    for c in &u.changes {
+        let sent = st
+            .runs
+            .iter()
+            .find(|(f, id, _)| *f == c.name && active.contains(&JobId::Run(*id)));
+        let ctl = sent.and_then(|(_, id, i)| st.pausers.iter().find(|r| r.id == *id).map(|r| (r, *i)));
+        if let Some((ctl, i)) = ctl {
+            todo.push(live_change(&plan, c, ctl, i)?);
+        }
+    }
+    for (p, i, k, variants) in todo {
+        if let Some(v) = variants {
+            p.replace_variants(i, &v);
+        }
+        if let Some(k) = k {
+            p.scale_rate(i, k);
+        }
+    }
+    st.raw = Some(u.config);
+    st.plan = Some(plan);
+    Ok(requests::ok(Vec::new()))
+}
+
+/// What flow change `c` asks of the running loop that sends it (stream `i` of run `ctl`),
+/// or why it cannot take it.
+fn live_change(plan: &Plan, c: &FlowChange, ctl: &RunCtl, i: usize) -> Result<LiveChange, OtgError> {
+    let refuse = |why: &str| {
+        OtgError::conflict(format!(
+            "flow {:?} is being sent and {why}. Fix: stop its traffic, update, and start it again",
+            c.name
+        ))
+    };
+    let variants = match c.size {
+        true => Some(live_variants(plan, &c.name, ctl.room).map_err(|w| refuse(&w))?),
+        false => None,
+    };
+    let k = match &c.rate {
+        Some(Ok(k)) if *k != 1.0 => Some(*k),
+        Some(Err(why)) => return Err(refuse(why)),
+        _ => None,
+    };
+    Ok((ctl.pauser.clone(), i, k, variants))
+}
+
+/// Flow `name` compiled from the updated `plan`: its variants, if every frame fits `room`
+/// bytes (the largest frame its run's buffers were made for); else why not.
+fn live_variants(plan: &Plan, name: &str, room: usize) -> Result<Vec<Variant>, String> {
+    let (g, j) = plan
+        .groups
+        .iter()
+        .find_map(|g| g.flows.iter().position(|f| f == name).map(|j| (g, j)))
+        .ok_or_else(|| "it is in no port's plan".to_string())?;
+    let profile = runs::compiled(g).map_err(|e| e.errors.join("; "))?;
+    let v = profile.streams[j].variants.clone();
+    match v.iter().map(|x| x.sizes.max() as usize).max() {
+        Some(m) if m - FCS_LEN <= room => Ok(v),
+        Some(m) => Err(format!(
+            "its new frames ({m} B) are larger than the largest this run was started with ({} B)",
+            room + FCS_LEN
+        )),
+        None => Err("it has no frames".into()),
+    }
 }
 
 /// Runs `f` on the blocking pool: what waits on the kernel (`ip`, ARP) or writes a large
@@ -219,8 +319,8 @@ fn pause(s: &Shared, names: &[String], on: bool) -> Result<Value, OtgError> {
         }
     }
     for (_, id, i) in st.runs.iter().filter(|(f, _, _)| names.is_empty() || names.contains(f)) {
-        if let Some((_, p)) = st.pausers.iter().find(|(r, _)| r == id) {
-            p.pause(*i, on);
+        if let Some(r) = st.pausers.iter().find(|r| r.id == *id) {
+            r.pauser.pause(*i, on);
         }
     }
     Ok(requests::ok(Vec::new()))
@@ -237,9 +337,9 @@ fn start(s: &Shared, names: &[String]) -> Result<Value, OtgError> {
         };
         let resolved = devices::resolve(s, &mut group);
         match resolved.and_then(|()| start_group(s, &group)) {
-            Ok((id, p)) => {
+            Ok((id, p, room)) => {
                 started.extend(group.flows.iter().enumerate().map(|(i, f)| (f.clone(), id, i)));
-                pausers.extend(p.map(|p| (id, p)));
+                pausers.extend(p.map(|pauser| RunCtl { id, pauser, room }));
             }
             Err(e) => {
                 for (_, id, _) in &started {
@@ -255,12 +355,13 @@ fn start(s: &Shared, names: &[String]) -> Result<Value, OtgError> {
     let OtgState {
         runs, pausers: held, ..
     } = &mut *st;
-    held.retain(|(id, _)| runs.iter().any(|r| r.1 == *id));
+    held.retain(|c| runs.iter().any(|r| r.1 == c.id));
     held.extend(pausers);
     Ok(requests::ok(Vec::new()))
 }
 
-fn start_group(s: &Shared, g: &Group) -> Result<(i64, Option<gapless_engine::Pauser>), OtgError> {
+fn start_group(s: &Shared, g: &Group) -> Result<(i64, Option<gapless_engine::Pauser>, usize), OtgError> {
+    let room = runs::compiled(g)?.max_frame() as usize - FCS_LEN;
     let mut run = runs::port_run(g)?;
     // The RX port's capture, if the config has one: its meter offers it every frame.
     if let (Some(rx), Some(port)) = (run.spec.rx.as_mut(), g.rx.as_ref()) {
@@ -276,13 +377,14 @@ fn start_group(s: &Shared, g: &Group) -> Result<(i64, Option<gapless_engine::Pau
         target: run.target,
         spec: run.spec,
     };
-    crate::runs::start_pausable(&s.jobs, &s.db, &s.reports, new).map_err(|e| match e {
+    let (id, p) = crate::runs::start_pausable(&s.jobs, &s.db, &s.reports, new).map_err(|e| match e {
         StartError::Busy { iface, holder } => {
             OtgError::conflict(format!("port {}: {iface} is busy with {holder}", g.tx.name))
         }
         StartError::Engine(e) => OtgError::invalid(format!("port {}: {e}", g.tx.name)),
         StartError::Db(e) => OtgError::internal(e),
-    })
+    })?;
+    Ok((id, p, room))
 }
 
 /// `control/state` port capture start or stop, for the ports named (all captured ports when
