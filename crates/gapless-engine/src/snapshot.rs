@@ -131,29 +131,29 @@ impl Board {
         }
     }
 
-    /// Pauses or resumes stream `stream` of the profile in every loop that sends it; false if
-    /// the profile has no such stream.
-    pub fn pause(&self, stream: usize, on: bool) -> bool {
+    /// Calls `f` with stream `stream`'s live counters in every loop that sends it (each lane
+    /// of a split stream); false if the profile has no such stream.
+    fn each_lane(&self, stream: usize, f: impl Fn(&crate::live::StreamLive)) -> bool {
         let mut found = false;
         for (live, map) in &self.loops {
             for (i, _) in map.iter().enumerate().filter(|(_, &m)| m == stream) {
-                live.streams[i].paused.store(on, std::sync::atomic::Ordering::Relaxed);
+                f(&live.streams[i]);
                 found = true;
             }
         }
         found
     }
 
+    /// Pauses or resumes stream `stream` of the profile in every loop that sends it; false if
+    /// the profile has no such stream.
+    pub fn pause(&self, stream: usize, on: bool) -> bool {
+        self.each_lane(stream, |l| l.paused.store(on, std::sync::atomic::Ordering::Relaxed))
+    }
+
     /// Multiplies stream `stream`'s rate by `k` in every loop that sends it (each lane of a
     /// split stream by the same factor), and tells the meter; false if no such stream.
     pub fn scale_rate(&self, stream: usize, k: f64) -> bool {
-        let mut found = false;
-        for (live, map) in &self.loops {
-            for (i, _) in map.iter().enumerate().filter(|(_, &m)| m == stream) {
-                live.streams[i].scale_rate(k);
-                found = true;
-            }
-        }
+        let found = self.each_lane(stream, |l| l.scale_rate(k));
         if found {
             self.tell_meter(stream);
         }
@@ -163,15 +163,10 @@ impl Board {
     /// Stream `stream`'s frames come from `variants` from its next departure on, in every
     /// loop that sends it; false if no such stream.
     pub fn replace_variants(&self, stream: usize, variants: &[gapless_core::packet::variant::Variant]) -> bool {
-        let mut found = false;
-        for (live, map) in &self.loops {
-            for (i, _) in map.iter().enumerate().filter(|(_, &m)| m == stream) {
-                let l = &live.streams[i];
-                *l.variants.lock().unwrap_or_else(|p| p.into_inner()) = Some(variants.to_vec());
-                l.variants_pending.store(true, std::sync::atomic::Ordering::Release);
-                found = true;
-            }
-        }
+        let found = self.each_lane(stream, |l| {
+            *l.variants.lock().unwrap_or_else(|p| p.into_inner()) = Some(variants.to_vec());
+            l.variants_pending.store(true, std::sync::atomic::Ordering::Release);
+        });
         if found {
             self.tell_meter(stream);
         }

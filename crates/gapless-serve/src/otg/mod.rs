@@ -158,15 +158,10 @@ fn update_config_now(s: &Shared, req: &Value) -> Result<Value, OtgError> {
     let u = gapless_otg::update::update(raw, req)?;
     let plan = config::plan(&u.config).map_err(OtgError::from)?;
     runs::check(&plan)?;
-    let active: Vec<JobId> = s.jobs.running().into_iter().map(|r| r.0).collect();
+    let active = active(s);
     let mut todo = Vec::new();
     for c in &u.changes {
-        let sent = st
-            .runs
-            .iter()
-            .find(|(f, id, _)| *f == c.name && active.contains(&JobId::Run(*id)));
-        let ctl = sent.and_then(|(_, id, i)| st.pausers.iter().find(|r| r.id == *id).map(|r| (r, *i)));
-        if let Some((ctl, i)) = ctl {
+        if let Some((ctl, i)) = sending(&st, &active, &c.name) {
             todo.push(live_change(&plan, c, ctl, i)?);
         }
     }
@@ -269,8 +264,23 @@ fn set_config_now(s: &Shared, cfg: Value) -> Result<Value, OtgError> {
 }
 
 fn running(s: &Shared, st: &OtgState) -> bool {
-    let active: Vec<JobId> = s.jobs.running().into_iter().map(|r| r.0).collect();
+    let active = active(s);
     st.runs.iter().any(|(_, id, _)| active.contains(&JobId::Run(*id)))
+}
+
+/// The jobs going on.
+fn active(s: &Shared) -> Vec<JobId> {
+    s.jobs.running().into_iter().map(|r| r.0).collect()
+}
+
+/// The controls of the run that is sending flow `name` (among the `active` jobs), and the
+/// flow's stream index there; None if the flow is not being sent.
+fn sending<'a>(st: &'a OtgState, active: &[JobId], name: &str) -> Option<(&'a RunCtl, usize)> {
+    let (_, id, i) = st
+        .runs
+        .iter()
+        .find(|(f, id, _)| f == name && active.contains(&JobId::Run(*id)))?;
+    st.pausers.iter().find(|r| r.id == *id).map(|r| (r, *i))
 }
 
 /// `POST /control/state`: traffic start/stop; port and protocol choices are no-ops with a
@@ -302,17 +312,9 @@ pub(crate) async fn control_with(s: Shared, req: Value) -> Result<Value, OtgErro
 /// that is not being sent is an error that names it.
 fn pause(s: &Shared, names: &[String], on: bool) -> Result<Value, OtgError> {
     let st = otg(s);
-    let going: Vec<i64> = s
-        .jobs
-        .running()
-        .iter()
-        .filter_map(|(id, _)| match id {
-            JobId::Run(r) => Some(*r),
-            _ => None,
-        })
-        .collect();
+    let active = active(s);
     for n in names {
-        if !st.runs.iter().any(|(f, id, _)| f == n && going.contains(id)) {
+        if sending(&st, &active, n).is_none() {
             return Err(OtgError::invalid(format!(
                 "traffic.flow_transmit.flow_names: flow {n:?} is not being sent. Fix: start it first (flow_transmit state start)"
             )));
