@@ -10,6 +10,8 @@ use std::borrow::Cow;
 
 use hdrhistogram::Histogram;
 
+use super::buckets::Buckets;
+
 /// Values kept as they are before the histogram is built.
 pub const SMALL: usize = 64;
 const HIST_MAX: u64 = 1_000_000_000_000;
@@ -27,11 +29,13 @@ fn add_to(h: &mut Histogram<u64>, v: u64, n: u64) {
     let _ = h.record_n(v.min(HIST_MAX), n);
 }
 
+/// Once built, the counts are the meter's own [`Buckets`] in HdrHistogram's layout (a record
+/// is a few instructions); reads build the HdrHistogram from them.
 #[derive(Clone, Debug)]
 pub struct LazyHist {
     sigfig: u8,
     small: Vec<u64>,
-    full: Option<Histogram<u64>>,
+    full: Option<Buckets>,
 }
 
 impl LazyHist {
@@ -43,14 +47,10 @@ impl LazyHist {
         }
     }
 
-    fn empty(&self) -> Histogram<u64> {
-        grown(self.sigfig)
-    }
-
     #[inline(always)]
     pub fn record(&mut self, v: u64) {
         match &mut self.full {
-            Some(h) => add_to(h, v, 1),
+            Some(b) => b.record_n(v.min(HIST_MAX), 1),
             None => self.record_small(v),
         }
     }
@@ -60,11 +60,11 @@ impl LazyHist {
     fn record_small(&mut self, v: u64) {
         self.small.push(v);
         if self.small.len() > SMALL {
-            let mut h = self.empty();
+            let mut b = Buckets::new(self.sigfig);
             for &x in &self.small {
-                add_to(&mut h, x, 1);
+                b.record_n(x.min(HIST_MAX), 1);
             }
-            self.full = Some(h);
+            self.full = Some(b);
             self.small = Vec::new();
         }
     }
@@ -73,7 +73,7 @@ impl LazyHist {
     #[inline(always)]
     pub fn record_n(&mut self, v: u64, n: u64) {
         match &mut self.full {
-            Some(h) => add_to(h, v, n),
+            Some(b) => b.record_n(v.min(HIST_MAX), n),
             None => {
                 for _ in 0..n {
                     self.record(v);
@@ -88,29 +88,51 @@ impl LazyHist {
             None => other.small.iter().for_each(|&v| self.record(v)),
             Some(o) => {
                 let sigfig = self.sigfig;
-                let h = self.full.get_or_insert_with(|| grown(sigfig));
-                let _ = h.add(o);
+                let b = self.full.get_or_insert_with(|| Buckets::new(sigfig));
+                b.add(o);
                 for v in std::mem::take(&mut self.small) {
-                    add_to(h, v, 1);
+                    b.record_n(v.min(HIST_MAX), 1);
                 }
             }
         }
     }
 
     pub fn len(&self) -> u64 {
-        self.full.as_ref().map_or(self.small.len() as u64, |h| h.len())
+        self.full.as_ref().map_or(self.small.len() as u64, |b| b.len())
     }
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
-    /// The values as an HdrHistogram (built now while they are few).
+    /// The highest value of the bucket that holds the value at 1-based `rank` (ascending).
+    pub fn at_rank(&self, rank: u64) -> u64 {
+        match &self.full {
+            Some(b) => b.at_rank(rank),
+            None => {
+                let h = self.view();
+                let mut cum = 0;
+                h.iter_recorded()
+                    .find(|v| {
+                        cum += v.count_at_value();
+                        cum >= rank
+                    })
+                    .map_or(h.max(), |v| v.value_iterated_to())
+            }
+        }
+    }
+
+    /// The lowest value that shares `v`'s bucket.
+    pub fn lowest_equivalent(&self, v: u64) -> u64 {
+        Buckets::new(self.sigfig).lowest_equivalent(v.min(HIST_MAX))
+    }
+
+    /// The values as an HdrHistogram (built now).
     pub fn view(&self) -> Cow<'_, Histogram<u64>> {
         match &self.full {
-            Some(h) => Cow::Borrowed(h),
+            Some(b) => Cow::Owned(b.to_hdr(self.sigfig, 2)),
             None => {
-                let mut h = self.empty();
+                let mut h = grown(self.sigfig);
                 for &x in &self.small {
                     add_to(&mut h, x, 1);
                 }
@@ -122,8 +144,8 @@ impl LazyHist {
     /// Empties it, keeping a built histogram's memory for reuse.
     pub fn reset(&mut self) {
         self.small.clear();
-        if let Some(h) = &mut self.full {
-            h.reset();
+        if let Some(b) = &mut self.full {
+            b.reset();
         }
     }
 }
@@ -157,7 +179,7 @@ mod tests {
         for v in 0..100u64 {
             a.record(v * 13);
         }
-        let small = a.full.as_ref().unwrap().distinct_values();
+        let small = a.view().distinct_values();
         a.record(5_000_000_000_000);
         let h = a.view();
         assert!(

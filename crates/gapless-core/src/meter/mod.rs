@@ -5,6 +5,7 @@
 //! their report. May import `packet` (the signature, filler frames), `timing` (a stream's
 //! schedule, regenerated as the reference of its gaps) and `host`.
 
+pub mod buckets;
 pub mod classify;
 pub mod lazy;
 pub mod reference;

@@ -50,15 +50,41 @@ impl Windows {
             self.ring[i] = t;
         }
         self.n += 1;
+        if self.n >= RATE_WINDOWS[6] as u64 {
+            return self.push_all(t);
+        }
         for (k, &w) in RATE_WINDOWS.iter().enumerate() {
             if self.n < w as u64 {
                 break;
             }
             let t0 = self.ring[((self.n - w as u64) as usize) % RING];
-            let span = t.saturating_sub(t0).max(1);
+            let span = t.saturating_sub(t0).clamp(1, i64::MAX as u64);
             self.min_span[k] = self.min_span[k].min(span);
             self.max_span[k] = self.max_span[k].max(span);
             self.inv_sum[k] += 1.0 / span as f64;
+            self.count[k] += 1;
+        }
+    }
+
+    /// Every window is full: the same figures as the loop in [`Windows::push`], laid out so
+    /// that the compiler pairs the seven divisions (a span below 2^63 converts in one
+    /// instruction as a signed integer).
+    #[inline]
+    fn push_all(&mut self, t: u64) {
+        let mut span = [1i64; 8];
+        for (k, &w) in RATE_WINDOWS.iter().enumerate() {
+            let t0 = self.ring[((self.n - w as u64) as usize) % RING];
+            span[k] = t.saturating_sub(t0).clamp(1, i64::MAX as u64) as i64;
+        }
+        let mut inv = [0.0f64; 8];
+        for k in 0..8 {
+            inv[k] = 1.0 / span[k] as f64;
+        }
+        for k in 0..7 {
+            let s = span[k] as u64;
+            self.min_span[k] = self.min_span[k].min(s);
+            self.max_span[k] = self.max_span[k].max(s);
+            self.inv_sum[k] += inv[k];
             self.count[k] += 1;
         }
     }
@@ -267,7 +293,8 @@ impl StreamMeter {
         self.sq_sum += e * e;
         self.err_n += 1;
         if let Some(err) = self.err.as_mut() {
-            err.record(e.abs().round() as u64);
+            // Through i64: one instruction, and the same value once clamped at 1000 s.
+            err.record(e.abs().round() as i64 as u64);
         }
         if (gap as f64) < reference / 2.0 {
             self.bursts += 1;
