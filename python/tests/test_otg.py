@@ -386,6 +386,57 @@ def test_device_flows_resolve_their_gateway_and_every_frame_arrives(server: Serv
     assert ("d1.eth", want_ips[1], DEV_MAC[1]) in found, f"expected d1's neighbour {want_ips[1]} at {DEV_MAC[1]}; got {found}"
 
 
+@pytest.mark.parametrize("tags", [[(100, "x8100", 3)], [(300, "x88A8", 0), (100, "x8100", 5)]], ids=["dot1q", "qinq"])
+def test_devices_on_vlans_resolve_tagged_and_their_flows_go_tagged(server: Server, transport: str, testbed: Testbed,
+                                                                 tmp_path: Path, tags: list[tuple[int, str, int]]) -> None:
+    a = api(server, transport)
+    cfg, _ = devices_config(a, testbed, 4)
+    for d in cfg.devices:
+        for vid, tpid, prio in tags:
+            v = d.ethernets[0].vlans.add()
+            v.name, v.id, v.tpid, v.priority = f"{d.name}.v{vid}", vid, tpid, prio
+    with capture(testbed, tmp_path / "v.pcap", "vlan"):
+        m = run_to_stop(a, cfg)[0]
+    assert (m.frames_tx, m.frames_rx) == (200, 200), f"expected 200 sent and received between the tagged devices; got {m.frames_tx}, {m.frames_rx}"
+    from scapy.all import ARP, Dot1AD, Dot1Q, Ether  # type: ignore[import-untyped]
+
+    pkts = rdpcap(str(tmp_path / "v.pcap"))
+    flow = [p for p in pkts if UDP in p and p[UDP].dport == 4325]
+    assert len(flow) == 200, f"expected the 200 flow frames tagged on the wire; got {len(flow)} of {len(pkts)} tagged frames"
+
+    def stack(p: Any) -> list[tuple[int, int, int]]:
+        out, layer, tpid = [], p[Ether].payload, p[Ether].type
+        while isinstance(layer, (Dot1Q, Dot1AD)):
+            out.append((tpid, layer.vlan, layer.prio))
+            tpid, layer = layer.type, layer.payload
+        return out
+
+    want = [(0x8100 if t == "x8100" else 0x88A8, vid, prio) for vid, t, prio in tags]
+    assert {tuple(stack(p)) for p in flow} == {tuple(want)}, f"expected every flow frame tagged {want}; got {({tuple(stack(p)) for p in flow})}"
+    arps = [p for p in pkts if ARP in p]
+    assert arps and all(len(stack(p)) == len(tags) and [s[1] for s in stack(p)] == [t[0] for t in tags] for p in arps), \
+        f"expected the gateway's ARP on the wire with the device's tags; got {[stack(p) for p in arps]}"
+    req = a.states_request()
+    req.choice = "ipv4_neighbors"
+    req.ipv4_neighbors.ethernet_names = ["d1.eth"]
+    found = {(r.ipv4_address, r.link_layer_address) for r in a.get_states(req).ipv4_neighbors}
+    assert ("192.0.2.2", DEV_MAC[1]) in found, f"expected d1's tagged neighbour 192.0.2.2 at {DEV_MAC[1]}; got {found}"
+
+
+def test_devices_on_different_vlans_do_not_hear_each_other(server: Server, transport: str, testbed: Testbed) -> None:
+    a = api(server, transport)
+    cfg, _ = devices_config(a, testbed, 4)
+    for d, vid in zip(cfg.devices, (100, 200)):
+        v = d.ethernets[0].vlans.add()
+        v.name, v.id = f"{d.name}.v", vid
+    assert len(a.set_config(cfg).warnings) == 0
+    cs = a.control_state()
+    cs.traffic.flow_transmit.state = cs.traffic.flow_transmit.START
+    with pytest.raises(Exception) as e:
+        a.set_control_state(cs)
+    assert "192.0.2.2" in str(e.value), f"expected d1 (VLAN 100) unable to resolve d2 (VLAN 200); got {e.value}"
+
+
 def test_an_unresolvable_gateway_fails_the_start_naming_the_address(server: Server, transport: str, testbed: Testbed) -> None:
     a = api(server, transport)
     cfg, _ = devices_config(a, testbed, 4, gateway="192.0.2.99")

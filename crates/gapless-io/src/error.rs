@@ -64,7 +64,7 @@ pub enum IoError {
     /// The driver has no native XDP, and native was asked for.
     #[error("attaching XDP natively to {iface}: the driver has no native XDP ({detail}). Fix: attach in generic mode (or auto, which falls back to it)")]
     XdpNoNative { iface: String, detail: String },
-    /// Loading or attaching the XDP program failed.
+    /// Loading or attaching a BPF program (the XDP receiver, or a host's VLAN tagger) failed.
     #[error("{what}: {detail}. Fix: {fix}")]
     Xdp { what: String, detail: String, fix: String },
     /// A frame does not fit a UMEM frame.

@@ -211,6 +211,8 @@ pub struct DeviceFlow {
     pub src: std::net::IpAddr,
     pub dst: std::net::IpAddr,
     pub gateway: std::net::IpAddr,
+    /// The sending device Ethernet's VLAN tags, outer first.
+    pub vlans: Vec<crate::devices::Vlan>,
 }
 
 /// The flow's TX and RX port names, and its device ends for a device flow.
@@ -276,6 +278,7 @@ fn device_ends(
         src: ta.ip,
         dst: ra.ip,
         gateway: ta.gateway,
+        vlans: te.vlans.clone(),
     };
     Ok((te.port.clone(), re.port.clone(), Some(flow)))
 }
@@ -290,6 +293,16 @@ fn stream(f: &Value, path: &str, name: &str, dev: Option<&DeviceFlow>) -> Result
         template.entry("eth_src").or_insert(json!(d.mac));
         template.entry("ip_src").or_insert(json!(d.src.to_string()));
         template.entry("ip_dst").or_insert(json!(d.dst.to_string()));
+        // A flow from a device on a VLAN is tagged as the device is, unless its own
+        // headers give tags.
+        if !d.vlans.is_empty() {
+            let tags: Vec<Value> = d
+                .vlans
+                .iter()
+                .map(|v| json!({ "id": v.id, "tpid": v.tpid, "pcp": v.priority }))
+                .collect();
+            template.entry("vlan").or_insert(json!(tags));
+        }
         if !template.contains_key("eth_dst") {
             need = Some(Need {
                 eth: d.eth.clone(),
@@ -628,6 +641,41 @@ mod tests {
 
     fn eth() -> Value {
         json!({ "choice": "ethernet", "ethernet": {} })
+    }
+
+    #[test]
+    fn a_flow_from_a_device_on_a_vlan_is_tagged_as_the_device_unless_it_gives_tags() {
+        let dev = |k: u32, vlans: Value| {
+            json!({ "name": format!("d{k}"), "ethernets": [{ "name": format!("d{k}.eth"), "mac": format!("02:00:00:00:00:0{k}"),
+                "connection": { "port_name": format!("p{k}") }, "vlans": vlans,
+                "ipv4_addresses": [{ "name": format!("d{k}.ip"), "address": format!("192.0.2.{k}"), "gateway": "192.0.2.9" }] }] })
+        };
+        let cfg = |packet: Value| {
+            json!({
+                "ports": [{ "name": "p1", "location": "a" }, { "name": "p2", "location": "b" }],
+                "devices": [dev(1, json!([{ "name": "v", "id": 100, "priority": 3 }])), dev(2, json!([{ "name": "v", "id": 100 }]))],
+                "flows": [{ "name": "f", "tx_rx": { "choice": "device", "device": { "tx_names": ["d1.ip"], "rx_names": ["d2.ip"] } },
+                            "packet": packet }],
+            })
+        };
+        let p = plan(&cfg(
+            json!([eth(), { "choice": "ipv4", "ipv4": {} }, { "choice": "udp", "udp": {} }]),
+        ))
+        .unwrap();
+        let t = &p.groups[0].profile["stream"][0]["template"];
+        assert_eq!(
+            t["vlan"],
+            json!([{ "id": 100, "tpid": 0x8100, "pcp": 3 }]),
+            "template: {t}"
+        );
+        assert_eq!(
+            (t["ip_src"].as_str(), t["eth_src"].as_str()),
+            (Some("192.0.2.1"), Some("02:00:00:00:00:01"))
+        );
+        let own = json!([eth(), { "choice": "vlan", "vlan": { "id": { "choice": "value", "value": 7 } } },
+                         { "choice": "ipv4", "ipv4": {} }, { "choice": "udp", "udp": {} }]);
+        let p = plan(&cfg(own)).unwrap();
+        assert_eq!(p.groups[0].profile["stream"][0]["template"]["vlan"][0]["id"], json!(7));
     }
 
     #[test]

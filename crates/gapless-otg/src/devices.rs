@@ -19,7 +19,17 @@ pub struct Eth {
     pub port: String,
     pub mac: String,
     pub mtu: Option<u32>,
+    /// VLAN tags, outer first (at most two: 802.1Q, or QinQ with an 802.1ad outer tag).
+    pub vlans: Vec<Vlan>,
     pub addrs: Vec<Addr>,
+}
+
+/// One of a device Ethernet's VLAN tags.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Vlan {
+    pub id: u16,
+    pub tpid: u16,
+    pub priority: u8,
 }
 
 /// One address of a device Ethernet.
@@ -89,9 +99,6 @@ fn eth(e: &Value, at: &str, device: &str) -> Result<Eth, Invalid> {
         .as_str()
         .filter(|m| m.split(':').count() == 6 && m.split(':').all(|b| u8::from_str_radix(b, 16).is_ok()))
         .ok_or_else(|| Invalid(format!("{at}.mac: give the device's MAC address (aa:bb:cc:dd:ee:ff)")))?;
-    if e["vlans"].as_array().is_some_and(|v| !v.is_empty()) {
-        return Err(Invalid(format!("{at}.vlans: VLANs on devices are not supported yet")));
-    }
     let mut addrs = Vec::new();
     for (key, v6) in [("ipv4_addresses", false), ("ipv6_addresses", true)] {
         for (k, a) in e[key].as_array().cloned().unwrap_or_default().iter().enumerate() {
@@ -104,8 +111,48 @@ fn eth(e: &Value, at: &str, device: &str) -> Result<Eth, Invalid> {
         port: port.to_string(),
         mac: mac.to_ascii_lowercase(),
         mtu: e["mtu"].as_u64().map(|m| m as u32),
+        vlans: vlans(e, at)?,
         addrs,
     })
+}
+
+/// `vlans[]`: id (1..4094, default 1), tpid (x8100 or x88A8, the two the kernel's VLAN
+/// devices speak) and priority (0..7), outer first.
+fn vlans(e: &Value, at: &str) -> Result<Vec<Vlan>, Invalid> {
+    let list = e["vlans"].as_array().cloned().unwrap_or_default();
+    if list.len() > 2 {
+        return Err(Invalid(format!(
+            "{at}.vlans: {} tags given; a device takes one tag or two (QinQ)",
+            list.len()
+        )));
+    }
+    let mut out = Vec::new();
+    for (k, v) in list.iter().enumerate() {
+        let p = format!("{at}.vlans[{k}]");
+        let id = v["id"].as_u64().unwrap_or(1);
+        if !(1..=4094).contains(&id) {
+            return Err(Invalid(format!("{p}.id: {id} is not a VLAN id (1..=4094)")));
+        }
+        let tpid = match v["tpid"].as_str().unwrap_or("x8100") {
+            "x8100" => 0x8100,
+            "x88A8" | "x88a8" => 0x88a8,
+            other => {
+                return Err(Invalid(format!(
+                    "{p}.tpid: {other:?} is not supported on devices (x8100 or x88A8: the kernel's VLAN devices speak 802.1Q and 802.1ad)"
+                )))
+            }
+        };
+        let priority = v["priority"].as_u64().unwrap_or(0);
+        if priority > 7 {
+            return Err(Invalid(format!("{p}.priority: {priority} is not a priority (0..=7)")));
+        }
+        out.push(Vlan {
+            id: id as u16,
+            tpid,
+            priority: priority as u8,
+        });
+    }
+    Ok(out)
 }
 
 fn addr(a: &Value, at: &str, v6: bool) -> Result<Addr, Invalid> {
@@ -168,5 +215,47 @@ mod tests {
             .contains("devices[0].ethernets[0].ipv4_addresses[0].gateway"));
         let bgp = json!({ "devices": [{ "name": "d", "ethernets": [], "bgp": { "router_id": "1.1.1.1" } }] });
         assert!(parse(&bgp).unwrap_err().0.contains("devices[0].bgp: routing protocols"));
+    }
+
+    #[test]
+    fn vlans_are_read_outer_first_and_what_the_kernel_cannot_tag_is_refused() {
+        let with = |vlans: serde_json::Value| {
+            parse(
+                &json!({ "devices": [{ "name": "d", "ethernets": [{ "name": "e", "mac": "00:00:01:01:01:01",
+                "connection": { "port_name": "p1" }, "vlans": vlans,
+                "ipv4_addresses": [{ "name": "a", "address": "192.0.2.1", "gateway": "192.0.2.2" }] }] }] }),
+            )
+        };
+        let e = with(json!([{ "name": "o", "tpid": "x88A8", "id": 300 }, { "name": "i", "id": 100, "priority": 5 }]))
+            .unwrap();
+        assert_eq!(
+            e[0].vlans,
+            vec![
+                Vlan {
+                    id: 300,
+                    tpid: 0x88a8,
+                    priority: 0
+                },
+                Vlan {
+                    id: 100,
+                    tpid: 0x8100,
+                    priority: 5
+                }
+            ]
+        );
+        assert_eq!(
+            with(json!([{ "name": "v" }])).unwrap()[0].vlans[0].id,
+            1,
+            "OTG's default id is 1"
+        );
+        for (bad, want) in [
+            (json!([{ "id": 4095 }]), "vlans[0].id: 4095"),
+            (json!([{ "id": 5, "tpid": "x9100" }]), "vlans[0].tpid: \"x9100\""),
+            (json!([{ "id": 5, "priority": 8 }]), "vlans[0].priority: 8"),
+            (json!([{}, {}, {}]), "vlans: 3 tags"),
+        ] {
+            let err = with(bad).unwrap_err().0;
+            assert!(err.contains(want), "expected {want:?} in the error; got {err}");
+        }
     }
 }

@@ -36,6 +36,7 @@ pub fn up(plan: &Plan) -> Result<Vec<(String, Arc<Host>)>, OtgError> {
             netns: port.netns.clone(),
             mac: e.mac.clone(),
             mtu: e.mtu,
+            vlans: e.vlans.iter().map(|v| (v.id, v.tpid, v.priority)).collect(),
             addrs: e.addrs.iter().map(|a| (a.ip, a.prefix)).collect(),
         };
         let host = Host::create(spec).map_err(|err| {

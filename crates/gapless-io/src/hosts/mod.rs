@@ -4,7 +4,10 @@
 //! (`ip -j neigh`). The port's own interface is set to answer ARP only for its own addresses
 //! (`arp_ignore` 1), so a host's address is answered with the host's MAC alone. A [`Host`]
 //! removes its macvlan when dropped. DESIGN-NOTES 47 says why the kernel's stack and not a
-//! responder of our own.
+//! responder of our own. A host on a VLAN has its tags pushed and popped on its macvlan by
+//! tc programs ([`vlan`], DESIGN-NOTES 52).
+
+pub mod vlan;
 
 use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::time::{Duration, Instant};
@@ -22,6 +25,10 @@ pub struct HostSpec {
     pub netns: Option<String>,
     pub mac: String,
     pub mtu: Option<u32>,
+    /// VLAN tags, outer first (at most two): (id, TPID 0x8100 or 0x88a8, priority). Every
+    /// frame the host sends carries them (its ARP, ND and replies), and it hears only
+    /// frames that carry exactly them.
+    pub vlans: Vec<(u16, u16, u8)>,
     /// Addresses with their prefix lengths.
     pub addrs: Vec<(IpAddr, u8)>,
 }
@@ -30,6 +37,8 @@ pub struct HostSpec {
 #[derive(Debug)]
 pub struct Host {
     spec: HostSpec,
+    /// The VLAN tagger on the macvlan, for a host on a VLAN.
+    tagger: Option<vlan::Tagger>,
 }
 
 /// `ip` in the host's namespace.
@@ -43,7 +52,7 @@ fn ip_in(ns: Option<&str>, args: &[&str]) -> Result<String, IoError> {
 impl Host {
     /// Brings the host up (replacing a leftover macvlan of the same name).
     pub fn create(spec: HostSpec) -> Result<Host, IoError> {
-        let host = Host { spec };
+        let mut host = Host { spec, tagger: None };
         let spec = &host.spec;
         let ns = spec.netns.as_deref();
         let name = spec.ifname.as_str();
@@ -75,6 +84,11 @@ impl Host {
             }
             ip_in(ns, &args)?;
         }
+        if !spec.vlans.is_empty() {
+            let (iface, tags) = (name.to_string(), spec.vlans.clone());
+            host.tagger = Some(in_netns(ns, move || vlan::Tagger::attach(&iface, &tags))?);
+        }
+        let spec = &host.spec;
         ip_in(ns, &["link", "set", name, "up"])?;
         in_netns(ns, || {
             for dev in [spec.lower.as_str(), name] {
