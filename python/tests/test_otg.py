@@ -220,6 +220,35 @@ def tshark_problems(pcap: Path) -> str:
     return p.stdout.strip()
 
 
+def test_arp_packets_with_varying_addresses_decode_on_the_wire_and_every_frame_is_metered(server: Server, transport: str,
+                                                                                         testbed: Testbed, tmp_path: Path) -> None:
+    a = api(server, transport)
+    cfg, _, _ = config(a, testbed)
+    count = 50
+    f = flow(cfg, "arp", count, pps=1000, size=64)
+    eth, arp = f.packet.ethernet().arp()
+    eth.src.value, eth.dst.value = MAC_TX, "ff:ff:ff:ff:ff:ff"
+    arp.operation.value = 1
+    arp.sender_hardware_addr.value = MAC_TX
+    arp.sender_protocol_addr.increment.start, arp.sender_protocol_addr.increment.step = "192.0.2.1", "0.0.0.1"
+    arp.sender_protocol_addr.increment.count = 5
+    arp.target_protocol_addr.decrement.start, arp.target_protocol_addr.decrement.step = "192.0.2.109", "0.0.0.1"
+    arp.target_protocol_addr.decrement.count = 10
+    with capture(testbed, tmp_path / "a.pcap", "arp"):
+        m = run_to_stop(a, cfg)[0]
+    assert (m.frames_tx, m.frames_rx) == (count, count), f"expected {count} ARP frames sent and metered; got {m.frames_tx}, {m.frames_rx}"
+    from scapy.all import ARP  # type: ignore[import-untyped]
+
+    pkts = [p for p in rdpcap(str(tmp_path / "a.pcap")) if ARP in p and p[ARP].hwsrc == MAC_TX]
+    assert len(pkts) == count, f"expected {count} of our ARP requests on the wire; got {len(pkts)}"
+    assert {(p[ARP].op, p[ARP].hwtype, p[ARP].ptype, p[ARP].hwlen, p[ARP].plen) for p in pkts} == {(1, 1, 0x0800, 6, 4)}
+    assert [p[ARP].psrc for p in pkts] == [f"192.0.2.{1 + k % 5}" for k in range(count)], [p[ARP].psrc for p in pkts]
+    assert [p[ARP].pdst for p in pkts] == [f"192.0.2.{109 - k % 10}" for k in range(count)], [p[ARP].pdst for p in pkts]
+    assert len(pkts[0]) == 60, f"expected 60 B frames (64 with FCS); got {len(pkts[0])}"
+    problems = tshark_problems(tmp_path / "a.pcap")
+    assert problems == "", f"expected tshark to find nothing wrong; got {problems}"
+
+
 @pytest.mark.parametrize("tunnel", ["vxlan", "gre", "mpls", "gtpv1"])
 def test_tunnelled_flows_decode_on_the_wire_and_every_frame_is_metered(server: Server, transport: str, testbed: Testbed, tmp_path: Path,
                                                                        tunnel: str) -> None:

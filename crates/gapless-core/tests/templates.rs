@@ -586,3 +586,93 @@ fn tunnel_errors_name_the_key() {
     let e = spec(r#"{ kind = "ipip" }"#);
     assert!(e.contains("ipip"), "expected the unknown kind named; got {e}");
 }
+
+#[test]
+fn arp_templates_parse_as_arp_with_varying_fields_and_the_meter_finds_their_signature() {
+    use etherparse::{ArpOperation, LinkExtHeader};
+    use gapless_core::meter::{classify, Class};
+    let p = compile(
+        r#"
+        [[stream]]
+        size = 68
+        [stream.template]
+        l4 = "arp"
+        vlan = [{ id = 7 }]
+        eth_dst = "ff:ff:ff:ff:ff:ff"
+        ip_src = "192.0.2.1"
+        ip_dst = "192.0.2.100"
+        arp_op = 2
+        arp_tha = "02:00:00:00:00:99"
+        [[stream.field]]
+        field = "ip_dst"
+        op = "inc"
+        from = "192.0.2.100"
+        to = "192.0.2.102"
+        [[stream.field]]
+        field = "arp_sha"
+        op = "list"
+        values = ["02:00:00:00:00:0a", "02:00:00:00:00:0b"]
+        [stream.timing]
+        rate_pps = 1000
+        "#,
+    );
+    let mut g = StreamGen::new(p.streams[0].clone());
+    let mut buf = vec![0u8; 2048];
+    for k in 0..6u64 {
+        let len = g.build(&mut buf, 5_000 + k);
+        let f = &buf[..len];
+        assert_eq!(len, 64, "expected a 64 B frame (68 with FCS), got {len}");
+        let h = PacketHeaders::from_ethernet_slice(f).unwrap_or_else(|e| panic!("frame {k}: {e}"));
+        assert!(matches!(h.link_exts.as_slice(), [LinkExtHeader::Vlan(v)] if v.vlan_id.value() == 7));
+        let Some(NetHeaders::Arp(a)) = &h.net else {
+            panic!("frame {k}: expected ARP, got {:?}", h.net)
+        };
+        assert_eq!(a.operation, ArpOperation::REPLY);
+        assert_eq!(a.sender_protocol_addr(), &[192, 0, 2, 1]);
+        assert_eq!(
+            a.target_protocol_addr(),
+            &[192, 0, 2, 100 + (k % 3) as u8],
+            "frame {k}: ip_dst inc"
+        );
+        assert_eq!(
+            a.sender_hw_addr(),
+            &[2, 0, 0, 0, 0, 0x0a + (k % 2) as u8],
+            "frame {k}: arp_sha list"
+        );
+        assert_eq!(a.target_hw_addr(), &[2, 0, 0, 0, 0, 0x99]);
+        let want = Signature {
+            stream: 0,
+            seq: k as u32,
+            tx_ns: 5_000 + k,
+        };
+        assert_eq!(
+            classify(f),
+            Class::Signed(want),
+            "frame {k}: the meter reads the signature at the frame's end"
+        );
+    }
+    for (toml, want) in [
+        (
+            "ip_src = \"2001:db8::1\"\nip_dst = \"2001:db8::2\"",
+            "an ARP packet carries IPv4 addresses",
+        ),
+        (
+            "[[stream.field]]\nfield = \"src_port\"\nop = \"inc\"\nfrom = 1\nto = 2",
+            "src_port on an ARP template",
+        ),
+    ] {
+        let (tmpl, field) = if toml.starts_with("[[") { ("", toml) } else { (toml, "") };
+        let text =
+            format!("[[stream]]\n[stream.template]\nl4 = \"arp\"\n{tmpl}\n{field}\n[stream.timing]\nrate_pps = 10\n");
+        let err = ProfileSpec::from_toml(&text, "t")
+            .unwrap()
+            .compile(&CompileCtx {
+                link_speed_bps: None,
+                files: &NoFiles,
+            })
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(err.contains(want), "expected {want:?}; got {err:?}");
+    }
+}

@@ -420,10 +420,14 @@ fn headers(packet: &Value, path: &str) -> Result<(Map<String, Value>, Vec<Value>
                 }
             }
             "icmp" | "icmpv6" => icmp_echo(&mut h, b, &at, choice, n.checked_sub(1).map(|m| keep[m].1))?,
+            "arp" => {
+                let next = keep.get(n + 1).map(|k| k.1);
+                arp(&mut h, b, &at, n.checked_sub(1).map(|m| keep[m].1), next)?
+            }
             "" => return Err(Invalid(format!("{at}.choice: say which header this is"))),
             other => {
                 return Err(Invalid(format!(
-                    "{at}.choice: the {other:?} header is not supported (ethernet, vlan, ipv4, ipv6, udp, tcp, icmp, icmpv6, and the tunnels vxlan, gre, mpls, gtpv1)"
+                    "{at}.choice: the {other:?} header is not supported (ethernet, vlan, ipv4, ipv6, udp, tcp, icmp, icmpv6, arp, and the tunnels vxlan, gre, mpls, gtpv1)"
                 )))
             }
         }
@@ -476,6 +480,49 @@ fn icmp_echo(h: &mut Hdr, b: &Value, at: &str, choice: &str, before: Option<&Val
         Kind::Int(16),
         Some("icmp_seq"),
     )
+}
+
+/// An ARP packet (Ethernet/IPv4, RFC 826) right after the Ethernet header and its VLAN tags,
+/// and last: operation, sender and target addresses may vary; the hardware and protocol
+/// types and lengths are Ethernet's and IPv4's.
+fn arp(h: &mut Hdr, b: &Value, at: &str, before: Option<&Value>, next: Option<&Value>) -> Result<(), Invalid> {
+    let kind = |v: Option<&Value>| v.and_then(|v| v["choice"].as_str()).unwrap_or_default().to_string();
+    if !matches!(kind(before).as_str(), "ethernet" | "vlan") || next.is_some() {
+        return Err(Invalid(format!(
+            "{at}: arp goes right after the ethernet header (and its vlan tags), as the last header"
+        )));
+    }
+    let p = |k: &str| format!("{at}.arp.{k}");
+    for (k, want) in [
+        ("hardware_type", 1),
+        ("protocol_type", 0x0800),
+        ("hardware_length", 6),
+        ("protocol_length", 4),
+    ] {
+        let got = read(b.get(k), &p(k), Kind::Int(16), k)?;
+        if got.op.is_some() || got.first.as_ref().is_some_and(|v| v.as_u64() != Some(want)) {
+            return Err(Invalid(format!(
+                "{}: gapless sends Ethernet/IPv4 ARP ({k} {want:#x}); give that value or leave it auto",
+                p(k)
+            )));
+        }
+    }
+    h.t.insert("l4".into(), json!("arp"));
+    h.put(
+        "arp_op",
+        b.get("operation"),
+        p("operation"),
+        Kind::Int(16),
+        Some("arp_op"),
+    )?;
+    let sha = b.get("sender_hardware_addr");
+    h.put("arp_sha", sha, p("sender_hardware_addr"), Kind::Mac, Some("arp_sha"))?;
+    let spa = b.get("sender_protocol_addr");
+    h.put("ip_src", spa, p("sender_protocol_addr"), Kind::Ipv4, Some("ip_src"))?;
+    let tha = b.get("target_hardware_addr");
+    h.put("arp_tha", tha, p("target_hardware_addr"), Kind::Mac, Some("arp_tha"))?;
+    let tpa = b.get("target_protocol_addr");
+    h.put("ip_dst", tpa, p("target_protocol_addr"), Kind::Ipv4, Some("ip_dst"))
 }
 
 /// A VLAN tag (the `k`-th), its id and priority possibly varying.
@@ -641,6 +688,43 @@ mod tests {
 
     fn eth() -> Value {
         json!({ "choice": "ethernet", "ethernet": {} })
+    }
+
+    #[test]
+    fn arp_maps_to_an_arp_template_with_varying_addresses_and_a_misplaced_arp_is_refused() {
+        let arp = json!({ "choice": "arp", "arp": {
+            "operation": { "choice": "value", "value": 2 },
+            "sender_protocol_addr": { "choice": "increment", "increment": { "start": "192.0.2.1", "step": "0.0.0.1", "count": 5 } },
+            "target_protocol_addr": { "choice": "value", "value": "192.0.2.200" },
+            "hardware_type": { "choice": "value", "value": 1 } } });
+        let p = with(json!([eth(), arp.clone()])).unwrap();
+        let s = &p.groups[0].profile["stream"][0];
+        let t = &s["template"];
+        assert_eq!(
+            (t["l4"].as_str(), t["arp_op"].as_u64(), t["ip_dst"].as_str()),
+            (Some("arp"), Some(2), Some("192.0.2.200")),
+            "template: {t}"
+        );
+        assert!(
+            s["field"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|f| f["field"] == "ip_src" && f["op"] == "inc"),
+            "fields: {}",
+            s["field"]
+        );
+        let e = with(json!([eth(), { "choice": "ipv4", "ipv4": {} }, arp.clone()]))
+            .unwrap_err()
+            .0;
+        assert!(
+            e.contains("flows[0].packet[2]: arp goes right after the ethernet header"),
+            "{e}"
+        );
+        let mut bad = arp;
+        bad["arp"]["hardware_type"]["value"] = json!(6);
+        let e = with(json!([eth(), bad])).unwrap_err().0;
+        assert!(e.contains("flows[0].packet[1].arp.hardware_type"), "{e}");
     }
 
     #[test]

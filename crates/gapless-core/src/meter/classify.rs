@@ -121,6 +121,7 @@ fn classify_parsed(frame: &[u8]) -> Class {
             let h = ip.header();
             (IpAddr::from(h.source()), IpAddr::from(h.destination()))
         }
+        Some(NetSlice::Arp(_)) => return tunnelled(frame, true).unwrap_or(Class::Foreign(Foreign::NotIp)),
         _ => return tunnelled(frame, is_mpls(frame)).unwrap_or(Class::Foreign(Foreign::NotIp)),
     };
     let (payload, ports) = match &p.transport {
@@ -155,8 +156,9 @@ fn classify_parsed(frame: &[u8]) -> Class {
 }
 
 /// A tunnel without an outer UDP header (GRE, MPLS: see [`crate::packet::tunnel`]) carries
-/// the inner packet, and so the signature, at the frame's end. Only those two are read there:
-/// any other frame whose last bytes happened to start with the magic would be misread.
+/// the inner packet, and so the signature, at the frame's end; so does an ARP template, in the
+/// padding after the ARP packet. Only these are read there: any other frame whose last bytes
+/// happened to start with the magic would be misread.
 fn tunnelled(frame: &[u8], tunnel: bool) -> Option<Class> {
     tunnel
         .then(|| Signature::from_payload_end(frame))

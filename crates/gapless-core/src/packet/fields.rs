@@ -364,7 +364,28 @@ fn field_target(
             )
         })
     };
+    let arp = l4 == L4Kind::Arp;
     let (target, kind) = match spec.field.as_str() {
+        // An ARP template (RFC 826 offsets from the ARP header).
+        "ip_src" if arp => (FieldTarget::whole(layout.l3 + 14, 4), Kind::Ip { v6: false }),
+        "ip_dst" if arp => (FieldTarget::whole(layout.l3 + 24, 4), Kind::Ip { v6: false }),
+        "arp_op" if arp => (FieldTarget::whole(layout.l3 + 6, 2), Kind::Num),
+        "arp_sha" if arp => (FieldTarget::whole(layout.l3 + 8, 6), Kind::Mac),
+        "arp_tha" if arp => (FieldTarget::whole(layout.l3 + 18, 6), Kind::Mac),
+        "arp_op" | "arp_sha" | "arp_tha" => {
+            return Err(ProfileError::invalid(
+                format!("{path}.field"),
+                format!("{} on a {l4:?} template", spec.field),
+                "use an ARP template (l4 = \"arp\") for ARP's fields",
+            ));
+        }
+        "tos" | "dscp" | "ttl" | "src_port" | "dst_port" | "icmp_id" | "icmp_seq" if arp => {
+            return Err(ProfileError::invalid(
+                format!("{path}.field"),
+                format!("{} on an ARP template", spec.field),
+                "an ARP packet has mac_src, mac_dst, vlan_id, vlan_pcp, ip_src, ip_dst, arp_op, arp_sha, arp_tha and payload fields",
+            ));
+        }
         "mac_dst" => (FieldTarget::whole(0, 6), Kind::Mac),
         "mac_src" => (FieldTarget::whole(6, 6), Kind::Mac),
         "vlan_id" => (
@@ -458,7 +479,7 @@ fn field_target(
         other => return Err(ProfileError::invalid(
             format!("{path}.field"),
             format!("unknown field {other:?}"),
-            "use mac_src, mac_dst, vlan_id, vlan_pcp, ip_src, ip_dst, tos, dscp, ttl, src_port, dst_port, icmp_id, icmp_seq or payload",
+            "use mac_src, mac_dst, vlan_id, vlan_pcp, ip_src, ip_dst, tos, dscp, ttl, src_port, dst_port, icmp_id, icmp_seq, arp_op, arp_sha, arp_tha or payload",
         )),
     };
     if spec.field != "payload" && (spec.offset.is_some() || spec.width.is_some()) {

@@ -41,6 +41,8 @@ impl Layout {
             L4Kind::Udp => self.l4 + 6,
             L4Kind::Tcp => self.l4 + 16,
             L4Kind::Icmp => self.l4 + 2,
+            // ARP has no checksum: nothing reads or writes this.
+            L4Kind::Arp => self.l4,
         }
     }
 }
@@ -310,6 +312,7 @@ fn write_headers(
             .icmpv4_echo_request(spec.icmp_id, spec.icmp_seq)
             .write(&mut bytes, filler)
             .map_err(|e| write_err(e.to_string()))?,
+        L4Kind::Arp => unreachable!("ARP templates are built by Template::build_arp"),
     }
     debug_assert_eq!(bytes.len(), max_len);
 
@@ -319,15 +322,7 @@ fn write_headers(
 /// What the builder does not set: PCP/DEI/TPID, TOS/TC, flow label, ident, DF. Returns the
 /// offsets of the VLAN TCIs.
 fn patch_extras(spec: &TemplateSpec, bytes: &mut [u8], l3: usize, ipv6: bool, tos: u8) -> Vec<usize> {
-    let mut vlan_tci = Vec::new();
-    for (i, v) in spec.vlan.iter().enumerate() {
-        let tpid_at = 12 + 4 * i;
-        let default_tpid = if spec.vlan.len() == 2 && i == 0 { 0x88a8 } else { 0x8100 };
-        bytes[tpid_at..tpid_at + 2].copy_from_slice(&v.tpid.unwrap_or(default_tpid).to_be_bytes());
-        let tci = (u16::from(v.pcp) << 13) | (u16::from(v.dei) << 12) | v.id;
-        bytes[tpid_at + 2..tpid_at + 4].copy_from_slice(&tci.to_be_bytes());
-        vlan_tci.push(tpid_at + 2);
-    }
+    let vlan_tci = patch_vlans(spec, bytes);
     if ipv6 {
         let w = (6u32 << 28) | (u32::from(tos) << 20) | spec.flow_label;
         bytes[l3..l3 + 4].copy_from_slice(&w.to_be_bytes());
@@ -337,7 +332,20 @@ fn patch_extras(spec: &TemplateSpec, bytes: &mut [u8], l3: usize, ipv6: bool, to
         let flags: u16 = if spec.dont_fragment { 0x4000 } else { 0 };
         bytes[l3 + 6..l3 + 8].copy_from_slice(&flags.to_be_bytes());
     }
+    vlan_tci
+}
 
+/// The VLAN tags' TPIDs and TCIs; returns the TCIs' offsets.
+fn patch_vlans(spec: &TemplateSpec, bytes: &mut [u8]) -> Vec<usize> {
+    let mut vlan_tci = Vec::new();
+    for (i, v) in spec.vlan.iter().enumerate() {
+        let tpid_at = 12 + 4 * i;
+        let default_tpid = if spec.vlan.len() == 2 && i == 0 { 0x88a8 } else { 0x8100 };
+        bytes[tpid_at..tpid_at + 2].copy_from_slice(&v.tpid.unwrap_or(default_tpid).to_be_bytes());
+        let tci = (u16::from(v.pcp) << 13) | (u16::from(v.dei) << 12) | v.id;
+        bytes[tpid_at + 2..tpid_at + 4].copy_from_slice(&tci.to_be_bytes());
+        vlan_tci.push(tpid_at + 2);
+    }
     vlan_tci
 }
 
@@ -360,6 +368,64 @@ fn tunnel_of(
     crate::packet::tunnel::encap(ts, eth_end, inner_type, macs, path).map(Some)
 }
 
+/// The largest frame must hold the headers (up to `payload`), the field engine's payload
+/// bytes and the signature.
+fn check_room(
+    payload: usize,
+    max_len: usize,
+    sig: bool,
+    regions: &[(usize, usize)],
+    path: &str,
+) -> Result<(), ProfileError> {
+    let sig_len = if sig { SIG_LEN } else { 0 };
+    let min_payload = regions.iter().map(|(o, w)| o + w).max().unwrap_or(0) + sig_len;
+    let need = (payload + min_payload).max(MIN_FRAME_NO_FCS);
+    if max_len < need {
+        return Err(ProfileError::invalid(
+            path.to_string(),
+            format!(
+                "the largest frame is {} B but the headers, the field-engine payload bytes and the signature need {} B",
+                max_len + FCS_LEN,
+                need + FCS_LEN
+            ),
+            format!(
+                "raise the frame size to at least {} B, or set signature = false",
+                need + FCS_LEN
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The 28 bytes of an Ethernet/IPv4 ARP packet (RFC 826) the template describes.
+fn arp_packet(spec: &TemplateSpec, eth_src: [u8; 6], path: &str) -> Result<[u8; 28], ProfileError> {
+    let v4 = |s: &str, key: &str| {
+        s.parse::<std::net::Ipv4Addr>().map_err(|_| {
+            ProfileError::invalid(
+                format!("{path}.{key}"),
+                format!("{s:?} is not an IPv4 address"),
+                "an ARP packet carries IPv4 addresses (IPv6 resolves with ICMPv6 neighbor discovery)",
+            )
+        })
+    };
+    let sha = match &spec.arp_sha {
+        Some(m) => mac_at(m, path, "arp_sha")?,
+        None => eth_src,
+    };
+    let tha = match &spec.arp_tha {
+        Some(m) => mac_at(m, path, "arp_tha")?,
+        None => [0; 6],
+    };
+    let mut a = [0u8; 28];
+    a[..8].copy_from_slice(&[0, 1, 0x08, 0x00, 6, 4, 0, 0]);
+    a[6..8].copy_from_slice(&spec.arp_op.unwrap_or(1).to_be_bytes());
+    a[8..14].copy_from_slice(&sha);
+    a[14..18].copy_from_slice(&v4(&spec.ip_src, "ip_src")?.octets());
+    a[18..24].copy_from_slice(&tha);
+    a[24..28].copy_from_slice(&v4(&spec.ip_dst, "ip_dst")?.octets());
+    Ok(a)
+}
+
 /// Source and destination MAC, source and destination IP.
 type Addrs = ([u8; 6], [u8; 6], IpAddr, IpAddr);
 
@@ -374,6 +440,9 @@ impl Template {
         seed: u64,
         path: &str,
     ) -> Result<Template, ProfileError> {
+        if spec.l4 == L4Kind::Arp {
+            return Template::build_arp(spec, max_len, sig, regions, seed, path);
+        }
         let addrs = parse_addrs(spec, path)?;
         let ipv6 = addrs.2.is_ipv6();
         let tos = check_fields(spec, path)?;
@@ -384,19 +453,10 @@ impl Template {
         let l4 = l3 + if ipv6 { 40 } else { 20 };
         let payload = l4
             + match spec.l4 {
-                L4Kind::Udp | L4Kind::Icmp => 8,
+                L4Kind::Udp | L4Kind::Icmp | L4Kind::Arp => 8,
                 L4Kind::Tcp => 20,
             };
-        let sig_len = if sig { SIG_LEN } else { 0 };
-        let min_payload = regions.iter().map(|(o, w)| o + w).max().unwrap_or(0) + sig_len;
-        let need = (payload + min_payload).max(MIN_FRAME_NO_FCS);
-        if max_len < need {
-            return Err(ProfileError::invalid(
-                path.to_string(),
-                format!("the largest frame is {} B but the headers, the field-engine payload bytes and the signature need {} B", max_len + FCS_LEN, need + FCS_LEN),
-                format!("raise the frame size to at least {} B, or set signature = false", need + FCS_LEN),
-            ));
-        }
+        check_room(payload, max_len, sig, &regions, path)?;
         let payload_len = max_len - payload;
         let filler = payload_bytes(spec, payload_len, seed, path)?;
 
@@ -429,9 +489,69 @@ impl Template {
         Ok(t)
     }
 
+    /// An ARP template: Ethernet (and VLAN tags), the ARP packet, then the payload as the
+    /// frame's padding, the signature at its end. No lengths or checksums to keep.
+    fn build_arp(
+        spec: &TemplateSpec,
+        max_len: usize,
+        sig: bool,
+        regions: Vec<(usize, usize)>,
+        seed: u64,
+        path: &str,
+    ) -> Result<Template, ProfileError> {
+        check_fields(spec, path)?;
+        if spec.tunnel.is_some() {
+            return Err(ProfileError::invalid(
+                format!("{path}.tunnel"),
+                "an ARP packet does not go through a tunnel here",
+                "remove the tunnel, or send IP in it",
+            ));
+        }
+        let (src, dst) = (
+            mac_at(&spec.eth_src, path, "eth_src")?,
+            mac_at(&spec.eth_dst, path, "eth_dst")?,
+        );
+        let arp = arp_packet(spec, src, path)?;
+        let l3 = 14 + 4 * spec.vlan.len();
+        let payload = l3 + 28;
+        check_room(payload, max_len, sig, &regions, path)?;
+        let mut bytes = Vec::with_capacity(max_len);
+        bytes.extend_from_slice(&dst);
+        bytes.extend_from_slice(&src);
+        bytes.resize(l3 - 2, 0);
+        bytes.extend_from_slice(&[0x08, 0x06]);
+        bytes.extend_from_slice(&arp);
+        bytes.extend_from_slice(&payload_bytes(spec, max_len - payload, seed, path)?);
+        let vlan_tci = patch_vlans(spec, &mut bytes);
+        let layout = Layout {
+            vlan_tci,
+            l3,
+            ipv6: false,
+            l4: payload,
+            l4_kind: L4Kind::Arp,
+            payload,
+        };
+        let mut t = Template {
+            bytes,
+            layout,
+            sig,
+            prefix: Vec::new(),
+            regions,
+            ip_base: 0,
+            l4_base: 0,
+            tunnel: None,
+        };
+        t.prepare();
+        Ok(t)
+    }
+
     /// Finishes the template's own bytes and precomputes the sums that
     /// [`Template::finish_with`] starts from. Call again after changing `bytes`.
     pub fn prepare(&mut self) {
+        if self.layout.l4_kind == L4Kind::Arp {
+            self.prefix = prefix_sums(&self.bytes[self.layout.payload..]);
+            return;
+        }
         let mut b = std::mem::take(&mut self.bytes);
         let ly = self.layout.clone();
         self.finish_reference(&mut b);
@@ -483,6 +603,9 @@ impl Template {
     ) {
         let len = frame.len();
         let ly = &self.layout;
+        if ly.l4_kind == L4Kind::Arp {
+            return;
+        }
         let l4_len = (len - ly.l4) as u64;
         if ly.ipv6 {
             frame[ly.l3 + 4..ly.l3 + 6].copy_from_slice(&((len - ly.l3 - 40) as u16).to_be_bytes());
@@ -547,6 +670,9 @@ impl Template {
     pub fn finish_reference(&self, frame: &mut [u8]) {
         let len = frame.len();
         let ly = &self.layout;
+        if ly.l4_kind == L4Kind::Arp {
+            return;
+        }
         let l4_len = len - ly.l4;
         if ly.ipv6 {
             frame[ly.l3 + 4..ly.l3 + 6].copy_from_slice(&((len - ly.l3 - 40) as u16).to_be_bytes());
@@ -597,6 +723,10 @@ impl Template {
         }
         let ly = &self.layout;
         let at = frame.len() - 8;
+        if ly.l4_kind == L4Kind::Arp {
+            frame[at..].copy_from_slice(&tx_ns.to_be_bytes());
+            return;
+        }
         let odd = (at - ly.payload) % 2 == 1;
         let old = crate::packet::checksum::fold(sum_at(&frame[at..], odd));
         frame[at..].copy_from_slice(&tx_ns.to_be_bytes());

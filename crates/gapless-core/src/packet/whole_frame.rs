@@ -6,8 +6,8 @@
 //! and the signature (when on) comes after it.
 //!
 //! What a template cannot build is an error naming it: IPv4 options, fragments, IPv6
-//! extension headers, TCP options, MACsec, ARP, and transports other than UDP, TCP and ICMP
-//! echo requests.
+//! extension headers, TCP options, MACsec, ARP (which a template takes by keys: `l4 = "arp"`),
+//! and transports other than UDP, TCP and ICMP echo requests.
 
 use std::borrow::Cow;
 
@@ -177,7 +177,12 @@ fn net(t: &mut TemplateSpec, h: &PacketHeaders, path: &str) -> Result<(), Profil
             t.ttl = ip.hop_limit;
             t.flow_label = ip.flow_label.value();
         }
-        Some(NetHeaders::Arp(_)) => return Err(unsupported(path, "is an ARP packet")),
+        Some(NetHeaders::Arp(_)) => {
+            return Err(unsupported(
+                path,
+                "is an ARP packet; give it by keys instead (l4 = \"arp\", ip_src, ip_dst, arp_op, arp_sha, arp_tha)",
+            ))
+        }
         None => return Err(unsupported(path, "has no IP header")),
     }
     Ok(())

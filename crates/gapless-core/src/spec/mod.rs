@@ -303,6 +303,15 @@ pub struct TemplateSpec {
     pub tcp_window: u16,
     pub icmp_id: u16,
     pub icmp_seq: u16,
+    /// ARP operation (`l4 = "arp"`): 1 request (default), 2 reply.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub arp_op: Option<u16>,
+    /// ARP sender hardware address; default `eth_src`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub arp_sha: Option<String>,
+    /// ARP target hardware address; default 00:00:00:00:00:00.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub arp_tha: Option<String>,
     pub payload: PayloadSpec,
     /// A whole Ethernet frame as hex (no FCS), e.g. the bytes of a Scapy packet: its headers
     /// become the template (see [`crate::packet::whole_frame`]). Exclusive with the other keys.
@@ -418,6 +427,9 @@ impl Default for TemplateSpec {
             tcp_window: 65535,
             icmp_id: 1,
             icmp_seq: 1,
+            arp_op: None,
+            arp_sha: None,
+            arp_tha: None,
             payload: PayloadSpec::default(),
             frame: None,
             tunnel: None,
@@ -432,6 +444,10 @@ pub enum L4Kind {
     Udp,
     Tcp,
     Icmp,
+    /// An ARP packet in place of IP: `ip_src`/`ip_dst` are its sender and target protocol
+    /// addresses (IPv4), `arp_op`, `arp_sha` and `arp_tha` the rest; the payload (with the
+    /// signature at its end) is the frame's padding after it.
+    Arp,
 }
 
 /// One VLAN tag.
