@@ -475,6 +475,17 @@ impl Template {
             l4_kind: spec.l4,
             payload,
         };
+        Ok(Template::prepared(bytes, layout, sig, regions, tunnel))
+    }
+
+    /// The template of these bytes, its sums precomputed.
+    fn prepared(
+        bytes: Vec<u8>,
+        layout: Layout,
+        sig: bool,
+        regions: Vec<(usize, usize)>,
+        tunnel: Option<crate::packet::tunnel::Tunnel>,
+    ) -> Template {
         let mut t = Template {
             bytes,
             layout,
@@ -486,7 +497,7 @@ impl Template {
             tunnel,
         };
         t.prepare();
-        Ok(t)
+        t
     }
 
     /// An ARP template: Ethernet (and VLAN tags), the ARP packet, then the payload as the
@@ -531,18 +542,7 @@ impl Template {
             l4_kind: L4Kind::Arp,
             payload,
         };
-        let mut t = Template {
-            bytes,
-            layout,
-            sig,
-            prefix: Vec::new(),
-            regions,
-            ip_base: 0,
-            l4_base: 0,
-            tunnel: None,
-        };
-        t.prepare();
-        Ok(t)
+        Ok(Template::prepared(bytes, layout, sig, regions, None))
     }
 
     /// Finishes the template's own bytes and precomputes the sums that
