@@ -623,6 +623,43 @@ def test_update_config_changes_a_running_flows_rate_and_size_seen_at_the_sink(se
     assert a.get_config().flows[0].size.fixed == 256
 
 
+def test_grpc_streaming_calls_chunk_the_config_metrics_states_and_capture(server: Server, testbed: Testbed) -> None:
+    """snappi with enable_grpc_streaming, chunks of 16 B: streamSetConfig, streamGetConfig,
+    streamSetControlState, streamGetMetrics, streamGetStates and streamGetCapture: requests go
+    in many otg.Data chunks, replies in chunks of up to 4 MiB (several chunks are the Rust
+    test's), and the answers are those of the unary calls."""
+    import io
+
+    from scapy.all import PcapReader  # type: ignore[import-untyped]
+
+    a = api(server, "grpc")
+    a.enable_grpc_streaming = True
+    a._chunk_size = 16  # the setter takes MiB; small chunks make every request several
+    cfg, _ = devices_config(a, testbed, 4)
+    cfg.flows[0].duration.fixed_packets.packets = 100
+    c = cfg.captures.capture(name="c1")[-1]
+    c.port_names, c.format = ["p2"], "pcap"
+    assert len(a.set_config(cfg).warnings) == 0
+    got = a.get_config()
+    assert [f.name for f in got.flows] == ["dev"] and [d.name for d in got.devices] == ["d1", "d2"], f"expected the config back through streamGetConfig; got {got}"
+    cs = a.control_state()
+    cs.port.capture.port_names, cs.port.capture.state = ["p2"], "start"
+    a.set_control_state(cs)
+    m = run_to_stop(a, cfg, set_config=False)[0]
+    assert (m.frames_tx, m.frames_rx) == (100, 100), f"expected 100 sent and received, metrics through streamGetMetrics; got {m.frames_tx}, {m.frames_rx}"
+    req = a.states_request()
+    req.choice = "ipv4_neighbors"
+    found = {(r.ethernet_name, r.ipv4_address, r.link_layer_address) for r in a.get_states(req).ipv4_neighbors}
+    assert ("d1.eth", "192.0.2.2", DEV_MAC[1]) in found, f"expected d1's neighbour through streamGetStates; got {found}"
+    cs.port.capture.state = "stop"
+    a.set_control_state(cs)
+    creq = a.capture_request()
+    creq.port_name = "p2"
+    data = a.get_capture(creq).read()
+    pkts = [p for p in PcapReader(io.BytesIO(data)) if UDP in p and p[UDP].dport == 4325]
+    assert len(pkts) == 100, f"expected the 100 frames in a capture of several chunks; got {len(pkts)} in {len(data)} B"
+
+
 def test_what_gapless_cannot_send_is_a_validation_error_naming_the_path(server: Server, transport: str, testbed: Testbed) -> None:
     a = api(server, transport)
     cfg, _, _ = config(a, testbed)

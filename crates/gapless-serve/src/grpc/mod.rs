@@ -1,6 +1,8 @@
 //! The OTG API over gRPC: service `otg.Openapi` of the OTG models (`--otg-grpc-listen`,
 //! default `127.0.0.1:40051`, plain HTTP/2 as snappi's and gosnappi's insecure channels
-//! expect), with the same handlers as the HTTP listener.
+//! expect), with the same handlers as the HTTP listener. The streaming twins of the unary
+//! methods (`streamSetConfig`, `streamGetMetrics`, ...) carry the same messages cut into
+//! `otg.Data` chunks ([`stream`]); the messages and the handlers are in `messages`.
 //!
 //! No code is generated from `otg.proto`: each request's bytes are read with its message
 //! descriptor (from `proto/otg.fds`, see `scripts/otg_descriptor.py`) into the proto3 JSON
@@ -20,27 +22,19 @@ use std::net::SocketAddr;
 use std::sync::{Arc, LazyLock};
 use std::task::{Context, Poll};
 
-use gapless_otg::requests;
-use gapless_otg::OtgError;
 use prost::bytes::{Buf, BufMut, Bytes};
-use prost::Message;
-use prost_reflect::{DescriptorPool, DeserializeOptions, DynamicMessage, MessageDescriptor, SerializeOptions};
-use serde_json::{json, Value};
 use tonic::body::Body;
 use tonic::codec::{Codec, DecodeBuf, Decoder, EncodeBuf, Encoder};
 use tonic::codegen::{http, BoxFuture, Service};
-use tonic::{Code, Status};
+use tonic::Status;
 
-use crate::otg::{capture_file, config_now, control_with, metrics::metrics_for, set_config_to, update_config_to};
 use crate::Shared;
+use messages::{from_json, handle, refuse, to_json, types, POOL};
 
-/// The service's full name in `otg.proto`.
-pub const SERVICE: &str = "otg.Openapi";
+mod messages;
+pub mod stream;
 
-/// `otg.proto` and what it imports, from the pinned snappi wheel.
-static POOL: LazyLock<DescriptorPool> = LazyLock::new(|| {
-    DescriptorPool::decode(include_bytes!("../proto/otg.fds").as_slice()).expect("the committed otg.fds decodes")
-});
+pub use messages::SERVICE;
 
 /// The service, cloned per connection.
 #[derive(Clone)]
@@ -83,7 +77,32 @@ impl Service<http::Request<Body>> for Openapi {
             let mut grpc = tonic::server::Grpc::new(RawCodec)
                 .max_decoding_message_size(crate::limits::BODY_LIMIT)
                 .max_encoding_message_size(64 << 20);
-            Ok(grpc.unary(Call { this, method, refused }, req).await)
+            let state = this.state.clone();
+            Ok(match stream::twin(&method) {
+                Some(t @ stream::Twin::In { .. }) => {
+                    grpc.client_streaming(
+                        stream::Gather {
+                            state,
+                            twin: t,
+                            refused,
+                        },
+                        req,
+                    )
+                    .await
+                }
+                Some(t @ stream::Twin::Out { .. }) => {
+                    grpc.server_streaming(
+                        stream::Scatter {
+                            state,
+                            twin: t,
+                            refused,
+                        },
+                        req,
+                    )
+                    .await
+                }
+                None => grpc.unary(Call { this, method, refused }, req).await,
+            })
         })
     }
 }
@@ -178,78 +197,6 @@ impl Service<tonic::Request<Bytes>> for Call {
             Ok(tonic::Response::new(from_json(&output, reply)?))
         })
     }
-}
-
-/// The request and reply types of `method`, or UNIMPLEMENTED for one not in the service.
-fn types(method: &str) -> Result<(MessageDescriptor, MessageDescriptor), Status> {
-    let svc = POOL.get_service_by_name(SERVICE).expect("otg.fds has otg.Openapi");
-    let m = svc
-        .methods()
-        .find(|m| m.name() == method)
-        .ok_or_else(|| Status::unimplemented(format!("{method} is not a method of {SERVICE}")))?;
-    Ok((m.input(), m.output()))
-}
-
-/// A method's handler, in the JSON form of its request and reply messages.
-async fn handle(s: &Shared, method: &str, req: Value) -> Result<Value, OtgError> {
-    let field = |k: &str| req.get(k).cloned().unwrap_or_else(|| json!({}));
-    Ok(match method {
-        "GetVersion" => json!({ "version": requests::version() }),
-        "GetConfig" => json!({ "config": config_now(s) }),
-        "SetConfig" => json!({ "warning": set_config_to(s.clone(), field("config")).await? }),
-        "UpdateConfig" => json!({ "warning": update_config_to(s.clone(), field("config_update")).await? }),
-        "SetControlState" => json!({ "warning": control_with(s.clone(), field("control_state")).await? }),
-        "GetMetrics" => json!({ "metrics_response": metrics_for(s, &field("metrics_request"))? }),
-        "GetStates" => json!({ "states_response": crate::otg::states(s.clone(), field("states_request")).await? }),
-        "GetCapture" => {
-            use base64::Engine;
-            let (bytes, _) = capture_file(s, &field("capture_request")).await?;
-            json!({ "response_bytes": base64::engine::general_purpose::STANDARD.encode(bytes) })
-        }
-        other => {
-            return Err(OtgError::not_found(format!(
-                "{SERVICE}/{other} is not part of the OTG subset gapless serves (its HTTP twin is refused the same way)"
-            )))
-        }
-    })
-}
-
-/// A message's bytes as proto3 JSON with the proto's field names (the HTTP API's JSON).
-fn to_json(desc: &MessageDescriptor, bytes: Bytes) -> Result<Value, Status> {
-    let msg = DynamicMessage::decode(desc.clone(), bytes).map_err(|e| {
-        refuse(OtgError::invalid(format!(
-            "{}: not a valid message: {e}",
-            desc.full_name()
-        )))
-    })?;
-    let opts = SerializeOptions::new()
-        .use_proto_field_name(true)
-        .stringify_64_bit_integers(false);
-    msg.serialize_with_options(serde_json::value::Serializer, &opts)
-        .map_err(|e| refuse(OtgError::internal(format!("{}: {e}", desc.full_name()))))
-}
-
-/// A reply's JSON as the message's bytes; fields the message lacks are left out.
-fn from_json(desc: &MessageDescriptor, v: Value) -> Result<Bytes, Status> {
-    let opts = DeserializeOptions::new().deny_unknown_fields(false);
-    let msg = DynamicMessage::deserialize_with_options(desc.clone(), v, &opts).map_err(|e| {
-        refuse(OtgError::internal(format!(
-            "the reply does not fit {}: {e}",
-            desc.full_name()
-        )))
-    })?;
-    Ok(msg.encode_to_vec().into())
-}
-
-/// An OTG error as a gRPC status whose message is the error's JSON.
-fn refuse(e: OtgError) -> Status {
-    let code = match e.code {
-        400 => Code::InvalidArgument,
-        404 => Code::Unimplemented,
-        409 => Code::FailedPrecondition,
-        _ => Code::Internal,
-    };
-    Status::new(code, e.body().to_string())
 }
 
 /// Passes message bytes through: the messages are read by descriptor, not by type.
