@@ -685,6 +685,18 @@ def test_the_snappi_example_script_runs_against_the_server(server: Server, testb
     assert "latency p99.9" in p.stdout and "schedule" in p.stdout, p.stdout
 
 
+def test_the_snappi_devices_example_runs_against_the_server(server: Server, testbed: Testbed) -> None:
+    import sys
+
+    from conftest import EXAMPLES
+
+    p = subprocess.run([sys.executable, str(EXAMPLES / "otg" / "snappi_devices.py"), server.otg, testbed.name],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, f"expected the example to exit 0; got {p.returncode}: {p.stdout}{p.stderr}"
+    assert "d1-to-d2: sent 1000, received 1000" in p.stdout, f"expected 1000/1000 between the devices in: {p.stdout}"
+    assert "d1.eth: 192.0.2.2 is at 00:00:01:01:01:02" in p.stdout, f"expected d1's resolved gateway in: {p.stdout}"
+
+
 def test_the_raw_grpc_example_runs_against_the_server(server: Server, testbed: Testbed) -> None:
     """grpcio with the stubs snappi's wheel ships, no snappi wrapper: what gosnappi-free gRPC
     clients do."""
