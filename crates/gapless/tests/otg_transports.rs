@@ -223,6 +223,11 @@ fn serve_grpc(db: &Path, extra: &[&str]) -> (KillOnDrop, u16) {
 /// A unary gRPC call of `otg.Openapi/GetVersion` (an empty message) made by curl over HTTP/2
 /// with `headers`: the grpc-status it ends with, and the whole response.
 fn grpc_version(port: u16, headers: &[&str], dir: &Path) -> (Option<u32>, String) {
+    grpc_call(port, "GetVersion", headers, dir)
+}
+
+/// A call of `otg.Openapi/METHOD` with one empty message (unary, or a stream of one).
+fn grpc_call(port: u16, method: &str, headers: &[&str], dir: &Path) -> (Option<u32>, String) {
     let body = dir.join("empty.grpc");
     std::fs::write(&body, [0u8, 0, 0, 0, 0]).unwrap(); // not compressed, 0 bytes
     let mut args = vec!["--http2-prior-knowledge", "-D", "-", "--data-binary"];
@@ -234,7 +239,7 @@ fn grpc_version(port: u16, headers: &[&str], dir: &Path) -> (Option<u32>, String
     for h in &hs {
         args.extend(["-H", h.as_str()]);
     }
-    let (rc, out) = curl(&format!("http://127.0.0.1:{port}/otg.Openapi/GetVersion"), &args);
+    let (rc, out) = curl(&format!("http://127.0.0.1:{port}/otg.Openapi/{method}"), &args);
     assert_eq!(rc, 0, "expected curl to reach the gRPC listener; got {out}");
     // In the headers (an error at once) or the trailers, which curl prints after the body.
     let status = out.split("grpc-status: ").nth(1).and_then(|v| {
@@ -276,12 +281,23 @@ fn the_grpc_listener_answers_otg_calls_and_checks_authority_origin_type_and_toke
         ),
         (&[bearer, "content-type: text/plain"], 3, "not gRPC: INVALID_ARGUMENT"),
     ];
-    for (headers, want, what) in cases {
-        let (st, out) = grpc_version(port, headers, dir.path());
+    let (st, out) = grpc_call(port, "streamGetConfig", &[bearer], dir.path());
+    assert_eq!(
+        st,
+        Some(0),
+        "expected the streaming twin streamGetConfig to succeed; got {out}"
+    );
+    // The streaming twins pass the same checks: a client stream, a server stream.
+    for (method, (headers, want, what)) in ["GetVersion", "streamSetConfig", "streamGetConfig"]
+        .into_iter()
+        .flat_map(|m| cases.iter().map(move |c| (m, c)))
+    {
+        let (st, out) = grpc_call(port, method, headers, dir.path());
+        let want = *want;
         assert_eq!(
             st,
             Some(want),
-            "expected grpc-status {want} for {what}; got {st:?}: {out}"
+            "expected grpc-status {want} for {what} on {method}; got {st:?}: {out}"
         );
         assert!(
             out.contains("Fix"),

@@ -89,13 +89,16 @@ impl Service<tonic::Request<Streaming<Bytes>>> for Gather {
     fn call(&mut self, req: tonic::Request<Streaming<Bytes>>) -> Self::Future {
         let (s, twin, refused) = (self.state.clone(), self.twin, self.refused.clone());
         Box::pin(async move {
+            // Read (within the body limit) before any refusal, as a unary call is: a status
+            // sent while the client still streams reads as a framing error to some clients.
+            let bytes = gather(req.into_inner()).await;
             if let Some(status) = refused {
                 return Err(status);
             }
             let Twin::In { unary, key, message } = twin else {
                 return Err(Status::internal("a client stream of a reply"));
             };
-            let bytes = gather(req.into_inner()).await?;
+            let bytes = bytes?;
             let inner = to_json(&descriptor(message)?, bytes)?;
             let (_, output) = types(unary)?;
             let reply = handle(&s, unary, json!({ key: inner })).await.map_err(refuse)?;
