@@ -13,6 +13,7 @@
 //! it is given a token: on any other address every request must carry
 //! `Authorization: Bearer TOKEN`.
 
+pub mod agent;
 pub mod api;
 mod calibrations;
 pub mod db;
@@ -57,6 +58,9 @@ pub struct ServeConfig {
     pub allow_hosts: Vec<String>,
     /// Requests per second per client and open event streams.
     pub limits: limits::LimitsConfig,
+    /// A test option: the agent API's clock readings are shifted by this many ns (see
+    /// [`agent`]); 0 outside tests.
+    pub clock_offset_ns: i64,
 }
 
 impl ServeConfig {
@@ -153,6 +157,8 @@ pub struct AppState {
     pub otg: Mutex<otg::OtgState>,
     /// Shared by both listeners.
     pub limits: Arc<limits::Limits>,
+    /// The agent API's test shift of its clock readings, ns.
+    pub clock_offset_ns: i64,
 }
 
 /// Serves until `shutdown` resolves, then stops the runs going on and waits for each to
@@ -180,6 +186,7 @@ pub async fn serve(
         reports,
         otg: Mutex::new(otg::OtgState::default()),
         limits: Arc::new(limits::Limits::new(cfg.limits)),
+        clock_offset_ns: cfg.clock_offset_ns,
     });
     let listener = bind(cfg.listen).await?;
     // Port 0 asks for a free port: the guard checks Host against the port bound.

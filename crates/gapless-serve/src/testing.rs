@@ -131,6 +131,7 @@ impl Server {
             otg_grpc_listen: None,
             allow_hosts: Vec::new(),
             limits: Default::default(),
+            clock_offset_ns: 0,
         };
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
         let thread = std::thread::spawn(move || {

@@ -4,6 +4,7 @@
 // profile table: they are not rustdoc links.
 #![allow(rustdoc::broken_intra_doc_links)]
 
+mod clock_cmd;
 mod experiment_cmd;
 mod live;
 mod meter_cmd;
@@ -69,6 +70,9 @@ enum Cmd {
     /// the Open Traffic Generator API for snappi. Both listen on loopback by default; any
     /// other address needs --token-file.
     Serve(serve_cmd::ServeArgs),
+    /// Another host's clock against this one's, through its `gapless serve`: offset ± bound
+    /// from 4-timestamp exchanges, and both clocks' state (kernel, linuxptp, chrony).
+    Clock(clock_cmd::ClockArgs),
     /// The veth testbed: namespaces NAME-tx and NAME-rx joined by NAME-tx0 <-> NAME-rx0.
     Testbed {
         #[command(subcommand)]
@@ -297,6 +301,7 @@ fn main() {
             link_speed_bps,
         } => cmd_check(&profile, link_speed_bps),
         Cmd::Serve(a) => serve_cmd::cmd_serve(a),
+        Cmd::Clock(a) => clock_cmd::cmd_clock(a),
         Cmd::Testbed { action } => cmd_testbed(action),
         Cmd::Measure(a) => meter_cmd::cmd_measure(a),
         Cmd::Analyze(a) => meter_cmd::cmd_analyze(a),

@@ -56,6 +56,11 @@ pub struct ServeArgs {
     /// Event streams (live charts) open at once; past it the answer is 503.
     #[arg(long, default_value_t = 256, value_name = "N")]
     max_event_streams: usize,
+    /// For tests on one machine, whose network namespaces share one clock: shift the agent
+    /// API's clock readings (/gapless/agent/v1/time) by N ns, as if this host's clock were
+    /// N ns ahead. Changes nothing else.
+    #[arg(long, default_value_t = 0, value_name = "N", allow_hyphen_values = true)]
+    test_clock_offset_ns: i64,
 }
 
 pub fn cmd_serve(a: ServeArgs) -> Result<i32> {
@@ -88,6 +93,7 @@ pub fn cmd_serve(a: ServeArgs) -> Result<i32> {
             client_rate: a.client_rate,
             event_streams: a.max_event_streams,
         },
+        clock_offset_ns: a.test_clock_offset_ns,
     };
     raise_fd_limit();
     let rt = tokio::runtime::Runtime::new()?;

@@ -1,10 +1,12 @@
 //! Kernel controls a run sets and reads back: interface facts by ioctl ([`nic`]), egress
 //! [`qdisc`]s (launch time, the shaper), the NIC's per-queue rate limiter ([`maxrate`]),
-//! [`caps`] (capabilities), and kernel/NIC TX [`timestamping`].
+//! [`caps`] (capabilities), kernel/NIC TX [`timestamping`], and the host's [`clock`] state
+//! (read, never set).
 //!
 //! May import `socket` and `error`; nothing here sends or receives traffic.
 
 pub mod caps;
+pub mod clock;
 pub mod maxrate;
 pub mod nic;
 pub mod qdisc;

@@ -98,6 +98,8 @@ pub fn router(state: Shared, guard: crate::guard::Guard) -> Router {
         .route("/monitor/metrics", post(metrics::handler))
         .route("/monitor/capture", post(capture))
         .route("/monitor/states", post(devices::states_handler))
+        .route("/gapless/agent/v1/clock", get(crate::agent::clock))
+        .route("/gapless/agent/v1/time", post(crate::agent::time))
         .fallback(|uri: axum::http::Uri| async move {
             Reply(OtgError::not_found(format!(
                 "{} is not part of the OTG subset gapless serves",
