@@ -13,23 +13,28 @@
 //! of its own; it changes nothing else.
 
 use axum::extract::State;
+use axum::http::StatusCode;
 use axum::Json;
 use serde_json::{json, Value};
 
 use crate::Shared;
 
 /// `GET /gapless/agent/v1/clock`.
-pub async fn clock(State(s): State<Shared>) -> Json<Value> {
-    // pmc and chronyc are processes: off the async workers.
+pub async fn clock(State(s): State<Shared>) -> Result<Json<Value>, (StatusCode, Json<Value>)> {
+    // pmc and chronyc are processes: off the async workers. A reading that failed is an
+    // error, never a default state (which would read as a synchronised clock).
     let state = tokio::task::spawn_blocking(gapless_io::kernel::clock::state)
         .await
-        .unwrap_or_default();
-    Json(json!({
+        .map_err(|e| {
+            let err = gapless_otg::OtgError::internal(format!("reading the clock's state: {e}"));
+            (StatusCode::INTERNAL_SERVER_ERROR, Json(err.body()))
+        })?;
+    Ok(Json(json!({
         "version": 1,
         "clock": state,
         "test_clock_offset_ns": s.clock_offset_ns,
         "untrusted": state.untrusted(),
-    }))
+    })))
 }
 
 /// `POST /gapless/agent/v1/time`.

@@ -88,7 +88,6 @@ impl Host {
             let (iface, tags) = (name.to_string(), spec.vlans.clone());
             host.tagger = Some(in_netns(ns, move || vlan::Tagger::attach(&iface, &tags))?);
         }
-        let spec = &host.spec;
         ip_in(ns, &["link", "set", name, "up"])?;
         in_netns(ns, || {
             for dev in [spec.lower.as_str(), name] {

@@ -153,8 +153,7 @@ impl Service<tonic::Request<Bytes>> for Scatter {
             };
             let (input, _) = types(unary)?;
             let body = to_json(&input, req.into_inner())?;
-            let reply = handle(&s, unary, body).await.map_err(refuse)?;
-            let bytes = reply_bytes(&reply[key], message)?;
+            let bytes = reply_bytes(&s, unary, key, message, body).await?;
             let chunks: Vec<Result<Bytes, Status>> = chunked(bytes).into_iter().map(Ok).collect();
             let stream: Chunks = Box::pin(futures_util::stream::iter(chunks));
             Ok(tonic::Response::new(stream))
@@ -162,17 +161,19 @@ impl Service<tonic::Request<Bytes>> for Scatter {
     }
 }
 
-/// The reply field's bytes: a message encoded, or a capture's bytes (base64 in the JSON).
-fn reply_bytes(v: &Value, message: Option<&str>) -> Result<Bytes, Status> {
+/// The bytes of the twin's reply field: its message encoded, or a capture's file as it is
+/// (read straight, not through the unary reply's base64).
+async fn reply_bytes(s: &Shared, unary: &str, key: &str, message: Option<&str>, body: Value) -> Result<Bytes, Status> {
     match message {
-        Some(m) => from_json(&descriptor(m)?, v.clone()),
+        Some(m) => {
+            let reply = handle(s, unary, body).await.map_err(refuse)?;
+            from_json(&descriptor(m)?, reply[key].clone())
+        }
         None => {
-            use base64::Engine;
-            let text = v.as_str().unwrap_or_default();
-            base64::engine::general_purpose::STANDARD
-                .decode(text)
-                .map(Bytes::from)
-                .map_err(|e| Status::internal(format!("the capture's bytes: {e}")))
+            let (bytes, _) = crate::otg::capture_file(s, &body["capture_request"])
+                .await
+                .map_err(refuse)?;
+            Ok(Bytes::from(bytes))
         }
     }
 }
