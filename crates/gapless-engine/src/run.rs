@@ -38,6 +38,8 @@ pub struct RunOptions {
     pub lead_ns: u64,
     /// A warm-up: frames sent in its first ns are counted apart (the meter leaves them out).
     pub warmup: Option<Arc<Warmup>>,
+    /// Wait, set-up done, for a start instant on the wall clock.
+    pub gate: Option<Arc<StartGate>>,
 }
 
 /// A warm-up shared by the send loops and the meter: its length, and its start on the
@@ -122,6 +124,73 @@ impl SyncStart {
                 return t;
             }
             std::hint::spin_loop();
+        }
+    }
+}
+
+/// A start at an instant on the wall clock, given once the run is ready: what a run across
+/// hosts needs to start every host's traffic together. Each send loop, its set-up done (the
+/// socket open, the core chosen, the first frames built), says it is ready and waits for
+/// [`StartGate::open`]; its first departure is then due at that instant, on this host's
+/// `CLOCK_REALTIME` shifted by `shift_ns` (a test's stand-in for a clock of its own).
+#[derive(Debug, Default)]
+pub struct StartGate {
+    at: std::sync::atomic::AtomicU64,
+    ready: std::sync::atomic::AtomicUsize,
+    shift_ns: i64,
+}
+
+impl StartGate {
+    pub fn new(shift_ns: i64) -> StartGate {
+        StartGate {
+            shift_ns,
+            ..StartGate::default()
+        }
+    }
+
+    /// How many send loops are waiting for the start.
+    pub fn ready(&self) -> usize {
+        self.ready.load(Ordering::Acquire)
+    }
+
+    /// Sets the start: the first departure at `at_unix_ns` on this host's (shifted) clock.
+    /// False when it was set already.
+    pub fn open(&self, at_unix_ns: u64) -> bool {
+        self.at
+            .compare_exchange(0, at_unix_ns.max(1), Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+    }
+
+    /// This host's clock as the gate reads it, ns since the Unix epoch.
+    pub fn now_ns(&self) -> u64 {
+        (RunClock::realtime_now_ns() as i64 + self.shift_ns) as u64
+    }
+
+    /// Says ready, waits for the start to be set and for its instant less `lead` (the loop's
+    /// zero); false when `stop` came first.
+    fn wait(&self, lead: u64, stop: &AtomicBool) -> bool {
+        self.ready.fetch_add(1, Ordering::AcqRel);
+        let at = loop {
+            match self.at.load(Ordering::Acquire) {
+                0 if stop.load(Ordering::Relaxed) => return false,
+                0 => std::thread::sleep(std::time::Duration::from_millis(1)),
+                at => break at.saturating_sub(lead),
+            }
+        };
+        loop {
+            let now = self.now_ns();
+            if now >= at {
+                return true;
+            }
+            if stop.load(Ordering::Relaxed) {
+                return false;
+            }
+            let left = at - now;
+            if left > 2_000_000 {
+                std::thread::sleep(std::time::Duration::from_nanos(left - 1_000_000));
+            } else {
+                std::hint::spin_loop();
+            }
         }
     }
 }
@@ -274,6 +343,7 @@ pub fn run(profile: &Profile, backend: &mut dyn TxBackend, opts: &RunOptions) ->
     // and any time spent between the zero and the loop makes it late (and shortens the span
     // a receiver measures the rate over).
     let watch = crate::cpu::CoreWatch::start(tx_core, opts.rt_priority.filter(|_| warnings.is_empty()));
+    let opened = opts.gate.as_ref().is_none_or(|g| g.wait(lead, &opts.stop));
     match &opts.sync {
         Some(s) => clock.restart_at(s.start(&clock)),
         None => clock.restart(),
@@ -283,7 +353,10 @@ pub fn run(profile: &Profile, backend: &mut dyn TxBackend, opts: &RunOptions) ->
         real_ns: w.publish(clock.realtime0_ns + lead) + w.ns,
         at_ns: lead + w.ns,
     });
-    let (interrupted, backend_error) = send_loop(&mut sched, backend, &clock, opts, t, warm);
+    let (interrupted, backend_error) = match opened {
+        true => send_loop(&mut sched, backend, &clock, opts, t, warm),
+        false => (true, None),
+    };
     let interrupted = interrupted || (opts.stop.load(Ordering::Relaxed) && !sched.is_done());
     let end_ns = sched.end_ns();
     let untimed_end = (!(t.timed() || t.sched_time)).then(|| clock.now_ns());

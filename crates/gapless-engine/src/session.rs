@@ -706,6 +706,7 @@ fn run_threads(p: &mut Prepared, stop: &Arc<AtomicBool>) -> Result<Ran, EngineEr
             rt_priority: p.spec.rt_priority,
             lead_ns: p.ratectl.as_ref().map_or(0, |r| r.lead_ns),
             warmup: warmup.clone(),
+            gate: p.spec.gate.clone(),
         })
         .collect();
     let tx_done = AtomicBool::new(false);

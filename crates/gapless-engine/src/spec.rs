@@ -307,6 +307,9 @@ pub struct RunSpec {
     /// Frames sent in this first part of the run are sent, counted apart (`warmup_frames`)
     /// and not metered: they are told apart by their TX time.
     pub warmup: Option<Duration>,
+    /// Start at a wall-clock instant given after the run is ready (a run across hosts):
+    /// see [`crate::run::StartGate`].
+    pub gate: Option<std::sync::Arc<crate::run::StartGate>>,
 }
 
 impl RunSpec {
@@ -327,6 +330,7 @@ impl RunSpec {
             tx_stamps: None,
             sysfs_net: None,
             warmup: None,
+            gate: None,
         }
     }
 }

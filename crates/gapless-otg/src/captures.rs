@@ -98,6 +98,7 @@ mod tests {
                 location: n.to_string(),
                 iface: n.to_string(),
                 netns: None,
+                agent: None,
             })
             .collect()
     }

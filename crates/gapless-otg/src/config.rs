@@ -11,13 +11,47 @@ pub(crate) fn float(v: &Value) -> Option<f64> {
     v.as_f64().or_else(|| v.as_str().and_then(|s| s.trim().parse().ok()))
 }
 
-/// An OTG port: its name and where it is (`IFACE` or `NETNS/IFACE`).
+/// An OTG port: its name and where it is (`IFACE`, `NETNS/IFACE`, or on an agent:
+/// `HOST:PORT/IFACE`, `HOST:PORT/NETNS/IFACE`).
 #[derive(Debug, Clone)]
 pub struct Port {
     pub name: String,
     pub location: String,
     pub iface: String,
     pub netns: Option<String>,
+    /// The gapless agent whose OTG listener is at this `HOST:PORT`; None: this host.
+    pub agent: Option<String>,
+}
+
+/// A location's parts: the agent (`HOST:PORT`), the namespace and the interface; None when
+/// it is none of the four forms.
+pub fn location(loc: &str) -> Option<(Option<String>, Option<String>, String)> {
+    let parts: Vec<&str> = loc.split('/').collect();
+    if parts.iter().any(|p| p.is_empty()) {
+        return None;
+    }
+    let agent = is_agent(parts[0]).then(|| parts[0].to_string());
+    if agent.is_none() && parts[0].contains(':') {
+        return None;
+    }
+    let rest = &parts[agent.is_some() as usize..];
+    match rest {
+        [iface] => Some((agent, None, iface.to_string())),
+        [ns, iface] => Some((agent, Some(ns.to_string()), iface.to_string())),
+        _ => None,
+    }
+}
+
+/// `HOST:PORT` (a name, an IPv4 address or a bracketed IPv6 one, and a port from 1).
+fn is_agent(s: &str) -> bool {
+    let Some((host, port)) = s.rsplit_once(':') else {
+        return false;
+    };
+    let host_ok = match host.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
+        Some(v6) => v6.parse::<std::net::Ipv6Addr>().is_ok(),
+        None => !host.is_empty() && host.chars().all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '-'),
+    };
+    host_ok && port.parse::<u16>().is_ok_and(|p| p > 0)
 }
 
 /// What a TX port sends: the profile (as a TOML-shaped value), its flows in stream order,
@@ -86,20 +120,17 @@ fn ports(cfg: &Value) -> Result<Vec<Port>, Invalid> {
                 .as_str()
                 .ok_or_else(|| Invalid(format!("ports[{i}].name: every port needs a name")))?;
             let location = p["location"].as_str().unwrap_or(name);
-            let (netns, iface) = match location.split_once('/') {
-                Some((ns, i)) => (Some(ns.to_string()), i.to_string()),
-                None => (None, location.to_string()),
-            };
-            if iface.is_empty() || netns.as_deref() == Some("") {
-                return Err(Invalid(format!(
-                    "ports[{i}].location: {location:?} is not IFACE or NETNS/IFACE"
-                )));
-            }
+            let (agent, netns, iface) = self::location(location).ok_or_else(|| {
+                Invalid(format!(
+                    "ports[{i}].location: {location:?} is not IFACE, NETNS/IFACE, HOST:PORT/IFACE or HOST:PORT/NETNS/IFACE"
+                ))
+            })?;
             Ok(Port {
                 name: name.to_string(),
                 location: location.to_string(),
                 iface,
                 netns,
+                agent,
             })
         })
         .collect()

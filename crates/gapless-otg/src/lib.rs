@@ -30,6 +30,7 @@ pub mod metrics;
 pub mod patterns;
 pub mod requests;
 pub mod runs;
+pub mod shares;
 pub mod tunnels;
 pub mod update;
 

@@ -16,6 +16,7 @@
 pub mod agent;
 pub mod api;
 mod calibrations;
+pub mod cluster;
 pub mod db;
 mod experiments;
 mod files;
@@ -61,13 +62,16 @@ pub struct ServeConfig {
     /// A test option: the agent API's clock readings are shifted by this many ns (see
     /// [`agent`]); 0 outside tests.
     pub clock_offset_ns: i64,
+    /// The token this server, as the controller of a run across hosts, gives its agents
+    /// (`--agent-token-file`); None: it drives no agents.
+    pub agent_token: Option<String>,
 }
 
 impl ServeConfig {
     /// The guard of the listener on `listen`.
     fn guard(&self, listen: SocketAddr, otg: bool) -> guard::Guard {
         let (body_types, public): (guard::BodyTypes, fn(&str) -> bool) = if otg {
-            (|_, _| "application/json", |_| false)
+            (|_, _| "application/json", |p| p == "/gapless/agent/v1/hello")
         } else {
             (api::body_type, api::is_public)
         };
@@ -159,6 +163,15 @@ pub struct AppState {
     pub limits: Arc<limits::Limits>,
     /// The agent API's test shift of its clock readings, ns.
     pub clock_offset_ns: i64,
+    /// This server's own token (None on loopback without one).
+    pub token: Option<String>,
+    /// The OTG listener's certificate (DER) when it serves HTTPS: what an agent proves it
+    /// holds the token with ([`agent::trust`]).
+    pub otg_cert_der: Option<Vec<u8>>,
+    /// What this server runs as an agent.
+    pub shares: agent::Shares,
+    /// The token this server gives its agents as a controller.
+    pub agent_token: Option<String>,
 }
 
 /// Serves until `shutdown` resolves, then stops the runs going on and waits for each to
@@ -180,17 +193,6 @@ pub async fn serve(
         path: reports.display().to_string(),
         cause,
     })?;
-    let state = Arc::new(AppState {
-        db: Arc::new(Mutex::new(db)),
-        jobs: jobs::Jobs::default(),
-        reports,
-        otg: Mutex::new(otg::OtgState::default()),
-        limits: Arc::new(limits::Limits::new(cfg.limits)),
-        clock_offset_ns: cfg.clock_offset_ns,
-    });
-    let listener = bind(cfg.listen).await?;
-    // Port 0 asks for a free port: the guard checks Host against the port bound.
-    let listen = local(&listener, cfg.listen);
     let otg = match cfg.otg_listen {
         Some(a) => {
             let acceptor = otg_acceptor(&cfg, a)?;
@@ -200,6 +202,22 @@ pub async fn serve(
         }
         None => None,
     };
+    let otg_cert_der = otg.as_ref().and_then(|o| o.2.as_ref()).map(|t| t.1.clone());
+    let state = Arc::new(AppState {
+        db: Arc::new(Mutex::new(db)),
+        jobs: jobs::Jobs::default(),
+        reports,
+        otg: Mutex::new(otg::OtgState::default()),
+        limits: Arc::new(limits::Limits::new(cfg.limits)),
+        clock_offset_ns: cfg.clock_offset_ns,
+        token: cfg.token.clone(),
+        otg_cert_der,
+        shares: agent::Shares::default(),
+        agent_token: cfg.agent_token.clone(),
+    });
+    let listener = bind(cfg.listen).await?;
+    // Port 0 asks for a free port: the guard checks Host against the port bound.
+    let listen = local(&listener, cfg.listen);
     let grpc = match cfg.otg_grpc_listen {
         Some(a) => {
             let l = bind(a).await?;
@@ -214,11 +232,11 @@ pub async fn serve(
     };
     let otg_task = match otg {
         Some((l, addr, acceptor)) => {
-            let app = otg::router(state.clone(), cfg.guard(addr, true));
+            let app = otg_app(state.clone(), cfg.guard(addr, true));
             let stop = ended(rx.clone());
             Some(match acceptor {
                 None => tokio::spawn(serve_on::<_, SocketAddr>(l, app, stop, addr)),
-                Some(a) => {
+                Some((a, _)) => {
                     let l = tls::TlsListener::new(l, a).map_err(|cause| ServeError::Listen { addr, cause })?;
                     tokio::spawn(serve_on::<_, tls::Peer>(l, app, stop, addr))
                 }
@@ -255,11 +273,32 @@ pub async fn serve(
     let s = state.clone();
     let _ = tokio::task::spawn_blocking(move || {
         s.jobs.stop_all();
+        s.shares.stop_all();
         // The OTG devices' interfaces go with the server.
         *otg::otg(&s) = otg::OtgState::default();
     })
     .await;
     served
+}
+
+/// The OTG listener's app: the OTG API and the agent API behind one guard and the request
+/// limits; any other path is the OTG API's 404.
+pub fn otg_app(state: Shared, guard: guard::Guard) -> axum::Router {
+    otg::routes()
+        .merge(agent::routes())
+        .fallback(|uri: axum::http::Uri| async move {
+            reply::Reply(gapless_otg::OtgError::not_found(format!(
+                "{} is not part of the OTG subset gapless serves",
+                uri.path()
+            )))
+        })
+        .layer(axum::extract::DefaultBodyLimit::max(limits::BODY_LIMIT))
+        .layer(axum::middleware::from_fn_with_state(guard, guard::check))
+        .layer(axum::middleware::from_fn_with_state(
+            state.limits.clone(),
+            limits::check,
+        ))
+        .with_state(state)
 }
 
 /// Serves `app` on `l` until `stop`; each request knows its client's address as `C` (the
@@ -285,8 +324,12 @@ where
         .map_err(|cause| ServeError::Listen { addr, cause })
 }
 
-/// The OTG listener's TLS, made before it binds (a bad certificate is an error at start).
-fn otg_acceptor(cfg: &ServeConfig, addr: SocketAddr) -> Result<Option<tokio_rustls::TlsAcceptor>, ServeError> {
+/// The OTG listener's TLS and its certificate (DER), made before it binds (a bad
+/// certificate is an error at start).
+fn otg_acceptor(
+    cfg: &ServeConfig,
+    addr: SocketAddr,
+) -> Result<Option<(tokio_rustls::TlsAcceptor, Vec<u8>)>, ServeError> {
     let files = match &cfg.otg_transport {
         tls::Transport::Plain => return Ok(None),
         tls::Transport::Tls(f) => f.clone(),

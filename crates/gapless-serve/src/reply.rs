@@ -1,6 +1,6 @@
 //! Replies every handler shares: a 4xx/5xx with a JSON body (`{ "error": message, "kind"?,
 //! "path"?, "fix"? }`), an engine error as one, and a JSON body read or refused with where it
-//! is wrong; why a job did not start. It imports only [`crate::jobs`].
+//! is wrong; why a job did not start; an OTG error as a reply. It imports only [`crate::jobs`].
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -84,4 +84,30 @@ pub fn start_error(e: StartError) -> ApiError {
         StartError::Engine(e) => engine_error(StatusCode::BAD_REQUEST, &e),
         StartError::Db(e) => internal(e),
     }
+}
+
+/// An OTG error as an HTTP reply (the OTG and agent APIs' errors: `{code, kind, errors}`).
+pub struct Reply(pub gapless_otg::OtgError);
+
+impl From<gapless_otg::OtgError> for Reply {
+    fn from(e: gapless_otg::OtgError) -> Reply {
+        Reply(e)
+    }
+}
+
+impl IntoResponse for Reply {
+    fn into_response(self) -> Response {
+        let status = StatusCode::from_u16(self.0.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        (status, Json(self.0.body())).into_response()
+    }
+}
+
+/// Runs `f` on the blocking pool: what waits on the kernel (`ip`, ARP), on another host, or
+/// writes a large buffer stays off the server's async workers.
+pub async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, gapless_otg::OtgError> + Send + 'static,
+) -> Result<T, gapless_otg::OtgError> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(gapless_otg::OtgError::internal)?
 }

@@ -132,6 +132,7 @@ impl Server {
             allow_hosts: Vec::new(),
             limits: Default::default(),
             clock_offset_ns: 0,
+            agent_token: None,
         };
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
         let thread = std::thread::spawn(move || {

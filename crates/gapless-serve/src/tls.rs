@@ -98,7 +98,7 @@ fn tls_err(path: &Path, cause: String) -> ServeError {
 }
 
 /// The server side of TLS for these files: TLS 1.2 and 1.3 with ring's ciphers, HTTP/1.1.
-pub fn acceptor(files: &TlsFiles) -> Result<TlsAcceptor, ServeError> {
+pub fn acceptor(files: &TlsFiles) -> Result<(TlsAcceptor, Vec<u8>), ServeError> {
     use rustls::pki_types::pem::PemObject;
     use rustls::pki_types::{CertificateDer, PrivateKeyDer};
     let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(&files.cert)
@@ -107,6 +107,7 @@ pub fn acceptor(files: &TlsFiles) -> Result<TlsAcceptor, ServeError> {
     if certs.is_empty() {
         return Err(tls_err(&files.cert, "the file holds no certificate".into()));
     }
+    let leaf = certs[0].to_vec();
     let key = PrivateKeyDer::from_pem_file(&files.key)
         .map_err(|e| tls_err(&files.key, format!("no PEM private key read ({e})")))?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
@@ -117,7 +118,7 @@ pub fn acceptor(files: &TlsFiles) -> Result<TlsAcceptor, ServeError> {
         .with_single_cert(certs, key)
         .map_err(|e| tls_err(&files.key, format!("the key does not fit the certificate ({e})")))?;
     cfg.alpn_protocols = vec![b"http/1.1".to_vec()];
-    Ok(TlsAcceptor::from(Arc::new(cfg)))
+    Ok((TlsAcceptor::from(Arc::new(cfg)), leaf))
 }
 
 /// A TCP listener whose connections come out of their TLS handshake.

@@ -649,17 +649,58 @@ function plots(r, hist) {
   return el("div", { class: "report-plots" }, ...out);
 }
 
+/// A run across hosts (`spans_hosts`): its verdict, key figures, flows, ports, and a section
+/// per agent with its clock, its offset to the controller and its start skew.
+function hostsView(r) {
+  const v = r.verdict || {};
+  const flows = r.flows || [];
+  const us = (ns) => (ns == null ? null : ns / 1000);
+  const doubts = (v.latency_doubts || []).map((d) => el("li", { text: `latency of ${d.flow}: ${d.why}` }));
+  const lost = (v.agents_lost || []).map((a) => el("li", { text: `agent ${a.agent} lost: ${a.why}` }));
+  const ok = r.ending === "finished" && v.latency === "trusted";
+  const banner = el("div", { class: "banner " + (ok ? "held" : "not-held"), "data-ending": r.ending || "" },
+    el("div", { class: "banner-title", text: `run across ${(r.agents || []).length} hosts: ${r.ending}` }),
+    el("div", { class: "banner-line", "data-key": "latency", text: `cross-host latency: ${v.latency}` }),
+    el("ul", { class: "causes" }, ...lost, ...doubts));
+  const worstBound = maxOf(flows, (f) => f.latency_bound && f.latency_bound.bound_ns);
+  const figures = el("div", { class: "tiles" },
+    tile("sent", "sent", sumOf(flows, (f) => f.frames_tx), "frames"),
+    tile("received", "received", sumOf(flows, (f) => f.frames_rx), "frames"),
+    tile("lost", "lost (seq)", sumOf(flows, (f) => f.seq && f.seq.lost), "frames"),
+    tile("max_start_skew", "worst start skew", us(num(v.max_start_skew_ns)), "µs"),
+    tile("latency_p50", "latency p50 (worst flow)", us(maxOf(flows, (f) => f.latency && f.latency.percentiles_ns && f.latency.percentiles_ns.p50)), "µs"),
+    tile("latency_bound", "latency bound (worst flow)", us(worstBound), "µs", v.latency === "trusted" ? "" : "NOT trusted"));
+  const flowRows = flows.map((f) => {
+    const p = (f.latency && f.latency.percentiles_ns) || {};
+    const b = f.latency_bound || {};
+    return [f.name, `${f.agents.tx} → ${f.agents.rx}`, f.frames_tx, f.frames_rx, f.seq && f.seq.lost, f.seq && f.seq.reordered,
+      us(p.p50), us(p.p99), us(b.bound_ns), b.trusted ? "yes" : `no: ${b.doubt || ""}`];
+  });
+  const portRows = (r.ports || []).map((p) => [p.name, p.frames_tx, p.frames_rx, us(p.latency && p.latency.percentiles_ns.p50), us(p.latency && p.latency.percentiles_ns.p99_9)]);
+  const agents = (r.agents || []).map((a) => el("section", { class: "agent", "data-agent": a.agent },
+    el("h3", { text: `agent ${a.agent}` + (a.lost ? ` — LOST: ${a.lost}` : "") }),
+    table("agent", ["TX ports", "RX ports", "offset µs", "± µs", "clock", "start", "start skew µs"], [[
+      (a.tx_ports || []).join(", "), (a.rx_ports || []).join(", "), us(a.offset && a.offset.offset_ns), us(a.offset && a.offset.bound_ns),
+      a.clock_untrusted || "synchronised", a.start_from || "", (a.start_skew_ns || []).map((s) => `${s.port}: ${show(us(s.skew_ns), 3)}`).join(", ")]])));
+  return el("div", { class: "hosts-view" }, banner, figures,
+    el("h3", { text: "flows" }),
+    table("flows", ["flow", "agents", "sent", "received", "lost", "reordered", "latency p50 µs", "p99 µs", "bound ± µs", "trusted"], flowRows),
+    el("h3", { text: "ports" }), table("ports", ["port", "sent", "received", "latency p50 µs", "p99.9 µs"], portRows), ...agents);
+}
+
 function runView(run) {
   const files = run.files || [];
   const url = (f) => withToken(`/api/runs/${run.id}/files/${encodeURIComponent(f)}`);
   const downloads = el("div", { class: "downloads" }, ...files.map((f) => el("a", { href: url(f), download: f, text: f })));
   const cp = run.result && run.result.checkpoint ? el("p", { class: "field-error", text: "interrupted: these are the figures of its last checkpoint" }) : "";
-  const r = run.result && !run.result.checkpoint ? run.result : null;
+  const hosts = run.result && (run.result.spans_hosts ? run.result : run.result.checkpoint && run.result.checkpoint.spans_hosts ? run.result.checkpoint : null);
+  const r = run.result && !run.result.checkpoint && !hosts ? run.result : null;
   const text = el("details", { class: "text" }, el("summary", { text: "text" }),
     el("pre", { class: "summary", text: run.summary || JSON.stringify(run.result && run.result.checkpoint, null, 1) || "" }));
   return el("div", { class: "run-view", "data-run": String(run.id) },
     el("h2", { text: `Run ${run.id}: ${run.profile} (${run.status})` }),
     run.error ? el("p", { class: "field-error", text: run.error }) : "", cp,
+    hosts ? hostsView(hosts) : "",
     r ? banner(r) : "", r ? tiles(r) : "", r ? tables(r) : "", r ? plots(r, run.histograms) : "",
     text, el("h3", { text: "files" }), downloads);
 }

@@ -61,6 +61,11 @@ pub struct ServeArgs {
     /// N ns ahead. Changes nothing else.
     #[arg(long, default_value_t = 0, value_name = "N", allow_hyphen_values = true)]
     test_clock_offset_ns: i64,
+    /// A file whose first line is the token of the gapless agents this server drives as the
+    /// controller of a run across hosts (ports located HOST:PORT/IFACE). Each agent proves
+    /// it holds the same token before it is sent it (see the README's security section).
+    #[arg(long, value_name = "F")]
+    agent_token_file: Option<PathBuf>,
 }
 
 pub fn cmd_serve(a: ServeArgs) -> Result<i32> {
@@ -94,6 +99,11 @@ pub fn cmd_serve(a: ServeArgs) -> Result<i32> {
             event_streams: a.max_event_streams,
         },
         clock_offset_ns: a.test_clock_offset_ns,
+        agent_token: a
+            .agent_token_file
+            .as_deref()
+            .map(gapless_serve::read_token)
+            .transpose()?,
     };
     raise_fd_limit();
     let rt = tokio::runtime::Runtime::new()?;

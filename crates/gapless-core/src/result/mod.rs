@@ -189,6 +189,9 @@ pub struct RunResult {
     pub version: String,
     /// Wall-clock start, ns since the Unix epoch.
     pub started_unix_ns: u64,
+    /// When the first departure left, ns since the Unix epoch (live runs that sent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_departure_unix_ns: Option<u64>,
     pub profile_path: String,
     /// The profile as parsed.
     pub profile: serde_json::Value,

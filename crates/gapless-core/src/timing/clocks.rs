@@ -143,6 +143,70 @@ pub fn parse_pmc(text: &str) -> Option<PtpState> {
     })
 }
 
+impl ClockState {
+    /// How far this clock may be from true time, by its own state: linuxptp's offset from
+    /// its master, else chrony's offset plus its RMS offset, else the kernel's maxerror;
+    /// None when it is untrusted.
+    pub fn error_bound_ns(&self) -> Option<i64> {
+        if self.untrusted().is_some() {
+            return None;
+        }
+        if let Some(o) = self.ptp.as_ref().and_then(|p| p.offset_from_master_ns) {
+            return Some(o.abs().ceil() as i64);
+        }
+        if let Some(c) = &self.chrony {
+            return Some((c.system_offset_ns.abs() + c.rms_offset_ns.abs()).ceil() as i64);
+        }
+        Some(self.maxerror_ns)
+    }
+}
+
+/// How far a latency stamped on host `tx`'s clock and received on host `rx`'s can be off:
+/// both hosts' offsets to the controller (`tx_off`, `rx_off`) say the RX clock is
+/// `rx - tx` ahead, to within the sum of their bounds; the clocks' own states, when both are
+/// trusted, say they are within the sum of their error bounds. The tighter of the two holds;
+/// states that the exchanges contradict are not believed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CrossBound {
+    /// The bound used, ns.
+    pub bound_ns: i64,
+    /// Where it comes from: "the clocks' state" or "the controller's exchanges".
+    pub from: String,
+    /// The RX clock minus the TX clock, as the exchanges measured it, and that measure's bound.
+    pub measured_ns: i64,
+    pub measured_bound_ns: i64,
+    /// The states' bound, when both clocks are trusted.
+    pub state_bound_ns: Option<i64>,
+    /// Why the states are not believed, when the exchanges contradict them.
+    pub contradiction: Option<String>,
+}
+
+/// See [`CrossBound`].
+pub fn cross_bound(tx_off: &Offset, rx_off: &Offset, tx: &ClockState, rx: &ClockState) -> CrossBound {
+    let d = rx_off.offset_ns - tx_off.offset_ns;
+    let m = rx_off.bound_ns + tx_off.bound_ns;
+    let measured = d.abs() + m;
+    let state = tx.error_bound_ns().zip(rx.error_bound_ns()).map(|(a, b)| a + b);
+    let contradiction = state.filter(|s| d.abs() - m > *s).map(|s| {
+        format!(
+            "the clocks are at least {} ns apart by the controller's exchanges, while their states claim ±{s} ns",
+            d.abs() - m
+        )
+    });
+    let (bound_ns, from) = match state {
+        Some(s) if contradiction.is_none() && s < measured => (s, "the clocks' state"),
+        _ => (measured, "the controller's exchanges"),
+    };
+    CrossBound {
+        bound_ns,
+        from: from.into(),
+        measured_ns: d,
+        measured_bound_ns: m,
+        state_bound_ns: state,
+        contradiction,
+    }
+}
+
 /// Why a latency between hosts with clocks `a` and `b`, whose offset is known to within
 /// `bound_ns`, cannot be believed at a median of `median_ns`: either clock untrusted, or the
 /// bound over 10 % of the median.
@@ -158,6 +222,43 @@ pub fn cross_host_doubt(a: &ClockState, b: &ClockState, bound_ns: i64, median_ns
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn synced(maxerror_ns: i64) -> ClockState {
+        ClockState {
+            unsynchronised: false,
+            maxerror_ns,
+            ..ClockState::default()
+        }
+    }
+
+    fn off(offset_ns: i64, bound_ns: i64) -> Offset {
+        Offset {
+            offset_ns,
+            bound_ns,
+            rtt_ns: 2 * bound_ns,
+            exchanges: 8,
+        }
+    }
+
+    #[test]
+    fn the_cross_host_bound_is_the_tighter_of_states_and_exchanges_unless_they_disagree() {
+        // Two synchronised clocks within 500 ns each; the exchanges say 0 ± 60 µs.
+        let b = cross_bound(&off(0, 30_000), &off(1_000, 30_000), &synced(500), &synced(500));
+        assert_eq!((b.bound_ns, b.from.as_str()), (1_000, "the clocks' state"));
+        // An unsynchronised clock: only the exchanges count.
+        let mut u = synced(500);
+        u.unsynchronised = true;
+        let b = cross_bound(&off(0, 30_000), &off(1_000, 30_000), &synced(500), &u);
+        assert_eq!((b.bound_ns, b.state_bound_ns), (61_000, None));
+        // A 40 ms offset that the states deny: not believed, the exchanges' bound holds it.
+        let b = cross_bound(&off(0, 30_000), &off(40_000_000, 30_000), &synced(500), &synced(500));
+        assert_eq!(b.bound_ns, 40_060_000);
+        assert!(
+            b.contradiction.as_deref().unwrap().contains("39940000 ns apart"),
+            "got {:?}",
+            b.contradiction
+        );
+    }
 
     /// An exchange with the other clock `off` ahead, `up` and `down` ns each way, `hold` ns
     /// answering, starting at `t`.

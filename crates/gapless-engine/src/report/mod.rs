@@ -237,6 +237,12 @@ pub fn build_result(profile: &Profile, stats: &RunStats, meta: &RunMeta) -> RunR
         tool: "gapless".into(),
         version: crate::VERSION.into(),
         started_unix_ns: stats.realtime0_ns,
+        first_departure_unix_ns: stats
+            .streams
+            .iter()
+            .filter_map(|s| s.first_ns)
+            .min()
+            .map(|f| stats.realtime0_ns + f),
         profile_path: meta.profile_path.clone(),
         profile: serde_json::to_value(&*profile.spec).unwrap_or(serde_json::Value::Null),
         seed: profile.seed,

@@ -43,6 +43,13 @@ pub(crate) fn metrics_for(s: &Shared, req: &Value) -> Result<Value, OtgError> {
 /// Every flow named (all when none are).
 fn figures(s: &Shared, names: &[String]) -> Result<Vec<FlowFigures>, OtgError> {
     let plan = plan_of(s)?;
+    let cluster = otg(s).cluster.clone();
+    if let Some(c) = cluster {
+        runs::check_flows(&plan, names)?;
+        let mut all = c.figures(&plan);
+        all.retain(|f| names.is_empty() || names.contains(&f.0));
+        return Ok(all);
+    }
     let runs = otg(s).runs.clone();
     runs::check_flows(&plan, names)?;
     let live = s.jobs.running();

@@ -19,8 +19,7 @@ pub(crate) use devices::states;
 pub(crate) mod metrics;
 
 use axum::body::Bytes;
-use axum::extract::{DefaultBodyLimit, State};
-use axum::http::StatusCode;
+use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
@@ -37,6 +36,7 @@ use gapless_otg::{runs, OtgError};
 use serde_json::{json, Value};
 
 use crate::jobs::{JobId, StartError};
+pub use crate::reply::{blocking, Reply};
 use crate::runs::NewRun;
 use crate::Shared;
 
@@ -53,6 +53,8 @@ pub struct OtgState {
     pub captures: Vec<PortCapture>,
     /// The config's devices, up as hosts on their ports: (device Ethernet name, host).
     pub hosts: Vec<(String, Arc<gapless_io::hosts::Host>)>,
+    /// A config whose ports are on agents: the agents, and its run ([`crate::cluster`]).
+    pub cluster: Option<Arc<crate::cluster::Cluster>>,
 }
 
 /// A run's controls: its id, the handle that pauses, resumes and changes its streams, and
@@ -72,25 +74,10 @@ pub struct PortCapture {
     pub buf: Arc<Capture>,
 }
 
-/// An OTG error as an HTTP reply.
-pub struct Reply(OtgError);
-
-impl From<OtgError> for Reply {
-    fn from(e: OtgError) -> Reply {
-        Reply(e)
-    }
-}
-
-impl IntoResponse for Reply {
-    fn into_response(self) -> Response {
-        let status = StatusCode::from_u16(self.0.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        (status, Json(self.0.body())).into_response()
-    }
-}
-
 type OtgResult = Result<Json<Value>, Reply>;
 
-pub fn router(state: Shared, guard: crate::guard::Guard) -> Router {
+/// The OTG API's routes; [`crate::otg_app`] adds the agent API's and the guard.
+pub fn routes() -> Router<Shared> {
     Router::new()
         .route("/capabilities/version", get(|| async { Json(requests::version()) }))
         .route("/config", get(get_config).post(set_config).patch(update_config))
@@ -98,21 +85,6 @@ pub fn router(state: Shared, guard: crate::guard::Guard) -> Router {
         .route("/monitor/metrics", post(metrics::handler))
         .route("/monitor/capture", post(capture))
         .route("/monitor/states", post(devices::states_handler))
-        .route("/gapless/agent/v1/clock", get(crate::agent::clock))
-        .route("/gapless/agent/v1/time", post(crate::agent::time))
-        .fallback(|uri: axum::http::Uri| async move {
-            Reply(OtgError::not_found(format!(
-                "{} is not part of the OTG subset gapless serves",
-                uri.path()
-            )))
-        })
-        .layer(DefaultBodyLimit::max(crate::limits::BODY_LIMIT))
-        .layer(axum::middleware::from_fn_with_state(guard, crate::guard::check))
-        .layer(axum::middleware::from_fn_with_state(
-            state.limits.clone(),
-            crate::limits::check,
-        ))
-        .with_state(state)
 }
 
 pub(crate) fn otg(s: &Shared) -> std::sync::MutexGuard<'_, OtgState> {
@@ -221,14 +193,6 @@ fn live_variants(plan: &Plan, name: &str, room: usize) -> Result<Vec<Variant>, S
     }
 }
 
-/// Runs `f` on the blocking pool: what waits on the kernel (`ip`, ARP) or writes a large
-/// buffer stays off the server's async workers.
-pub(crate) async fn blocking<T: Send + 'static>(
-    f: impl FnOnce() -> Result<T, OtgError> + Send + 'static,
-) -> Result<T, OtgError> {
-    tokio::task::spawn_blocking(f).await.map_err(OtgError::internal)?
-}
-
 /// Reads and checks a config (every profile compiled) without starting anything, and brings
 /// up its devices. A config cannot be replaced while its traffic runs.
 pub(crate) async fn set_config_to(s: Shared, cfg: Value) -> Result<Value, OtgError> {
@@ -238,6 +202,9 @@ pub(crate) async fn set_config_to(s: Shared, cfg: Value) -> Result<Value, OtgErr
 fn set_config_now(s: &Shared, cfg: Value) -> Result<Value, OtgError> {
     let plan = config::plan(&cfg).map_err(OtgError::from)?;
     runs::check(&plan)?;
+    if gapless_otg::shares::spans_hosts(&plan) {
+        return set_cluster_config(s, cfg, plan);
+    }
     let captures = captures::captures(&cfg, &plan.ports)?
         .into_iter()
         .map(|c| PortCapture {
@@ -261,13 +228,32 @@ fn set_config_now(s: &Shared, cfg: Value) -> Result<Value, OtgError> {
         pausers: Vec::new(),
         captures,
         hosts,
+        cluster: None,
     };
+    Ok(requests::ok(Vec::new()))
+}
+
+/// A config whose ports are on agents: every agent reached and verified, or the config is
+/// refused naming the agent.
+fn set_cluster_config(s: &Shared, cfg: Value, plan: Plan) -> Result<Value, OtgError> {
+    if running(s, &otg(s)) {
+        return Err(OtgError::conflict(
+            "traffic is running: stop it before setting a new config",
+        ));
+    }
+    let cluster = crate::cluster::connect(s, &plan, &cfg)?;
+    let mut st = otg(s);
+    *st = OtgState::default();
+    st.raw = Some(cfg);
+    st.plan = Some(plan);
+    st.cluster = Some(Arc::new(cluster));
     Ok(requests::ok(Vec::new()))
 }
 
 fn running(s: &Shared, st: &OtgState) -> bool {
     let active = active(s);
-    st.runs.iter().any(|(_, id, _)| active.contains(&JobId::Run(*id)))
+    let cluster = st.cluster.as_ref().is_some_and(|c| c.running());
+    cluster || st.runs.iter().any(|(_, id, _)| active.contains(&JobId::Run(*id)))
 }
 
 /// The jobs going on.
@@ -293,6 +279,10 @@ async fn control(State(s): State<Shared>, b: Bytes) -> OtgResult {
 
 /// A control request of either transport.
 pub(crate) async fn control_with(s: Shared, req: Value) -> Result<Value, OtgError> {
+    let cluster = otg(&s).cluster.clone();
+    if let Some(c) = cluster {
+        return cluster_control(s, c, requests::control(&req)?).await;
+    }
     match requests::control(&req)? {
         Control::NoOp(warning) => Ok(requests::ok(vec![warning])),
         Control::Capture(start, ports) => capture_control(&s, start, &ports),
@@ -307,6 +297,35 @@ pub(crate) async fn control_with(s: Shared, req: Value) -> Result<Value, OtgErro
             }
             Ok(requests::ok(Vec::new()))
         }
+    }
+}
+
+/// A control request for a config across hosts: start and stop all its flows.
+async fn cluster_control(s: Shared, c: Arc<crate::cluster::Cluster>, ctl: Control) -> Result<Value, OtgError> {
+    let not_yet = |what: &str| {
+        OtgError::invalid(format!(
+            "{what} is not supported in a run across hosts yet. Fix: start and stop all its flows"
+        ))
+    };
+    match ctl {
+        Control::NoOp(warning) => Ok(requests::ok(vec![warning])),
+        Control::Start(names) if names.is_empty() => {
+            let (plan, raw) = {
+                let st = otg(&s);
+                (st.plan.clone(), st.raw.clone())
+            };
+            let (plan, raw) = plan
+                .zip(raw)
+                .ok_or_else(|| OtgError::invalid("no config: set one first"))?;
+            blocking(move || crate::cluster::start(&s, &c, &plan, &raw).map(|_| requests::ok(Vec::new()))).await
+        }
+        Control::Start(_) => Err(not_yet("starting some of the flows")),
+        Control::Stop(_) => {
+            c.stop();
+            Ok(requests::ok(Vec::new()))
+        }
+        Control::Pause(..) => Err(not_yet("pause and resume")),
+        Control::Capture(..) => Err(not_yet("capture")),
     }
 }
 

@@ -1,0 +1,418 @@
+"""Runs across hosts (issue 28): three hosts h1, h2, h3 as network namespaces, each with a
+gapless agent on a management veth (198.18.x addresses, its own token file), data veths h1–h2
+and h3–h2, and a controller in the root namespace on loopback that snappi drives. The
+namespaces share one clock, so one agent shifts its clock with the documented test option
+--test-clock-offset-ns, and the controller must measure that shift and flag the latency."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+import snappi
+
+from conftest import cli, free_port, require_root
+
+TOKEN = "the-agents-token-for-this-test"
+SHIFT = 40_000_000  # ns: h1's clock as if 40 ms ahead, in the shifted test
+
+
+def ip(*args: str) -> None:
+    subprocess.run(["ip", *args], check=True, capture_output=True, text=True)
+
+
+def wait_listening(proc: subprocess.Popen[str], host: str, port: int, log: Path, ns: str | None = None) -> None:
+    t0 = time.monotonic()
+    while True:
+        cmd = ["ss", "-ltn", f"sport = :{port}"]
+        out = subprocess.run((["ip", "netns", "exec", ns] if ns else []) + cmd, capture_output=True, text=True).stdout
+        if "LISTEN" in out:
+            return
+        assert proc.poll() is None, f"expected gapless serve to start on {host}:{port}; it exited: {log.read_text()}"
+        assert time.monotonic() - t0 < 20, f"expected gapless serve to listen on {host}:{port} within 20 s"
+        time.sleep(0.05)
+
+
+@dataclass
+class Host:
+    ns: str
+    mgmt: str  # the root namespace's end of the management veth
+    addr: str  # the agent's management address
+    otg: int
+    proc: subprocess.Popen[str] | None = None
+    log: Path | None = None
+
+    @property
+    def location(self) -> str:
+        return f"{self.addr}:{self.otg}"
+
+
+@dataclass
+class Lab:
+    tmp: Path
+    hosts: dict[str, Host] = field(default_factory=dict)
+    controller: subprocess.Popen[str] | None = None
+    api_port: int = 0
+    otg_port: int = 0
+
+    def start_agent(self, name: str, token: str = TOKEN, shift: int = 0) -> None:
+        h = self.hosts[name]
+        tf = self.tmp / f"{name}.token"
+        tf.write_text(token + "\n")
+        h.log = self.tmp / f"{name}.log"
+        args = [cli(), "serve", "--listen", f"{h.addr}:{free_port()}", "--otg-listen", f"{h.addr}:{h.otg}",
+                "--token-file", str(tf), "--db", str(self.tmp / f"{name}.db")]
+        if shift:
+            args += ["--test-clock-offset-ns", str(shift)]
+        h.proc = subprocess.Popen(["ip", "netns", "exec", h.ns, *args], stdout=open(h.log, "w"), stderr=subprocess.STDOUT, text=True)
+        wait_listening(h.proc, h.addr, h.otg, h.log, h.ns)
+
+    def start_controller(self) -> None:
+        tf = self.tmp / "agents.token"
+        tf.write_text(TOKEN + "\n")
+        self.api_port = self.api_port or free_port()
+        self.otg_port = self.otg_port or free_port()
+        log = self.tmp / "controller.log"
+        self.controller = subprocess.Popen(
+            [cli(), "serve", "--listen", f"127.0.0.1:{self.api_port}", "--otg-listen", f"127.0.0.1:{self.otg_port}",
+             "--agent-token-file", str(tf), "--db", str(self.tmp / "controller.db"), "--otg-grpc-listen", f"127.0.0.1:{free_port()}"],
+            stdout=open(log, "a"), stderr=subprocess.STDOUT, text=True)
+        wait_listening(self.controller, "127.0.0.1", self.otg_port, log)
+
+    def api(self) -> Any:
+        return snappi.api(location=f"https://127.0.0.1:{self.otg_port}", verify=False)
+
+    def runs(self) -> list[dict[str, Any]]:
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.api_port}/api/runs", timeout=5) as r:
+            return list(json.load(r)["runs"])
+
+    def run(self, rid: int) -> dict[str, Any]:
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.api_port}/api/runs/{rid}", timeout=5) as r:
+            return dict(json.load(r))
+
+    def agent_call(self, name: str, path: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        """A direct call to an agent's API, with its token (as a controller would make it)."""
+        import ssl
+
+        h = self.hosts[name]
+        ctx = ssl.create_default_context()
+        ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE
+        req = urllib.request.Request(f"https://{h.location}/gapless/agent/v1/{path}", data=json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json", "Authorization": f"Bearer {TOKEN}"})
+        try:
+            with urllib.request.urlopen(req, timeout=5, context=ctx) as r:
+                return r.status, dict(json.load(r))
+        except urllib.error.HTTPError as e:
+            return e.code, dict(json.load(e))
+
+
+@pytest.fixture()
+def lab(tmp_path: Path) -> Iterator[Lab]:
+    """h1, h2, h3 with management veths gh-mK (198.18.10K.1/30 here, .2 in hK) and data veths
+    gh-d1 (h1) – gh-d2a (h2) and gh-d3 (h3) – gh-d2b (h2). Agents are started by the tests."""
+    require_root()
+    names = {"h1": 1, "h2": 2, "h3": 3}
+    lab = Lab(tmp_path)
+
+    def clean() -> None:
+        for n, k in names.items():
+            subprocess.run(["ip", "link", "del", f"gh-m{k}"], capture_output=True)
+            subprocess.run(["ip", "netns", "del", f"gh-{n}"], capture_output=True)
+
+    clean()
+    try:
+        for n, k in names.items():
+            ns = f"gh-{n}"
+            ip("netns", "add", ns)
+            ip("link", "add", f"gh-m{k}", "type", "veth", "peer", "name", "mgmt", "netns", ns)
+            ip("addr", "add", f"198.18.10{k}.1/30", "dev", f"gh-m{k}")
+            ip("link", "set", f"gh-m{k}", "up")
+            ip("-n", ns, "addr", "add", f"198.18.10{k}.2/30", "dev", "mgmt")
+            for dev in ("mgmt", "lo"):
+                ip("-n", ns, "link", "set", dev, "up")
+            lab.hosts[n] = Host(ns, f"gh-m{k}", f"198.18.10{k}.2", free_port())
+        for a, b, peer in (("h1", "gh-d1", "gh-d2a"), ("h3", "gh-d3", "gh-d2b")):
+            ip("-n", f"gh-{a}", "link", "add", b, "type", "veth", "peer", "name", peer, "netns", "gh-h2")
+            ip("-n", f"gh-{a}", "link", "set", b, "up")
+            ip("-n", "gh-h2", "link", "set", peer, "up")
+        yield lab
+    finally:
+        procs = [h.proc for h in lab.hosts.values()] + [lab.controller]
+        for p in procs:
+            if p is not None and p.poll() is None:
+                p.send_signal(signal.SIGINT)
+        for p in procs:
+            if p is not None:
+                try:
+                    p.wait(timeout=15)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+        clean()
+
+
+def config(lab: Lab, flows: list[tuple[str, str, str, int, int]]) -> Any:
+    """A config with ports p1 (h1 gh-d1), p2 (h2 gh-d2a), p3 (h3 gh-d3), p4 (h2 gh-d2b) and the
+    flows (name, tx, rx, frames, pps)."""
+    a = lab.api()
+    cfg = a.config()
+    h = lab.hosts
+    for name, host, iface in (("p1", "h1", "gh-d1"), ("p2", "h2", "gh-d2a"), ("p3", "h3", "gh-d3"), ("p4", "h2", "gh-d2b")):
+        cfg.ports.port(name=name, location=f"{h[host].location}/{iface}")
+    for name, tx, rx, count, pps in flows:
+        f = cfg.flows.flow(name=name)[-1]
+        f.tx_rx.port.tx_name, f.tx_rx.port.rx_names = tx, [rx]
+        f.size.fixed = 128
+        f.rate.pps = pps
+        if count:
+            f.duration.fixed_packets.packets = count
+        f.metrics.enable = True
+        f.metrics.latency.enable = True
+        f.metrics.timestamps = True
+        eth, ip4, udp = f.packet.ethernet().ipv4().udp()
+        eth.src.value, eth.dst.value = "02:00:00:00:00:01", "02:00:00:00:00:02"
+        ip4.src.value, ip4.dst.value = "10.0.0.1", "10.0.0.2"
+        udp.src_port.value, udp.dst_port.value = 5000, 6000
+    return a, cfg
+
+
+def start(a: Any, cfg: Any) -> None:
+    a.set_config(cfg)
+    cs = a.control_state()
+    cs.traffic.flow_transmit.state = cs.traffic.flow_transmit.START
+    a.set_control_state(cs)
+
+
+def ended_run(lab: Lab, timeout: float = 60) -> dict[str, Any]:
+    """The controller's newest run, once it has ended."""
+    t0 = time.monotonic()
+    while True:
+        runs = lab.runs()
+        if runs and runs[0]["status"] != "running":
+            return lab.run(runs[0]["id"])
+        assert time.monotonic() - t0 < timeout, f"expected the run to end within {timeout} s; got {runs[:1]}"
+        time.sleep(0.2)
+
+
+def test_a_flow_across_hosts_arrives_whole_and_its_latency_carries_a_bound(lab: Lab) -> None:
+    for n in ("h1", "h2"):
+        lab.start_agent(n)
+    lab.start_controller()
+    a, cfg = config(lab, [("f", "p1", "p2", 10_000, 20_000)])
+    start(a, cfg)
+    run = ended_run(lab)
+    r = run["result"]
+    assert run["status"] == "finished", f"expected finished; got {run['status']}: {run.get('error')}"
+    f = r["flows"][0]
+    assert f["frames_tx"] == 10_000 and f["frames_rx"] == 10_000, f"expected 10000 sent and received; got {f['frames_tx']} / {f['frames_rx']}"
+    assert f["latency"]["count"] == 10_000, f"expected every frame's latency; got {f['latency'].get('count')}"
+    b = f["latency_bound"]
+    assert b["bound_ns"] > 0 and b["from"], f"expected a cross-host latency with its bound; got {b}"
+    # The bound is what the clocks allow; the verdict flags it exactly when it is over 10 %
+    # of the median or a clock is unsynchronised.
+    med = f["latency"]["percentiles_ns"]["p50"]
+    untrusted = any(ag["clock_untrusted"] for ag in r["agents"])
+    assert b["trusted"] == (not untrusted and b["bound_ns"] <= 0.1 * abs(med)), f"expected the verdict to follow the bound {b} at median {med}"
+    assert (r["verdict"]["latency"] == "trusted") == b["trusted"]
+    # OTG metrics from snappi: the same counts, latency filled.
+    req = a.metrics_request()
+    req.flow.flow_names = []
+    m = a.get_metrics(req).flow_metrics[0]
+    assert (m.frames_tx, m.frames_rx, m.transmit) == (10_000, 10_000, "stopped"), f"got {m}"
+    assert m.latency.average_ns > 0
+    # Per port: p2's histogram holds every frame; per agent: its clock and start skew.
+    p2 = next(p for p in r["ports"] if p["name"] == "p2")
+    assert p2["frames_rx"] == 10_000 and p2["latency"]["count"] == 10_000, p2
+    h1 = next(ag for ag in r["agents"] if ag["tx_ports"] == ["p1"])
+    assert h1["start_skew_ns"][0]["skew_ns"] is not None and h1["offset"]["exchanges"] == 16, h1
+    dashboard_shows_a_section_per_agent(lab, run["id"], r)
+
+
+def dashboard_shows_a_section_per_agent(lab: Lab, rid: int, r: dict[str, Any]) -> None:
+    """The controller's dashboard, in headless Chromium: the run in the history, a section per
+    agent, the flows table with the counts, and the latency's verdict."""
+    from playwright.sync_api import expect, sync_playwright
+
+    from test_dashboard import chromium
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium(), args=["--no-sandbox", "--disable-gpu"])
+        page = browser.new_page()
+        page.goto(f"http://127.0.0.1:{lab.api_port}/")
+        page.click('nav .tab[data-tab="history"]')
+        page.locator(f'#runs tr[data-id="{rid}"]').click()
+        view = page.locator(".run-view .hosts-view")
+        expect(view.locator("section.agent")).to_have_count(len(r["agents"]))
+        for ag in r["agents"]:
+            expect(view.locator(f'section.agent[data-agent="{ag["agent"]}"] h3')).to_contain_text(ag["agent"])
+        expect(view.locator('.tile[data-key="received"]')).to_have_attribute("data-value", "10000")
+        expect(view.locator("table.flows tbody tr td").nth(3)).to_have_attribute("data-v", "10000")
+        expect(view.locator('.banner [data-key="latency"]')).to_contain_text(r["verdict"]["latency"])
+        browser.close()
+
+
+def test_two_senders_start_together_within_their_reported_skews(lab: Lab) -> None:
+    for n in ("h1", "h2", "h3"):
+        lab.start_agent(n)
+    lab.start_controller()
+    a, cfg = config(lab, [("a", "p1", "p2", 2_000, 10_000), ("b", "p3", "p4", 2_000, 10_000)])
+    start(a, cfg)
+    r = ended_run(lab)["result"]
+    # Each sender's first departure on the shared clock: its start (T0, moved by its measured
+    # offset while the kernel says the clocks are not synchronised) plus its reported skew.
+    skew = {ag["tx_ports"][0]: ag["start_ns"] - r["t0_unix_ns"] + ag["start_skew_ns"][0]["skew_ns"]
+            for ag in r["agents"] if ag["tx_ports"]}
+    fa, fb = (next(f for f in r["flows"] if f["name"] == n) for n in ("a", "b"))
+    assert fa["frames_rx"] == 2_000 and fb["frames_rx"] == 2_000, f"got {fa['frames_rx']}, {fb['frames_rx']}"
+    first = {n: f["latency"] for n, f in (("a", fa), ("b", fb))}
+    req = a.metrics_request()
+    req.flow.flow_names = []
+    ts = {m.name: m.timestamps.first_timestamp_ns for m in a.get_metrics(req).flow_metrics}
+    # First arrival = T0 + the sender's skew + that frame's latency (one shared clock here).
+    got = (ts["a"] - ts["b"]) - (skew["p1"] - skew["p3"])
+    slack = max(first["a"]["max_ns"], first["b"]["max_ns"])
+    assert abs(got) <= slack, (f"expected the first arrivals {ts['a'] - ts['b']} ns apart, as the skews {skew} say, "
+                               f"to within a frame's latency ({slack} ns); got {got} ns off")
+
+
+def test_a_shifted_agent_clock_is_measured_within_its_bound_and_the_latency_flagged(lab: Lab) -> None:
+    lab.start_agent("h1", shift=SHIFT)
+    lab.start_agent("h2")
+    lab.start_controller()
+    a, cfg = config(lab, [("f", "p1", "p2", 2_000, 10_000)])
+    start(a, cfg)
+    r = ended_run(lab)["result"]
+    h1 = next(ag for ag in r["agents"] if ag["tx_ports"] == ["p1"])
+    o = h1["offset"]
+    assert abs(o["offset_ns"] - SHIFT) <= o["bound_ns"], f"expected the {SHIFT} ns shift within {o['offset_ns']} ± {o['bound_ns']} ns"
+    f = r["flows"][0]
+    assert f["frames_rx"] == 2_000
+    b = f["latency_bound"]
+    assert not b["trusted"] and b["bound_ns"] >= SHIFT - o["bound_ns"], f"expected the latency flagged with a bound of at least the shift; got {b}"
+    assert r["verdict"]["latency"] == "NOT trusted" and r["verdict"]["latency_doubts"][0]["flow"] == "f"
+    # The start was translated to h1's clock: it still started with the others.
+    # With unsynchronised clocks the start is moved by each agent's measured offset; with
+    # synchronised ones every agent starts at T0 on its own clock.
+    moved = any(ag["clock_untrusted"] for ag in r["agents"])
+    assert h1["start_ns"] - r["t0_unix_ns"] == (o["offset_ns"] if moved else 0), h1
+    assert abs(h1["start_skew_ns"][0]["skew_ns"]) < SHIFT // 4, f"expected h1 to start at its start on its own clock; got skew {h1['start_skew_ns']}"
+
+
+def wait_lost(lab: Lab, a: Any, t_fault: float, agent: str) -> float:
+    """Seconds from the fault until the controller marks the agent lost in the flow metrics."""
+    req = a.metrics_request()
+    req.flow.flow_names = []
+    while True:
+        body = json.dumps({"choice": "flow", "flow": {"flow_names": []}}).encode()
+        import ssl
+
+        ctx = ssl.create_default_context()
+        ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE
+        rq = urllib.request.Request(f"https://127.0.0.1:{lab.otg_port}/monitor/metrics", data=body,
+                                    headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(rq, timeout=5, context=ctx) as resp:
+            m = json.load(resp)["flow_metrics"][0]
+        if any(agent in x for x in m["x_gapless"]["agent_lost"]):
+            return time.monotonic() - t_fault
+        assert time.monotonic() - t_fault < 10, f"expected {agent} marked lost; got {m['x_gapless']}"
+        time.sleep(0.05)
+
+
+def received_before(lab: Lab, a: Any) -> int:
+    req = a.metrics_request()
+    req.flow.flow_names = []
+    return int(a.get_metrics(req).flow_metrics[0].frames_rx)
+
+
+def test_a_killed_rx_agent_ends_the_run_agent_lost_keeping_every_count(lab: Lab) -> None:
+    for n in ("h1", "h2"):
+        lab.start_agent(n)
+    lab.start_controller()
+    a, cfg = config(lab, [("f", "p1", "p2", 0, 5_000)])
+    start(a, cfg)
+    time.sleep(1.5)
+    before = received_before(lab, a)
+    assert before > 0, "expected frames received before the fault"
+    h2 = lab.hosts["h2"]
+    assert h2.proc is not None
+    subprocess.run(["pkill", "-9", "-f", "--", f"--otg-listen {h2.addr}:{h2.otg}"], check=True)
+    t = time.monotonic()
+    took = wait_lost(lab, a, t, h2.location)
+    assert took <= 2.0, f"expected h2's ports marked within 2 s; got {took:.2f} s"
+    run = ended_run(lab, timeout=20)
+    assert run["status"] == "agent_lost" and h2.location in (run["error"] or ""), f"got {run['status']}: {run['error']}"
+    f = run["result"]["flows"][0]
+    assert f["frames_rx"] >= before and f["frames_tx"] > f["frames_rx"], f"expected the counts received kept; got {f['frames_tx']} / {f['frames_rx']} (≥ {before} seen)"
+    assert f["tx_final"] is True and f["rx_final"] is False, f"expected the lost meter's counts marked not final; got {f}"
+    # The TX agent was stopped: its share is gone.
+    code, body = lab.agent_call("h1", "poll", {"run": run["result"]["run"]})
+    assert code == 404, f"expected h1's share stopped and forgotten; got {code} {body}"
+
+
+def test_a_cut_management_link_ends_the_run_and_the_cut_agent_stops_by_itself(lab: Lab) -> None:
+    for n in ("h1", "h2"):
+        lab.start_agent(n)
+    lab.start_controller()
+    a, cfg = config(lab, [("f", "p1", "p2", 0, 5_000)])
+    start(a, cfg)
+    time.sleep(1.5)
+    before = received_before(lab, a)
+    h1 = lab.hosts["h1"]
+    ip("link", "set", h1.mgmt, "down")
+    t = time.monotonic()
+    took = wait_lost(lab, a, t, h1.location)
+    assert took <= 2.0, f"expected h1's ports marked within 2 s; got {took:.2f} s"
+    run = ended_run(lab, timeout=20)
+    assert run["status"] == "agent_lost", f"got {run['status']}: {run['error']}"
+    f = run["result"]["flows"][0]
+    assert f["frames_rx"] >= before and f["tx_final"] is False and f["rx_final"] is True, f"got {f}"
+    # h1 kept sending only until its lease ran out, then stopped by itself.
+    time.sleep(3.5)
+    ip("link", "set", h1.mgmt, "up")
+    time.sleep(0.3)
+    code, body = lab.agent_call("h1", "poll", {"run": run["result"]["run"]})
+    assert code == 200 and body["expired"] is True and body["tx_done"] is True, f"expected h1's share expired and stopped; got {code} {body}"
+
+
+def test_a_wrong_token_or_an_unreachable_agent_refuses_the_config_naming_it(lab: Lab) -> None:
+    lab.start_agent("h1", token="a-different-token-entirely")
+    lab.start_agent("h2")
+    lab.start_controller()
+    a, cfg = config(lab, [("f", "p1", "p2", 10, 100)])
+    with pytest.raises(Exception) as e:
+        a.set_config(cfg)
+    msg = str(e.value)
+    assert lab.hosts["h1"].location in msg and "agent token" in msg and "Fix" in msg, f"got {msg}"
+    cfg.ports[0].location = f"{lab.hosts['h1'].addr}:{free_port()}/gh-d1"
+    with pytest.raises(Exception) as e:
+        a.set_config(cfg)
+    assert "unreachable" in str(e.value) and cfg.ports[0].location.split("/")[0] in str(e.value), f"got {e.value}"
+
+
+def test_a_killed_controller_leaves_its_run_interrupted_and_the_agents_stop_by_themselves(lab: Lab) -> None:
+    for n in ("h1", "h2"):
+        lab.start_agent(n)
+    lab.start_controller()
+    a, cfg = config(lab, [("f", "p1", "p2", 0, 2_000)])
+    start(a, cfg)
+    time.sleep(1.5)
+    rid = lab.runs()[0]["id"]
+    run_key = lab.run(rid)["result"]["checkpoint"]["run"]
+    assert lab.controller is not None
+    lab.controller.kill()
+    lab.controller.wait()
+    time.sleep(3.5)  # the 3 s lease
+    for n in ("h1", "h2"):
+        code, body = lab.agent_call(n, "poll", {"run": run_key})
+        assert code == 200 and body["expired"] is True, f"expected {n}'s share stopped by its lease; got {code} {body}"
+    lab.start_controller()
+    run = lab.run(rid)
+    assert run["status"] == "interrupted", f"expected the run interrupted after the restart; got {run['status']}"
