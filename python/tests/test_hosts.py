@@ -99,15 +99,21 @@ class Lab:
         with urllib.request.urlopen(f"http://127.0.0.1:{self.api_port}/api/runs/{rid}", timeout=5) as r:
             return dict(json.load(r))
 
-    def agent_call(self, name: str, path: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    def agent_call(self, name: str, path: str, body: dict[str, Any], token: str | None = TOKEN,
+                   origin: str | None = None) -> tuple[int, dict[str, Any]]:
         """A direct call to an agent's API, with its token (as a controller would make it)."""
         import ssl
 
         h = self.hosts[name]
         ctx = ssl.create_default_context()
         ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE
+        headers = {"Content-Type": "application/json"}
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        if origin:
+            headers["Origin"] = origin
         req = urllib.request.Request(f"https://{h.location}/gapless/agent/v1/{path}", data=json.dumps(body).encode(),
-                                     headers={"Content-Type": "application/json", "Authorization": f"Bearer {TOKEN}"})
+                                     headers=headers)
         try:
             with urllib.request.urlopen(req, timeout=5, context=ctx) as r:
                 return r.status, dict(json.load(r))
@@ -416,3 +422,26 @@ def test_a_killed_controller_leaves_its_run_interrupted_and_the_agents_stop_by_t
     lab.start_controller()
     run = lab.run(rid)
     assert run["status"] == "interrupted", f"expected the run interrupted after the restart; got {run['status']}"
+
+
+def test_an_agent_refuses_a_start_it_cannot_make_and_guards_its_api(lab: Lab) -> None:
+    lab.start_agent("h1")
+    share = {"version": 1, "run": "direct", "lease_ms": 5000, "rx": [],
+             "tx": [{"port": "p1", "iface": "gh-d1", "netns": None, "flows": ["f"],
+                     "profile": {"seed": 1, "stream": [{"name": "f", "id": 0, "timing": {"rate_pps": 1000, "count": 10},
+                                                        "template": {"l4": "udp"}}]}}]}
+    code, body = lab.agent_call("h1", "prepare", share, token=None)
+    assert code == 401, f"expected a share refused without the token; got {code} {body}"
+    code, body = lab.agent_call("h1", "prepare", share, origin="https://evil.example")
+    assert code == 403, f"expected a web page's request refused; got {code} {body}"
+    code, body = lab.agent_call("h1", "prepare", share)
+    assert code == 200 and body["ready"] is True, f"expected the share prepared; got {code} {body}"
+    code, body = lab.agent_call("h1", "prepare", {**share, "run": "another"})
+    assert code == 409 and "direct" in body["errors"][0], f"expected a second share refused while one runs; got {code} {body}"
+    now = time.time_ns()
+    code, body = lab.agent_call("h1", "start", {"run": "direct", "start_ns": now})
+    assert code == 409 and "cannot make the start" in body["errors"][0], f"expected a start in the past refused; got {code} {body}"
+    code, body = lab.agent_call("h1", "poll", {"run": "direct"})
+    assert code == 200 and body["tx"][0]["done"] is False and body["start_ns"] is None, f"expected nothing started; got {body}"
+    code, body = lab.agent_call("h1", "stop", {"run": "direct"})
+    assert code == 200 and body["tx"][0]["result"]["sent_frames"] == 0, f"expected nothing sent; got {code} {body}"

@@ -180,6 +180,8 @@ pub fn result(r: &ClusterRun, ending: &str) -> Value {
         "spans_hosts": true,
         "run": r.run,
         "t0_unix_ns": r.t0_ns,
+        "setup_to_t0_ns": r.t0_ns - r.asked_ns,
+        "polls": r.polls.load(std::sync::atomic::Ordering::Relaxed),
         "ending": ending,
         "agents": agents,
         "flows": flows,

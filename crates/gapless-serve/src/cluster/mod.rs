@@ -64,6 +64,10 @@ pub struct ClusterRun {
     pub ended: AtomicBool,
     /// `finished`, `stopped`, `agent_lost`, once ended.
     pub ending: Mutex<Option<String>>,
+    /// When the start was asked, ns on this host's clock: T0 − this is the set-up time.
+    pub asked_ns: i64,
+    /// Poll rounds made (each a snapshot of every agent).
+    pub polls: std::sync::atomic::AtomicU64,
     pub plan: Plan,
 }
 
@@ -132,7 +136,8 @@ pub fn start(s: &Shared, c: &Cluster, plan: &Plan, cfg: &Value) -> Result<Arc<Cl
     if c.running() {
         return Err(OtgError::conflict("traffic is running: stop it first"));
     }
-    let run = format!("{:x}", gapless_io::kernel::clock::realtime_ns());
+    let asked_ns = gapless_io::kernel::clock::realtime_ns();
+    let run = format!("{asked_ns:x}");
     let split = shares::split(plan, cfg, &run, LEASE.as_millis() as u64)?;
     let members = prepare_all(c, split)?;
     let r = match start_all(&members) {
@@ -159,6 +164,8 @@ pub fn start(s: &Shared, c: &Cluster, plan: &Plan, cfg: &Value) -> Result<Arc<Cl
         stop: AtomicBool::new(false),
         ended: AtomicBool::new(false),
         ending: Mutex::new(None),
+        asked_ns,
+        polls: 0.into(),
         plan: plan.clone(),
     });
     *c.run.lock().unwrap_or_else(|e| e.into_inner()) = Some(cr.clone());

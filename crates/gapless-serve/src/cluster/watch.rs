@@ -39,6 +39,7 @@ fn watch(s: &Shared, r: &ClusterRun) {
             break "stopped";
         }
         poll_round(r, &mut answered);
+        r.polls.fetch_add(1, Ordering::Relaxed);
         if r.members.iter().any(|m| m.lost.lock().is_ok_and(|l| l.is_some())) {
             break "agent_lost";
         }
