@@ -12,6 +12,7 @@ import signal
 import socket
 import subprocess
 import time
+import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,6 +49,7 @@ class Host:
     mgmt: str  # the root namespace's end of the management veth
     addr: str  # the agent's management address
     otg: int
+    api: int = 0
     proc: subprocess.Popen[str] | None = None
     log: Path | None = None
 
@@ -63,13 +65,15 @@ class Lab:
     controller: subprocess.Popen[str] | None = None
     api_port: int = 0
     otg_port: int = 0
+    grpc_port: int = 0
 
     def start_agent(self, name: str, token: str = TOKEN, shift: int = 0) -> None:
         h = self.hosts[name]
         tf = self.tmp / f"{name}.token"
         tf.write_text(token + "\n")
         h.log = self.tmp / f"{name}.log"
-        args = [cli(), "serve", "--listen", f"{h.addr}:{free_port()}", "--otg-listen", f"{h.addr}:{h.otg}",
+        h.api = free_port()
+        args = [cli(), "serve", "--listen", f"{h.addr}:{h.api}", "--otg-listen", f"{h.addr}:{h.otg}",
                 "--token-file", str(tf), "--db", str(self.tmp / f"{name}.db")]
         if shift:
             args += ["--test-clock-offset-ns", str(shift)]
@@ -81,14 +85,17 @@ class Lab:
         tf.write_text(TOKEN + "\n")
         self.api_port = self.api_port or free_port()
         self.otg_port = self.otg_port or free_port()
+        self.grpc_port = self.grpc_port or free_port()
         log = self.tmp / "controller.log"
         self.controller = subprocess.Popen(
             [cli(), "serve", "--listen", f"127.0.0.1:{self.api_port}", "--otg-listen", f"127.0.0.1:{self.otg_port}",
-             "--agent-token-file", str(tf), "--db", str(self.tmp / "controller.db"), "--otg-grpc-listen", f"127.0.0.1:{free_port()}"],
+             "--agent-token-file", str(tf), "--db", str(self.tmp / "controller.db"), "--otg-grpc-listen", f"127.0.0.1:{self.grpc_port}"],
             stdout=open(log, "a"), stderr=subprocess.STDOUT, text=True)
         wait_listening(self.controller, "127.0.0.1", self.otg_port, log)
 
-    def api(self) -> Any:
+    def api(self, transport: str = "https") -> Any:
+        if transport == "grpc":
+            return snappi.api(location=f"127.0.0.1:{self.grpc_port}", transport="grpc")
         return snappi.api(location=f"https://127.0.0.1:{self.otg_port}", verify=False)
 
     def runs(self) -> list[dict[str, Any]]:
@@ -165,10 +172,10 @@ def lab(tmp_path: Path) -> Iterator[Lab]:
         clean()
 
 
-def config(lab: Lab, flows: list[tuple[str, str, str, int, int]]) -> Any:
+def config(lab: Lab, flows: list[tuple[str, str, str, int, int]], transport: str = "https") -> Any:
     """A config with ports p1 (h1 gh-d1), p2 (h2 gh-d2a), p3 (h3 gh-d3), p4 (h2 gh-d2b) and the
     flows (name, tx, rx, frames, pps)."""
-    a = lab.api()
+    a = lab.api(transport)
     cfg = a.config()
     h = lab.hosts
     for name, host, iface in (("p1", "h1", "gh-d1"), ("p2", "h2", "gh-d2a"), ("p3", "h3", "gh-d3"), ("p4", "h2", "gh-d2b")):
@@ -208,11 +215,12 @@ def ended_run(lab: Lab, timeout: float = 60) -> dict[str, Any]:
         time.sleep(0.2)
 
 
-def test_a_flow_across_hosts_arrives_whole_and_its_latency_carries_a_bound(lab: Lab) -> None:
+@pytest.mark.parametrize("transport", ["https", "grpc"])
+def test_a_flow_across_hosts_arrives_whole_and_its_latency_carries_a_bound(lab: Lab, transport: str) -> None:
     for n in ("h1", "h2"):
         lab.start_agent(n)
     lab.start_controller()
-    a, cfg = config(lab, [("f", "p1", "p2", 10_000, 20_000)])
+    a, cfg = config(lab, [("f", "p1", "p2", 10_000, 20_000)], transport)
     start(a, cfg)
     run = ended_run(lab)
     r = run["result"]
@@ -436,6 +444,15 @@ def test_an_agent_refuses_a_start_it_cannot_make_and_guards_its_api(lab: Lab) ->
     assert code == 403, f"expected a web page's request refused; got {code} {body}"
     code, body = lab.agent_call("h1", "prepare", share)
     assert code == 200 and body["ready"] is True, f"expected the share prepared; got {code} {body}"
+    # The share holds its interface in the agent's job table: a local run cannot take it.
+    h1 = lab.hosts["h1"]
+    run = {"toml": "[[stream]]\nname = 'x'\n[stream.timing]\nrate_pps = 10\ncount = 1\n", "options": {"iface": "gh-d1"}}
+    req = urllib.request.Request(f"http://{h1.addr}:{h1.api}/api/runs", data=json.dumps(run).encode(),
+                                 headers={"Content-Type": "application/json", "Authorization": f"Bearer {TOKEN}"})
+    with pytest.raises(urllib.error.HTTPError) as e:
+        urllib.request.urlopen(req, timeout=10)
+    err = json.load(e.value)
+    assert e.value.code == 409 and "a share of a run across hosts" in err["error"], f"expected the interface busy with the share; got {e.value.code} {err}"
     code, body = lab.agent_call("h1", "prepare", {**share, "run": "another"})
     assert code == 409 and "direct" in body["errors"][0], f"expected a second share refused while one runs; got {code} {body}"
     now = time.time_ns()

@@ -39,6 +39,8 @@ pub enum JobId {
     Experiment(i64),
     /// A calibration being made (numbered from 1 per server; stored once made).
     Calibration(u64),
+    /// This agent's share of a run across hosts (numbered from 1 per server).
+    Share(u64),
 }
 
 impl JobId {
@@ -48,6 +50,7 @@ impl JobId {
             JobId::Run(id) => format!("run-{id}"),
             JobId::Experiment(id) => format!("experiment-{id}"),
             JobId::Calibration(_) => "calibrations".into(),
+            JobId::Share(n) => format!("share-{n}"),
         })
     }
 }
@@ -58,6 +61,7 @@ impl std::fmt::Display for JobId {
             JobId::Run(id) => write!(f, "run {id}"),
             JobId::Experiment(id) => write!(f, "experiment {id}"),
             JobId::Calibration(_) => write!(f, "a calibration"),
+            JobId::Share(_) => write!(f, "a share of a run across hosts"),
         }
     }
 }

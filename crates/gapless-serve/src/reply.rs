@@ -60,7 +60,7 @@ pub fn json_body<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ApiEr
 pub fn started_reply(r: Result<JobId, StartError>) -> Result<Response, ApiError> {
     let id = match r.map_err(start_error)? {
         JobId::Run(id) | JobId::Experiment(id) => id,
-        JobId::Calibration(n) => n as i64,
+        JobId::Calibration(n) | JobId::Share(n) => n as i64,
     };
     Ok((StatusCode::CREATED, Json(json!({ "id": id }))).into_response())
 }
@@ -74,6 +74,7 @@ pub fn start_error(e: StartError) -> ApiError {
                 JobId::Run(id) => body["run"] = json!(id),
                 JobId::Experiment(id) => body["experiment"] = json!(id),
                 JobId::Calibration(_) => body["calibration"] = json!(true),
+                JobId::Share(_) => body["share"] = json!(true),
             }
             ApiError(StatusCode::CONFLICT, body)
         }

@@ -71,7 +71,7 @@ pub fn start_pausable(
     let pauser = pauser.get().cloned();
     match id {
         JobId::Run(id) | JobId::Experiment(id) => Ok((id, pauser)),
-        JobId::Calibration(n) => Ok((n as i64, pauser)),
+        JobId::Calibration(n) | JobId::Share(n) => Ok((n as i64, pauser)),
     }
 }
 

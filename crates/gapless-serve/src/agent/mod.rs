@@ -151,7 +151,10 @@ pub async fn prepare(State(s): State<Shared>, b: Bytes) -> Result<Json<Value>, R
             )));
         }
         let t = std::time::Instant::now();
-        let r = share::prepare(&share, s2.clock_offset_ns)?;
+        let cell = claim(&s2, &share)?;
+        let r = share::prepare(&share, s2.clock_offset_ns);
+        let _ = cell.set(r.as_ref().ok().cloned());
+        let r = r?;
         s2.shares.lock().push(r.clone());
         Ok((r, t.elapsed()))
     })
@@ -160,6 +163,50 @@ pub async fn prepare(State(s): State<Shared>, b: Bytes) -> Result<Json<Value>, R
     Ok(Json(
         json!({ "version": 1, "run": r.0.run, "ready": true, "setup_ns": r.1.as_nanos() as u64 }),
     ))
+}
+
+/// What the job holding a share's interfaces waits for: the share once prepared (None when
+/// it failed).
+type ShareCell = Arc<std::sync::OnceLock<Option<Arc<share::Running>>>>;
+
+/// Claims the share's interfaces in the job table, so a local run cannot take them (and the
+/// share cannot take a local run's); the job lasts as long as the share.
+fn claim(s: &Shared, share: &gapless_otg::shares::Share) -> Result<ShareCell, OtgError> {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    let cell: ShareCell = Arc::default();
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (c, flag) = (cell.clone(), stop.clone());
+    let id = crate::jobs::JobId::Share(NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
+    let body: crate::jobs::Body = Box::new(move |_| hold(&c, &flag));
+    s.jobs
+        .start(share::interfaces(share), stop, move || Ok((id, body)))
+        .map(|_| cell)
+        .map_err(|e| match e {
+            crate::jobs::StartError::Busy { iface, holder } => OtgError::conflict(format!(
+                "{iface} is busy with {holder} on this agent. Fix: stop it, or wait for it to end"
+            )),
+            other => OtgError::internal(format!("{other:?}")),
+        })
+}
+
+/// The job's thread: until the share ends, or the job is stopped (the server is going
+/// down), which stops the share.
+fn hold(cell: &ShareCell, stop: &std::sync::atomic::AtomicBool) {
+    use std::sync::atomic::Ordering::{Acquire, Relaxed};
+    let r = loop {
+        match cell.get() {
+            Some(r) => break r.clone(),
+            None => std::thread::sleep(Duration::from_millis(5)),
+        }
+    };
+    let Some(r) = r else { return };
+    while !r.ended.load(Acquire) {
+        if stop.load(Relaxed) {
+            r.stop_all();
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }
 
 /// Stops the share by itself when its lease runs out; ends when the share is forgotten.

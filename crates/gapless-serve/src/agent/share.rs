@@ -56,6 +56,8 @@ pub struct Running {
     pub expired: AtomicBool,
     /// The test shift of this agent's clock, ns.
     shift_ns: i64,
+    /// Stopped and joined.
+    pub ended: AtomicBool,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -83,6 +85,7 @@ pub fn prepare(share: &Share, shift_ns: i64) -> Result<Arc<Running>, OtgError> {
         start_ns: 0.into(),
         expired: AtomicBool::new(false),
         shift_ns,
+        ended: AtomicBool::new(false),
     };
     let started = (|| {
         for s in &share.rx {
@@ -98,6 +101,19 @@ pub fn prepare(share: &Share, shift_ns: i64) -> Result<Arc<Running>, OtgError> {
         return Err(e);
     }
     Ok(Arc::new(r))
+}
+
+/// The interfaces a share sends and meters on, as the job table names them.
+pub fn interfaces(share: &Share) -> Vec<String> {
+    let tx = share.tx.iter().map(|t| (&t.netns, &t.iface));
+    let rx = share.rx.iter().map(|r| (&r.netns, &r.iface));
+    let mut v: Vec<String> = tx
+        .chain(rx)
+        .map(|(ns, i)| crate::jobs::iface_key(ns.as_deref(), i))
+        .collect();
+    v.sort();
+    v.dedup();
+    v
 }
 
 fn start_meter(s: &RxShare) -> Result<RxPort, OtgError> {
@@ -274,6 +290,7 @@ impl Running {
         for m in &self.rx {
             let _ = m.finish();
         }
+        self.ended.store(true, Ordering::Release);
     }
 
     /// The share's state: each TX port's live counts or its result, each RX port's live
