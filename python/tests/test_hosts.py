@@ -340,21 +340,31 @@ def wait_lost(lab: Lab, a: Any, t_fault: float, agent: str) -> float:
         time.sleep(0.05)
 
 
-def received_before(lab: Lab, a: Any) -> int:
-    req = a.metrics_request()
-    req.flow.flow_names = []
-    return int(a.get_metrics(req).flow_metrics[0].frames_rx)
-
-
-def test_a_killed_rx_agent_ends_the_run_agent_lost_keeping_every_count(lab: Lab) -> None:
+def flowing(lab: Lab) -> tuple[Any, int]:
+    """Agents on h1 and h2, a continuous flow h1→h2 going for 1.5 s: the API and the frames
+    received so far. A change of the running flow's rate is refused with its fix."""
     for n in ("h1", "h2"):
         lab.start_agent(n)
     lab.start_controller()
     a, cfg = config(lab, [("f", "p1", "p2", 0, 5_000)])
     start(a, cfg)
     time.sleep(1.5)
-    before = received_before(lab, a)
+    req = a.metrics_request()
+    req.flow.flow_names = []
+    before = int(a.get_metrics(req).flow_metrics[0].frames_rx)
     assert before > 0, "expected frames received before the fault"
+    cu = a.config_update()
+    cu.flows.property_names = ["rate"]
+    cfg.flows[0].rate.pps = 1_000
+    cu.flows.flows.append(cfg.flows[0])
+    with pytest.raises(Exception) as e:
+        a.update_config(cu)
+    assert "across hosts" in str(e.value) and "Fix" in str(e.value), f"expected a rate change refused while the run goes on; got {e.value}"
+    return a, before
+
+
+def test_a_killed_rx_agent_ends_the_run_agent_lost_keeping_every_count(lab: Lab) -> None:
+    a, before = flowing(lab)
     h2 = lab.hosts["h2"]
     assert h2.proc is not None
     subprocess.run(["pkill", "-9", "-f", "--", f"--otg-listen {h2.addr}:{h2.otg}"], check=True)
@@ -372,13 +382,7 @@ def test_a_killed_rx_agent_ends_the_run_agent_lost_keeping_every_count(lab: Lab)
 
 
 def test_a_cut_management_link_ends_the_run_and_the_cut_agent_stops_by_itself(lab: Lab) -> None:
-    for n in ("h1", "h2"):
-        lab.start_agent(n)
-    lab.start_controller()
-    a, cfg = config(lab, [("f", "p1", "p2", 0, 5_000)])
-    start(a, cfg)
-    time.sleep(1.5)
-    before = received_before(lab, a)
+    a, before = flowing(lab)
     h1 = lab.hosts["h1"]
     ip("link", "set", h1.mgmt, "down")
     t = time.monotonic()

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context, Result};
-use gapless_core::timing::clocks::{estimate, ClockState, Exchange, Offset};
+use gapless_core::timing::clocks::{estimate, exchange, ClockState, Exchange, Offset};
 use gapless_io::kernel::clock;
 use serde_json::{json, Value};
 
@@ -99,20 +99,11 @@ fn call(agent: &ureq::Agent, a: &ClockArgs, token: Option<&str>, path: &str, pos
 
 /// `n` exchanges with the other server's clock.
 fn exchanges(agent: &ureq::Agent, a: &ClockArgs, token: Option<&str>) -> Result<Vec<Exchange>> {
-    let mut xs = Vec::with_capacity(a.exchanges);
-    for _ in 0..a.exchanges {
-        let t1 = clock::realtime_ns();
+    exchange(a.exchanges, clock::realtime_ns, || {
         let v = call(agent, a, token, "/gapless/agent/v1/time", true)?;
-        let t4 = clock::realtime_ns();
         let t = |k: &str| v[k].as_i64().ok_or_else(|| anyhow!("the time reply has no {k}: {v}"));
-        xs.push(Exchange {
-            t1,
-            t2: t("t2")?,
-            t3: t("t3")?,
-            t4,
-        });
-    }
-    Ok(xs)
+        Ok((t("t2")?, t("t3")?))
+    })
 }
 
 pub fn cmd_clock(a: ClockArgs) -> Result<i32> {

@@ -42,6 +42,22 @@ pub struct Offset {
     pub exchanges: usize,
 }
 
+/// Makes `n` exchanges: `now` reads this host's clock (ns), `ask` makes one round trip and
+/// returns the other host's `t2` and `t3`; the first error ends it.
+pub fn exchange<E>(
+    n: usize,
+    now: impl Fn() -> i64,
+    mut ask: impl FnMut() -> Result<(i64, i64), E>,
+) -> Result<Vec<Exchange>, E> {
+    (0..n)
+        .map(|_| {
+            let t1 = now();
+            let (t2, t3) = ask()?;
+            Ok(Exchange { t1, t2, t3, t4: now() })
+        })
+        .collect()
+}
+
 /// The offset from the exchange with the shortest round trip (the one least delayed by
 /// queues and stalls, so the tightest bound). `None` without a usable exchange (a round
 /// trip below zero means a clock stepped during it).

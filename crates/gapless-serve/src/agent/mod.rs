@@ -100,8 +100,10 @@ pub async fn clock(State(s): State<Shared>) -> Result<Json<Value>, (StatusCode, 
     })))
 }
 
-/// `POST /gapless/agent/v1/time`.
-pub async fn time(State(s): State<Shared>) -> Json<Value> {
+/// `POST /gapless/agent/v1/time`. The body (`{}`) is read before `t2`: a reply sent before
+/// the body has arrived would make the server close the connection (it cannot be reused with
+/// unread bytes in it), and the client's next exchange on it would fail.
+pub async fn time(State(s): State<Shared>, _body: Bytes) -> Json<Value> {
     let t2 = gapless_io::kernel::clock::realtime_ns() + s.clock_offset_ns;
     let t3 = gapless_io::kernel::clock::realtime_ns() + s.clock_offset_ns;
     Json(json!({ "version": 1, "t2": t2, "t3": t3 }))

@@ -9,7 +9,7 @@ use std::net::{TcpStream, ToSocketAddrs};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use gapless_core::timing::clocks::{estimate, ClockState, Exchange, Offset};
+use gapless_core::timing::clocks::{estimate, exchange, ClockState, Offset};
 use ring::rand::SecureRandom;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
@@ -207,19 +207,11 @@ impl Agent {
 
     /// The agent's clock offset (its clock minus this host's) from `n` exchanges.
     pub fn offset(&self, n: usize) -> Result<Offset, String> {
-        let mut xs = Vec::with_capacity(n);
-        for _ in 0..n {
-            let t1 = gapless_io::kernel::clock::realtime_ns();
+        let xs = exchange(n, gapless_io::kernel::clock::realtime_ns, || {
             let v = self.post("time", &serde_json::json!({}))?;
-            let t4 = gapless_io::kernel::clock::realtime_ns();
             let t = |k: &str| v[k].as_i64().ok_or_else(|| format!("its time reply has no {k}"));
-            xs.push(Exchange {
-                t1,
-                t2: t("t2")?,
-                t3: t("t3")?,
-                t4,
-            });
-        }
+            Ok::<_, String>((t("t2")?, t("t3")?))
+        })?;
         estimate(&xs).ok_or_else(|| "no usable clock exchange (a clock stepped during each)".into())
     }
 }

@@ -129,6 +129,11 @@ fn update_config_now(s: &Shared, req: &Value) -> Result<Value, OtgError> {
         .raw
         .as_ref()
         .ok_or_else(|| OtgError::invalid("no config: set one first"))?;
+    if st.cluster.as_ref().is_some_and(|c| c.running()) {
+        return Err(OtgError::conflict(
+            "a run across hosts is going on: its flows cannot change while it runs. Fix: stop its traffic, update, and start it again",
+        ));
+    }
     let u = gapless_otg::update::update(raw, req)?;
     let plan = config::plan(&u.config).map_err(OtgError::from)?;
     runs::check(&plan)?;
