@@ -59,8 +59,8 @@ pub struct ServeConfig {
     pub allow_hosts: Vec<String>,
     /// Requests per second per client and open event streams.
     pub limits: limits::LimitsConfig,
-    /// A test option: the agent API's clock readings are shifted by this many ns (see
-    /// [`agent`]); 0 outside tests.
+    /// A test option: the agent API's clock readings, and the start of its shares, are
+    /// shifted by this many ns (see [`agent`]); 0 outside tests.
     pub clock_offset_ns: i64,
     /// The token this server, as the controller of a run across hosts, gives its agents
     /// (`--agent-token-file`); None: it drives no agents.

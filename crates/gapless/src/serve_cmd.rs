@@ -57,8 +57,9 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = 256, value_name = "N")]
     max_event_streams: usize,
     /// For tests on one machine, whose network namespaces share one clock: shift the agent
-    /// API's clock readings (/gapless/agent/v1/time) by N ns, as if this host's clock were
-    /// N ns ahead. Changes nothing else.
+    /// API's clock readings (/gapless/agent/v1/time) and the start of its shares of runs
+    /// across hosts by N ns, as if this host's clock were N ns ahead. Frames' stamps are
+    /// not shifted.
     #[arg(long, default_value_t = 0, value_name = "N", allow_hyphen_values = true)]
     test_clock_offset_ns: i64,
     /// A file whose first line is the token of the gapless agents this server drives as the

@@ -23,9 +23,10 @@
 //! itself; its poll then says `expired`.
 //!
 //! The OTG listener's guard applies (Host, Origin, JSON content type, the token off
-//! loopback). `gapless serve --test-clock-offset-ns N` shifts the readings here by N ns, so
-//! that tests on one machine (whose namespaces share one clock) can give an agent a clock
-//! of its own; it changes nothing else.
+//! loopback). `gapless serve --test-clock-offset-ns N` shifts the readings here, and the
+//! clock a share's start is waited for on, by N ns, so that tests on one machine (whose
+//! namespaces share one clock) can give an agent a clock of its own; frames' stamps are the
+//! kernel's and are not shifted.
 
 pub mod share;
 pub mod trust;
