@@ -335,7 +335,14 @@ def wait_lost(lab: Lab, a: Any, t_fault: float, agent: str) -> float:
         with urllib.request.urlopen(rq, timeout=5, context=ctx) as resp:
             m = json.load(resp)["flow_metrics"][0]
         if any(agent in x for x in m["x_gapless"]["agent_lost"]):
-            return time.monotonic() - t_fault
+            took = time.monotonic() - t_fault
+            # Its ports are down in the port metrics, with why.
+            pm = a.metrics_request()
+            pm.port.port_names = []
+            down = [p.name for p in a.get_metrics(pm).port_metrics if p.link == "down"]
+            mine = {"h1": ["p1"], "h2": ["p2"]}[next(n for n, h in lab.hosts.items() if h.location == agent)]
+            assert down == mine, f"expected {agent}'s ports {mine} down; got {down}"
+            return took
         assert time.monotonic() - t_fault < 10, f"expected {agent} marked lost; got {m['x_gapless']}"
         time.sleep(0.05)
 
@@ -416,12 +423,7 @@ def test_a_wrong_token_or_an_unreachable_agent_refuses_the_config_naming_it(lab:
 
 
 def test_a_killed_controller_leaves_its_run_interrupted_and_the_agents_stop_by_themselves(lab: Lab) -> None:
-    for n in ("h1", "h2"):
-        lab.start_agent(n)
-    lab.start_controller()
-    a, cfg = config(lab, [("f", "p1", "p2", 0, 2_000)])
-    start(a, cfg)
-    time.sleep(1.5)
+    flowing(lab)
     rid = lab.runs()[0]["id"]
     run_key = lab.run(rid)["result"]["checkpoint"]["run"]
     assert lab.controller is not None

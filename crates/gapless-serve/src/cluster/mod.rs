@@ -88,6 +88,25 @@ impl Cluster {
         }
     }
 
+    /// The ports of the agents the current run lost, each with why.
+    pub fn lost_ports(&self) -> Vec<(String, String)> {
+        let Some(r) = self.current() else { return Vec::new() };
+        let mut out = Vec::new();
+        for m in &r.members {
+            let Some(why) = m.lost.lock().ok().and_then(|l| l.clone()) else {
+                continue;
+            };
+            let ports = m
+                .share
+                .tx
+                .iter()
+                .map(|t| &t.port)
+                .chain(m.share.rx.iter().map(|x| &x.port));
+            out.extend(ports.map(|p| (p.clone(), format!("agent {}: {why}", m.agent.addr))));
+        }
+        out
+    }
+
     /// Every flow's figures: the run's merged counts, or zeros before any run.
     pub fn figures(&self, plan: &Plan) -> Vec<gapless_otg::metrics::FlowFigures> {
         match self.current() {

@@ -35,6 +35,7 @@ pub(crate) fn metrics_for(s: &Shared, req: &Value) -> Result<Value, OtgError> {
         Metrics::Port(names) => {
             let mut ports = port_metrics(&plan_of(s)?, &figures(s, &[])?, &names)?;
             with_captures(s, &mut ports);
+            with_lost_agents(s, &mut ports);
             Ok(json!({ "choice": "port_metrics", "port_metrics": ports, "warnings": [] }))
         }
     }
@@ -73,6 +74,17 @@ fn ended(s: &Shared, id: i64, idx: usize, name: &str) -> Flow {
     match row.and_then(|r| r.result) {
         Some(result) => from_result(&result, id, idx, name),
         None => Flow::default(),
+    }
+}
+
+/// A run across hosts: the ports of a lost agent are down, with why (`x_gapless`).
+fn with_lost_agents(s: &Shared, ports: &mut [Value]) {
+    let Some(c) = otg(s).cluster.clone() else { return };
+    for (port, why) in c.lost_ports() {
+        if let Some(p) = ports.iter_mut().find(|p| p["name"] == port.as_str()) {
+            p["link"] = json!("down");
+            p["x_gapless"] = json!({ "agent_lost": why });
+        }
     }
 }
 
