@@ -23,8 +23,7 @@ from tempfile import TemporaryDirectory
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "python" / "tests"))
-from test_hosts import Host, Lab, ended_run, ip, start  # noqa: E402
-from conftest import free_port  # noqa: E402
+from test_hosts import Lab, add_host, ended_run, ip, start  # noqa: E402
 
 NS = [f"bh-h{k}" for k in range(1, 5)]
 
@@ -33,14 +32,7 @@ def topology(lab: Lab) -> None:
     for k, ns in enumerate(NS, 1):
         subprocess.run(["ip", "netns", "del", ns], capture_output=True)
         subprocess.run(["ip", "link", "del", f"bh-m{k}"], capture_output=True)
-        ip("netns", "add", ns)
-        ip("link", "add", f"bh-m{k}", "type", "veth", "peer", "name", "mgmt", "netns", ns)
-        ip("addr", "add", f"198.18.11{k}.1/30", "dev", f"bh-m{k}")
-        ip("link", "set", f"bh-m{k}", "up")
-        ip("-n", ns, "addr", "add", f"198.18.11{k}.2/30", "dev", "mgmt")
-        for d in ("mgmt", "lo"):
-            ip("-n", ns, "link", "set", d, "up")
-        lab.hosts[f"h{k}"] = Host(ns, f"bh-m{k}", f"198.18.11{k}.2", free_port())
+        add_host(lab, f"h{k}", ns, f"bh-m{k}", f"198.18.11{k}")
     ip("-n", NS[0], "link", "add", "loop-a", "type", "veth", "peer", "name", "loop-b")
     for d in ("loop-a", "loop-b"):
         ip("-n", NS[0], "link", "set", d, "up")

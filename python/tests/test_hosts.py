@@ -128,6 +128,19 @@ class Lab:
             return e.code, dict(json.load(e))
 
 
+def add_host(lab: Lab, name: str, ns: str, mgmt: str, subnet: str) -> None:
+    """Namespace `ns` as host `name`: a management veth `mgmt` here (SUBNET.1/30) to its
+    `mgmt` (SUBNET.2), where its agent will listen."""
+    ip("netns", "add", ns)
+    ip("link", "add", mgmt, "type", "veth", "peer", "name", "mgmt", "netns", ns)
+    ip("addr", "add", f"{subnet}.1/30", "dev", mgmt)
+    ip("link", "set", mgmt, "up")
+    ip("-n", ns, "addr", "add", f"{subnet}.2/30", "dev", "mgmt")
+    for dev in ("mgmt", "lo"):
+        ip("-n", ns, "link", "set", dev, "up")
+    lab.hosts[name] = Host(ns, mgmt, f"{subnet}.2", free_port())
+
+
 @pytest.fixture()
 def lab(tmp_path: Path) -> Iterator[Lab]:
     """h1, h2, h3 with management veths gh-mK (198.18.10K.1/30 here, .2 in hK) and data veths
@@ -144,15 +157,7 @@ def lab(tmp_path: Path) -> Iterator[Lab]:
     clean()
     try:
         for n, k in names.items():
-            ns = f"gh-{n}"
-            ip("netns", "add", ns)
-            ip("link", "add", f"gh-m{k}", "type", "veth", "peer", "name", "mgmt", "netns", ns)
-            ip("addr", "add", f"198.18.10{k}.1/30", "dev", f"gh-m{k}")
-            ip("link", "set", f"gh-m{k}", "up")
-            ip("-n", ns, "addr", "add", f"198.18.10{k}.2/30", "dev", "mgmt")
-            for dev in ("mgmt", "lo"):
-                ip("-n", ns, "link", "set", dev, "up")
-            lab.hosts[n] = Host(ns, f"gh-m{k}", f"198.18.10{k}.2", free_port())
+            add_host(lab, n, f"gh-{n}", f"gh-m{k}", f"198.18.10{k}")
         for a, b, peer in (("h1", "gh-d1", "gh-d2a"), ("h3", "gh-d3", "gh-d2b")):
             ip("-n", f"gh-{a}", "link", "add", b, "type", "veth", "peer", "name", peer, "netns", "gh-h2")
             ip("-n", f"gh-{a}", "link", "set", b, "up")

@@ -11,8 +11,6 @@ use std::sync::{Arc, Mutex};
 use serde_json::Value;
 use tokio::sync::broadcast;
 
-use crate::db::Db;
-
 /// An event of a job: `snapshot` or `trial` while it goes on, then `end` (`{status, error}`).
 /// Serialized once when sent: every subscriber and poller shares the value and its text.
 #[derive(Clone)]
@@ -249,6 +247,7 @@ impl Jobs {
     }
 }
 
-pub(crate) fn lock(db: &Mutex<Db>) -> std::sync::MutexGuard<'_, Db> {
-    db.lock().unwrap_or_else(|e| e.into_inner())
+/// A mutex's guard, poisoned or not: a panicked holder's value is still the best there is.
+pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }

@@ -272,8 +272,8 @@ pub async fn serve(
     }
     let s = state.clone();
     let _ = tokio::task::spawn_blocking(move || {
+        // Agents' shares are jobs too: stopping them stops the shares.
         s.jobs.stop_all();
-        s.shares.stop_all();
         // The OTG devices' interfaces go with the server.
         *otg::otg(&s) = otg::OtgState::default();
     })

@@ -63,7 +63,7 @@ pub struct Shares(std::sync::Mutex<Vec<Arc<share::Running>>>);
 
 impl Shares {
     fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Arc<share::Running>>> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner())
+        crate::jobs::lock(&self.0)
     }
 
     fn find(&self, run: &str) -> Result<Arc<share::Running>, OtgError> {
@@ -72,14 +72,6 @@ impl Shares {
             .find(|r| r.run == run)
             .cloned()
             .ok_or_else(|| OtgError::not_found(format!("run {run:?}: this agent has no share of it (never prepared, stopped, or its lease ran out and it was stopped)")))
-    }
-
-    /// Stops every share (the server is going down).
-    pub fn stop_all(&self) {
-        let all: Vec<_> = self.lock().drain(..).collect();
-        for r in all {
-            r.stop_all();
-        }
     }
 }
 

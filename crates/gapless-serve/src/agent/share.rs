@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use crate::jobs::lock;
 use gapless_engine::live::RxLive;
 use gapless_engine::request::MeasureRequest;
 use gapless_engine::run::StartGate;
@@ -58,10 +59,6 @@ pub struct Running {
     shift_ns: i64,
     /// Stopped and joined.
     pub ended: AtomicBool,
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Prepares a share: its meters open and metering, its send loops ready at the gate. On any

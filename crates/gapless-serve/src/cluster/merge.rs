@@ -24,21 +24,13 @@ fn rx_of<'a>(r: &'a ClusterRun, port: &str) -> Option<(&'a Member, usize)> {
         .find_map(|m| m.share.rx.iter().position(|t| t.port == port).map(|k| (m, k)))
 }
 
-fn last(m: &Member) -> Value {
-    m.last.lock().map(|v| v.clone()).unwrap_or(Value::Null)
-}
-
-fn lost(m: &Member) -> Option<String> {
-    m.lost.lock().ok().and_then(|l| l.clone())
-}
-
 /// One flow, merged: (its JSON for the result, its OTG figures).
 fn flow(r: &ClusterRun, name: &str, tx_port: &str, rx_port: &str, running: bool) -> (Value, Flow) {
     let tx = tx_of(r, tx_port).map(|(m, k)| {
         let j = m.share.tx[k].flows.iter().position(|f| f == name).unwrap_or(0);
-        (m, last(m)["tx"][k].clone(), j)
+        (m, m.said()["tx"][k].clone(), j)
     });
-    let rx = rx_of(r, rx_port).map(|(m, k)| (m, last(m)["rx"][k].clone()));
+    let rx = rx_of(r, rx_port).map(|(m, k)| (m, m.said()["rx"][k].clone()));
     let mut f = Flow {
         started: running,
         ..Flow::default()
@@ -96,14 +88,14 @@ fn flow(r: &ClusterRun, name: &str, tx_port: &str, rx_port: &str, running: bool)
     let lost_agents: Vec<String> = [tx.as_ref().map(|t| t.0), rx.as_ref().map(|x| x.0)]
         .into_iter()
         .flatten()
-        .filter_map(|m| lost(m).map(|w| format!("{}: {w}", m.agent.addr)))
+        .filter_map(|m| m.lost_why().map(|w| format!("{}: {w}", m.agent.addr)))
         .collect();
     f.extra = json!({ "lost": seq["lost"], "reordered": seq["reordered"], "duplicated": seq["duplicated"],
                       "agents": agents, "latency_bound": bound, "agent_lost": lost_agents,
                       "latency_percentiles_ns": latency["percentiles_ns"] });
     // A lost agent's counts are the last it reported: the sender may have sent more, the
     // meter may have received more.
-    let fin = |side: Option<&Member>, done: bool| side.is_some_and(|m| lost(m).is_none()) && done;
+    let fin = |side: Option<&Member>, done: bool| side.is_some_and(|m| m.lost_why().is_none()) && done;
     let tx_final = fin(
         tx.as_ref().map(|t| t.0),
         tx.as_ref().is_some_and(|t| t.1["done"] == true),
@@ -191,14 +183,14 @@ pub fn result(r: &ClusterRun, ending: &str) -> Value {
             "latency": if doubts.is_empty() { json!("trusted") } else { json!("NOT trusted") },
             "latency_doubts": doubts,
             "max_start_skew_ns": skews.iter().map(|s| s.abs()).max(),
-            "agents_lost": r.members.iter().filter_map(|m| lost(m).map(|w| json!({ "agent": m.agent.addr, "why": w }))).collect::<Vec<_>>(),
+            "agents_lost": r.members.iter().filter_map(|m| m.lost_why().map(|w| json!({ "agent": m.agent.addr, "why": w }))).collect::<Vec<_>>(),
         },
     })
 }
 
 fn agent(r: &ClusterRun, m: &Member) -> Value {
-    let l = last(m);
-    let skews: Vec<Value> = l["tx"]
+    let moved = super::translated(&r.members);
+    let skews: Vec<Value> = m.said()["tx"]
         .as_array()
         .map(|a| {
             a.iter()
@@ -213,14 +205,14 @@ fn agent(r: &ClusterRun, m: &Member) -> Value {
         "clock": m.clock,
         "clock_untrusted": m.clock.untrusted(),
         "offset": m.offset,
-        "start_ns": r.t0_ns + if super::translated(&r.members) { m.offset.offset_ns } else { 0 },
-        "start_from": if super::translated(&r.members) {
+        "start_ns": m.start_ns(r.t0_ns, moved),
+        "start_from": if moved {
             "T0 moved by its measured offset (a clock is not synchronised)"
         } else {
             "T0 on its own synchronised clock"
         },
         "start_skew_ns": skews,
-        "lost": lost(m),
+        "lost": m.lost_why(),
     })
 }
 
@@ -272,7 +264,7 @@ pub fn lost_text(r: &ClusterRun) -> String {
     let lost: Vec<String> = r
         .members
         .iter()
-        .filter_map(|m| lost(m).map(|w| format!("agent {}: {w}", m.agent.addr)))
+        .filter_map(|m| m.lost_why().map(|w| format!("agent {}: {w}", m.agent.addr)))
         .collect();
     format!(
         "{}. Every count received before is kept. Fix: check the agent and its management link, then start again",

@@ -54,6 +54,28 @@ pub struct Member {
     pub lost: Mutex<Option<String>>,
 }
 
+impl Member {
+    /// What it said last.
+    pub fn said(&self) -> std::sync::MutexGuard<'_, Value> {
+        lock(&self.last)
+    }
+
+    /// Why it was lost, if it was.
+    pub fn lost_why(&self) -> Option<String> {
+        lock(&self.lost).clone()
+    }
+
+    /// Its start on its own clock: T0, moved by its measured offset when `moved`
+    /// ([`translated`]).
+    pub fn start_ns(&self, t0: i64, moved: bool) -> i64 {
+        t0 + if moved { self.offset.offset_ns } else { 0 }
+    }
+
+    pub fn set_lost(&self, why: String) {
+        *lock(&self.lost) = Some(why);
+    }
+}
+
 /// A run across hosts going on (or ended).
 pub struct ClusterRun {
     pub id: i64,
@@ -78,7 +100,7 @@ impl Cluster {
     }
 
     fn current(&self) -> Option<Arc<ClusterRun>> {
-        self.run.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        lock(&self.run).clone()
     }
 
     /// Asks the run going on to stop.
@@ -93,7 +115,7 @@ impl Cluster {
         let Some(r) = self.current() else { return Vec::new() };
         let mut out = Vec::new();
         for m in &r.members {
-            let Some(why) = m.lost.lock().ok().and_then(|l| l.clone()) else {
+            let Some(why) = m.lost_why() else {
                 continue;
             };
             let ports = m
@@ -187,7 +209,7 @@ pub fn start(s: &Shared, c: &Cluster, plan: &Plan, cfg: &Value) -> Result<Arc<Cl
         polls: 0.into(),
         plan: plan.clone(),
     });
-    *c.run.lock().unwrap_or_else(|e| e.into_inner()) = Some(cr.clone());
+    *lock(&c.run) = Some(cr.clone());
     watch::spawn(s.clone(), cr.clone());
     Ok(cr)
 }
@@ -254,7 +276,7 @@ fn start_all(members: &[Member]) -> Result<i64, OtgError> {
         let hs: Vec<_> = members
             .iter()
             .map(|m| {
-                let at = t0 + if moved { m.offset.offset_ns } else { 0 };
+                let at = m.start_ns(t0, moved);
                 sc.spawn(move || m.agent.post("start", &json!({ "run": m.share.run, "start_ns": at })))
             })
             .collect();
@@ -268,15 +290,17 @@ fn start_all(members: &[Member]) -> Result<i64, OtgError> {
     Ok(t0)
 }
 
-/// Stops every member's share; each answer becomes its last state.
-fn stop_members(members: &[Member]) {
+/// Stops every member's share, all at once; each answer becomes its last state, and one
+/// that does not answer is lost.
+fn stop_members<'a>(members: impl IntoIterator<Item = &'a Member>) {
     std::thread::scope(|sc| {
         for m in members {
-            sc.spawn(move || {
-                if let Ok(v) = m.agent.post_slow("stop", &json!({ "run": m.share.run })) {
-                    *m.last.lock().unwrap_or_else(|e| e.into_inner()) = v;
-                }
-            });
+            sc.spawn(
+                move || match m.agent.post_slow("stop", &json!({ "run": m.share.run })) {
+                    Ok(v) => *m.said() = v,
+                    Err(why) => m.set_lost(format!("it did not answer the stop: {why}")),
+                },
+            );
         }
     });
 }

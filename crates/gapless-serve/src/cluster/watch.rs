@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use super::{merge, ClusterRun, Member, LOST_AFTER, POLL_EVERY};
+use super::{merge, stop_members, ClusterRun, LOST_AFTER, POLL_EVERY};
 use crate::db::Jobs as Table;
 use crate::jobs::lock;
 use crate::Shared;
@@ -25,10 +25,6 @@ pub fn spawn(s: Shared, r: Arc<ClusterRun>) {
         .spawn(move || watch(&s, &r));
 }
 
-fn last(m: &Member) -> std::sync::MutexGuard<'_, Value> {
-    m.last.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 fn watch(s: &Shared, r: &ClusterRun) {
     let mut answered = vec![Instant::now(); r.members.len()];
     let mut saved = Instant::now();
@@ -40,10 +36,10 @@ fn watch(s: &Shared, r: &ClusterRun) {
         }
         poll_round(r, &mut answered);
         r.polls.fetch_add(1, Ordering::Relaxed);
-        if r.members.iter().any(|m| m.lost.lock().is_ok_and(|l| l.is_some())) {
+        if r.members.iter().any(|m| m.lost_why().is_some()) {
             break "agent_lost";
         }
-        if r.members.iter().all(|m| last(m)["tx_done"] == true)
+        if r.members.iter().all(|m| m.said()["tx_done"] == true)
             && done_at.get_or_insert_with(Instant::now).elapsed() >= LINGER
         {
             break "finished";
@@ -54,30 +50,13 @@ fn watch(s: &Shared, r: &ClusterRun) {
             let _ = lock(&s.db).checkpoint(Table::Runs, r.id, &so_far);
         }
     };
-    let alive: Vec<&Member> = r
-        .members
-        .iter()
-        .filter(|m| m.lost.lock().is_ok_and(|l| l.is_none()))
-        .collect();
-    std::thread::scope(|sc| {
-        for m in alive {
-            sc.spawn(
-                move || match m.agent.post_slow("stop", &json!({ "run": m.share.run })) {
-                    Ok(v) => *last(m) = v,
-                    Err(why) => {
-                        *m.lost.lock().unwrap_or_else(|e| e.into_inner()) =
-                            Some(format!("it did not answer the stop: {why}"))
-                    }
-                },
-            );
-        }
-    });
-    let lost = r.members.iter().any(|m| m.lost.lock().is_ok_and(|l| l.is_some()));
+    stop_members(r.members.iter().filter(|m| m.lost_why().is_none()));
+    let lost = r.members.iter().any(|m| m.lost_why().is_some());
     let ending = if lost { "agent_lost" } else { ending };
     let result = merge::result(r, ending);
     let error = lost.then(|| merge::lost_text(r));
     let _ = lock(&s.db).end(Table::Runs, r.id, ending, Some(&result), error.as_deref());
-    *r.ending.lock().unwrap_or_else(|e| e.into_inner()) = Some(ending.to_string());
+    *lock(&r.ending) = Some(ending.to_string());
     r.ended.store(true, Ordering::Release);
 }
 
@@ -98,15 +77,15 @@ fn poll_round(r: &ClusterRun, answered: &mut [Instant]) {
         let lost = match got {
             Ok(v) if v["expired"] == true => Some("its lease ran out: it stopped by itself".to_string()),
             Ok(v) => {
-                *last(m) = v;
+                *m.said() = v;
                 *at = Instant::now();
                 None
             }
             Err(why) if at.elapsed() > LOST_AFTER => Some(format!("silent for {} ms: {why}", at.elapsed().as_millis())),
             Err(_) => None,
         };
-        if lost.is_some() {
-            *m.lost.lock().unwrap_or_else(|e| e.into_inner()) = lost;
+        if let Some(why) = lost {
+            m.set_lost(why);
         }
     }
 }
