@@ -19,12 +19,9 @@ use crate::generator::stream::StreamGen;
 use crate::meter::lazy::LazyHist;
 use crate::profile::model::Profile;
 use crate::spec::OnLate;
+use crate::timing::departures::Departure;
 
-/// Where frames are built: the backend's buffers.
-pub trait Frames {
-    /// The buffer for frame `j` of the next send.
-    fn buf(&mut self, j: usize) -> &mut [u8];
-}
+pub use crate::generator::stream::Frames;
 
 /// What one stream did.
 #[derive(Debug, Clone)]
@@ -511,19 +508,30 @@ fn coalesce<F: Frames>(
     limit: usize,
     bound: Option<(u64, usize, usize)>,
 ) -> u64 {
-    let mut bytes = 0;
-    let mut d = g.next_departure();
     let before = |at: u64| bound.is_none_or(|(bt, bi, si)| (at, si) < (bt, bi));
-    while let Some(dp) =
-        d.filter(|dp| dp.frames == 1 && bufs.lens.len() < limit && (bufs.lens.is_empty() || before(dp.at_ns)))
-    {
+    let fits = |dp: &Departure, n: usize| dp.frames == 1 && n < limit && (n == 0 || before(dp.at_ns));
+    // A stream of one frame size and flat ops plans the chunk's departures first and builds
+    // its frames as a block: the same frames, with the per-op work in tight loops.
+    if let Some(len) = g.block_len() {
+        while let Some(dp) = g.next_departure().filter(|dp| fits(dp, bufs.ats.len())) {
+            g.reserve_one();
+            bufs.ats.push(dp.at_ns);
+            g.advance(len as u64 + 4);
+        }
+        let n = bufs.ats.len();
+        bufs.lens.resize(n, len);
+        bufs.variants.resize(n, 0);
+        g.build_block(out, &bufs.ats);
+        return n as u64 * (len as u64 + 4);
+    }
+    let mut bytes = 0;
+    while let Some(dp) = g.next_departure().filter(|dp| fits(dp, bufs.lens.len())) {
         let len = g.build(out.buf(bufs.lens.len()), dp.at_ns);
         bufs.lens.push(len);
         bufs.ats.push(dp.at_ns);
         bufs.variants.push(g.last_variant());
         bytes += len as u64 + 4;
         g.advance(len as u64 + 4);
-        d = g.next_departure();
     }
     bytes
 }

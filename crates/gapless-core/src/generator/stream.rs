@@ -3,11 +3,22 @@
 use rand::SeedableRng;
 use rand_xoshiro::Xoshiro256PlusPlus;
 
+use crate::packet::fixed::FixedFrame;
+use crate::packet::hot::HotOp;
 use crate::packet::signature::{Signature, SIG_LEN};
-use crate::packet::sizes::FCS_LEN;
+use crate::packet::sizes::{SizeGen, FCS_LEN};
+use crate::packet::variant::Variant;
 use crate::profile::model::StreamConfig;
 use crate::timing::departures::{Departure, Schedule};
 use crate::timing::seed::derive_seed;
+
+mod block;
+
+/// Where frames are built: the backend's buffers.
+pub trait Frames {
+    /// The buffer for frame `j` of the next send.
+    fn buf(&mut self, j: usize) -> &mut [u8];
+}
 
 /// The run-time state of one stream. Pure: the caller supplies buffers and timestamps.
 #[derive(Debug)]
@@ -22,6 +33,10 @@ pub struct StreamGen {
     /// Per variant: frames built (its size sequence's index) and each field op's position.
     vbuilt: Vec<u64>,
     op_state: Vec<Vec<u64>>,
+    /// Per variant: its ops flat, and its frame cut once when its size is fixed.
+    hot: Vec<Hot>,
+    /// A block's op values (see `block`).
+    scratch: Vec<u64>,
     /// The variant of the frame built last.
     last: u16,
     /// A replayed capture being read, and the time its file timing counts from.
@@ -45,6 +60,8 @@ impl StreamGen {
             end_ns,
             vbuilt: vec![0; cfg.variants.len()],
             op_state: cfg.variants.iter().map(|v| vec![0; v.ops.len()]).collect(),
+            hot: cfg.variants.iter().map(Hot::new).collect(),
+            scratch: Vec::new(),
             last: 0,
             replay: cfg.replay.clone().map(crate::generator::replay::ReplayState::new),
             replay_origin: cfg.start_offset_ns,
@@ -56,6 +73,7 @@ impl StreamGen {
         g
     }
 
+    #[inline(always)]
     fn cap(&mut self) {
         if let Some(r) = self.remaining {
             self.sched.cap_frames(r.min(u64::from(u32::MAX)) as u32);
@@ -104,6 +122,9 @@ impl StreamGen {
         }
         let k = self.built;
         let vi = self.cfg.pick.pick(k, &mut self.pick_rng);
+        if self.hot[vi].fixed.is_some() {
+            return self.build_fixed(vi, buf, tx_ns);
+        }
         let v = &self.cfg.variants[vi];
         let len = v.sizes.next(self.vbuilt[vi], &mut self.size_rng) as usize - FCS_LEN;
         let t = &v.template;
@@ -119,22 +140,56 @@ impl StreamGen {
                 d_l4 += d;
             }
         }
-        let sig = Signature {
-            stream: self.cfg.id,
-            seq: (k as u32).wrapping_mul(self.cfg.lanes).wrapping_add(self.cfg.lane),
-            tx_ns,
-        };
+        let sig = self.signature(tx_ns);
         if t.sig {
             sig.write(&mut frame[len - SIG_LEN..]);
         }
         t.finish_with(frame, d_ip, d_l4, t.sig.then_some(&sig));
+        self.count_built(vi);
+        len
+    }
+
+    /// [`StreamGen::build`] for a variant of one frame size: its frame copied whole, the
+    /// flat ops, the precomputed sums (the same frame, with less work).
+    #[inline(always)]
+    fn build_fixed(&mut self, vi: usize, buf: &mut [u8], tx_ns: u64) -> usize {
+        let hot = &self.hot[vi];
+        let fx = hot.fixed.as_ref().expect("a fixed frame");
+        let len = fx.len();
+        let frame = &mut buf[..len];
+        frame.copy_from_slice(&fx.bytes);
+        let ops = &self.cfg.variants[vi].ops;
+        let (mut d_ip, mut d_l4) = (0u64, 0u64);
+        for (op, st) in hot.ops.iter().zip(&mut self.op_state[vi]) {
+            let d = op.apply(frame, st, &mut self.field_rng, ops);
+            d_ip += d & op.ip;
+            d_l4 += d & op.l4;
+        }
+        fx.finish(frame, d_ip, d_l4, &self.signature(tx_ns));
+        self.count_built(vi);
+        len
+    }
+
+    /// The signature of the frame being built.
+    #[inline(always)]
+    fn signature(&self, tx_ns: u64) -> Signature {
+        Signature {
+            stream: self.cfg.id,
+            seq: (self.built as u32)
+                .wrapping_mul(self.cfg.lanes)
+                .wrapping_add(self.cfg.lane),
+            tx_ns,
+        }
+    }
+
+    #[inline(always)]
+    fn count_built(&mut self, vi: usize) {
         self.built += 1;
         self.vbuilt[vi] += 1;
         self.last = vi as u16;
         if let Some(r) = &mut self.remaining {
             *r -= 1;
         }
-        len
     }
 
     /// Frames built with the signature, when not every frame gets one (a replay).
@@ -167,7 +222,7 @@ impl StreamGen {
     }
 
     /// Ends the current departure, whose frames had `bytes` bytes (with FCS) in total.
-    #[inline]
+    #[inline(always)]
     pub fn advance(&mut self, bytes: u64) {
         self.sched.advance(bytes);
         self.cap();
@@ -205,6 +260,7 @@ impl StreamGen {
             self.vbuilt = vec![0; variants.len()];
             self.op_state = variants.iter().map(|v| vec![0; v.ops.len()]).collect();
         }
+        self.hot = variants.iter().map(Hot::new).collect();
         self.cfg.variants = variants;
     }
 
@@ -219,6 +275,47 @@ impl StreamGen {
         self.replay_origin += ns;
         if let Some(e) = &mut self.end_ns {
             *e += ns;
+        }
+    }
+}
+
+/// A variant in the send loop's shape: its ops flat and, when all its frames have one size,
+/// its frame cut once.
+#[derive(Debug)]
+struct Hot {
+    ops: Vec<HotOp>,
+    /// The random ops: index and range (a block draws them in a tight loop).
+    random: Vec<(usize, u64, u64)>,
+    /// The flat ops' index and offset, by width (a block writes them without a match).
+    w16: Vec<(usize, usize)>,
+    w32: Vec<(usize, usize)>,
+    fixed: Option<FixedFrame>,
+}
+
+impl Hot {
+    fn new(v: &Variant) -> Hot {
+        let fixed = match v.sizes {
+            SizeGen::Fixed(s) => FixedFrame::new(&v.template, s as usize - FCS_LEN),
+            _ => None,
+        };
+        let ops: Vec<HotOp> = v.ops.iter().enumerate().map(|(i, op)| HotOp::new(op, i)).collect();
+        let random = ops
+            .iter()
+            .enumerate()
+            .filter_map(|(i, o)| o.range().map(|(a, b)| (i, a, b)))
+            .collect();
+        let placed = |w: usize| -> Vec<(usize, usize)> {
+            let flat = ops.iter().enumerate().filter(|(_, o)| o.is_flat());
+            flat.filter_map(|(i, o)| (o.place().1 == w).then_some((i, o.place().0)))
+                .collect()
+        };
+        let (w16, w32) = (placed(2), placed(4));
+        Hot {
+            ops,
+            random,
+            w16,
+            w32,
+            fixed,
         }
     }
 }

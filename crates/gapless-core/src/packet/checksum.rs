@@ -34,11 +34,13 @@ pub fn sum_at(bytes: &[u8], odd: bool) -> u64 {
 
 /// Folds a partial sum to 16 bits (not complemented).
 #[inline]
-pub fn fold(mut sum: u64) -> u16 {
-    while sum >> 16 != 0 {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    sum as u16
+pub fn fold(sum: u64) -> u16 {
+    // Ones'-complement additions with the end-around carry: 64 -> 32 -> 16 bits, no loop.
+    // After a carry the sum is at most 2^n - 2, so adding the carry back cannot carry again.
+    let (s, c) = ((sum >> 32) as u32).overflowing_add(sum as u32);
+    let s = s + u32::from(c);
+    let (t, c) = ((s >> 16) as u16).overflowing_add(s as u16);
+    t + u16::from(c)
 }
 
 /// The checksum field value for a partial sum: the complement of the folded sum.
@@ -79,6 +81,37 @@ mod tests {
         for cut in 0..data.len() {
             let parts = sum_at(&data[..cut], false) + sum_at(&data[cut..], cut % 2 == 1);
             assert_eq!(fold(parts), whole, "cut at {cut}");
+        }
+    }
+
+    #[test]
+    fn fold_matches_the_loop_at_the_edges() {
+        let looped = |mut s: u64| {
+            while s >> 16 != 0 {
+                s = (s & 0xffff) + (s >> 16);
+            }
+            s as u16
+        };
+        let edges = [
+            0,
+            1,
+            0xffff,
+            0x1_0000,
+            0x1_fffe,
+            0xffff_ffff,
+            0x1_0000_0000,
+            0xffff_ffff_ffff_ffff,
+        ];
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut all: Vec<u64> = edges.to_vec();
+        for _ in 0..100_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            all.extend([x, x >> 20, x >> 40, x & 0x3_ffff]);
+        }
+        for s in all {
+            assert_eq!(fold(s), looped(s), "fold({s:#x}): expected the loop's value");
         }
     }
 

@@ -1,8 +1,8 @@
 //! Frames: what a stream puts on the wire.
 //!
 //! Holds: [`template`] (a template built from headers) and [`whole_frame`] (a template given
-//! as a whole frame), the [`fields`] engine and its [`rewrite`] of replayed frames,
-//! [`checksum`] arithmetic, the [`signature`] every metered frame carries, [`filler`] frames,
+//! as a whole frame), the [`fields`] engine (flat in [`hot`]) and its [`rewrite`] of replayed frames,
+//! [`checksum`] arithmetic, a template cut to one length ([`fixed`]), the [`signature`] every metered frame carries, [`filler`] frames,
 //! frame [`sizes`] and a stream's [`variant`]s.
 //!
 //! May import `spec` and `timing` (a size distribution draws like a gap distribution);
@@ -11,6 +11,8 @@
 pub mod checksum;
 pub mod fields;
 pub mod filler;
+pub mod fixed;
+pub mod hot;
 pub mod rewrite;
 pub mod signature;
 pub mod sizes;

@@ -583,6 +583,17 @@ impl Template {
     }
 
     /// Whether the L4 checksum covers a pseudo header (all but ICMPv4).
+    /// Whether outer headers (a tunnel) wrap the frame.
+    pub fn has_tunnel(&self) -> bool {
+        self.tunnel.is_some()
+    }
+
+    /// The precomputed sums [`crate::packet::fixed::FixedFrame`] starts from: the IPv4
+    /// header's, the L4 checksum's, and the payload's prefix sums.
+    pub(crate) fn sums(&self) -> (u64, u64, &[u64]) {
+        (self.ip_base, self.l4_base, &self.prefix)
+    }
+
     pub fn has_pseudo(&self) -> bool {
         self.layout.ipv6 || self.layout.l4_kind != L4Kind::Icmp
     }

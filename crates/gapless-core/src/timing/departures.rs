@@ -96,12 +96,74 @@ pub struct Schedule {
     /// A time-varying rate: `t` is operational time, and departures leave at Λ⁻¹(t).
     curve: Option<Arc<RateCurve>>,
     cursor: Cursor,
+    /// CBR at a whole number of frames per second: exact integer times instead of `t`.
+    exact: Option<Exact>,
+}
+
+/// CBR at a whole number of frames per second, its times as integers: departure k leaves at
+/// floor(k · frames · 10^9 / pps) ns, the exact value (the Kahan sum can land one ns either
+/// side of a whole number), kept with one add and one compare per departure (the quotient
+/// and remainder of a departure's time, as Bresenham's line steps).
+#[derive(Debug, Clone, Copy)]
+struct Exact {
+    pps: u64,
+    /// A departure of `burst` frames: its time's quotient and remainder by `pps`.
+    q: u64,
+    r: u64,
+    /// The current departure: ns since the origin, and the remainder (in 1/pps ns).
+    at: u64,
+    rem: u64,
+}
+
+impl Exact {
+    /// For CBR at `rate` in departures of `burst` frames, when the rate is whole frames per
+    /// second (up to 10^12).
+    fn new(pattern: &Pattern, rate: Rate, burst: u32) -> Option<Exact> {
+        let (Pattern::Cbr, Rate::Pps(p)) = (pattern, rate) else {
+            return None;
+        };
+        if !(1.0..=1e12).contains(&p) || p.fract() != 0.0 {
+            return None;
+        }
+        let pps = p as u64;
+        let ns = u64::from(burst) * 1_000_000_000;
+        Some(Exact {
+            pps,
+            q: ns / pps,
+            r: ns % pps,
+            at: 0,
+            rem: 0,
+        })
+    }
+
+    /// Moves past a departure of `frames` frames (`burst` the usual count).
+    #[inline(always)]
+    fn step(&mut self, frames: u32, burst: u32) {
+        if frames == burst {
+            self.at += self.q;
+            self.rem += self.r;
+        } else {
+            let ns = u64::from(frames) * 1_000_000_000;
+            self.at += ns / self.pps;
+            self.rem += ns % self.pps;
+        }
+        if self.rem >= self.pps {
+            self.rem -= self.pps;
+            self.at += 1;
+        }
+    }
+
+    /// The current time as a float (for a schedule that leaves the integer path).
+    fn as_f64(&self) -> f64 {
+        self.at as f64 + self.rem as f64 / self.pps as f64
+    }
 }
 
 impl Schedule {
     /// A schedule that starts at `start_ns`. `burst` is the frames per departure (CBR and
     /// random patterns). The seed fixes every random draw.
     pub fn new(pattern: Pattern, rate: Rate, burst: u32, start_ns: u64, seed: u64) -> Schedule {
+        let exact = Exact::new(&pattern, rate, burst.max(1));
         let mut s = Schedule {
             pattern,
             rate,
@@ -120,6 +182,7 @@ impl Schedule {
             burst_bytes: 0,
             curve: None,
             cursor: Cursor::default(),
+            exact,
         };
         s.start_burst_if_onoff();
         if let Pattern::OnOffAggregate(a) = &mut s.pattern {
@@ -132,6 +195,9 @@ impl Schedule {
 
     /// The same schedule with its rate times `curve`'s factor over time.
     pub fn with_curve(mut self, curve: Option<Arc<RateCurve>>) -> Schedule {
+        if curve.is_some() {
+            self.leave_exact();
+        }
         self.curve = curve;
         self.set_at();
         self
@@ -169,6 +235,10 @@ impl Schedule {
 
     #[inline]
     fn set_at(&mut self) {
+        if let Some(e) = &self.exact {
+            self.cur.at_ns = self.origin_ns + e.at;
+            return;
+        }
         let t = match &self.curve {
             None => self.t,
             Some(c) => c.inverse(self.t, &mut self.cursor),
@@ -179,8 +249,27 @@ impl Schedule {
     }
 
     /// Moves past the current departure, whose frames had `bytes` bytes in total (with FCS).
-    #[inline]
+    #[inline(always)]
     pub fn advance(&mut self, bytes: u64) {
+        // CBR at whole frames per second, the common case, in line.
+        if let Some(e) = &mut self.exact {
+            e.step(self.cur.frames, self.burst);
+            self.cur.frames = self.burst;
+            self.cur.at_ns = self.origin_ns + e.at;
+            return;
+        }
+        self.advance_any(bytes);
+    }
+
+    /// Goes on from the current departure with the float time `t` (a rate that changes).
+    fn leave_exact(&mut self) {
+        if let Some(e) = self.exact.take() {
+            self.t = e.as_f64();
+            self.comp = 0.0;
+        }
+    }
+
+    fn advance_any(&mut self, bytes: u64) {
         let frames = self.cur.frames;
         if let Pattern::OnOffAggregate(a) = &mut self.pattern {
             self.t = a.next_time();
@@ -223,6 +312,7 @@ impl Schedule {
     /// Multiplies the rate by `k` from the next departure on (a rate changed while the
     /// stream runs); the current departure keeps its time.
     pub fn scale_rate(&mut self, k: f64) {
+        self.leave_exact();
         self.rate = match self.rate {
             Rate::Pps(p) => Rate::Pps(p * k),
             Rate::Bps { bps, overhead_bytes } => Rate::Bps {
@@ -257,6 +347,64 @@ mod tests {
             s.advance(64);
         }
         assert_eq!(at, [5, 5 + 333_333_333, 5 + 666_666_666, 5 + 1_000_000_000]);
+    }
+
+    #[test]
+    fn whole_rates_are_exact_where_the_float_sum_may_miss() {
+        // floor(k · 10^9 / pps) for every k, including the last frame capped to fewer.
+        for (pps, burst) in [
+            (3u64, 1u32),
+            (7, 1),
+            (14_880_952, 1),
+            (999_999_937, 1),
+            (1_000, 4),
+            (3, 5),
+        ] {
+            let mut s = Schedule::new(Pattern::Cbr, Rate::Pps(pps as f64), burst, 11, 1);
+            let mut k = 0u64;
+            for _ in 0..10_000 {
+                let want = 11 + (u128::from(k) * 1_000_000_000 / u128::from(pps)) as u64;
+                assert_eq!(
+                    s.current().at_ns,
+                    want,
+                    "{pps} pps, burst {burst}, frame {k}: expected the exact floor"
+                );
+                k += u64::from(burst);
+                s.advance(64);
+            }
+            s.cap_frames(2);
+            s.advance(64);
+            k += u64::from(burst.min(2));
+            let want = 11 + (u128::from(k) * 1_000_000_000 / u128::from(pps)) as u64;
+            assert_eq!(s.current().at_ns, want, "{pps} pps after a capped departure");
+        }
+    }
+
+    #[test]
+    fn a_shifted_whole_rate_keeps_its_times_moved() {
+        let mut s = Schedule::new(Pattern::Cbr, Rate::Pps(3.0), 1, 0, 1);
+        s.advance(64);
+        s.shift(1_000);
+        assert_eq!(
+            s.current().at_ns,
+            333_333_333 + 1_000,
+            "expected the departure moved by the shift"
+        );
+        s.advance(64);
+        assert_eq!(s.current().at_ns, 666_666_666 + 1_000);
+    }
+
+    #[test]
+    fn a_scaled_whole_rate_goes_on_from_where_it_was() {
+        let mut s = Schedule::new(Pattern::Cbr, Rate::Pps(3.0), 1, 0, 1);
+        s.advance(64);
+        s.scale_rate(2.0);
+        s.advance(64);
+        assert_eq!(
+            s.current().at_ns,
+            500_000_000,
+            "expected the new rate's gap from the last departure's exact time"
+        );
     }
 
     #[test]

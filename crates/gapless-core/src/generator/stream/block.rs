@@ -1,0 +1,279 @@
+//! Frames built a block at a time: a stream of one variant, one frame size and flat field ops
+//! (every op a [`crate::packet::hot::HotOp`] of its own), the usual shape of a stream that
+//! runs unpaced or in throughput mode.
+//!
+//! The scheduler first plans the chunk's departures ([`StreamGen::reserve_one`] for each),
+//! then [`StreamGen::build_block`] builds them: each counter fills its values for the whole
+//! block in one loop, the random ops draw in the same order as frame by frame (frame by
+//! frame, op by op, from the one field generator), each op adds its checksum deltas in one
+//! loop, and then each frame is the fixed frame copied, the values stored, and the
+//! signature and checksums written. The frames are the same bytes as
+//! [`StreamGen::build`]'s, one by one (a test compares them).
+
+use rand::Rng;
+use rand_xoshiro::Xoshiro256PlusPlus;
+
+use super::{Frames, Hot, StreamGen};
+use crate::packet::fields::uniform;
+
+/// Frames per block: the op values of a block stay in L1.
+const BLOCK: usize = 64;
+
+impl StreamGen {
+    /// The frame length (no FCS) when the stream's next frames can be built as a block.
+    #[inline]
+    pub fn block_len(&self) -> Option<usize> {
+        match (&self.replay, &self.hot[..]) {
+            (None, [h]) if h.ops.iter().all(|o| o.is_flat()) => h.fixed.as_ref().map(|f| f.len()),
+            _ => None,
+        }
+    }
+
+    /// Counts the next frame as taken (its departure planned) before the block that builds
+    /// it: `count` caps the schedule as [`StreamGen::build`] would.
+    #[inline(always)]
+    pub fn reserve_one(&mut self) {
+        if let Some(r) = &mut self.remaining {
+            *r -= 1;
+        }
+    }
+
+    /// Builds the frames reserved for departures at `ats` into `out`'s buffers 0, 1, ...
+    /// (after [`StreamGen::block_len`] said the stream can).
+    pub fn build_block<F: Frames + ?Sized>(&mut self, out: &mut F, ats: &[u64]) {
+        for (b, part) in ats.chunks(BLOCK).enumerate() {
+            self.build_part(out, b * BLOCK, part);
+        }
+        self.vbuilt[0] += ats.len() as u64;
+        self.last = 0;
+    }
+
+    fn build_part<F: Frames + ?Sized>(&mut self, out: &mut F, first: usize, ats: &[u64]) {
+        let n = ats.len();
+        let (mut d_ip, mut d_l4) = ([0u64; BLOCK], [0u64; BLOCK]);
+        self.values(n, &mut d_ip[..n], &mut d_l4[..n]);
+        let hot = &self.hot[0];
+        let fx = hot.fixed.as_ref().expect("a block has a fixed frame");
+        let vals = &self.scratch;
+        for (j, &at) in ats.iter().enumerate() {
+            let frame = &mut out.buf(first + j)[..fx.len()];
+            copy_frame(frame, &fx.bytes);
+            for &(i, at) in &hot.w16 {
+                frame[at..at + 2].copy_from_slice(&(vals[i * BLOCK + j] as u16).to_be_bytes());
+            }
+            for &(i, at) in &hot.w32 {
+                frame[at..at + 4].copy_from_slice(&(vals[i * BLOCK + j] as u32).to_be_bytes());
+            }
+            fx.finish(frame, d_ip[j], d_l4[j], &self.signature(at));
+            self.built += 1;
+        }
+    }
+
+    /// Each op's values for the next `n` frames into `scratch` (op i at `i * BLOCK`), and
+    /// their checksum deltas added to `d_ip` / `d_l4`.
+    fn values(&mut self, n: usize, d_ip: &mut [u64], d_l4: &mut [u64]) {
+        let hot = &self.hot[0];
+        let (nops, nrand) = (hot.ops.len(), hot.random.len());
+        self.scratch.resize((nops + nrand) * BLOCK, 0);
+        let (vals, raw) = self.scratch.split_at_mut(nops * BLOCK);
+        let state = &mut self.op_state[0];
+        for (i, op) in hot.ops.iter().enumerate() {
+            if !op.is_random() {
+                op.fill(&mut vals[i * BLOCK..i * BLOCK + n], &mut state[i], d_ip, d_l4);
+            }
+        }
+        if nrand > 0 {
+            draw(hot, vals, &mut raw[..n * nrand], &mut self.field_rng);
+            for &(i, ..) in &hot.random {
+                hot.ops[i].add_deltas(&vals[i * BLOCK..i * BLOCK + n], d_ip, d_l4);
+            }
+        }
+    }
+}
+
+/// The random ops' values for a block of `raw.len() / random ops` frames. The generator's
+/// draws are taken in one loop, in the order frame-by-frame building takes them (each frame,
+/// each random op), then each op maps its draws into its range as [`uniform`] does. A draw
+/// that `uniform` might reject (a low product under the range's size: odds below 2^-32 for
+/// a 2- or 4-byte field) sends the block back to `uniform` draw by draw, from the same
+/// generator state: the values are `uniform`'s either way.
+fn draw(hot: &Hot, vals: &mut [u64], raw: &mut [u64], rng: &mut Xoshiro256PlusPlus) {
+    let r = hot.random.len();
+    let n = raw.len() / r;
+    let start = rng.clone();
+    raw.iter_mut().for_each(|x| *x = rng.next_u64());
+    let mut doubt = false;
+    for (k, &(i, from, to)) in hot.random.iter().enumerate() {
+        let size = to - from + 1;
+        for (j, x) in vals[i * BLOCK..i * BLOCK + n].iter_mut().enumerate() {
+            let m = u128::from(raw[j * r + k]) * u128::from(size);
+            doubt |= (m as u64) < size;
+            *x = from + (m >> 64) as u64;
+        }
+    }
+    if doubt {
+        *rng = start;
+        for j in 0..n {
+            for &(i, from, to) in &hot.random {
+                vals[i * BLOCK + j] = uniform(rng, from, to);
+            }
+        }
+    }
+}
+
+/// `dst.copy_from_slice(src)`; a frame of 32 to 64 bytes (the usual smallest) as two
+/// overlapping 32-byte moves instead of a call to `memcpy`.
+#[inline(always)]
+fn copy_frame(dst: &mut [u8], src: &[u8]) {
+    let n = src.len();
+    if (32..=64).contains(&n) && dst.len() == n {
+        dst[..32].copy_from_slice(&src[..32]);
+        dst[n - 32..].copy_from_slice(&src[n - 32..]);
+    } else {
+        dst.copy_from_slice(src);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::generator::stream::{Frames, StreamGen};
+    use crate::packet::sizes::SizeGen;
+    use crate::spec::files::NoFiles;
+    use crate::{CompileCtx, ProfileSpec, StreamConfig};
+
+    struct Bufs(Vec<Vec<u8>>);
+
+    impl Frames for Bufs {
+        fn buf(&mut self, j: usize) -> &mut [u8] {
+            &mut self.0[j]
+        }
+    }
+
+    fn stream(toml: &str) -> StreamConfig {
+        let spec = ProfileSpec::from_toml(toml, "test").unwrap_or_else(|e| panic!("{e}"));
+        let ctx = CompileCtx {
+            link_speed_bps: None,
+            files: &NoFiles,
+        };
+        spec.compile(&ctx).unwrap_or_else(|e| panic!("{e}")).streams[0].clone()
+    }
+
+    /// The same stream three ways: the general path (`finish_with`, its size given as a
+    /// one-size cycle), the fixed frame frame by frame, and blocks of uneven lengths.
+    /// Returns whether it could be built as blocks.
+    fn same_frames(toml: &str) -> bool {
+        let cfg = stream(toml);
+        let SizeGen::Fixed(size) = cfg.variants[0].sizes else {
+            panic!("a fixed size")
+        };
+        let mut general = cfg.clone();
+        general.variants[0].sizes = SizeGen::Cycle(vec![size]);
+        let (mut a, mut b, mut c) = (
+            StreamGen::new(general),
+            StreamGen::new(cfg.clone()),
+            StreamGen::new(cfg),
+        );
+        let blocks = c.block_len().is_some();
+        let mut out = Bufs(vec![vec![0u8; 2048]; 200]);
+        let (mut fa, mut fb) = (vec![0u8; 2048], vec![0u8; 2048]);
+        let mut k = 0u64;
+        for n in [1usize, 7, 64, 65, 200, 3, 130] {
+            // Stamps that use every 16-bit word, odd and even.
+            let ats: Vec<u64> = (0..n as u64)
+                .map(|j| 0xfedc_ba98_7654_3210 ^ ((k + j) * 0x9e37_79b9))
+                .collect();
+            if blocks {
+                ats.iter().for_each(|_| c.reserve_one());
+                c.build_block(&mut out, &ats);
+            }
+            for (j, &at) in ats.iter().enumerate() {
+                let (la, lb) = (a.build(&mut fa, at), b.build(&mut fb, at));
+                assert_eq!(la, lb, "frame {k}: expected the general path's length");
+                assert_eq!(
+                    fa[..la],
+                    fb[..lb],
+                    "frame {k}: the fixed frame differs from the general path's"
+                );
+                if blocks {
+                    assert_eq!(
+                        fa[..la],
+                        out.0[j][..la],
+                        "frame {k}: the block's frame differs from the general path's"
+                    );
+                }
+                k += 1;
+            }
+        }
+        blocks
+    }
+
+    fn profile(l4: &str, ips: (&str, &str), size: u32, sig: bool, fields: &str) -> String {
+        format!(
+            "[[stream]]\nsignature = {sig}\nsize = {size}\n{fields}\n[stream.template]\nl4 = \"{l4}\"\nip_src = \"{}\"\nip_dst = \"{}\"\n[stream.timing]\nrate_pps = 1000\n",
+            ips.0, ips.1
+        )
+    }
+
+    const FOUR: &str = r#"
+[[stream.field]]
+field = "ip_src"
+op = "inc"
+from = "198.18.0.1"
+to = "198.18.0.254"
+[[stream.field]]
+field = "ip_dst"
+op = "random"
+from = "198.18.1.1"
+to = "198.18.1.254"
+[[stream.field]]
+field = "src_port"
+op = "random"
+from = 1024
+to = 65535
+[[stream.field]]
+field = "dst_port"
+op = "dec"
+from = 1
+to = 100
+step = 7
+"#;
+
+    #[test]
+    fn blocks_build_the_same_frames_as_one_by_one() {
+        let v4 = ("198.18.0.1", "198.18.0.2");
+        let mut blocked = 0;
+        for (l4, small) in [("udp", 64), ("tcp", 78)] {
+            for size in [small, small + 1, 101, 1518] {
+                for sig in [true, false] {
+                    blocked += usize::from(same_frames(&profile(l4, v4, size, sig, FOUR)));
+                }
+            }
+        }
+        assert_eq!(blocked, 16, "expected every 4-op IPv4 stream to be built as blocks");
+    }
+
+    #[test]
+    fn other_shapes_build_the_same_frames_whichever_path_they_take() {
+        let ports = "[[stream.field]]\nfield = \"src_port\"\nop = \"inc\"\nfrom = 1\nto = 65535\nstep = 70000\n";
+        let list = "[[stream.field]]\nfield = \"dst_port\"\nop = \"list\"\nvalues = [7, 9, 11]\n";
+        let ip = "[[stream.field]]\nfield = \"ip_src\"\nop = \"random\"\nfrom = \"198.18.0.1\"\nto = \"198.18.0.9\"\n";
+        let v6 = ("2001:2::1", "2001:2::2");
+        let v4 = ("198.18.0.1", "198.18.0.2");
+        assert!(
+            same_frames(&profile("udp", v6, 99, true, ports)),
+            "expected IPv6 port ops as blocks"
+        );
+        assert!(
+            same_frames(&profile("icmp", v4, 77, true, ip)),
+            "expected an ICMP stream as blocks"
+        );
+        assert!(
+            same_frames(&profile("udp", v4, 64, true, "")),
+            "expected a stream without ops as blocks"
+        );
+        assert!(
+            !same_frames(&profile("udp", v4, 64, true, list)),
+            "a list op takes the general path"
+        );
+    }
+}

@@ -1,0 +1,135 @@
+//! A template cut once to one frame length: the send loop's fast path for a variant whose
+//! frames all have the same size (most streams).
+//!
+//! [`crate::packet::template::Template::finish_with`] sets the length fields and adds up
+//! their checksum words for every frame. At one length all of that is the same each time,
+//! so [`FixedFrame`] holds the frame with its lengths already written and the sums of every
+//! word that does not change: per frame there remain the field ops' deltas and the
+//! signature's words. The checksums come out the same (tests compare it frame by frame with
+//! `finish_with`): ones'-complement sums do not depend on the order of their parts, and a
+//! non-zero sum folds to the one representative in 1..=0xffff whatever the order.
+
+use crate::packet::checksum::{finish, fold};
+use crate::packet::signature::{Signature, SIG_LEN, SIG_MAGIC};
+use crate::packet::template::Template;
+use crate::spec::L4Kind;
+
+/// A template cut to one length, with everything but the per-frame words precomputed.
+#[derive(Debug, Clone)]
+pub struct FixedFrame {
+    /// The frame (no FCS) with its length fields set and both checksums left to fill.
+    pub bytes: Box<[u8]>,
+    /// IPv4: the header's sum with the total length (0 on IPv6, `ip_cs` unused).
+    ip_sum: u64,
+    ip_cs: Option<usize>,
+    /// The L4 checksum's sum of every word that does not change from frame to frame.
+    l4_sum: u64,
+    l4_cs: usize,
+    udp: bool,
+    /// Where the signature goes, and whether it starts at an odd offset of the payload (its
+    /// words then count byte-swapped).
+    sig_at: Option<usize>,
+    sig_odd: bool,
+}
+
+impl FixedFrame {
+    /// `t` cut to `len` bytes (no FCS); None where the fast path does not apply (ARP, a
+    /// tunnel: their frames take `finish_with`).
+    pub fn new(t: &Template, len: usize) -> Option<FixedFrame> {
+        let ly = &t.layout;
+        if ly.l4_kind == L4Kind::Arp || t.has_tunnel() || len > t.bytes.len() {
+            return None;
+        }
+        let (ip_base, l4_base, prefix) = t.sums();
+        let mut bytes = t.bytes[..len].to_vec();
+        let l4_len = (len - ly.l4) as u64;
+        let mut ip_sum = 0;
+        if ly.ipv6 {
+            bytes[ly.l3 + 4..ly.l3 + 6].copy_from_slice(&((len - ly.l3 - 40) as u16).to_be_bytes());
+        } else {
+            let tl = (len - ly.l3) as u16;
+            bytes[ly.l3 + 2..ly.l3 + 4].copy_from_slice(&tl.to_be_bytes());
+            ip_sum = ip_base + u64::from(tl);
+        }
+        let mut l4_sum = l4_base;
+        if t.has_pseudo() {
+            l4_sum += (l4_len >> 16) + (l4_len & 0xffff);
+        }
+        let udp = ly.l4_kind == L4Kind::Udp;
+        if udp {
+            bytes[ly.l4 + 4..ly.l4 + 6].copy_from_slice(&(l4_len as u16).to_be_bytes());
+            l4_sum += l4_len;
+        }
+        let pl_len = len - ly.payload;
+        let magic = u64::from(u16::from_be_bytes(SIG_MAGIC));
+        let (sig_at, sig_odd) = match t.sig {
+            true => {
+                let body = pl_len - SIG_LEN;
+                let odd = body % 2 == 1;
+                l4_sum += prefix[body]
+                    + if odd {
+                        u64::from(fold(magic).swap_bytes())
+                    } else {
+                        magic
+                    };
+                bytes[len - SIG_LEN..len - SIG_LEN + 2].copy_from_slice(&SIG_MAGIC);
+                (Some(len - SIG_LEN), odd)
+            }
+            false => {
+                l4_sum += prefix[pl_len];
+                (None, false)
+            }
+        };
+        Some(FixedFrame {
+            bytes: bytes.into_boxed_slice(),
+            ip_sum,
+            ip_cs: (!ly.ipv6).then_some(ly.l3 + 10),
+            l4_sum,
+            l4_cs: ly.l4_csum(),
+            udp,
+            sig_at,
+            sig_odd,
+        })
+    }
+
+    /// The frame's length (no FCS).
+    #[inline(always)]
+    pub fn len(&self) -> usize {
+        self.bytes.len()
+    }
+
+    /// Whether the frame is empty (never: a template has headers).
+    pub fn is_empty(&self) -> bool {
+        self.bytes.is_empty()
+    }
+
+    /// Writes the signature (but its magic, already there) and both checksums of `frame`, a
+    /// copy of [`FixedFrame::bytes`] the field ops changed by `d_ip` / `d_l4`.
+    #[inline(always)]
+    pub fn finish(&self, frame: &mut [u8], d_ip: u64, d_l4: u64, sig: &Signature) {
+        if let Some(c) = self.ip_cs {
+            frame[c..c + 2].copy_from_slice(&finish(self.ip_sum + d_ip).to_be_bytes());
+        }
+        let mut sum = self.l4_sum + d_l4;
+        if let Some(at) = self.sig_at {
+            let s = &mut frame[at + 2..at + SIG_LEN];
+            s[0..2].copy_from_slice(&sig.stream.to_be_bytes());
+            s[2..6].copy_from_slice(&sig.seq.to_be_bytes());
+            s[6..14].copy_from_slice(&sig.tx_ns.to_be_bytes());
+            // A 32-bit part counts as the sum of its two words: `fold` takes the sum modulo
+            // 0xffff through 32 bits, and 2^16 is 1 modulo 0xffff.
+            let t = sig.tx_ns;
+            let v = u64::from(sig.stream) + u64::from(sig.seq) + (t >> 32) + (t & 0xffff_ffff);
+            sum += if self.sig_odd {
+                u64::from(fold(v).swap_bytes())
+            } else {
+                v
+            };
+        }
+        let mut c = finish(sum);
+        if c == 0 && self.udp {
+            c = 0xffff;
+        }
+        frame[self.l4_cs..self.l4_cs + 2].copy_from_slice(&c.to_be_bytes());
+    }
+}

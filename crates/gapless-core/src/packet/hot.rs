@@ -1,0 +1,167 @@
+//! The field ops in the shape the send loop runs fastest.
+//!
+//! A [`FieldOp`] is general: any window, any mask, a list of values, a range up to 2^64. Most
+//! ops in real profiles are a counter or a random draw written into a whole 2- or 4-byte
+//! field (a port, an IPv4 address, a VLAN word). [`HotOp`] holds such an op flat, with its
+//! step already reduced into the range, one `match` to run it, and its checksums as masks
+//! (no branch per op). Any other op keeps its general path. The values, and the order of
+//! random draws, are exactly [`FieldOp::next`]'s (a test compares them frame by frame).
+
+use rand::Rng;
+
+use crate::packet::fields::{uniform, Fast, FieldOp, Gen};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Inc16,
+    Inc32,
+    Dec16,
+    Dec32,
+    Rand16,
+    Rand32,
+    /// The general path: `FieldOp::apply` of the variant's op at this index.
+    General(usize),
+}
+
+/// One field op, flat.
+#[derive(Debug, Clone, Copy)]
+pub struct HotOp {
+    kind: Kind,
+    at: usize,
+    from: u64,
+    to: u64,
+    /// The range's size minus one, and the step reduced into it.
+    span: u64,
+    step: u64,
+    /// The complement of the template's words in the field (see `FieldOp::neg_old`).
+    neg_old: u64,
+    /// All ones where the field is part of the IPv4 header / the L4 checksum, else 0.
+    pub ip: u64,
+    pub l4: u64,
+}
+
+impl HotOp {
+    /// `op`, the `i`-th of its variant, bound to its template.
+    pub fn new(op: &FieldOp, i: usize) -> HotOp {
+        let width = |f: Fast, two: Kind, four: Kind| if matches!(f, Fast::U32(_)) { four } else { two };
+        let (kind, from, to, step) = match (&op.gen, op.fast) {
+            (_, Fast::Window) | (Gen::List(_), _) => (Kind::General(i), 0, 0, 0),
+            (Gen::Inc { from, to, step }, f) => (width(f, Kind::Inc16, Kind::Inc32), *from, *to, *step),
+            (Gen::Dec { from, to, step }, f) => (width(f, Kind::Dec16, Kind::Dec32), *from, *to, *step),
+            (Gen::Random { from, to }, f) => (width(f, Kind::Rand16, Kind::Rand32), *from, *to, 0),
+        };
+        let at = match op.fast {
+            Fast::U16(a) | Fast::U32(a) => a,
+            Fast::Window => 0,
+        };
+        // A 2- or 4-byte field's range is under 2^32: the span never wraps.
+        let span = to.wrapping_sub(from);
+        let step = if matches!(kind, Kind::General(_)) || step <= span {
+            step
+        } else {
+            step % (span + 1)
+        };
+        let mask = |b: bool| if b { u64::MAX } else { 0 };
+        HotOp {
+            kind,
+            at,
+            from,
+            to,
+            span,
+            step,
+            neg_old: op.neg_old,
+            ip: mask(op.in_ip),
+            l4: mask(op.in_l4),
+        }
+    }
+
+    /// Writes the next value into `frame` and returns its checksum delta, as
+    /// [`FieldOp::apply`] does. `ops` are the variant's ops (for the general path).
+    #[inline(always)]
+    pub fn apply<R: Rng + ?Sized>(&self, frame: &mut [u8], state: &mut u64, rng: &mut R, ops: &[FieldOp]) -> u64 {
+        let x = match self.kind {
+            Kind::Inc16 | Kind::Inc32 => self.from + self.count(state),
+            Kind::Dec16 | Kind::Dec32 => self.to - self.count(state),
+            Kind::Rand16 | Kind::Rand32 => uniform(rng, self.from, self.to),
+            Kind::General(i) => return ops[i].apply(frame, state, rng),
+        };
+        self.write(frame, x);
+        self.delta(x)
+    }
+
+    /// Whether the op has a flat path (else it takes `FieldOp::apply`).
+    pub fn is_flat(&self) -> bool {
+        !matches!(self.kind, Kind::General(_))
+    }
+
+    /// Whether the op draws from the stream's field generator.
+    pub fn is_random(&self) -> bool {
+        matches!(self.kind, Kind::Rand16 | Kind::Rand32)
+    }
+
+    /// A counter's next values into `out` (a flat op that does not draw), their checksum
+    /// deltas added to `d_ip` / `d_l4` (one per frame).
+    #[inline]
+    pub fn fill(&self, out: &mut [u64], state: &mut u64, d_ip: &mut [u64], d_l4: &mut [u64]) {
+        let down = matches!(self.kind, Kind::Dec16 | Kind::Dec32);
+        for ((x, a), b) in out.iter_mut().zip(d_ip).zip(d_l4) {
+            let off = self.count(state);
+            *x = if down { self.to - off } else { self.from + off };
+            let d = self.delta(*x);
+            *a += d & self.ip;
+            *b += d & self.l4;
+        }
+    }
+
+    /// The field's offset and width in bytes (a flat op).
+    pub fn place(&self) -> (usize, usize) {
+        match self.kind {
+            Kind::Inc16 | Kind::Dec16 | Kind::Rand16 => (self.at, 2),
+            _ => (self.at, 4),
+        }
+    }
+
+    /// A random op's range, inclusive.
+    pub fn range(&self) -> Option<(u64, u64)> {
+        self.is_random().then_some((self.from, self.to))
+    }
+
+    /// Adds the checksum deltas of `vals` (this op's values for a block of frames) to each
+    /// frame's IPv4 and L4 sums.
+    #[inline]
+    pub fn add_deltas(&self, vals: &[u64], d_ip: &mut [u64], d_l4: &mut [u64]) {
+        for ((x, a), b) in vals.iter().zip(d_ip).zip(d_l4) {
+            let d = self.delta(*x);
+            *a += d & self.ip;
+            *b += d & self.l4;
+        }
+    }
+
+    /// Writes value `x` into the field (a flat op).
+    #[inline(always)]
+    pub fn write(&self, frame: &mut [u8], x: u64) {
+        let at = self.at;
+        match self.kind {
+            Kind::Inc16 | Kind::Dec16 | Kind::Rand16 => frame[at..at + 2].copy_from_slice(&(x as u16).to_be_bytes()),
+            _ => frame[at..at + 4].copy_from_slice(&(x as u32).to_be_bytes()),
+        }
+    }
+
+    /// The checksum delta of value `x` in the field (a flat op).
+    #[inline(always)]
+    fn delta(&self, x: u64) -> u64 {
+        match self.kind {
+            Kind::Inc16 | Kind::Dec16 | Kind::Rand16 => (x & 0xffff) + self.neg_old,
+            _ => (x >> 16 & 0xffff) + (x & 0xffff) + self.neg_old,
+        }
+    }
+
+    /// A counter's offset into its range, moved on by the step.
+    #[inline(always)]
+    fn count(&self, state: &mut u64) -> u64 {
+        let off = *state;
+        let sum = off + self.step;
+        *state = if sum > self.span { sum - self.span - 1 } else { sum };
+        off
+    }
+}
