@@ -14,6 +14,19 @@ pub struct SignedHist {
     pub(crate) pos: LazyHist,
     pub(crate) neg: LazyHist,
     unit: u64,
+    /// ⌈2^64 / unit⌉ (mod 2^64): a quotient by `unit` as one multiply (see [`quotient`]).
+    inv: u64,
+}
+
+/// ⌊v / d⌋ by the multiply `inv = ⌈2^64 / d⌉` gives exactly for every v below 2^32 (Lemire,
+/// Kaser and Kurz, "Faster remainder by direct computation", 2019); a larger v divides.
+#[inline(always)]
+fn quotient(v: u64, d: u64, inv: u64) -> u64 {
+    if v < 1 << 32 {
+        ((u128::from(inv) * u128::from(v)) >> 64) as u64
+    } else {
+        v / d
+    }
 }
 
 impl SignedHist {
@@ -22,6 +35,7 @@ impl SignedHist {
             pos: LazyHist::new(sigfig),
             neg: LazyHist::new(sigfig),
             unit: unit_ns.max(1),
+            inv: (u64::MAX / unit_ns.max(1)).wrapping_add(1),
         }
     }
 
@@ -35,9 +49,11 @@ impl SignedHist {
                 self.neg.record(v_ns.unsigned_abs());
             }
         } else if v_ns >= 0 {
-            self.pos.record((v_ns as u64).div_ceil(self.unit));
+            // ⌈v / u⌉ = ⌊(v + u - 1) / u⌋ (saturated: the same quotient for any unit).
+            let v = (v_ns as u64).saturating_add(self.unit - 1);
+            self.pos.record(quotient(v, self.unit, self.inv));
         } else {
-            self.neg.record(v_ns.unsigned_abs() / self.unit);
+            self.neg.record(quotient(v_ns.unsigned_abs(), self.unit, self.inv));
         }
     }
 
@@ -83,6 +99,28 @@ impl SignedHist {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_multiply_gives_the_quotient_of_a_division() {
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        for d in [2u64, 3, 7, 10, 100, 1000, 4093, 65_537, (1 << 31) - 1, (1 << 32) - 1] {
+            let inv = (u64::MAX / d).wrapping_add(1);
+            let mut vs = vec![0, 1, d - 1, d, d + 1, (1 << 32) - 1, 1 << 32, u64::MAX, u64::MAX / 2];
+            for _ in 0..20_000 {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                vs.extend([x >> 32, x & 0xffff, x]);
+            }
+            for v in vs {
+                assert_eq!(
+                    quotient(v, d, inv),
+                    v / d,
+                    "{v} / {d}: expected the division's quotient"
+                );
+            }
+        }
+    }
 
     /// The exact value at quantile q of sorted `v` (the same rank rule).
     fn exact(v: &[i64], q: f64) -> i64 {

@@ -22,10 +22,32 @@ struct Windows {
     /// few bytes).
     ring: Vec<u64>,
     n: u64,
-    min_span: [u64; 7],
-    max_span: [u64; 7],
-    inv_sum: [f64; 7],
-    count: [u64; 7],
+    /// Per window size (the 8th lane pads the arrays to pairs): the shortest and longest
+    /// span, and the sum of 1 / span. Spans are whole ns, exact as f64 below 2^53 ns (104
+    /// days), so the eight lanes go through paired SSE2 min, max, divide and add.
+    min_span: [f64; 8],
+    max_span: [f64; 8],
+    inv_sum: [f64; 8],
+}
+
+/// `a.min(b)` for numbers that are never NaN (spans): one `minpd` lane, without `f64::min`'s
+/// NaN handling.
+#[inline(always)]
+fn least(a: f64, b: f64) -> f64 {
+    if b < a {
+        b
+    } else {
+        a
+    }
+}
+
+#[inline(always)]
+fn most(a: f64, b: f64) -> f64 {
+    if b > a {
+        b
+    } else {
+        a
+    }
 }
 
 impl Windows {
@@ -33,10 +55,9 @@ impl Windows {
         Windows {
             ring: Vec::new(),
             n: 0,
-            min_span: [u64::MAX; 7],
-            max_span: [0; 7],
-            inv_sum: [0.0; 7],
-            count: [0; 7],
+            min_span: [f64::INFINITY; 8],
+            max_span: [0.0; 8],
+            inv_sum: [0.0; 8],
         }
     }
 
@@ -57,48 +78,53 @@ impl Windows {
             if self.n < w as u64 {
                 break;
             }
-            let t0 = self.ring[((self.n - w as u64) as usize) % RING];
-            let span = t.saturating_sub(t0).clamp(1, i64::MAX as u64);
-            self.min_span[k] = self.min_span[k].min(span);
-            self.max_span[k] = self.max_span[k].max(span);
-            self.inv_sum[k] += 1.0 / span as f64;
-            self.count[k] += 1;
+            let span = most(self.span(t, w), 1.0);
+            self.min_span[k] = least(self.min_span[k], span);
+            self.max_span[k] = most(self.max_span[k], span);
+            self.inv_sum[k] += 1.0 / span;
         }
     }
 
-    /// Every window is full: the same figures as the loop in [`Windows::push`], laid out so
-    /// that the compiler pairs the seven divisions (a span below 2^63 converts in one
-    /// instruction as a signed integer).
+    /// The span of the window of `w` packets that ends at `t`, before the 1 ns floor. Arrival
+    /// times never go back (`push` takes the latest so far), and a span below 2^63 ns
+    /// converts in one instruction through i64.
+    #[inline(always)]
+    fn span(&self, t: u64, w: usize) -> f64 {
+        let t0 = self.ring[((self.n - w as u64) as usize) % RING];
+        t.wrapping_sub(t0) as i64 as f64
+    }
+
+    /// Every window is full: the same figures as the loop in [`Windows::push`], in eight
+    /// lanes the compiler pairs.
     #[inline]
     fn push_all(&mut self, t: u64) {
-        let mut span = [1i64; 8];
+        let mut span = [1.0f64; 8];
         for (k, &w) in RATE_WINDOWS.iter().enumerate() {
-            let t0 = self.ring[((self.n - w as u64) as usize) % RING];
-            span[k] = t.saturating_sub(t0).clamp(1, i64::MAX as u64) as i64;
+            span[k] = self.span(t, w);
         }
-        let mut inv = [0.0f64; 8];
-        for k in 0..8 {
-            inv[k] = 1.0 / span[k] as f64;
+        for (k, &sp) in span.iter().enumerate() {
+            let s = most(sp, 1.0);
+            self.min_span[k] = least(self.min_span[k], s);
+            self.max_span[k] = most(self.max_span[k], s);
+            self.inv_sum[k] += 1.0 / s;
         }
-        for k in 0..7 {
-            let s = span[k] as u64;
-            self.min_span[k] = self.min_span[k].min(s);
-            self.max_span[k] = self.max_span[k].max(s);
-            self.inv_sum[k] += inv[k];
-            self.count[k] += 1;
-        }
+    }
+
+    /// Windows of `w` packets seen so far: one per arrival from the w-th on.
+    fn count(&self, w: usize) -> u64 {
+        (self.n + 1).saturating_sub(w as u64)
     }
 
     fn summary(&self, reference_pps: f64) -> Vec<WindowRate> {
         RATE_WINDOWS
             .iter()
             .enumerate()
-            .filter(|(k, _)| self.count[*k] > 0)
+            .filter(|(_, &w)| self.count(w) > 0)
             .map(|(k, &w)| {
                 let g = (w - 1) as f64 * 1e9;
-                let max_pps = g / self.min_span[k] as f64;
-                let min_pps = g / self.max_span[k] as f64;
-                let avg_pps = g * self.inv_sum[k] / self.count[k] as f64;
+                let max_pps = g / self.min_span[k];
+                let min_pps = g / self.max_span[k];
+                let avg_pps = g * self.inv_sum[k] / self.count(w) as f64;
                 let pct = |v: f64| {
                     if reference_pps > 0.0 {
                         100.0 * v / reference_pps
@@ -108,7 +134,7 @@ impl Windows {
                 };
                 WindowRate {
                     packets: w as u64,
-                    windows: self.count[k],
+                    windows: self.count(w),
                     min_pps,
                     avg_pps,
                     max_pps,
@@ -293,8 +319,9 @@ impl StreamMeter {
         self.sq_sum += e * e;
         self.err_n += 1;
         if let Some(err) = self.err.as_mut() {
-            // Through i64: one instruction, and the same value once clamped at 1000 s.
-            err.record(e.abs().round() as i64 as u64);
+            // Half up, as `round` for a non-negative value, without its call; through i64:
+            // one instruction, and the same value once clamped at 1000 s.
+            err.record((e.abs() + 0.5) as i64 as u64);
         }
         if (gap as f64) < reference / 2.0 {
             self.bursts += 1;
@@ -363,7 +390,9 @@ impl StreamMeter {
             None
         } else {
             let l = self.lanes;
-            Some(self.seq[(seq % l) as usize].observe(seq / l))
+            // One lane, the usual case: no division.
+            let (lane, s) = if l == 1 { (0, seq) } else { (seq % l, seq / l) };
+            Some(self.seq[lane as usize].observe(s))
         };
         if !self.latency_on {
             return;
