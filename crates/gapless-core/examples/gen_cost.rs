@@ -5,17 +5,9 @@
 
 use std::time::Instant;
 
-use gapless_core::generator::scheduler::{ChunkBufs, Frames, Scheduler, Sent};
+use gapless_core::generator::scheduler::{ChunkBufs, Scheduler, Sent};
 use gapless_core::spec::files::NoFiles;
 use gapless_core::{CompileCtx, ProfileSpec};
-
-struct Bufs(Vec<Vec<u8>>);
-
-impl Frames for Bufs {
-    fn buf(&mut self, j: usize) -> &mut [u8] {
-        &mut self.0[j]
-    }
-}
 
 fn main() {
     let mut args = std::env::args().skip(1);
@@ -29,7 +21,7 @@ fn main() {
     };
     let profile = spec.compile(&ctx).unwrap_or_else(|e| panic!("{e}"));
     let mut sched = Scheduler::new(&profile, false, 1).chunk_in_order();
-    let mut out = Bufs(vec![vec![0u8; 16_384]; 64]);
+    let mut out = vec![vec![0u8; 16_384]; 64];
     let mut bufs = ChunkBufs::with_capacity(64);
     let (mut sent, mut check) = (0u64, 0u8);
     let t0 = Instant::now();
@@ -37,7 +29,7 @@ fn main() {
         let Some(due) = sched.next_due(|| 0) else { break };
         let _ = sched.serve(due, &mut out, &mut bufs, 64, |c| -> Result<Sent, ()> {
             for (i, l) in c.lens.iter().enumerate() {
-                check ^= c.out.0[i][l - 1];
+                check ^= c.out[i][l - 1];
             }
             sent += c.lens.len() as u64;
             Ok(Sent {

@@ -3,6 +3,7 @@
 use rand::SeedableRng;
 use rand_xoshiro::Xoshiro256PlusPlus;
 
+use crate::packet::fields::FieldOp;
 use crate::packet::fixed::FixedFrame;
 use crate::packet::hot::HotOp;
 use crate::packet::signature::{Signature, SIG_LEN};
@@ -18,6 +19,13 @@ mod block;
 pub trait Frames {
     /// The buffer for frame `j` of the next send.
     fn buf(&mut self, j: usize) -> &mut [u8];
+}
+
+/// Buffers in memory (tests, benchmarks).
+impl Frames for Vec<Vec<u8>> {
+    fn buf(&mut self, j: usize) -> &mut [u8] {
+        &mut self[j]
+    }
 }
 
 /// The run-time state of one stream. Pure: the caller supplies buffers and timestamps.
@@ -130,16 +138,7 @@ impl StreamGen {
         let t = &v.template;
         let frame = &mut buf[..len];
         frame.copy_from_slice(&t.bytes[..len]);
-        let (mut d_ip, mut d_l4) = (0u64, 0u64);
-        for (op, st) in v.ops.iter().zip(&mut self.op_state[vi]) {
-            let d = op.apply(frame, st, &mut self.field_rng);
-            if op.in_ip {
-                d_ip += d;
-            }
-            if op.in_l4 {
-                d_l4 += d;
-            }
-        }
+        let (d_ip, d_l4) = self.hot[vi].apply(&v.ops, &mut self.op_state[vi], &mut self.field_rng, frame);
         let sig = self.signature(tx_ns);
         if t.sig {
             sig.write(&mut frame[len - SIG_LEN..]);
@@ -159,12 +158,7 @@ impl StreamGen {
         let frame = &mut buf[..len];
         frame.copy_from_slice(&fx.bytes);
         let ops = &self.cfg.variants[vi].ops;
-        let (mut d_ip, mut d_l4) = (0u64, 0u64);
-        for (op, st) in hot.ops.iter().zip(&mut self.op_state[vi]) {
-            let d = op.apply(frame, st, &mut self.field_rng, ops);
-            d_ip += d & op.ip;
-            d_l4 += d & op.l4;
-        }
+        let (d_ip, d_l4) = hot.apply(ops, &mut self.op_state[vi], &mut self.field_rng, frame);
         fx.finish(frame, d_ip, d_l4, &self.signature(tx_ns));
         self.count_built(vi);
         len
@@ -187,9 +181,7 @@ impl StreamGen {
         self.built += 1;
         self.vbuilt[vi] += 1;
         self.last = vi as u16;
-        if let Some(r) = &mut self.remaining {
-            *r -= 1;
-        }
+        self.reserve_one();
     }
 
     /// Frames built with the signature, when not every frame gets one (a replay).
@@ -293,6 +285,19 @@ struct Hot {
 }
 
 impl Hot {
+    /// The variant's field ops (`ops`, at positions `state`) on `frame`: their checksum
+    /// deltas for the IPv4 header and the L4 checksum.
+    #[inline(always)]
+    fn apply(&self, ops: &[FieldOp], state: &mut [u64], rng: &mut Xoshiro256PlusPlus, frame: &mut [u8]) -> (u64, u64) {
+        let (mut d_ip, mut d_l4) = (0u64, 0u64);
+        for (op, st) in self.ops.iter().zip(state) {
+            let d = op.apply(frame, st, rng, ops);
+            d_ip += d & op.ip;
+            d_l4 += d & op.l4;
+        }
+        (d_ip, d_l4)
+    }
+
     fn new(v: &Variant) -> Hot {
         let fixed = match v.sizes {
             SizeGen::Fixed(s) => FixedFrame::new(&v.template, s as usize - FCS_LEN),

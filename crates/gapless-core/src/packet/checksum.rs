@@ -24,7 +24,14 @@ pub fn sum_be(bytes: &[u8]) -> u64 {
 /// Partial sum of `bytes` that start at an even (`odd == false`) or odd offset of the region.
 #[inline]
 pub fn sum_at(bytes: &[u8], odd: bool) -> u64 {
-    let s = sum_be(bytes);
+    at_offset(sum_be(bytes), odd)
+}
+
+/// A part's sum `s` (its words read from an even offset) where the part starts at an even
+/// (`odd == false`) or odd offset of the checksummed region: at an odd offset the bytes swap
+/// roles (RFC 1071 §2(B)).
+#[inline(always)]
+pub fn at_offset(s: u64, odd: bool) -> u64 {
     if odd {
         u64::from(fold(s).swap_bytes())
     } else {

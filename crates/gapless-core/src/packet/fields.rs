@@ -128,12 +128,7 @@ pub fn window_sum(x: u64, n: usize, odd: bool) -> u64 {
             (y >> 48) + (y >> 32 & 0xffff) + (y >> 16 & 0xffff) + (y & 0xffff)
         }
     };
-    if odd {
-        // RFC 1071 byte-order independence: at an odd offset the bytes swap roles.
-        u64::from(crate::packet::checksum::fold(even).swap_bytes())
-    } else {
-        even
-    }
+    crate::packet::checksum::at_offset(even, odd)
 }
 
 /// Uniform in [from, to], unbiased, without a division per draw (Lemire's multiply-shift

@@ -9,7 +9,7 @@
 //! `finish_with`): ones'-complement sums do not depend on the order of their parts, and a
 //! non-zero sum folds to the one representative in 1..=0xffff whatever the order.
 
-use crate::packet::checksum::{finish, fold};
+use crate::packet::checksum::{at_offset, finish};
 use crate::packet::signature::{Signature, SIG_LEN, SIG_MAGIC};
 use crate::packet::template::Template;
 use crate::spec::L4Kind;
@@ -40,38 +40,15 @@ impl FixedFrame {
         if ly.l4_kind == L4Kind::Arp || t.has_tunnel() || len > t.bytes.len() {
             return None;
         }
-        let (ip_base, l4_base, prefix) = t.sums();
+        let prefix = t.payload_sums();
         let mut bytes = t.bytes[..len].to_vec();
-        let l4_len = (len - ly.l4) as u64;
-        let mut ip_sum = 0;
-        if ly.ipv6 {
-            bytes[ly.l3 + 4..ly.l3 + 6].copy_from_slice(&((len - ly.l3 - 40) as u16).to_be_bytes());
-        } else {
-            let tl = (len - ly.l3) as u16;
-            bytes[ly.l3 + 2..ly.l3 + 4].copy_from_slice(&tl.to_be_bytes());
-            ip_sum = ip_base + u64::from(tl);
-        }
-        let mut l4_sum = l4_base;
-        if t.has_pseudo() {
-            l4_sum += (l4_len >> 16) + (l4_len & 0xffff);
-        }
-        let udp = ly.l4_kind == L4Kind::Udp;
-        if udp {
-            bytes[ly.l4 + 4..ly.l4 + 6].copy_from_slice(&(l4_len as u16).to_be_bytes());
-            l4_sum += l4_len;
-        }
+        let (ip_sum, mut l4_sum) = t.set_lengths(&mut bytes);
         let pl_len = len - ly.payload;
-        let magic = u64::from(u16::from_be_bytes(SIG_MAGIC));
         let (sig_at, sig_odd) = match t.sig {
             true => {
                 let body = pl_len - SIG_LEN;
                 let odd = body % 2 == 1;
-                l4_sum += prefix[body]
-                    + if odd {
-                        u64::from(fold(magic).swap_bytes())
-                    } else {
-                        magic
-                    };
+                l4_sum += prefix[body] + at_offset(Signature::MAGIC_SUM, odd);
                 bytes[len - SIG_LEN..len - SIG_LEN + 2].copy_from_slice(&SIG_MAGIC);
                 (Some(len - SIG_LEN), odd)
             }
@@ -86,7 +63,7 @@ impl FixedFrame {
             ip_cs: (!ly.ipv6).then_some(ly.l3 + 10),
             l4_sum,
             l4_cs: ly.l4_csum(),
-            udp,
+            udp: ly.l4_kind == L4Kind::Udp,
             sig_at,
             sig_odd,
         })
@@ -103,7 +80,7 @@ impl FixedFrame {
         self.bytes.is_empty()
     }
 
-    /// Writes the signature (but its magic, already there) and both checksums of `frame`, a
+    /// Writes the signature and both checksums of `frame`, a
     /// copy of [`FixedFrame::bytes`] the field ops changed by `d_ip` / `d_l4`.
     #[inline(always)]
     pub fn finish(&self, frame: &mut [u8], d_ip: u64, d_l4: u64, sig: &Signature) {
@@ -112,19 +89,8 @@ impl FixedFrame {
         }
         let mut sum = self.l4_sum + d_l4;
         if let Some(at) = self.sig_at {
-            let s = &mut frame[at + 2..at + SIG_LEN];
-            s[0..2].copy_from_slice(&sig.stream.to_be_bytes());
-            s[2..6].copy_from_slice(&sig.seq.to_be_bytes());
-            s[6..14].copy_from_slice(&sig.tx_ns.to_be_bytes());
-            // A 32-bit part counts as the sum of its two words: `fold` takes the sum modulo
-            // 0xffff through 32 bits, and 2^16 is 1 modulo 0xffff.
-            let t = sig.tx_ns;
-            let v = u64::from(sig.stream) + u64::from(sig.seq) + (t >> 32) + (t & 0xffff_ffff);
-            sum += if self.sig_odd {
-                u64::from(fold(v).swap_bytes())
-            } else {
-                v
-            };
+            sig.write(&mut frame[at..at + SIG_LEN]);
+            sum += at_offset(sig.word_sum(), self.sig_odd);
         }
         let mut c = finish(sum);
         if c == 0 && self.udp {

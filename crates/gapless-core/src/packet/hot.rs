@@ -107,18 +107,27 @@ impl HotOp {
         for ((x, a), b) in out.iter_mut().zip(d_ip).zip(d_l4) {
             let off = self.count(state);
             *x = if down { self.to - off } else { self.from + off };
-            let d = self.delta(*x);
-            *a += d & self.ip;
-            *b += d & self.l4;
+            self.add_delta(*x, a, b);
         }
     }
 
     /// The field's offset and width in bytes (a flat op).
     pub fn place(&self) -> (usize, usize) {
-        match self.kind {
-            Kind::Inc16 | Kind::Dec16 | Kind::Rand16 => (self.at, 2),
-            _ => (self.at, 4),
-        }
+        (self.at, if self.two() { 2 } else { 4 })
+    }
+
+    /// Whether the field is 2 bytes wide (else 4; a flat op).
+    #[inline(always)]
+    fn two(&self) -> bool {
+        matches!(self.kind, Kind::Inc16 | Kind::Dec16 | Kind::Rand16)
+    }
+
+    /// Adds value `x`'s checksum delta to a frame's IPv4 and L4 sums.
+    #[inline(always)]
+    fn add_delta(&self, x: u64, d_ip: &mut u64, d_l4: &mut u64) {
+        let d = self.delta(x);
+        *d_ip += d & self.ip;
+        *d_l4 += d & self.l4;
     }
 
     /// A random op's range, inclusive.
@@ -131,28 +140,28 @@ impl HotOp {
     #[inline]
     pub fn add_deltas(&self, vals: &[u64], d_ip: &mut [u64], d_l4: &mut [u64]) {
         for ((x, a), b) in vals.iter().zip(d_ip).zip(d_l4) {
-            let d = self.delta(*x);
-            *a += d & self.ip;
-            *b += d & self.l4;
+            self.add_delta(*x, a, b);
         }
     }
 
     /// Writes value `x` into the field (a flat op).
     #[inline(always)]
-    pub fn write(&self, frame: &mut [u8], x: u64) {
+    fn write(&self, frame: &mut [u8], x: u64) {
         let at = self.at;
-        match self.kind {
-            Kind::Inc16 | Kind::Dec16 | Kind::Rand16 => frame[at..at + 2].copy_from_slice(&(x as u16).to_be_bytes()),
-            _ => frame[at..at + 4].copy_from_slice(&(x as u32).to_be_bytes()),
+        if self.two() {
+            frame[at..at + 2].copy_from_slice(&(x as u16).to_be_bytes());
+        } else {
+            frame[at..at + 4].copy_from_slice(&(x as u32).to_be_bytes());
         }
     }
 
     /// The checksum delta of value `x` in the field (a flat op).
     #[inline(always)]
     fn delta(&self, x: u64) -> u64 {
-        match self.kind {
-            Kind::Inc16 | Kind::Dec16 | Kind::Rand16 => (x & 0xffff) + self.neg_old,
-            _ => (x >> 16 & 0xffff) + (x & 0xffff) + self.neg_old,
+        if self.two() {
+            (x & 0xffff) + self.neg_old
+        } else {
+            (x >> 16 & 0xffff) + (x & 0xffff) + self.neg_old
         }
     }
 

@@ -33,6 +33,19 @@ impl Signature {
         out[8..16].copy_from_slice(&self.tx_ns.to_be_bytes());
     }
 
+    /// The checksum contribution of the trailer's words after the magic, read from an even
+    /// offset. A 32-bit part counts whole: it is congruent to its two words' sum modulo
+    /// 0xffff, which is all a ones'-complement sum keeps (`checksum::fold` folds through 32
+    /// bits).
+    #[inline(always)]
+    pub fn word_sum(&self) -> u64 {
+        let t = self.tx_ns;
+        u64::from(self.stream) + u64::from(self.seq) + (t >> 32) + (t & 0xffff_ffff)
+    }
+
+    /// The magic's checksum contribution, read from an even offset.
+    pub const MAGIC_SUM: u64 = u16::from_be_bytes(SIG_MAGIC) as u64;
+
     /// Reads the trailer at the end of an L4 payload, if the payload ends with one.
     pub fn from_payload_end(l4_payload: &[u8]) -> Option<Signature> {
         if l4_payload.len() < SIG_LEN {

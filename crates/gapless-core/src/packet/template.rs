@@ -582,18 +582,44 @@ impl Template {
         self.bytes = b;
     }
 
-    /// Whether the L4 checksum covers a pseudo header (all but ICMPv4).
     /// Whether outer headers (a tunnel) wrap the frame.
     pub fn has_tunnel(&self) -> bool {
         self.tunnel.is_some()
     }
 
-    /// The precomputed sums [`crate::packet::fixed::FixedFrame`] starts from: the IPv4
-    /// header's, the L4 checksum's, and the payload's prefix sums.
-    pub(crate) fn sums(&self) -> (u64, u64, &[u64]) {
-        (self.ip_base, self.l4_base, &self.prefix)
+    /// The payload's prefix sums (see [`crate::packet::checksum::prefix_sums`]).
+    pub(crate) fn payload_sums(&self) -> &[u64] {
+        &self.prefix
     }
 
+    /// Writes the length fields of a frame of `frame.len()` bytes cut from this template
+    /// (not ARP) and returns the sums every frame of that length shares: the IPv4 header's
+    /// (0 on IPv6, which has none) and the L4 checksum's without its payload.
+    #[inline(always)]
+    pub(crate) fn set_lengths(&self, frame: &mut [u8]) -> (u64, u64) {
+        let len = frame.len();
+        let ly = &self.layout;
+        let l4_len = (len - ly.l4) as u64;
+        let mut ip = 0;
+        if ly.ipv6 {
+            frame[ly.l3 + 4..ly.l3 + 6].copy_from_slice(&((len - ly.l3 - 40) as u16).to_be_bytes());
+        } else {
+            let tl = (len - ly.l3) as u16;
+            frame[ly.l3 + 2..ly.l3 + 4].copy_from_slice(&tl.to_be_bytes());
+            ip = self.ip_base + u64::from(tl);
+        }
+        let mut l4 = self.l4_base;
+        if self.has_pseudo() {
+            l4 += (l4_len >> 16) + (l4_len & 0xffff);
+        }
+        if ly.l4_kind == L4Kind::Udp {
+            frame[ly.l4 + 4..ly.l4 + 6].copy_from_slice(&(l4_len as u16).to_be_bytes());
+            l4 += l4_len;
+        }
+        (ip, l4)
+    }
+
+    /// Whether the L4 checksum covers a pseudo header (all but ICMPv4).
     pub fn has_pseudo(&self) -> bool {
         self.layout.ipv6 || self.layout.l4_kind != L4Kind::Icmp
     }
@@ -617,42 +643,19 @@ impl Template {
         if ly.l4_kind == L4Kind::Arp {
             return;
         }
-        let l4_len = (len - ly.l4) as u64;
-        if ly.ipv6 {
-            frame[ly.l3 + 4..ly.l3 + 6].copy_from_slice(&((len - ly.l3 - 40) as u16).to_be_bytes());
-        } else {
-            let tl = (len - ly.l3) as u16;
-            frame[ly.l3 + 2..ly.l3 + 4].copy_from_slice(&tl.to_be_bytes());
-            let c = finish(self.ip_base + u64::from(tl) + d_ip);
+        let (ip, base) = self.set_lengths(frame);
+        if !ly.ipv6 {
+            let c = finish(ip + d_ip);
             frame[ly.l3 + 10..ly.l3 + 12].copy_from_slice(&c.to_be_bytes());
         }
-        let mut sum = self.l4_base + d_l4;
-        if self.has_pseudo() {
-            sum += (l4_len >> 16) + (l4_len & 0xffff);
-        }
-        if ly.l4_kind == L4Kind::Udp {
-            frame[ly.l4 + 4..ly.l4 + 6].copy_from_slice(&(l4_len as u16).to_be_bytes());
-            sum += l4_len;
-        }
+        let mut sum = base + d_l4;
         let pl_len = len - ly.payload;
         match sig {
             Some(sg) => {
                 let body = pl_len - SIG_LEN;
                 sum += self.prefix[body];
-                let t = sg.tx_ns;
-                let s = 0x674c
-                    + u64::from(sg.stream)
-                    + u64::from(sg.seq >> 16)
-                    + u64::from(sg.seq & 0xffff)
-                    + (t >> 48)
-                    + ((t >> 32) & 0xffff)
-                    + ((t >> 16) & 0xffff)
-                    + (t & 0xffff);
-                sum += if body % 2 == 1 {
-                    u64::from(crate::packet::checksum::fold(s).swap_bytes())
-                } else {
-                    s
-                };
+                let s = crate::packet::signature::Signature::MAGIC_SUM + sg.word_sum();
+                sum += crate::packet::checksum::at_offset(s, body % 2 == 1);
             }
             None => sum += self.prefix[pl_len],
         }

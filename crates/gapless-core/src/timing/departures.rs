@@ -233,7 +233,7 @@ impl Schedule {
         self.t = t;
     }
 
-    #[inline]
+    #[inline(always)]
     fn set_at(&mut self) {
         if let Some(e) = &self.exact {
             self.cur.at_ns = self.origin_ns + e.at;
@@ -255,8 +255,7 @@ impl Schedule {
         if let Some(e) = &mut self.exact {
             e.step(self.cur.frames, self.burst);
             self.cur.frames = self.burst;
-            self.cur.at_ns = self.origin_ns + e.at;
-            return;
+            return self.set_at();
         }
         self.advance_any(bytes);
     }

@@ -20,13 +20,6 @@ fn profile(toml: &str) -> Profile {
     ProfileSpec::from_toml(toml, "test").unwrap().compile(&ctx).unwrap()
 }
 
-struct Bufs(Vec<Vec<u8>>);
-impl Frames for Bufs {
-    fn buf(&mut self, j: usize) -> &mut [u8] {
-        &mut self.0[j]
-    }
-}
-
 /// One chunk as the fake engine sent it.
 #[derive(Debug, PartialEq)]
 struct Sent1 {
@@ -38,7 +31,7 @@ struct Sent1 {
 /// Drives `s` as the engine does, on a fake clock that a busy-wait moves to each departure's
 /// time; `stall(k)` adds that much before the k-th departure is sent.
 fn drive(s: &mut Scheduler, stall: impl Fn(usize) -> u64) -> Vec<Sent1> {
-    let mut out = Bufs(vec![vec![0; 2048]; 64]);
+    let mut out = vec![vec![0u8; 2048]; 64];
     let mut bufs = ChunkBufs::with_capacity(64);
     let mut now = 0u64;
     let mut log = Vec::new();
@@ -242,13 +235,13 @@ fn cbr_streams_are_spread_over_their_gap_unless_aligned() {
 /// Every frame (stream, scheduled time, bytes) in the order `s` sends them, with at most
 /// `max_batch` frames per chunk; and the number of chunks.
 fn frames_sent(s: &mut Scheduler, max_batch: usize) -> (Vec<(usize, u64, Vec<u8>)>, usize) {
-    let mut out = Bufs(vec![vec![0; 2048]; max_batch]);
+    let mut out = vec![vec![0u8; 2048]; max_batch];
     let mut bufs = ChunkBufs::with_capacity(max_batch);
     let (mut frames, mut chunks) = (Vec::new(), 0);
     while let Some(due) = s.next_due(|| 0) {
         let r: Result<_, ()> = s.serve(due, &mut out, &mut bufs, max_batch, |c| {
             for (j, (&len, &at)) in c.lens.iter().zip(c.ats).enumerate() {
-                frames.push((due.stream, at, c.out.0[j][..len].to_vec()));
+                frames.push((due.stream, at, c.out[j][..len].to_vec()));
             }
             chunks += 1;
             Ok(Sent {

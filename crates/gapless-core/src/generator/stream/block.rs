@@ -136,18 +136,10 @@ fn copy_frame(dst: &mut [u8], src: &[u8]) {
 
 #[cfg(test)]
 mod tests {
-    use crate::generator::stream::{Frames, StreamGen};
+    use crate::generator::stream::StreamGen;
     use crate::packet::sizes::SizeGen;
     use crate::spec::files::NoFiles;
     use crate::{CompileCtx, ProfileSpec, StreamConfig};
-
-    struct Bufs(Vec<Vec<u8>>);
-
-    impl Frames for Bufs {
-        fn buf(&mut self, j: usize) -> &mut [u8] {
-            &mut self.0[j]
-        }
-    }
 
     fn stream(toml: &str) -> StreamConfig {
         let spec = ProfileSpec::from_toml(toml, "test").unwrap_or_else(|e| panic!("{e}"));
@@ -174,7 +166,7 @@ mod tests {
             StreamGen::new(cfg),
         );
         let blocks = c.block_len().is_some();
-        let mut out = Bufs(vec![vec![0u8; 2048]; 200]);
+        let mut out = vec![vec![0u8; 2048]; 200];
         let (mut fa, mut fb) = (vec![0u8; 2048], vec![0u8; 2048]);
         let mut k = 0u64;
         for n in [1usize, 7, 64, 65, 200, 3, 130] {
@@ -197,7 +189,7 @@ mod tests {
                 if blocks {
                     assert_eq!(
                         fa[..la],
-                        out.0[j][..la],
+                        out[j][..la],
                         "frame {k}: the block's frame differs from the general path's"
                     );
                 }
