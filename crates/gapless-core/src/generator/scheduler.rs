@@ -513,10 +513,14 @@ fn coalesce<F: Frames>(
     // A stream of one frame size and flat ops plans the chunk's departures first and builds
     // its frames as a block: the same frames, with the per-op work in tight loops.
     if let Some(len) = g.block_len() {
-        while let Some(dp) = g.next_departure().filter(|dp| fits(dp, bufs.ats.len())) {
-            g.reserve_one();
-            bufs.ats.push(dp.at_ns);
-            g.advance(len as u64 + 4);
+        // Before the next other stream's departure: (at, this index) < (its time, its index).
+        let stop = bound.map_or(u64::MAX, |(bt, bi, si)| bt.saturating_add(u64::from(si < bi)));
+        if !g.plan_block(&mut bufs.ats, limit, stop) {
+            while let Some(dp) = g.next_departure().filter(|dp| fits(dp, bufs.ats.len())) {
+                g.reserve_one();
+                bufs.ats.push(dp.at_ns);
+                g.advance(len as u64 + 4);
+            }
         }
         let n = bufs.ats.len();
         bufs.lens.resize(n, len);

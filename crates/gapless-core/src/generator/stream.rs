@@ -43,8 +43,9 @@ pub struct StreamGen {
     op_state: Vec<Vec<u64>>,
     /// Per variant: its ops flat, and its frame cut once when its size is fixed.
     hot: Vec<Hot>,
-    /// A block's op values (see `block`).
-    scratch: Vec<u64>,
+    /// A block's op values, a column per op, and its random draws (see `block`).
+    cols: Vec<[u64; block::BLOCK]>,
+    draws: Vec<u64>,
     /// The variant of the frame built last.
     last: u16,
     /// A replayed capture being read, and the time its file timing counts from.
@@ -68,8 +69,9 @@ impl StreamGen {
             end_ns,
             vbuilt: vec![0; cfg.variants.len()],
             op_state: cfg.variants.iter().map(|v| vec![0; v.ops.len()]).collect(),
-            hot: cfg.variants.iter().map(Hot::new).collect(),
-            scratch: Vec::new(),
+            hot: cfg.variants.iter().map(|v| Hot::new(v, cfg.id)).collect(),
+            cols: Vec::new(),
+            draws: Vec::new(),
             last: 0,
             replay: cfg.replay.clone().map(crate::generator::replay::ReplayState::new),
             replay_origin: cfg.start_offset_ns,
@@ -220,6 +222,30 @@ impl StreamGen {
         self.cap();
     }
 
+    /// Plans the next departures of a block on the integer CBR path (see
+    /// [`Schedule::plan_exact`]) into `ats`, as many as fit (at most `limit`): the first if
+    /// the stream has not ended, each later one also before `stop`. They count as taken, as
+    /// [`StreamGen::reserve_one`] counts them. False, with nothing planned, when the
+    /// schedule is of another kind: the caller plans departure by departure.
+    #[inline]
+    pub fn plan_block(&mut self, ats: &mut Vec<u64>, limit: usize, stop: u64) -> bool {
+        let limit = self
+            .remaining
+            .map_or(limit, |r| limit.min(usize::try_from(r).unwrap_or(usize::MAX)));
+        ats.resize(limit, 0);
+        let end = self.end_ns.unwrap_or(u64::MAX);
+        let Some(n) = self.sched.plan_exact(ats, end, stop) else {
+            ats.clear();
+            return false;
+        };
+        ats.truncate(n);
+        if let Some(r) = &mut self.remaining {
+            *r -= n as u64;
+        }
+        self.cap();
+        true
+    }
+
     /// Drops the current departure without building it (the `skip` policy). Sizes are drawn
     /// so that a bit-rate schedule keeps its pace.
     pub fn skip(&mut self) -> u32 {
@@ -252,7 +278,7 @@ impl StreamGen {
             self.vbuilt = vec![0; variants.len()];
             self.op_state = variants.iter().map(|v| vec![0; v.ops.len()]).collect();
         }
-        self.hot = variants.iter().map(Hot::new).collect();
+        self.hot = variants.iter().map(|v| Hot::new(v, self.cfg.id)).collect();
         self.cfg.variants = variants;
     }
 
@@ -278,9 +304,13 @@ struct Hot {
     ops: Vec<HotOp>,
     /// The random ops: index and range (a block draws them in a tight loop).
     random: Vec<(usize, u64, u64)>,
-    /// The flat ops' index and offset, by width (a block writes them without a match).
-    w16: Vec<(usize, usize)>,
-    w32: Vec<(usize, usize)>,
+    /// Each op's column in a block's values: the ops on 2-byte fields first, then those on
+    /// 4-byte fields, each in the order of `at16` / `at32`, then any other.
+    col: Vec<usize>,
+    /// The offsets of the flat ops' fields by width, in column order (a block writes them
+    /// without a match or a lookup).
+    at16: Vec<usize>,
+    at32: Vec<usize>,
     fixed: Option<FixedFrame>,
 }
 
@@ -298,28 +328,41 @@ impl Hot {
         (d_ip, d_l4)
     }
 
-    fn new(v: &Variant) -> Hot {
-        let fixed = match v.sizes {
-            SizeGen::Fixed(s) => FixedFrame::new(&v.template, s as usize - FCS_LEN),
+    /// Variant `v` of stream `stream`.
+    fn new(v: &Variant, stream: u16) -> Hot {
+        let ops: Vec<HotOp> = v.ops.iter().enumerate().map(|(i, op)| HotOp::new(op, i)).collect();
+        let mut fixed = match v.sizes {
+            SizeGen::Fixed(s) => FixedFrame::new(&v.template, s as usize - FCS_LEN, stream),
             _ => None,
         };
-        let ops: Vec<HotOp> = v.ops.iter().enumerate().map(|(i, op)| HotOp::new(op, i)).collect();
+        if let Some(f) = fixed.as_mut().filter(|_| ops.iter().all(|o| o.ip == 0)) {
+            f.freeze_ip_checksum();
+        }
         let random = ops
             .iter()
             .enumerate()
             .filter_map(|(i, o)| o.range().map(|(a, b)| (i, a, b)))
             .collect();
-        let placed = |w: usize| -> Vec<(usize, usize)> {
-            let flat = ops.iter().enumerate().filter(|(_, o)| o.is_flat());
-            flat.filter_map(|(i, o)| (o.place().1 == w).then_some((i, o.place().0)))
+        let width = |i: usize| if ops[i].is_flat() { ops[i].place().1 } else { usize::MAX };
+        let mut order: Vec<usize> = (0..ops.len()).collect();
+        order.sort_by_key(|&i| width(i));
+        let mut col = vec![0; ops.len()];
+        for (c, &i) in order.iter().enumerate() {
+            col[i] = c;
+        }
+        let at = |w: usize| {
+            order
+                .iter()
+                .filter(|&&i| width(i) == w)
+                .map(|&i| ops[i].place().0)
                 .collect()
         };
-        let (w16, w32) = (placed(2), placed(4));
         Hot {
-            ops,
             random,
-            w16,
-            w32,
+            col,
+            at16: at(2),
+            at32: at(4),
+            ops,
             fixed,
         }
     }

@@ -33,9 +33,10 @@ pub struct FixedFrame {
 }
 
 impl FixedFrame {
-    /// `t` cut to `len` bytes (no FCS); None where the fast path does not apply (ARP, a
-    /// tunnel: their frames take `finish_with`).
-    pub fn new(t: &Template, len: usize) -> Option<FixedFrame> {
+    /// `t` cut to `len` bytes (no FCS), its signature (if any) carrying stream id `stream`;
+    /// None where the fast path does not apply (ARP, a tunnel: their frames take
+    /// `finish_with`).
+    pub fn new(t: &Template, len: usize, stream: u16) -> Option<FixedFrame> {
         let ly = &t.layout;
         if ly.l4_kind == L4Kind::Arp || t.has_tunnel() || len > t.bytes.len() {
             return None;
@@ -48,8 +49,9 @@ impl FixedFrame {
             true => {
                 let body = pl_len - SIG_LEN;
                 let odd = body % 2 == 1;
-                l4_sum += prefix[body] + at_offset(Signature::MAGIC_SUM, odd);
+                l4_sum += prefix[body] + at_offset(Signature::MAGIC_SUM + u64::from(stream), odd);
                 bytes[len - SIG_LEN..len - SIG_LEN + 2].copy_from_slice(&SIG_MAGIC);
+                bytes[len - SIG_LEN + 2..len - SIG_LEN + 4].copy_from_slice(&stream.to_be_bytes());
                 (Some(len - SIG_LEN), odd)
             }
             false => {
@@ -69,6 +71,14 @@ impl FixedFrame {
         })
     }
 
+    /// Writes the IPv4 header checksum into the frame once, for a variant whose field ops
+    /// never touch that header: `finish` then leaves it as it is.
+    pub fn freeze_ip_checksum(&mut self) {
+        if let Some(c) = self.ip_cs.take() {
+            self.bytes[c..c + 2].copy_from_slice(&finish(self.ip_sum).to_be_bytes());
+        }
+    }
+
     /// The frame's length (no FCS).
     #[inline(always)]
     pub fn len(&self) -> usize {
@@ -81,7 +91,9 @@ impl FixedFrame {
     }
 
     /// Writes the signature and both checksums of `frame`, a
-    /// copy of [`FixedFrame::bytes`] the field ops changed by `d_ip` / `d_l4`.
+    /// copy of [`FixedFrame::bytes`] the field ops changed by `d_ip` / `d_l4`. The
+    /// signature's magic and stream id are in the copy already (`sig.stream` is the one the
+    /// frame was cut with).
     #[inline(always)]
     pub fn finish(&self, frame: &mut [u8], d_ip: u64, d_l4: u64, sig: &Signature) {
         if let Some(c) = self.ip_cs {
@@ -89,8 +101,8 @@ impl FixedFrame {
         }
         let mut sum = self.l4_sum + d_l4;
         if let Some(at) = self.sig_at {
-            sig.write(&mut frame[at..at + SIG_LEN]);
-            sum += at_offset(sig.word_sum(), self.sig_odd);
+            sig.write_moving(&mut frame[at..at + SIG_LEN]);
+            sum += at_offset(sig.moving_sum(), self.sig_odd);
         }
         let mut c = finish(sum);
         if c == 0 && self.udp {

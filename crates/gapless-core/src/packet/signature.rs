@@ -29,6 +29,13 @@ impl Signature {
     pub fn write(&self, out: &mut [u8]) {
         out[0..2].copy_from_slice(&SIG_MAGIC);
         out[2..4].copy_from_slice(&self.stream.to_be_bytes());
+        self.write_moving(out);
+    }
+
+    /// Writes the parts that change from frame to frame, the sequence number and the TX
+    /// stamp, into `out[..SIG_LEN]`, a trailer whose magic and stream id are written.
+    #[inline(always)]
+    pub fn write_moving(&self, out: &mut [u8]) {
         out[4..8].copy_from_slice(&self.seq.to_be_bytes());
         out[8..16].copy_from_slice(&self.tx_ns.to_be_bytes());
     }
@@ -39,8 +46,14 @@ impl Signature {
     /// bits).
     #[inline(always)]
     pub fn word_sum(&self) -> u64 {
+        u64::from(self.stream) + self.moving_sum()
+    }
+
+    /// [`Signature::word_sum`] of the sequence number and the TX stamp alone.
+    #[inline(always)]
+    pub fn moving_sum(&self) -> u64 {
         let t = self.tx_ns;
-        u64::from(self.stream) + u64::from(self.seq) + (t >> 32) + (t & 0xffff_ffff)
+        u64::from(self.seq) + (t >> 32) + (t & 0xffff_ffff)
     }
 
     /// The magic's checksum contribution, read from an even offset.

@@ -260,6 +260,35 @@ impl Schedule {
         self.advance_any(bytes);
     }
 
+    /// Plans up to `ats.len()` departures of one frame each on the integer CBR path, into
+    /// `ats`, and moves past them: the first if it is before `end`, each later one while it
+    /// is before both `end` and `stop`. Returns how many, or None (nothing planned) when the
+    /// schedule is not CBR at whole frames per second with bursts of one.
+    #[inline]
+    pub fn plan_exact(&mut self, ats: &mut [u64], end: u64, stop: u64) -> Option<usize> {
+        if self.burst != 1 || self.cur.frames != 1 {
+            return None;
+        }
+        // A copy in registers, written back once.
+        let mut e = self.exact?;
+        let (origin, later) = (self.origin_ns, end.min(stop));
+        let mut n = 0;
+        let mut bound = end;
+        for out in ats.iter_mut() {
+            let at = origin + e.at;
+            if at >= bound {
+                break;
+            }
+            *out = at;
+            e.step(1, 1);
+            n += 1;
+            bound = later;
+        }
+        self.exact = Some(e);
+        self.set_at();
+        Some(n)
+    }
+
     /// Goes on from the current departure with the float time `t` (a rate that changes).
     fn leave_exact(&mut self) {
         if let Some(e) = self.exact.take() {
@@ -377,6 +406,58 @@ mod tests {
             let want = 11 + (u128::from(k) * 1_000_000_000 / u128::from(pps)) as u64;
             assert_eq!(s.current().at_ns, want, "{pps} pps after a capped departure");
         }
+    }
+
+    #[test]
+    fn planned_blocks_are_the_departures_one_by_one() {
+        for pps in [3u64, 1_000, 14_880_952, 999_999_937] {
+            let (mut one, mut planned) = (
+                Schedule::new(Pattern::Cbr, Rate::Pps(pps as f64), 1, 5, 1),
+                Schedule::new(Pattern::Cbr, Rate::Pps(pps as f64), 1, 5, 1),
+            );
+            let mut ats = [0u64; 64];
+            for k in 0..500usize {
+                // Blocks of 1 to 64, a stop inside some and an end inside others.
+                let max = 1 + k * 7 % 64;
+                let next = one.current().at_ns;
+                let stop = if k % 3 == 0 {
+                    next + (k as u64 % 5) * 1_000_000_000 / pps
+                } else {
+                    u64::MAX
+                };
+                let end = if k % 5 == 1 {
+                    next + 1_000_000_000 / pps
+                } else {
+                    u64::MAX
+                };
+                let n = planned.plan_exact(&mut ats[..max], end, stop);
+                let mut want = Vec::new();
+                while want.len() < max {
+                    let at = one.current().at_ns;
+                    if at >= end || (!want.is_empty() && at >= stop) {
+                        break;
+                    }
+                    want.push(at);
+                    one.advance(64);
+                }
+                assert_eq!(n, Some(want.len()), "{pps} pps, block {k}: expected as many departures");
+                assert_eq!(
+                    ats[..want.len()],
+                    want[..],
+                    "{pps} pps, block {k}: expected the same times"
+                );
+                assert_eq!(
+                    planned.current(),
+                    one.current(),
+                    "{pps} pps, block {k}: the next departure"
+                );
+            }
+        }
+        let exp = UnitDist::Exponential(rand_distr::Exp::new(1.0).expect("rate 1"));
+        let mut poisson = Schedule::new(Pattern::Random(exp), Rate::Pps(1e3), 1, 0, 1);
+        assert_eq!(poisson.plan_exact(&mut [0; 8], u64::MAX, u64::MAX), None, "not CBR");
+        let mut bursts = Schedule::new(Pattern::Cbr, Rate::Pps(1e3), 4, 0, 1);
+        assert_eq!(bursts.plan_exact(&mut [0; 8], u64::MAX, u64::MAX), None, "bursts of 4");
     }
 
     #[test]

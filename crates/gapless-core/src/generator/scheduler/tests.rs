@@ -290,3 +290,26 @@ fn a_paced_scheduler_never_chunks_in_order() {
     let (_, chunks) = frames_sent(&mut s, 32);
     assert_eq!(chunks, 10, "expected one chunk per departure when paced");
 }
+
+#[test]
+fn in_order_chunks_end_a_timed_stream_and_break_at_ties_as_one_per_step_does() {
+    // Stream 0 plans its blocks on the integer path: its duration ends it inside a block,
+    // and stream 1's departures (one of them at the same time, 1 ms) cut its blocks.
+    let toml = "[[stream]]\nsize = 66\n[stream.timing]\nrate_pps = 1000\nduration_s = 0.0305\n\
+         [[stream]]\nsize = 64\n[stream.timing]\nrate_pps = 300\ncount = 12\nstart_offset_ns = 1000000\n";
+    let p = profile(toml);
+    let (one, _) = frames_sent(&mut Scheduler::new(&p, false, 1), 1);
+    let mut chunked = Scheduler::new(&p, false, 1).chunk_in_order();
+    let (many, chunks) = frames_sent(&mut chunked, 64);
+    assert_eq!(one.len(), 31 + 12, "frames one per step");
+    assert_eq!(many, one, "expected the same stream, time and bytes for every frame");
+    assert_eq!(many[1].0, 0, "expected stream 0 first at the 1 ms tie");
+    // Stream 1's 9 frames before 30 ms cut stream 0 into 10 blocks; its last 3 are one.
+    assert_eq!(
+        chunks,
+        10 + 9 + 1,
+        "expected stream 0's blocks cut by each of stream 1's frames"
+    );
+    let sent: Vec<u64> = chunked.stats().iter().map(|st| st.sent).collect();
+    assert_eq!(sent, vec![31, 12]);
+}

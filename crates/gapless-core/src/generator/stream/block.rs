@@ -17,7 +17,7 @@ use super::{Frames, Hot, StreamGen};
 use crate::packet::fields::uniform;
 
 /// Frames per block: the op values of a block stay in L1.
-const BLOCK: usize = 64;
+pub(super) const BLOCK: usize = 64;
 
 impl StreamGen {
     /// The frame length (no FCS) when the stream's next frames can be built as a block.
@@ -49,55 +49,58 @@ impl StreamGen {
     }
 
     fn build_part<F: Frames + ?Sized>(&mut self, out: &mut F, first: usize, ats: &[u64]) {
-        let n = ats.len();
+        let n = ats.len().min(BLOCK);
         let (mut d_ip, mut d_l4) = ([0u64; BLOCK], [0u64; BLOCK]);
         self.values(n, &mut d_ip[..n], &mut d_l4[..n]);
-        let hot = &self.hot[0];
+        let (hot, cols) = (&self.hot[0], &self.cols);
         let fx = hot.fixed.as_ref().expect("a block has a fixed frame");
-        let vals = &self.scratch;
-        for (j, &at) in ats.iter().enumerate() {
+        let (c16, c32) = cols.split_at(hot.at16.len());
+        let mut sig = self.signature(0);
+        for j in 0..n {
             let frame = &mut out.buf(first + j)[..fx.len()];
             copy_frame(frame, &fx.bytes);
-            for &(i, at) in &hot.w16 {
-                frame[at..at + 2].copy_from_slice(&(vals[i * BLOCK + j] as u16).to_be_bytes());
+            for (c, &at) in c16.iter().zip(&hot.at16) {
+                frame[at..at + 2].copy_from_slice(&(c[j] as u16).to_be_bytes());
             }
-            for &(i, at) in &hot.w32 {
-                frame[at..at + 4].copy_from_slice(&(vals[i * BLOCK + j] as u32).to_be_bytes());
+            for (c, &at) in c32.iter().zip(&hot.at32) {
+                frame[at..at + 4].copy_from_slice(&(c[j] as u32).to_be_bytes());
             }
-            fx.finish(frame, d_ip[j], d_l4[j], &self.signature(at));
-            self.built += 1;
+            sig.tx_ns = ats[j];
+            fx.finish(frame, d_ip[j], d_l4[j], &sig);
+            sig.seq = sig.seq.wrapping_add(self.cfg.lanes);
         }
+        self.built += n as u64;
     }
 
-    /// Each op's values for the next `n` frames into `scratch` (op i at `i * BLOCK`), and
-    /// their checksum deltas added to `d_ip` / `d_l4`.
+    /// Each op's values for the next `n` frames into its column of `cols`, and their
+    /// checksum deltas added to `d_ip` / `d_l4`.
     fn values(&mut self, n: usize, d_ip: &mut [u64], d_l4: &mut [u64]) {
         let hot = &self.hot[0];
-        let (nops, nrand) = (hot.ops.len(), hot.random.len());
-        self.scratch.resize((nops + nrand) * BLOCK, 0);
-        let (vals, raw) = self.scratch.split_at_mut(nops * BLOCK);
+        self.cols.resize(hot.ops.len(), [0; BLOCK]);
         let state = &mut self.op_state[0];
-        for (i, op) in hot.ops.iter().enumerate() {
+        for ((op, &c), st) in hot.ops.iter().zip(&hot.col).zip(state.iter_mut()) {
             if !op.is_random() {
-                op.fill(&mut vals[i * BLOCK..i * BLOCK + n], &mut state[i], d_ip, d_l4);
+                op.fill(&mut self.cols[c][..n], st, d_ip, d_l4);
             }
         }
-        if nrand > 0 {
-            draw(hot, vals, &mut raw[..n * nrand], &mut self.field_rng);
+        if !hot.random.is_empty() {
+            self.draws.resize(n * hot.random.len(), 0);
+            draw(hot, &mut self.cols, &mut self.draws, &mut self.field_rng);
             for &(i, ..) in &hot.random {
-                hot.ops[i].add_deltas(&vals[i * BLOCK..i * BLOCK + n], d_ip, d_l4);
+                hot.ops[i].add_deltas(&self.cols[hot.col[i]][..n], d_ip, d_l4);
             }
         }
     }
 }
 
-/// The random ops' values for a block of `raw.len() / random ops` frames. The generator's
-/// draws are taken in one loop, in the order frame-by-frame building takes them (each frame,
-/// each random op), then each op maps its draws into its range as [`uniform`] does. A draw
-/// that `uniform` might reject (a low product under the range's size: odds below 2^-32 for
-/// a 2- or 4-byte field) sends the block back to `uniform` draw by draw, from the same
-/// generator state: the values are `uniform`'s either way.
-fn draw(hot: &Hot, vals: &mut [u64], raw: &mut [u64], rng: &mut Xoshiro256PlusPlus) {
+/// The random ops' values for a block of `raw.len() / random ops` frames, each into its
+/// column of `cols`. The generator's draws are taken in one loop, in the order
+/// frame-by-frame building takes them (each frame, each random op), then each op maps its
+/// draws into its range as [`uniform`] does. A draw that `uniform` might reject (a low
+/// product under the range's size: odds below 2^-32 for a 2- or 4-byte field) sends the
+/// block back to `uniform` draw by draw, from the same generator state: the values are
+/// `uniform`'s either way.
+fn draw(hot: &Hot, cols: &mut [[u64; BLOCK]], raw: &mut [u64], rng: &mut Xoshiro256PlusPlus) {
     let r = hot.random.len();
     let n = raw.len() / r;
     let start = rng.clone();
@@ -105,7 +108,7 @@ fn draw(hot: &Hot, vals: &mut [u64], raw: &mut [u64], rng: &mut Xoshiro256PlusPl
     let mut doubt = false;
     for (k, &(i, from, to)) in hot.random.iter().enumerate() {
         let size = to - from + 1;
-        for (j, x) in vals[i * BLOCK..i * BLOCK + n].iter_mut().enumerate() {
+        for (j, x) in cols[hot.col[i]][..n].iter_mut().enumerate() {
             let m = u128::from(raw[j * r + k]) * u128::from(size);
             doubt |= (m as u64) < size;
             *x = from + (m >> 64) as u64;
@@ -113,9 +116,11 @@ fn draw(hot: &Hot, vals: &mut [u64], raw: &mut [u64], rng: &mut Xoshiro256PlusPl
     }
     if doubt {
         *rng = start;
+        // Frame by frame, op by op: the draws' order, across the columns.
+        #[allow(clippy::needless_range_loop)]
         for j in 0..n {
             for &(i, from, to) in &hot.random {
-                vals[i * BLOCK + j] = uniform(rng, from, to);
+                cols[hot.col[i]][j] = uniform(rng, from, to);
             }
         }
     }
