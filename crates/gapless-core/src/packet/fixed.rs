@@ -25,10 +25,11 @@ pub struct FixedFrame {
     /// The L4 checksum's sum of every word that does not change from frame to frame.
     l4_sum: u64,
     l4_cs: usize,
-    udp: bool,
-    /// Where the signature goes, and whether it starts at an odd offset of the payload (its
-    /// words then count byte-swapped).
-    sig_at: Option<usize>,
+    /// What a checksum that comes out 0 is written as: 0xffff for UDP (RFC 768), else 0.
+    zero: u16,
+    /// Whether the frame ends with the signature, and whether it starts at an odd offset of
+    /// the payload (its words then count byte-swapped).
+    signed: bool,
     sig_odd: bool,
 }
 
@@ -45,18 +46,18 @@ impl FixedFrame {
         let mut bytes = t.bytes[..len].to_vec();
         let (ip_sum, mut l4_sum) = t.set_lengths(&mut bytes);
         let pl_len = len - ly.payload;
-        let (sig_at, sig_odd) = match t.sig {
+        let (signed, sig_odd) = match t.sig {
             true => {
                 let body = pl_len - SIG_LEN;
                 let odd = body % 2 == 1;
                 l4_sum += prefix[body] + at_offset(Signature::MAGIC_SUM + u64::from(stream), odd);
                 bytes[len - SIG_LEN..len - SIG_LEN + 2].copy_from_slice(&SIG_MAGIC);
                 bytes[len - SIG_LEN + 2..len - SIG_LEN + 4].copy_from_slice(&stream.to_be_bytes());
-                (Some(len - SIG_LEN), odd)
+                (true, odd)
             }
             false => {
                 l4_sum += prefix[pl_len];
-                (None, false)
+                (false, false)
             }
         };
         Some(FixedFrame {
@@ -65,8 +66,8 @@ impl FixedFrame {
             ip_cs: (!ly.ipv6).then_some(ly.l3 + 10),
             l4_sum,
             l4_cs: ly.l4_csum(),
-            udp: ly.l4_kind == L4Kind::Udp,
-            sig_at,
+            zero: if ly.l4_kind == L4Kind::Udp { 0xffff } else { 0 },
+            signed,
             sig_odd,
         })
     }
@@ -96,18 +97,39 @@ impl FixedFrame {
     /// frame was cut with).
     #[inline(always)]
     pub fn finish(&self, frame: &mut [u8], d_ip: u64, d_l4: u64, sig: &Signature) {
+        self.sign(frame, sig);
+        self.checksums(frame, d_ip, d_l4, sig);
+    }
+
+    /// Writes the signature's sequence number and TX stamp at the end of `frame` (if the
+    /// frame is signed).
+    #[inline(always)]
+    pub fn sign(&self, frame: &mut [u8], sig: &Signature) {
+        if let (true, Some(tail)) = (self.signed, frame.last_chunk_mut::<SIG_LEN>()) {
+            sig.write_moving(tail);
+        }
+    }
+
+    /// Writes both checksums into `head`, the frame or its first [`FixedFrame::head_len`]
+    /// bytes or more, for the field ops' deltas `d_ip` / `d_l4` and the signature `sig`.
+    #[inline(always)]
+    pub fn checksums(&self, head: &mut [u8], d_ip: u64, d_l4: u64, sig: &Signature) {
         if let Some(c) = self.ip_cs {
-            frame[c..c + 2].copy_from_slice(&finish(self.ip_sum + d_ip).to_be_bytes());
+            head[c..c + 2].copy_from_slice(&finish(self.ip_sum + d_ip).to_be_bytes());
         }
         let mut sum = self.l4_sum + d_l4;
-        if let Some(at) = self.sig_at {
-            sig.write_moving(&mut frame[at..at + SIG_LEN]);
+        if self.signed {
             sum += at_offset(sig.moving_sum(), self.sig_odd);
         }
-        let mut c = finish(sum);
-        if c == 0 && self.udp {
-            c = 0xffff;
-        }
-        frame[self.l4_cs..self.l4_cs + 2].copy_from_slice(&c.to_be_bytes());
+        let c = match finish(sum) {
+            0 => self.zero,
+            c => c,
+        };
+        head[self.l4_cs..self.l4_cs + 2].copy_from_slice(&c.to_be_bytes());
+    }
+
+    /// The bytes from the frame's start to the end of its last checksum field.
+    pub fn head_len(&self) -> usize {
+        self.ip_cs.map_or(0, |c| c + 2).max(self.l4_cs + 2)
     }
 }
