@@ -46,8 +46,6 @@ pub struct StreamGen {
     /// A block's op values, a column per op, and its random draws (see `block`).
     cols: Vec<[u64; block::BLOCK]>,
     draws: Vec<u64>,
-    /// A block's frame heads, built op by op (see `block`).
-    stage: Vec<[u8; block::HEAD]>,
     /// The variant of the frame built last.
     last: u16,
     /// A replayed capture being read, and the time its file timing counts from.
@@ -74,7 +72,6 @@ impl StreamGen {
             hot: cfg.variants.iter().map(|v| Hot::new(v, cfg.id)).collect(),
             cols: Vec::new(),
             draws: Vec::new(),
-            stage: Vec::new(),
             last: 0,
             replay: cfg.replay.clone().map(crate::generator::replay::ReplayState::new),
             replay_origin: cfg.start_offset_ns,
@@ -315,9 +312,6 @@ struct Hot {
     at16: Vec<usize>,
     at32: Vec<usize>,
     fixed: Option<FixedFrame>,
-    /// The frame length, when the variant's frames can be built as blocks: one size, only
-    /// flat ops, and every op's field and both checksums in the first `block::HEAD` bytes.
-    block: Option<usize>,
 }
 
 impl Hot {
@@ -363,10 +357,6 @@ impl Hot {
                 .map(|&i| ops[i].place().0)
                 .collect()
         };
-        let block = fixed.as_ref().map(|f| (f.len(), f.head_len())).filter(|&(len, head)| {
-            let room = len.min(block::HEAD);
-            head <= room && ops.iter().all(|o| o.is_flat() && o.place().0 + o.place().1 <= room)
-        });
         Hot {
             random,
             col,
@@ -374,7 +364,6 @@ impl Hot {
             at32: at(4),
             ops,
             fixed,
-            block: block.map(|(len, _)| len),
         }
     }
 }

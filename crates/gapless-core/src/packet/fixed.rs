@@ -97,39 +97,19 @@ impl FixedFrame {
     /// frame was cut with).
     #[inline(always)]
     pub fn finish(&self, frame: &mut [u8], d_ip: u64, d_l4: u64, sig: &Signature) {
-        self.sign(frame, sig);
-        self.checksums(frame, d_ip, d_l4, sig);
-    }
-
-    /// Writes the signature's sequence number and TX stamp at the end of `frame` (if the
-    /// frame is signed).
-    #[inline(always)]
-    pub fn sign(&self, frame: &mut [u8], sig: &Signature) {
-        if let (true, Some(tail)) = (self.signed, frame.last_chunk_mut::<SIG_LEN>()) {
-            sig.write_moving(tail);
-        }
-    }
-
-    /// Writes both checksums into `head`, the frame or its first [`FixedFrame::head_len`]
-    /// bytes or more, for the field ops' deltas `d_ip` / `d_l4` and the signature `sig`.
-    #[inline(always)]
-    pub fn checksums(&self, head: &mut [u8], d_ip: u64, d_l4: u64, sig: &Signature) {
         if let Some(c) = self.ip_cs {
-            head[c..c + 2].copy_from_slice(&finish(self.ip_sum + d_ip).to_be_bytes());
+            frame[c..c + 2].copy_from_slice(&finish(self.ip_sum + d_ip).to_be_bytes());
         }
         let mut sum = self.l4_sum + d_l4;
-        if self.signed {
+        // The signature ends the frame: one length check instead of a range's two.
+        if let (true, Some(tail)) = (self.signed, frame.last_chunk_mut::<SIG_LEN>()) {
+            sig.write_moving(tail);
             sum += at_offset(sig.moving_sum(), self.sig_odd);
         }
         let c = match finish(sum) {
             0 => self.zero,
             c => c,
         };
-        head[self.l4_cs..self.l4_cs + 2].copy_from_slice(&c.to_be_bytes());
-    }
-
-    /// The bytes from the frame's start to the end of its last checksum field.
-    pub fn head_len(&self) -> usize {
-        self.ip_cs.map_or(0, |c| c + 2).max(self.l4_cs + 2)
+        frame[self.l4_cs..self.l4_cs + 2].copy_from_slice(&c.to_be_bytes());
     }
 }

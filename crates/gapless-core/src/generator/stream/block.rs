@@ -1,15 +1,14 @@
 //! Frames built a block at a time: a stream of one variant, one frame size and flat field ops
-//! (every op a [`crate::packet::hot::HotOp`] of its own, its field in the first [`HEAD`]
-//! bytes), the usual shape of a stream that runs unpaced or in throughput mode.
+//! (every op a [`crate::packet::hot::HotOp`] of its own), the usual shape of a stream that
+//! runs unpaced or in throughput mode.
 //!
 //! The scheduler first plans the chunk's departures ([`StreamGen::plan_block`], or
-//! [`StreamGen::reserve_one`] for each), then [`StreamGen::build_block`] builds them: each
-//! counter fills its values for the whole block in one loop, the random ops draw in the same
-//! order as frame by frame (frame by frame, op by op, from the one field generator), each op
-//! adds its checksum deltas in one loop; the frames' heads are built apart (the fixed
-//! frame's head copied, each op's values written op by op, the checksums), and then each
-//! frame is its head (and the fixed frame's tail) copied and its signature written. The
-//! frames are the same bytes as [`StreamGen::build`]'s, one by one (a test compares them).
+//! [`StreamGen::reserve_one`] for each), then [`StreamGen::build_block`] builds them: each counter fills its values for the whole
+//! block in one loop, the random ops draw in the same order as frame by frame (frame by
+//! frame, op by op, from the one field generator), each op adds its checksum deltas in one
+//! loop, and then each frame is the fixed frame copied, the values stored, and the
+//! signature and checksums written. The frames are the same bytes as
+//! [`StreamGen::build`]'s, one by one (a test compares them).
 
 use rand::Rng;
 use rand_xoshiro::Xoshiro256PlusPlus;
@@ -20,17 +19,12 @@ use crate::packet::fields::uniform;
 /// Frames per block: the op values of a block stay in L1.
 pub(super) const BLOCK: usize = 64;
 
-/// The bytes at the start of a frame that a block builds apart, op by op (every field op's
-/// field and both checksums lie in them: the usual headers, with room for a VLAN tag and
-/// IPv6).
-pub(super) const HEAD: usize = 128;
-
 impl StreamGen {
     /// The frame length (no FCS) when the stream's next frames can be built as a block.
     #[inline]
     pub fn block_len(&self) -> Option<usize> {
         match (&self.replay, &self.hot[..]) {
-            (None, [h]) => h.block,
+            (None, [h]) if h.ops.iter().all(|o| o.is_flat()) => h.fixed.as_ref().map(|f| f.len()),
             _ => None,
         }
     }
@@ -58,52 +52,24 @@ impl StreamGen {
         let n = ats.len().min(BLOCK);
         let (mut d_ip, mut d_l4) = ([0u64; BLOCK], [0u64; BLOCK]);
         self.values(n, &mut d_ip[..n], &mut d_l4[..n]);
-        self.stage_heads(&d_ip[..n], &d_l4[..n], &ats[..n]);
-        let fx = self.hot[0].fixed.as_ref().expect("a block has a fixed frame");
-        let (len, hl) = (fx.len(), fx.len().min(HEAD));
+        let (hot, cols) = (&self.hot[0], &self.cols);
+        let fx = hot.fixed.as_ref().expect("a block has a fixed frame");
+        let (c16, c32) = cols.split_at(hot.at16.len());
         let mut sig = self.signature(0);
-        for (j, (head, &at)) in self.stage.iter().zip(&ats[..n]).enumerate() {
-            let frame = &mut out.buf(first + j)[..len];
-            if len > HEAD {
-                frame[HEAD..].copy_from_slice(&fx.bytes[HEAD..]);
+        for j in 0..n {
+            let frame = &mut out.buf(first + j)[..fx.len()];
+            copy_frame(frame, &fx.bytes);
+            for (c, &at) in c16.iter().zip(&hot.at16) {
+                frame[at..at + 2].copy_from_slice(&(c[j] as u16).to_be_bytes());
             }
-            copy_frame(&mut frame[..hl], &head[..hl]);
-            sig.tx_ns = at;
-            fx.sign(frame, &sig);
+            for (c, &at) in c32.iter().zip(&hot.at32) {
+                frame[at..at + 4].copy_from_slice(&(c[j] as u32).to_be_bytes());
+            }
+            sig.tx_ns = ats[j];
+            fx.finish(frame, d_ip[j], d_l4[j], &sig);
             sig.seq = sig.seq.wrapping_add(self.cfg.lanes);
         }
         self.built += n as u64;
-    }
-
-    /// The heads of the block's frames (one per departure in `ats`) in `stage`: the fixed
-    /// frame's head copied, each op's column written op by op (the field's offset the same
-    /// for the whole loop), then the checksums for the ops' deltas `d_ip` / `d_l4` and each
-    /// frame's signature.
-    fn stage_heads(&mut self, d_ip: &[u64], d_l4: &[u64], ats: &[u64]) {
-        let hot = &self.hot[0];
-        let fx = hot.fixed.as_ref().expect("a block has a fixed frame");
-        let hl = fx.len().min(HEAD);
-        self.stage.resize(ats.len(), [0; HEAD]);
-        for head in &mut self.stage {
-            copy_frame(&mut head[..hl], &fx.bytes[..hl]);
-        }
-        let (c16, c32) = self.cols.split_at(hot.at16.len());
-        for (c, &at) in c16.iter().zip(&hot.at16) {
-            for (head, &x) in self.stage.iter_mut().zip(c) {
-                head[at..at + 2].copy_from_slice(&(x as u16).to_be_bytes());
-            }
-        }
-        for (c, &at) in c32.iter().zip(&hot.at32) {
-            for (head, &x) in self.stage.iter_mut().zip(c) {
-                head[at..at + 4].copy_from_slice(&(x as u32).to_be_bytes());
-            }
-        }
-        let mut sig = self.signature(0);
-        for ((head, &at), (&a, &b)) in self.stage.iter_mut().zip(ats).zip(d_ip.iter().zip(d_l4)) {
-            sig.tx_ns = at;
-            fx.checksums(head, a, b, &sig);
-            sig.seq = sig.seq.wrapping_add(self.cfg.lanes);
-        }
     }
 
     /// Each op's values for the next `n` frames into its column of `cols`, and their
@@ -160,22 +126,16 @@ fn draw(hot: &Hot, cols: &mut [[u64; BLOCK]], raw: &mut [u64], rng: &mut Xoshiro
     }
 }
 
-/// `dst.copy_from_slice(src)`; 32 to 128 bytes (a small frame, a frame's head) as two
-/// overlapping moves of 32 or 64 bytes instead of a call to `memcpy`.
+/// `dst.copy_from_slice(src)`; a frame of 32 to 64 bytes (the usual smallest) as two
+/// overlapping 32-byte moves instead of a call to `memcpy`.
 #[inline(always)]
 fn copy_frame(dst: &mut [u8], src: &[u8]) {
     let n = src.len();
-    match n {
-        _ if dst.len() != n => dst.copy_from_slice(src),
-        32..=64 => {
-            dst[..32].copy_from_slice(&src[..32]);
-            dst[n - 32..].copy_from_slice(&src[n - 32..]);
-        }
-        65..=128 => {
-            dst[..64].copy_from_slice(&src[..64]);
-            dst[n - 64..].copy_from_slice(&src[n - 64..]);
-        }
-        _ => dst.copy_from_slice(src),
+    if (32..=64).contains(&n) && dst.len() == n {
+        dst[..32].copy_from_slice(&src[..32]);
+        dst[n - 32..].copy_from_slice(&src[n - 32..]);
+    } else {
+        dst.copy_from_slice(src);
     }
 }
 
@@ -312,18 +272,10 @@ step = 7
             !same_frames(&profile("udp", v4, 64, true, list)),
             "a list op takes the general path"
         );
-        let payload = |at: usize| {
-            format!("[[stream.field]]\nfield = \"payload\"\noffset = {at}\nwidth = 4\nop = \"inc\"\nfrom = 1\nto = 4000000000\nstep = 7\n")
-        };
+        let payload = "[[stream.field]]\nfield = \"payload\"\noffset = 200\nwidth = 4\nop = \"inc\"\nfrom = 1\nto = 4000000000\nstep = 7\n";
         assert!(
-            same_frames(&profile("udp", v4, 300, true, &payload(40))),
-            "expected a payload op in the frame's first {} bytes as blocks",
-            super::HEAD
-        );
-        assert!(
-            !same_frames(&profile("udp", v4, 300, true, &payload(200))),
-            "a payload op past the first {} bytes takes the frame-by-frame path",
-            super::HEAD
+            same_frames(&profile("udp", v4, 300, true, payload)),
+            "expected a 4-byte payload op deep in the frame as blocks"
         );
     }
 }
