@@ -1,7 +1,8 @@
 //! Meter cost: ns per frame of the core meter (classify + every per-stream metric), on 64-byte
 //! signed UDP frames from 4 interleaved streams, in memory (no IO). Also the classifier
-//! alone. `cargo run --release -p gapless-core --example meter_cost [frames]`
-//! Prints one line per run: `meter_ns_per_frame=… classify_ns_per_frame=…`.
+//! alone. `cargo run --release -p gapless-core --example meter_cost [frames] [--meter-only]`
+//! Prints one line per run: `meter_ns_per_frame=… classify_ns_per_frame=…`; with
+//! `--meter-only`, the meter's figure alone (for instruction counts: `bench/meter_cost.sh`).
 
 use std::hint::black_box;
 use std::time::Instant;
@@ -50,6 +51,10 @@ fn main() {
     }
     let meter_ns = t0.elapsed().as_nanos() as f64 / n as f64;
     black_box(meter.report());
+    if std::env::args().any(|a| a == "--meter-only") {
+        // For instruction counts of the meter alone.
+        return println!("frames={n} meter_ns_per_frame={meter_ns:.1}");
+    }
     let t0 = Instant::now();
     let mut acc = 0usize;
     for k in 0..n {

@@ -20,6 +20,9 @@ pub struct Buckets {
     mask: u64,
     counts: Vec<u64>,
     total: u64,
+    /// The counts never grow past this many, so a value whose index lies beyond is never
+    /// counted by [`Buckets::try_count`] (its owner clamps it first).
+    cap: usize,
 }
 
 impl Buckets {
@@ -33,7 +36,34 @@ impl Buckets {
             mask: (1u64 << count_mag) - 1,
             counts: Vec::new(),
             total: 0,
+            cap: usize::MAX,
         }
+    }
+
+    /// Empty counts whose array never grows past `highest`'s entry: any larger value has a
+    /// larger index, which [`Buckets::try_count`] refuses.
+    pub fn up_to(sigfig: u8, highest: u64) -> Buckets {
+        let mut b = Buckets::new(sigfig);
+        b.cap = b.index(highest) + 1;
+        b
+    }
+
+    /// Whether no count has been made room for yet.
+    #[inline(always)]
+    pub fn unbuilt(&self) -> bool {
+        self.counts.is_empty()
+    }
+
+    /// Counts `v` once if the array already holds its entry; false (nothing counted) if not.
+    #[inline(always)]
+    pub fn try_count(&mut self, v: u64) -> bool {
+        let i = self.index(v);
+        let Some(c) = self.counts.get_mut(i) else {
+            return false;
+        };
+        *c += 1;
+        self.total += 1;
+        true
     }
 
     /// The counts index of `v`.
@@ -84,8 +114,8 @@ impl Buckets {
     #[inline(never)]
     fn grow_and_record(&mut self, i: usize, n: u64) {
         let half = 1usize << self.half_mag;
-        let end = (i / half + 1) * half;
-        self.counts.resize(end.max(2 * half), 0);
+        let end = ((i / half + 1) * half).max(2 * half).min(self.cap);
+        self.counts.resize(end, 0);
         self.counts[i] += n;
     }
 

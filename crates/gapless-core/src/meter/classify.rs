@@ -91,7 +91,7 @@ pub fn classify(frame: &[u8]) -> Class {
 /// differs, and then etherparse reads it; where this gives a signature, etherparse gives
 /// the same one (the test holds the two side by side on mutated frames).
 #[inline]
-fn signed_udp4(f: &[u8]) -> Option<Signature> {
+pub(crate) fn signed_udp4(f: &[u8]) -> Option<Signature> {
     if f.len() < 42 || f[12..14] != [0x08, 0x00] || f[14] != 0x45 || f[23] != 17 {
         return None;
     }

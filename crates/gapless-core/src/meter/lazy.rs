@@ -35,7 +35,8 @@ fn add_to(h: &mut Histogram<u64>, v: u64, n: u64) {
 pub struct LazyHist {
     sigfig: u8,
     small: Vec<u64>,
-    full: Option<Buckets>,
+    /// Without counts until built: until then every record takes the cold path.
+    b: Buckets,
 }
 
 impl LazyHist {
@@ -43,62 +44,65 @@ impl LazyHist {
         LazyHist {
             sigfig,
             small: Vec::new(),
-            full: None,
+            b: Buckets::up_to(sigfig, HIST_MAX),
         }
     }
 
+    /// The built counts, if built.
+    fn full(&self) -> Option<&Buckets> {
+        (!self.b.unbuilt()).then_some(&self.b)
+    }
+
+    /// One check on the hot path: a value whose entry the counts already hold is counted;
+    /// anything else (not built yet, a larger value, one over 1000 s) takes the cold path.
     #[inline(always)]
     pub fn record(&mut self, v: u64) {
-        match &mut self.full {
-            Some(b) => b.record_n(v.min(HIST_MAX), 1),
-            None => self.record_small(v),
+        if !self.b.try_count(v) {
+            self.record_cold(v);
         }
     }
 
     #[cold]
     #[inline(never)]
-    fn record_small(&mut self, v: u64) {
+    fn record_cold(&mut self, v: u64) {
+        if !self.b.unbuilt() {
+            return self.b.record_n(v.min(HIST_MAX), 1);
+        }
         self.small.push(v);
         if self.small.len() > SMALL {
-            let mut b = Buckets::new(self.sigfig);
-            for &x in &self.small {
-                b.record_n(x.min(HIST_MAX), 1);
+            for x in std::mem::take(&mut self.small) {
+                self.b.record_n(x.min(HIST_MAX), 1);
             }
-            self.full = Some(b);
-            self.small = Vec::new();
         }
     }
 
     /// Records `v` `n` times.
     #[inline(always)]
     pub fn record_n(&mut self, v: u64, n: u64) {
-        match &mut self.full {
-            Some(b) => b.record_n(v.min(HIST_MAX), n),
-            None => {
-                for _ in 0..n {
-                    self.record(v);
-                }
+        if self.b.unbuilt() {
+            for _ in 0..n {
+                self.record(v);
             }
+        } else {
+            self.b.record_n(v.min(HIST_MAX), n);
         }
     }
 
     /// Adds every value of `other`.
     pub fn add(&mut self, other: &LazyHist) {
-        match &other.full {
+        match other.full() {
             None => other.small.iter().for_each(|&v| self.record(v)),
             Some(o) => {
-                let sigfig = self.sigfig;
-                let b = self.full.get_or_insert_with(|| Buckets::new(sigfig));
-                b.add(o);
+                self.b.add(o);
                 for v in std::mem::take(&mut self.small) {
-                    b.record_n(v.min(HIST_MAX), 1);
+                    self.b.record_n(v.min(HIST_MAX), 1);
                 }
             }
         }
     }
 
     pub fn len(&self) -> u64 {
-        self.full.as_ref().map_or(self.small.len() as u64, |b| b.len())
+        self.full().map_or(self.small.len() as u64, |b| b.len())
     }
 
     pub fn is_empty(&self) -> bool {
@@ -107,7 +111,7 @@ impl LazyHist {
 
     /// The highest value of the bucket that holds the value at 1-based `rank` (ascending).
     pub fn at_rank(&self, rank: u64) -> u64 {
-        match &self.full {
+        match self.full() {
             Some(b) => b.at_rank(rank),
             None => {
                 let h = self.view();
@@ -129,7 +133,7 @@ impl LazyHist {
 
     /// The values as an HdrHistogram (built now).
     pub fn view(&self) -> Cow<'_, Histogram<u64>> {
-        match &self.full {
+        match self.full() {
             Some(b) => Cow::Owned(b.to_hdr(self.sigfig, 2)),
             None => {
                 let mut h = grown(self.sigfig);
@@ -144,9 +148,7 @@ impl LazyHist {
     /// Empties it, keeping a built histogram's memory for reuse.
     pub fn reset(&mut self) {
         self.small.clear();
-        if let Some(b) = &mut self.full {
-            b.reset();
-        }
+        self.b.reset();
     }
 }
 
@@ -170,7 +172,7 @@ mod tests {
                 );
             }
         }
-        assert!(a.full.is_some() && a.small.is_empty());
+        assert!(a.full().is_some() && a.small.is_empty());
     }
 
     #[test]

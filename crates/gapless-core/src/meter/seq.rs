@@ -258,7 +258,9 @@ impl Epoch {
         if d > 0 {
             let gap = d as u64 - 1;
             // Forget the numbers the window slides past.
-            if gap + 1 >= WINDOW {
+            if gap == 0 {
+                // The next number: its bit is set below, and no other slides out.
+            } else if gap + 1 >= WINDOW {
                 self.bits.fill(0);
             } else {
                 for v in self.max + 1..u {

@@ -41,20 +41,37 @@ impl SignedHist {
 
     #[inline(always)]
     pub fn record(&mut self, v_ns: i64) {
+        self.record_units(self.units(v_ns));
+    }
+
+    /// `v_ns` as [`SignedHist::record`] counts it: whether negative, and its magnitude in
+    /// units (rounded away from zero when positive). Two histograms of the same unit can
+    /// take one value's units.
+    #[inline(always)]
+    pub fn units(&self, v_ns: i64) -> (bool, u64) {
         if self.unit == 1 {
-            // No division on the common path (a 64-bit divide is tens of cycles).
-            if v_ns >= 0 {
-                self.pos.record(v_ns as u64);
-            } else {
-                self.neg.record(v_ns.unsigned_abs());
-            }
+            (v_ns < 0, v_ns.unsigned_abs())
         } else if v_ns >= 0 {
-            // ⌈v / u⌉ = ⌊(v + u - 1) / u⌋ (saturated: the same quotient for any unit).
             let v = (v_ns as u64).saturating_add(self.unit - 1);
-            self.pos.record(quotient(v, self.unit, self.inv));
+            (false, quotient(v, self.unit, self.inv))
         } else {
-            self.neg.record(quotient(v_ns.unsigned_abs(), self.unit, self.inv));
+            (true, quotient(v_ns.unsigned_abs(), self.unit, self.inv))
         }
+    }
+
+    /// Counts a value given by [`SignedHist::units`] of a histogram with the same unit.
+    #[inline(always)]
+    pub fn record_units(&mut self, (negative, units): (bool, u64)) {
+        if negative {
+            self.neg.record(units);
+        } else {
+            self.pos.record(units);
+        }
+    }
+
+    /// The unit, in ns.
+    pub fn unit(&self) -> u64 {
+        self.unit
     }
 
     pub fn len(&self) -> u64 {

@@ -3,149 +3,16 @@
 
 use super::lazy::LazyHist;
 use super::reference::{self, Departures, GapReference};
-use super::report::{
-    hist_b64, InterArrivalSummary, IpdvSummary, LatencySummary, Percentiles, SecondPoint, StreamRx, WindowRate,
-};
+use super::report::{hist_b64, InterArrivalSummary, IpdvSummary, LatencySummary, Percentiles, SecondPoint, StreamRx};
 use super::seq::{SeqEvent, SeqTracker};
 use super::signed::SignedHist;
+use super::windows::Windows;
 use super::MeterConfig;
 
-/// Window sizes for rate jitter, in packets (Kundel et al., NOMS 2020).
-pub const RATE_WINDOWS: [usize; 7] = [100, 200, 500, 1000, 2000, 4000, 8000];
-const RING: usize = 8192;
+pub use super::windows::RATE_WINDOWS;
 /// A gap between two arrivals longer than this is a jump of the clock (or of the capture),
 /// counted and warned about.
 pub const TIME_JUMP_NS: u64 = 3_600_000_000_000;
-
-struct Windows {
-    /// The last RING arrival times, grown as frames come (a stream of a few frames costs a
-    /// few bytes).
-    ring: Vec<u64>,
-    n: u64,
-    /// Per window size (the 8th lane pads the arrays to pairs): the shortest and longest
-    /// span, and the sum of 1 / span. Spans are whole ns, exact as f64 below 2^53 ns (104
-    /// days), so the eight lanes go through paired SSE2 min, max, divide and add.
-    min_span: [f64; 8],
-    max_span: [f64; 8],
-    inv_sum: [f64; 8],
-}
-
-/// `a.min(b)` for numbers that are never NaN (spans): one `minpd` lane, without `f64::min`'s
-/// NaN handling.
-#[inline(always)]
-fn least(a: f64, b: f64) -> f64 {
-    if b < a {
-        b
-    } else {
-        a
-    }
-}
-
-#[inline(always)]
-fn most(a: f64, b: f64) -> f64 {
-    if b > a {
-        b
-    } else {
-        a
-    }
-}
-
-impl Windows {
-    fn new() -> Windows {
-        Windows {
-            ring: Vec::new(),
-            n: 0,
-            min_span: [f64::INFINITY; 8],
-            max_span: [0.0; 8],
-            inv_sum: [0.0; 8],
-        }
-    }
-
-    /// A window of W packets spans W - 1 gaps: from the arrival W - 1 packets ago to now.
-    #[inline]
-    fn push(&mut self, t: u64) {
-        let i = (self.n as usize) % RING;
-        if self.ring.len() < RING {
-            self.ring.push(t);
-        } else {
-            self.ring[i] = t;
-        }
-        self.n += 1;
-        if self.n >= RATE_WINDOWS[6] as u64 {
-            return self.push_all(t);
-        }
-        for (k, &w) in RATE_WINDOWS.iter().enumerate() {
-            if self.n < w as u64 {
-                break;
-            }
-            let span = most(self.span(t, w), 1.0);
-            self.min_span[k] = least(self.min_span[k], span);
-            self.max_span[k] = most(self.max_span[k], span);
-            self.inv_sum[k] += 1.0 / span;
-        }
-    }
-
-    /// The span of the window of `w` packets that ends at `t`, before the 1 ns floor. Arrival
-    /// times never go back (`push` takes the latest so far), and a span below 2^63 ns
-    /// converts in one instruction through i64.
-    #[inline(always)]
-    fn span(&self, t: u64, w: usize) -> f64 {
-        let t0 = self.ring[((self.n - w as u64) as usize) % RING];
-        t.wrapping_sub(t0) as i64 as f64
-    }
-
-    /// Every window is full: the same figures as the loop in [`Windows::push`], in eight
-    /// lanes the compiler pairs.
-    #[inline]
-    fn push_all(&mut self, t: u64) {
-        let mut span = [1.0f64; 8];
-        for (k, &w) in RATE_WINDOWS.iter().enumerate() {
-            span[k] = self.span(t, w);
-        }
-        for (k, &sp) in span.iter().enumerate() {
-            let s = most(sp, 1.0);
-            self.min_span[k] = least(self.min_span[k], s);
-            self.max_span[k] = most(self.max_span[k], s);
-            self.inv_sum[k] += 1.0 / s;
-        }
-    }
-
-    /// Windows of `w` packets seen so far: one per arrival from the w-th on.
-    fn count(&self, w: usize) -> u64 {
-        (self.n + 1).saturating_sub(w as u64)
-    }
-
-    fn summary(&self, reference_pps: f64) -> Vec<WindowRate> {
-        RATE_WINDOWS
-            .iter()
-            .enumerate()
-            .filter(|(_, &w)| self.count(w) > 0)
-            .map(|(k, &w)| {
-                let g = (w - 1) as f64 * 1e9;
-                let max_pps = g / self.min_span[k];
-                let min_pps = g / self.max_span[k];
-                let avg_pps = g * self.inv_sum[k] / self.count(w) as f64;
-                let pct = |v: f64| {
-                    if reference_pps > 0.0 {
-                        100.0 * v / reference_pps
-                    } else {
-                        0.0
-                    }
-                };
-                WindowRate {
-                    packets: w as u64,
-                    windows: self.count(w),
-                    min_pps,
-                    avg_pps,
-                    max_pps,
-                    min_pct: pct(min_pps),
-                    avg_pct: pct(avg_pps),
-                    max_pct: pct(max_pps),
-                }
-            })
-            .collect()
-    }
-}
 
 struct Second {
     idx: u64,
@@ -156,6 +23,17 @@ struct Second {
     lat: SignedHist,
     lat_min: i64,
     lat_max: i64,
+}
+
+/// RX − TX − offset, saturated into i64. Stamps and offset under 2^62 (146 years of ns) can't
+/// overflow i64; stamps from a hostile capture may be anything, and go through i128.
+#[inline(always)]
+fn latency(ts: u64, tx_ns: u64, offset_ns: i64) -> i64 {
+    if (ts | tx_ns | offset_ns.unsigned_abs()) < 1 << 62 {
+        return ts as i64 - tx_ns as i64 - offset_ns;
+    }
+    (i128::from(ts) - i128::from(tx_ns) - i128::from(offset_ns)).clamp(i128::from(i64::MIN), i128::from(i64::MAX))
+        as i64
 }
 
 /// A stream's gap reference as the meter follows it.
@@ -236,6 +114,8 @@ pub struct StreamMeter {
     // per second
     t0: u64,
     sec: Option<Second>,
+    /// Where the current second ends (0 before the first frame).
+    sec_until: u64,
     series: Vec<SecondPoint>,
 }
 
@@ -298,6 +178,7 @@ impl StreamMeter {
             ipdv_max: i64::MIN,
             t0,
             sec: None,
+            sec_until: 0,
             series: Vec::new(),
         }
     }
@@ -315,7 +196,10 @@ impl StreamMeter {
     /// One gap against its reference gap.
     #[inline]
     fn record_err(&mut self, gap: u64, reference: f64) {
-        let e = gap as f64 - reference;
+        // `as f64` of a u64 is seven SSE2 instructions; below 2^63 (always, but for a
+        // hostile capture) the signed conversion is one, and the same value.
+        let g = if gap >> 63 == 0 { gap as i64 as f64 } else { gap as f64 };
+        let e = g - reference;
         self.sq_sum += e * e;
         self.err_n += 1;
         if let Some(err) = self.err.as_mut() {
@@ -323,7 +207,7 @@ impl StreamMeter {
             // one instruction, and the same value once clamped at 1000 s.
             err.record((e.abs() + 0.5) as i64 as u64);
         }
-        if (gap as f64) < reference / 2.0 {
+        if g < reference / 2.0 {
             self.bursts += 1;
         }
     }
@@ -350,9 +234,10 @@ impl StreamMeter {
     pub fn on_frame(&mut self, ts: u64, len: u32, sig: Option<(u32, u64)>) {
         // Seconds on the latest time seen: a stamp that goes back stays in the current
         // second, and seconds without frames are never materialised (the series is sparse).
-        let idx = ts.max(self.last_ns).saturating_sub(self.t0) / 1_000_000_000;
-        if self.sec.as_ref().is_none_or(|s| s.idx != idx) {
-            self.roll_second(idx);
+        // The latest time never goes back, so a new second begins only past the current one.
+        let latest = ts.max(self.last_ns);
+        if latest >= self.sec_until {
+            self.roll_second(latest);
         }
         // Inter-arrival, in arrival order.
         if self.rx > 0 {
@@ -397,16 +282,17 @@ impl StreamMeter {
         if !self.latency_on {
             return;
         }
-        // In i128, saturated into i64: stamps from a hostile capture may be anything.
-        let lat = (i128::from(ts) - i128::from(tx_ns) - i128::from(self.offset_ns))
-            .clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64;
+        let lat = latency(ts, tx_ns, self.offset_ns);
         self.lat_min = self.lat_min.min(lat);
         self.lat_max = self.lat_max.max(lat);
         self.lat_sum += lat as f64;
+        // Both histograms have the stream's unit: the value is divided into it once.
+        let units = sec.lat.units(lat);
         if let Some(h) = self.lat.as_mut() {
-            h.record(lat);
+            debug_assert_eq!(h.unit(), sec.lat.unit());
+            h.record_units(units);
         }
-        sec.lat.record(lat);
+        sec.lat.record_units(units);
         sec.lat_min = sec.lat_min.min(lat);
         sec.lat_max = sec.lat_max.max(lat);
         // IPDV (RFC 3393) between consecutive sequence numbers.
@@ -425,7 +311,14 @@ impl StreamMeter {
         }
     }
 
-    fn roll_second(&mut self, idx: u64) {
+    #[cold]
+    fn roll_second(&mut self, latest: u64) {
+        let idx = latest.saturating_sub(self.t0) / 1_000_000_000;
+        self.sec_until = self.t0.saturating_add((idx + 1).saturating_mul(1_000_000_000));
+        if self.sec.as_ref().is_some_and(|s| s.idx == idx) {
+            // Only where the end saturated, at the end of time.
+            return;
+        }
         let (hi, uniq) = self.seq_state();
         let lat = match self.sec.take() {
             Some(old) => {

@@ -24,6 +24,7 @@ pub const FILLER_MAGIC: &[u8; 8] = b"GLFILLER";
 pub const FILLER_DST: [u8; 6] = [0x01, 0x80, 0xC2, 0x00, 0x00, 0x0F];
 
 /// Whether a frame is a gapless filler.
+#[inline]
 pub fn is_filler(frame: &[u8]) -> bool {
     frame.len() >= 22
         && frame[0] == 0x01

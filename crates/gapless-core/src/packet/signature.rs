@@ -60,6 +60,7 @@ impl Signature {
     pub const MAGIC_SUM: u64 = u16::from_be_bytes(SIG_MAGIC) as u64;
 
     /// Reads the trailer at the end of an L4 payload, if the payload ends with one.
+    #[inline]
     pub fn from_payload_end(l4_payload: &[u8]) -> Option<Signature> {
         if l4_payload.len() < SIG_LEN {
             return None;
