@@ -64,7 +64,12 @@ fi
 # The binary users run and the benchmarks measure: the release profile (DESIGN-NOTES 39).
 # The tests run the ci profile's binary, which their build makes anyway (DESIGN-NOTES 45).
 if [[ "$mode" == --test ]]; then
-  step "cargo build --profile ci (the gapless binary the tests run)" cargo build --profile ci --locked --quiet -p gapless --bin gapless
+  # Every test binary, in the ci profile (thin LTO, parallel codegen: DESIGN-NOTES 39), so
+  # the test run after it compiles nothing more. The gapless binary is built with them (the
+  # integration tests run it): a `cargo build -p gapless` of its own unified other features
+  # and built gapless-serve and gapless a second time (about 100 s of CI).
+  step "cargo test --no-run (profile ci; the gapless binary the tests run)" \
+    cargo test --profile ci --locked --quiet --workspace --no-run
   bin="$(pwd)/target/ci/gapless"
 else
   step "cargo build --release (the gapless binary)" cargo build --release --locked --quiet -p gapless --bin gapless
@@ -81,9 +86,6 @@ if [[ "$mode" == --test ]]; then
     command -v cargo-fuzz >/dev/null 2>&1 || cargo install cargo-fuzz --locked
   }
   step "nightly + cargo-fuzz" fuzz_tools
-  # Every test binary, in the ci profile (thin LTO, parallel codegen: DESIGN-NOTES 39), so
-  # the test run after it compiles nothing more.
-  step "cargo test --no-run (profile ci)" cargo test --profile ci --locked --quiet --workspace --no-run
 fi
 if [[ -n "$mode" && "$mode" != --bench ]]; then
   py="${PYTHON:-python3}"
