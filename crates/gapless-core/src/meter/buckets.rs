@@ -69,6 +69,12 @@ impl Buckets {
     /// The counts index of `v`.
     #[inline(always)]
     fn index(&self, v: u64) -> usize {
+        if v <= self.mask {
+            // Bucket 0, where a value is its own index: the common case for a fast stream's
+            // gaps, errors and latencies (below 2048 units at 3 digits), without the `bsr`
+            // and two shifts.
+            return v as usize;
+        }
         let bucket = self.lz_base - (v | self.mask).leading_zeros();
         let sub = v >> bucket;
         // (bucket + 1) · half + sub − half: bucket 0 uses all its sub-buckets.
