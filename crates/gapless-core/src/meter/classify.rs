@@ -107,8 +107,9 @@ pub(crate) fn signed_udp4(f: &[u8]) -> Option<Signature> {
     Signature::from_payload_end(&f[42..34 + udp_len])
 }
 
-/// Classifies a frame with etherparse.
-fn classify_parsed(frame: &[u8]) -> Class {
+/// Classifies a frame with etherparse (what [`classify`] does when [`signed_udp4`] finds
+/// nothing).
+pub(crate) fn classify_parsed(frame: &[u8]) -> Class {
     let Ok(p) = SlicedPacket::from_ethernet(frame) else {
         return Class::Foreign(Foreign::Malformed);
     };

@@ -128,7 +128,7 @@ impl LazyHist {
 
     /// The lowest value that shares `v`'s bucket.
     pub fn lowest_equivalent(&self, v: u64) -> u64 {
-        Buckets::new(self.sigfig).lowest_equivalent(v.min(HIST_MAX))
+        self.b.lowest_equivalent(v.min(HIST_MAX))
     }
 
     /// The values as an HdrHistogram (built now).

@@ -177,7 +177,8 @@ impl Meter {
             self.fillers += 1;
             return;
         }
-        let mut class = classify(frame);
+        // `classify` without its fast path, which found nothing above.
+        let mut class = classify::classify_parsed(frame);
         if self.note_cut(frame, wire_len) && class == Class::Foreign(Foreign::Malformed) {
             // Headers that announce more than was captured are read as far as they go.
             class = classify_cut(frame);

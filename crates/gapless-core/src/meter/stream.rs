@@ -259,13 +259,13 @@ impl StreamMeter {
         } else {
             self.first_ns = ts;
         }
-        self.windows.push(ts.max(self.last_ns));
+        self.windows.push(latest);
         self.rx += 1;
         self.bytes += u64::from(len);
         if let (Some((seq, _)), Reference::Schedule { .. }) = (sig, &self.reference) {
             self.against_schedule(ts, seq);
         }
-        self.last_ns = self.last_ns.max(ts);
+        self.last_ns = latest;
         let sec = self.sec.as_mut().expect("rolled above");
         sec.rx += 1;
         sec.bytes += u64::from(len);

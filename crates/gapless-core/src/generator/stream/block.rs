@@ -3,11 +3,11 @@
 //! runs unpaced or in throughput mode.
 //!
 //! The scheduler first plans the chunk's departures ([`StreamGen::plan_block`], or
-//! [`StreamGen::reserve_one`] for each), then [`StreamGen::build_block`] builds them: each counter fills its values for the whole
-//! block in one loop, the random ops draw in the same order as frame by frame (frame by
-//! frame, op by op, from the one field generator), each op adds its checksum deltas in one
-//! loop, and then each frame is the fixed frame copied, the values stored, and the
-//! signature and checksums written. The frames are the same bytes as
+//! [`StreamGen::reserve_one`] for each), then [`StreamGen::build_block`] builds them: each
+//! counter fills its values for the whole block in one loop, the random ops draw in the same
+//! order as frame by frame (frame by frame, op by op, from the one field generator), each op
+//! adds its checksum deltas in one loop, and then each frame is the fixed frame copied, the
+//! values stored, and the signature and checksums written. The frames are the same bytes as
 //! [`StreamGen::build`]'s, one by one (a test compares them).
 
 use rand::Rng;
