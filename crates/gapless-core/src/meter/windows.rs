@@ -3,7 +3,7 @@
 //!
 //! Arrivals are kept in a ring and their windows figured [`BATCH`] at a time, window size by
 //! window size: each pass reads two runs of the ring in order (the ends of its windows, and
-//! their starts W − 1 arrivals before), two arrivals per step in paired f64 lanes. Figuring
+//! their starts W − 1 arrivals before), four arrivals per step in f64 lanes. Figuring
 //! each arrival's seven windows as it came read seven scattered places of a 64 KiB ring per
 //! frame and was the meter's largest single cost (DESIGN-NOTES 59). A read figures the
 //! arrivals not yet batched into a copy, so the figures never wait for a batch to fill.
