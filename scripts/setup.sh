@@ -67,7 +67,7 @@ if [[ "$mode" == --test ]]; then
   # Every test binary, in the ci profile (thin LTO, parallel codegen: DESIGN-NOTES 39), so
   # the test run after it compiles nothing more. The gapless binary is built with them (the
   # integration tests run it): a `cargo build -p gapless` of its own unified other features
-  # and built gapless-serve and gapless a second time (about 100 s of CI).
+  # and built gapless-serve and gapless a second time (1 min 43 s on the 2-core test VM).
   step "cargo test --no-run (profile ci; the gapless binary the tests run)" \
     cargo test --profile ci --locked --quiet --workspace --no-run
   bin="$(pwd)/target/ci/gapless"
