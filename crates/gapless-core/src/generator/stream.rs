@@ -140,7 +140,9 @@ impl StreamGen {
         let t = &v.template;
         let frame = &mut buf[..len];
         frame.copy_from_slice(&t.bytes[..len]);
-        let (d_ip, d_l4) = self.hot[vi].apply(&v.ops, &mut self.op_state[vi], &mut self.field_rng, frame);
+        let hot = &self.hot[vi];
+        let (d_ip, d_l4) = hot.apply(&v.ops, &mut self.op_state[vi], &mut self.field_rng, frame);
+        let (d_ip, d_l4) = (d_ip + hot.neg.0, d_l4 + hot.neg.1);
         let sig = self.signature(tx_ns);
         if t.sig {
             sig.write(&mut frame[len - SIG_LEN..]);
@@ -311,12 +313,15 @@ struct Hot {
     /// without a match or a lookup).
     at16: Vec<usize>,
     at32: Vec<usize>,
+    /// The flat ops' [`HotOp::neg`] summed: the IPv4 and L4 words that the fixed frame's
+    /// sums hold, and that the general path adds to its deltas.
+    neg: (u64, u64),
     fixed: Option<FixedFrame>,
 }
 
 impl Hot {
     /// The variant's field ops (`ops`, at positions `state`) on `frame`: their checksum
-    /// deltas for the IPv4 header and the L4 checksum.
+    /// deltas for the IPv4 header and the L4 checksum (without [`Hot::neg`]).
     #[inline(always)]
     fn apply(&self, ops: &[FieldOp], state: &mut [u64], rng: &mut Xoshiro256PlusPlus, frame: &mut [u8]) -> (u64, u64) {
         let (mut d_ip, mut d_l4) = (0u64, 0u64);
@@ -331,12 +336,16 @@ impl Hot {
     /// Variant `v` of stream `stream`.
     fn new(v: &Variant, stream: u16) -> Hot {
         let ops: Vec<HotOp> = v.ops.iter().enumerate().map(|(i, op)| HotOp::new(op, i)).collect();
+        let neg = ops.iter().map(HotOp::neg).fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1));
         let mut fixed = match v.sizes {
             SizeGen::Fixed(s) => FixedFrame::new(&v.template, s as usize - FCS_LEN, stream),
             _ => None,
         };
-        if let Some(f) = fixed.as_mut().filter(|_| ops.iter().all(|o| o.ip == 0)) {
-            f.freeze_ip_checksum();
+        if let Some(f) = fixed.as_mut() {
+            f.add_to_sums(neg.0, neg.1);
+            if ops.iter().all(|o| o.ip == 0) {
+                f.freeze_ip_checksum();
+            }
         }
         let random = ops
             .iter()
@@ -362,6 +371,7 @@ impl Hot {
             col,
             at16: at(2),
             at32: at(4),
+            neg,
             ops,
             fixed,
         }

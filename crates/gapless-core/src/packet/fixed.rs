@@ -72,6 +72,13 @@ impl FixedFrame {
         })
     }
 
+    /// Adds words that every frame's sums hold to the constant sums (the field ops'
+    /// [`crate::packet::hot::HotOp::neg`]).
+    pub fn add_to_sums(&mut self, ip: u64, l4: u64) {
+        self.ip_sum += ip;
+        self.l4_sum += l4;
+    }
+
     /// Writes the IPv4 header checksum into the frame once, for a variant whose field ops
     /// never touch that header: `finish` then leaves it as it is.
     pub fn freeze_ip_checksum(&mut self) {

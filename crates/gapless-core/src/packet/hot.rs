@@ -6,6 +6,11 @@
 //! step already reduced into the range, one `match` to run it, and its checksums as masks
 //! (no branch per op). Any other op keeps its general path. The values, and the order of
 //! random draws, are exactly [`FieldOp::next`]'s (a test compares them frame by frame).
+//!
+//! A flat op's checksum delta is its value alone: the complement of the template's words
+//! it replaces is the same every frame, so the frame's constant sums hold it
+//! ([`HotOp::neg`]), and a 4-byte value counts whole (2^16 ≡ 1 modulo 0xffff: the final
+//! fold adds its two words).
 
 use rand::Rng;
 
@@ -75,8 +80,9 @@ impl HotOp {
         }
     }
 
-    /// Writes the next value into `frame` and returns its checksum delta, as
-    /// [`FieldOp::apply`] does. `ops` are the variant's ops (for the general path).
+    /// Writes the next value into `frame` and returns its checksum delta: a flat op's
+    /// without the template's words ([`HotOp::neg`]), a general op's as [`FieldOp::apply`]
+    /// gives it. `ops` are the variant's ops (for the general path).
     #[inline(always)]
     pub fn apply<R: Rng + ?Sized>(&self, frame: &mut [u8], state: &mut u64, rng: &mut R, ops: &[FieldOp]) -> u64 {
         let x = match self.kind {
@@ -99,15 +105,23 @@ impl HotOp {
         matches!(self.kind, Kind::Rand16 | Kind::Rand32)
     }
 
-    /// A counter's next values into `out` (a flat op that does not draw), their checksum
-    /// deltas added to `d_ip` / `d_l4` (one per frame).
+    /// A counter's next values into `out` (a flat op that does not draw).
     #[inline]
-    pub fn fill(&self, out: &mut [u64], state: &mut u64, d_ip: &mut [u64], d_l4: &mut [u64]) {
+    pub fn fill(&self, out: &mut [u64], state: &mut u64) {
         let down = matches!(self.kind, Kind::Dec16 | Kind::Dec32);
-        for ((x, a), b) in out.iter_mut().zip(d_ip).zip(d_l4) {
+        for x in out.iter_mut() {
             let off = self.count(state);
             *x = if down { self.to - off } else { self.from + off };
-            self.add_delta(*x, a, b);
+        }
+    }
+
+    /// What a flat op adds to the frame's constant IPv4 and L4 sums: the complement of the
+    /// template's words in its field, which every frame's value replaces (0 for a general
+    /// op, whose deltas carry it).
+    pub fn neg(&self) -> (u64, u64) {
+        match self.kind {
+            Kind::General(_) => (0, 0),
+            _ => (self.neg_old & self.ip, self.neg_old & self.l4),
         }
     }
 
@@ -122,25 +136,20 @@ impl HotOp {
         matches!(self.kind, Kind::Inc16 | Kind::Dec16 | Kind::Rand16)
     }
 
-    /// Adds value `x`'s checksum delta to a frame's IPv4 and L4 sums.
-    #[inline(always)]
-    fn add_delta(&self, x: u64, d_ip: &mut u64, d_l4: &mut u64) {
-        let d = self.delta(x);
-        *d_ip += d & self.ip;
-        *d_l4 += d & self.l4;
-    }
-
     /// A random op's range, inclusive.
     pub fn range(&self) -> Option<(u64, u64)> {
         self.is_random().then_some((self.from, self.to))
     }
 
     /// Adds the checksum deltas of `vals` (this op's values for a block of frames) to each
-    /// frame's IPv4 and L4 sums.
+    /// frame's IPv4 and L4 sums: a loop of adds per checksum the field is part of.
     #[inline]
     pub fn add_deltas(&self, vals: &[u64], d_ip: &mut [u64], d_l4: &mut [u64]) {
-        for ((x, a), b) in vals.iter().zip(d_ip).zip(d_l4) {
-            self.add_delta(*x, a, b);
+        let m = self.delta(u64::MAX);
+        for (sums, part) in [(d_ip, self.ip), (d_l4, self.l4)] {
+            if part != 0 {
+                sums.iter_mut().zip(vals).for_each(|(d, x)| *d += x & m);
+            }
         }
     }
 
@@ -155,13 +164,14 @@ impl HotOp {
         }
     }
 
-    /// The checksum delta of value `x` in the field (a flat op).
+    /// The checksum delta of value `x` in the field (a flat op): the value as written,
+    /// without the template's words (see the module's comment).
     #[inline(always)]
     fn delta(&self, x: u64) -> u64 {
         if self.two() {
-            (x & 0xffff) + self.neg_old
+            x & 0xffff
         } else {
-            (x >> 16 & 0xffff) + (x & 0xffff) + self.neg_old
+            x & 0xffff_ffff
         }
     }
 

@@ -6,15 +6,20 @@
 //! [`StreamGen::reserve_one`] for each), then [`StreamGen::build_block`] builds them: each
 //! counter fills its values for the whole block in one loop, the random ops draw in the same
 //! order as frame by frame (frame by frame, op by op, from the one field generator), each op
-//! adds its checksum deltas in one loop, and then each frame is the fixed frame copied, the
-//! values stored, and the signature and checksums written. The frames are the same bytes as
-//! [`StreamGen::build`]'s, one by one (a test compares them).
+//! adds its values to the checksums its field is part of in one loop of adds, and then each
+//! frame is the fixed frame copied, the values stored, and the signature and checksums
+//! written. That frame loop is compiled for the counts of ops on 2- and 4-byte fields, up
+//! to two of each ([`Part::write`]): their offsets stay in registers and are checked against
+//! the frame's length once per block. The frames are the same bytes as [`StreamGen::build`]'s,
+//! one by one (a test compares them).
 
 use rand::Rng;
 use rand_xoshiro::Xoshiro256PlusPlus;
 
 use super::{Frames, Hot, StreamGen};
 use crate::packet::fields::uniform;
+use crate::packet::fixed::FixedFrame;
+use crate::packet::signature::Signature;
 
 /// Frames per block: the op values of a block stay in L1.
 pub(super) const BLOCK: usize = 64;
@@ -49,25 +54,33 @@ impl StreamGen {
     }
 
     fn build_part<F: Frames + ?Sized>(&mut self, out: &mut F, first: usize, ats: &[u64]) {
-        let n = ats.len().min(BLOCK);
+        let ats = &ats[..ats.len().min(BLOCK)];
+        let n = ats.len();
         let (mut d_ip, mut d_l4) = ([0u64; BLOCK], [0u64; BLOCK]);
         self.values(n, &mut d_ip[..n], &mut d_l4[..n]);
-        let (hot, cols) = (&self.hot[0], &self.cols);
-        let fx = hot.fixed.as_ref().expect("a block has a fixed frame");
-        let (c16, c32) = cols.split_at(hot.at16.len());
-        let mut sig = self.signature(0);
-        for j in 0..n {
-            let frame = &mut out.buf(first + j)[..fx.len()];
-            copy_frame(frame, &fx.bytes);
-            for (c, &at) in c16.iter().zip(&hot.at16) {
-                frame[at..at + 2].copy_from_slice(&(c[j] as u16).to_be_bytes());
-            }
-            for (c, &at) in c32.iter().zip(&hot.at32) {
-                frame[at..at + 4].copy_from_slice(&(c[j] as u32).to_be_bytes());
-            }
-            sig.tx_ns = ats[j];
-            fx.finish(frame, d_ip[j], d_l4[j], &sig);
-            sig.seq = sig.seq.wrapping_add(self.cfg.lanes);
+        let hot = &self.hot[0];
+        let p = Part {
+            fx: hot.fixed.as_ref().expect("a block has a fixed frame"),
+            cols: &self.cols,
+            at16: &hot.at16,
+            at32: &hot.at32,
+            sums: (&d_ip, &d_l4),
+            lanes: self.cfg.lanes,
+        };
+        let sig = self.signature(0);
+        // Up to two ops of each width with their counts fixed: offsets in registers, checked
+        // once. More (rare) take loops over their columns.
+        match (hot.at16.len(), hot.at32.len()) {
+            (0, 0) => p.write::<0, 0, false, F>(out, first, ats, sig),
+            (1, 0) => p.write::<1, 0, false, F>(out, first, ats, sig),
+            (2, 0) => p.write::<2, 0, false, F>(out, first, ats, sig),
+            (0, 1) => p.write::<0, 1, false, F>(out, first, ats, sig),
+            (1, 1) => p.write::<1, 1, false, F>(out, first, ats, sig),
+            (2, 1) => p.write::<2, 1, false, F>(out, first, ats, sig),
+            (0, 2) => p.write::<0, 2, false, F>(out, first, ats, sig),
+            (1, 2) => p.write::<1, 2, false, F>(out, first, ats, sig),
+            (2, 2) => p.write::<2, 2, false, F>(out, first, ats, sig),
+            _ => p.write::<0, 0, true, F>(out, first, ats, sig),
         }
         self.built += n as u64;
     }
@@ -80,15 +93,74 @@ impl StreamGen {
         let state = &mut self.op_state[0];
         for ((op, &c), st) in hot.ops.iter().zip(&hot.col).zip(state.iter_mut()) {
             if !op.is_random() {
-                op.fill(&mut self.cols[c][..n], st, d_ip, d_l4);
+                op.fill(&mut self.cols[c][..n], st);
             }
         }
         if !hot.random.is_empty() {
             self.draws.resize(n * hot.random.len(), 0);
             draw(hot, &mut self.cols, &mut self.draws, &mut self.field_rng);
-            for &(i, ..) in &hot.random {
-                hot.ops[i].add_deltas(&self.cols[hot.col[i]][..n], d_ip, d_l4);
+        }
+        for (op, &c) in hot.ops.iter().zip(&hot.col) {
+            op.add_deltas(&self.cols[c][..n], d_ip, d_l4);
+        }
+    }
+}
+
+/// What a block's frames are made of: the fixed frame, the ops' value columns (2-byte
+/// fields first) and offsets, each frame's checksum deltas.
+struct Part<'a> {
+    fx: &'a FixedFrame,
+    cols: &'a [[u64; BLOCK]],
+    at16: &'a [usize],
+    at32: &'a [usize],
+    sums: (&'a [u64; BLOCK], &'a [u64; BLOCK]),
+    lanes: u32,
+}
+
+impl Part<'_> {
+    /// Builds frames `first..` of `out` for departures `ats` (at most [`BLOCK`]), the first
+    /// signed `sig`, the first `A` ops on 2-byte fields and the first `B` on 4-byte ones with
+    /// their bounds checked once for the block, not in each frame; with `MORE`, the others
+    /// in loops over their columns (without, there are none).
+    #[inline(always)]
+    fn write<const A: usize, const B: usize, const MORE: bool, F: Frames + ?Sized>(
+        &self,
+        out: &mut F,
+        first: usize,
+        ats: &[u64],
+        mut sig: Signature,
+    ) {
+        let len = self.fx.len();
+        let (c16, c32) = self.cols.split_at(self.at16.len());
+        let ((c16, more16), (at16, at_more16)) = (c16.split_at(A), self.at16.split_at(A));
+        let ((c32, more32), (at32, at_more32)) = (c32.split_at(B), self.at32.split_at(B));
+        let (c16, c32): (&[[u64; BLOCK]; A], &[[u64; BLOCK]; B]) = (c16.try_into().unwrap(), c32.try_into().unwrap());
+        let (at16, at32): ([usize; A], [usize; B]) = (at16.try_into().unwrap(), at32.try_into().unwrap());
+        let fits = |w: usize| move |&a: &usize| a <= len && len - a >= w;
+        assert!(
+            at16.iter().all(fits(2)) && at32.iter().all(fits(4)),
+            "a field op outside the frame"
+        );
+        for (j, &at) in ats.iter().enumerate().take(BLOCK) {
+            let frame = &mut out.buf(first + j)[..len];
+            copy_frame(frame, &self.fx.bytes);
+            for k in 0..A {
+                frame[at16[k]..][..2].copy_from_slice(&(c16[k][j] as u16).to_be_bytes());
             }
+            for k in 0..B {
+                frame[at32[k]..][..4].copy_from_slice(&(c32[k][j] as u32).to_be_bytes());
+            }
+            if MORE {
+                for (c, &at) in more16.iter().zip(at_more16) {
+                    frame[at..][..2].copy_from_slice(&(c[j] as u16).to_be_bytes());
+                }
+                for (c, &at) in more32.iter().zip(at_more32) {
+                    frame[at..][..4].copy_from_slice(&(c[j] as u32).to_be_bytes());
+                }
+            }
+            sig.tx_ns = at;
+            self.fx.finish(frame, self.sums.0[j], self.sums.1[j], &sig);
+            sig.seq = sig.seq.wrapping_add(self.lanes);
         }
     }
 }
@@ -108,8 +180,8 @@ fn draw(hot: &Hot, cols: &mut [[u64; BLOCK]], raw: &mut [u64], rng: &mut Xoshiro
     let mut doubt = false;
     for (k, &(i, from, to)) in hot.random.iter().enumerate() {
         let size = to - from + 1;
-        for (j, x) in cols[hot.col[i]][..n].iter_mut().enumerate() {
-            let m = u128::from(raw[j * r + k]) * u128::from(size);
+        for (x, frame) in cols[hot.col[i]][..n].iter_mut().zip(raw.chunks_exact(r)) {
+            let m = u128::from(frame[k]) * u128::from(size);
             doubt |= (m as u64) < size;
             *x = from + (m >> 64) as u64;
         }
@@ -276,6 +348,16 @@ step = 7
         assert!(
             same_frames(&profile("udp", v4, 300, true, payload)),
             "expected a 4-byte payload op deep in the frame as blocks"
+        );
+        // Three ops of each width: more than the shapes with their counts fixed.
+        let more = format!(
+            "{FOUR}{}",
+            "[[stream.field]]\nfield = \"payload\"\noffset = 2\nwidth = 2\nop = \"dec\"\nfrom = 9\nto = 60000\n\
+             [[stream.field]]\nfield = \"payload\"\noffset = 4\nwidth = 4\nop = \"random\"\nfrom = 0\nto = 4294967295\n"
+        );
+        assert!(
+            same_frames(&profile("udp", v4, 90, true, &more)),
+            "expected 3 + 3 ops as blocks"
         );
     }
 }
