@@ -104,8 +104,22 @@ impl FixedFrame {
     /// frame was cut with).
     #[inline(always)]
     pub fn finish(&self, frame: &mut [u8], d_ip: u64, d_l4: u64, sig: &Signature) {
-        if let Some(c) = self.ip_cs {
-            frame[c..c + 2].copy_from_slice(&finish(self.ip_sum + d_ip).to_be_bytes());
+        self.finish_at(frame, self.checksums_at(), d_ip, d_l4, sig);
+    }
+
+    /// Where [`FixedFrame::finish`] writes the IPv4 (if it does) and L4 checksums: a loop
+    /// over many frames checks them against the length once.
+    #[inline(always)]
+    pub fn checksums_at(&self) -> (Option<usize>, usize) {
+        (self.ip_cs, self.l4_cs)
+    }
+
+    /// [`FixedFrame::finish`] with [`FixedFrame::checksums_at`] read once, outside the loop.
+    #[inline(always)]
+    pub fn finish_at(&self, frame: &mut [u8], at: (Option<usize>, usize), d_ip: u64, d_l4: u64, sig: &Signature) {
+        let (ip_cs, l4_cs) = at;
+        if let Some(c) = ip_cs {
+            frame[c..][..2].copy_from_slice(&finish(self.ip_sum + d_ip).to_be_bytes());
         }
         let mut sum = self.l4_sum + d_l4;
         // The signature ends the frame: one length check instead of a range's two.
@@ -117,6 +131,6 @@ impl FixedFrame {
             0 => self.zero,
             c => c,
         };
-        frame[self.l4_cs..self.l4_cs + 2].copy_from_slice(&c.to_be_bytes());
+        frame[l4_cs..][..2].copy_from_slice(&c.to_be_bytes());
     }
 }

@@ -137,9 +137,14 @@ impl Part<'_> {
         let (c16, c32): (&[[u64; BLOCK]; A], &[[u64; BLOCK]; B]) = (c16.try_into().unwrap(), c32.try_into().unwrap());
         let (at16, at32): ([usize; A], [usize; B]) = (at16.try_into().unwrap(), at32.try_into().unwrap());
         let fits = |w: usize| move |&a: &usize| a <= len && len - a >= w;
+        let cs = self.fx.checksums_at();
         assert!(
             at16.iter().all(fits(2)) && at32.iter().all(fits(4)),
             "a field op outside the frame"
+        );
+        assert!(
+            cs.0.iter().all(fits(2)) && fits(2)(&cs.1),
+            "a checksum outside the frame"
         );
         for (j, &at) in ats.iter().enumerate().take(BLOCK) {
             let frame = &mut out.buf(first + j)[..len];
@@ -159,7 +164,7 @@ impl Part<'_> {
                 }
             }
             sig.tx_ns = at;
-            self.fx.finish(frame, self.sums.0[j], self.sums.1[j], &sig);
+            self.fx.finish_at(frame, cs, self.sums.0[j], self.sums.1[j], &sig);
             sig.seq = sig.seq.wrapping_add(self.lanes);
         }
     }
