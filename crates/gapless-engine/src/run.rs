@@ -261,6 +261,10 @@ impl Frames for BackendFrames<'_> {
     fn buf(&mut self, j: usize) -> &mut [u8] {
         self.0.buf(j)
     }
+    #[inline(always)]
+    fn run(&mut self, first: usize, n: usize) -> Option<(&mut [u8], usize)> {
+        self.0.buf_run(first, n)
+    }
 }
 
 /// Rewrites the frames' TX stamps with CLOCK_REALTIME read now (live backends), then hands

@@ -19,6 +19,26 @@ mod block;
 pub trait Frames {
     /// The buffer for frame `j` of the next send.
     fn buf(&mut self, j: usize) -> &mut [u8];
+    /// Buffers `first..first + n` as one region, buffer `first + j` at `j * stride`, where
+    /// they are laid out so (a block then takes no call per frame); else `None`.
+    fn run(&mut self, first: usize, n: usize) -> Option<(&mut [u8], usize)> {
+        let _ = (first, n);
+        None
+    }
+}
+
+/// Buffers end to end in one region, `.1` bytes apart (a [`Frames::run`]).
+pub struct Region<'a>(pub &'a mut [u8], pub usize);
+
+impl Frames for Region<'_> {
+    #[inline(always)]
+    fn buf(&mut self, j: usize) -> &mut [u8] {
+        &mut self.0[j * self.1..][..self.1]
+    }
+    #[inline(always)]
+    fn run(&mut self, first: usize, n: usize) -> Option<(&mut [u8], usize)> {
+        Some((&mut self.0[first * self.1..][..n * self.1], self.1))
+    }
 }
 
 /// Buffers in memory (tests, benchmarks).

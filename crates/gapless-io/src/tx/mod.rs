@@ -25,6 +25,13 @@ pub trait TxBackend: Send {
     fn max_batch(&self) -> usize;
     /// Buffer for frame `i` of the next batch.
     fn buf(&mut self, i: usize) -> &mut [u8];
+    /// Buffers `first..first + n` of the next batch as one region, buffer `first + j` at
+    /// `j * stride` (each at least `max_frame()` bytes), where the backend lays them out so:
+    /// a block is then built without a call per frame. `None` (the default): use `buf`.
+    fn buf_run(&mut self, first: usize, n: usize) -> Option<(&mut [u8], usize)> {
+        let _ = (first, n);
+        None
+    }
     /// Sends the batch. `at_ns` are the frames' scheduled times (the pcap backend writes them).
     /// Returns how many frames left (the rest failed and are counted in `errors`).
     fn send(&mut self, lens: &[usize], at_ns: &[u64]) -> Result<usize, IoError>;

@@ -16,7 +16,7 @@
 use rand::Rng;
 use rand_xoshiro::Xoshiro256PlusPlus;
 
-use super::{Frames, Hot, StreamGen};
+use super::{Frames, Hot, Region, StreamGen};
 use crate::packet::fields::uniform;
 use crate::packet::fixed::FixedFrame;
 use crate::packet::signature::Signature;
@@ -68,19 +68,10 @@ impl StreamGen {
             lanes: self.cfg.lanes,
         };
         let sig = self.signature(0);
-        // Up to two ops of each width with their counts fixed: offsets in registers, checked
-        // once. More (rare) take loops over their columns.
-        match (hot.at16.len(), hot.at32.len()) {
-            (0, 0) => p.write::<0, 0, false, F>(out, first, ats, sig),
-            (1, 0) => p.write::<1, 0, false, F>(out, first, ats, sig),
-            (2, 0) => p.write::<2, 0, false, F>(out, first, ats, sig),
-            (0, 1) => p.write::<0, 1, false, F>(out, first, ats, sig),
-            (1, 1) => p.write::<1, 1, false, F>(out, first, ats, sig),
-            (2, 1) => p.write::<2, 1, false, F>(out, first, ats, sig),
-            (0, 2) => p.write::<0, 2, false, F>(out, first, ats, sig),
-            (1, 2) => p.write::<1, 2, false, F>(out, first, ats, sig),
-            (2, 2) => p.write::<2, 2, false, F>(out, first, ats, sig),
-            _ => p.write::<0, 0, true, F>(out, first, ats, sig),
+        // The backend's buffers as one region where it has them so (no call per frame).
+        match out.run(first, n) {
+            Some((run, stride)) => p.write_shape(&mut Region(run, stride), 0, ats, sig),
+            None => p.write_shape(out, first, ats, sig),
         }
         self.built += n as u64;
     }
@@ -118,6 +109,25 @@ struct Part<'a> {
 }
 
 impl Part<'_> {
+    /// [`Part::write`] for the block's shape.
+    #[inline(always)]
+    fn write_shape<F: Frames + ?Sized>(&self, out: &mut F, first: usize, ats: &[u64], sig: Signature) {
+        // Up to two ops of each width with their counts fixed: offsets in registers, checked
+        // once. More (rare) take loops over their columns.
+        match (self.at16.len(), self.at32.len()) {
+            (0, 0) => self.write::<0, 0, false, F>(out, first, ats, sig),
+            (1, 0) => self.write::<1, 0, false, F>(out, first, ats, sig),
+            (2, 0) => self.write::<2, 0, false, F>(out, first, ats, sig),
+            (0, 1) => self.write::<0, 1, false, F>(out, first, ats, sig),
+            (1, 1) => self.write::<1, 1, false, F>(out, first, ats, sig),
+            (2, 1) => self.write::<2, 1, false, F>(out, first, ats, sig),
+            (0, 2) => self.write::<0, 2, false, F>(out, first, ats, sig),
+            (1, 2) => self.write::<1, 2, false, F>(out, first, ats, sig),
+            (2, 2) => self.write::<2, 2, false, F>(out, first, ats, sig),
+            _ => self.write::<0, 0, true, F>(out, first, ats, sig),
+        }
+    }
+
     /// Builds frames `first..` of `out` for departures `ats` (at most [`BLOCK`]), the first
     /// signed `sig`, the first `A` ops on 2-byte fields and the first `B` on 4-byte ones with
     /// their bounds checked once for the block, not in each frame; with `MORE`, the others
@@ -218,7 +228,7 @@ fn copy_frame(dst: &mut [u8], src: &[u8]) {
 
 #[cfg(test)]
 mod tests {
-    use crate::generator::stream::StreamGen;
+    use crate::generator::stream::{Region, StreamGen};
     use crate::packet::sizes::SizeGen;
     use crate::spec::files::NoFiles;
     use crate::{CompileCtx, ProfileSpec, StreamConfig};
@@ -232,8 +242,9 @@ mod tests {
         spec.compile(&ctx).unwrap_or_else(|e| panic!("{e}")).streams[0].clone()
     }
 
-    /// The same stream three ways: the general path (`finish_with`, its size given as a
-    /// one-size cycle), the fixed frame frame by frame, and blocks of uneven lengths.
+    /// The same stream four ways: the general path (`finish_with`, its size given as a
+    /// one-size cycle), the fixed frame frame by frame, and blocks of uneven lengths into
+    /// buffers one by one and into one region (as the null backend hands them out).
     /// Returns whether it could be built as blocks.
     fn same_frames(toml: &str) -> bool {
         let cfg = stream(toml);
@@ -242,13 +253,15 @@ mod tests {
         };
         let mut general = cfg.clone();
         general.variants[0].sizes = SizeGen::Cycle(vec![size]);
-        let (mut a, mut b, mut c) = (
+        let (mut a, mut b, mut c, mut d) = (
             StreamGen::new(general),
+            StreamGen::new(cfg.clone()),
             StreamGen::new(cfg.clone()),
             StreamGen::new(cfg),
         );
         let blocks = c.block_len().is_some();
         let mut out = vec![vec![0u8; 2048]; 200];
+        let mut region = vec![0u8; 2048 * 200];
         let (mut fa, mut fb) = (vec![0u8; 2048], vec![0u8; 2048]);
         let mut k = 0u64;
         for n in [1usize, 7, 64, 65, 200, 3, 130] {
@@ -259,6 +272,8 @@ mod tests {
             if blocks {
                 ats.iter().for_each(|_| c.reserve_one());
                 c.build_block(&mut out, &ats);
+                ats.iter().for_each(|_| d.reserve_one());
+                d.build_block(&mut Region(&mut region, 2048), &ats);
             }
             for (j, &at) in ats.iter().enumerate() {
                 let (la, lb) = (a.build(&mut fa, at), b.build(&mut fb, at));
@@ -273,6 +288,11 @@ mod tests {
                         fa[..la],
                         out[j][..la],
                         "frame {k}: the block's frame differs from the general path's"
+                    );
+                    assert_eq!(
+                        fa[..la],
+                        region[j * 2048..][..la],
+                        "frame {k}: the block's frame in one region differs from the general path's"
                     );
                 }
                 k += 1;
