@@ -160,18 +160,14 @@ impl Part<'_> {
             let frame = &mut out.buf(first + j)[..len];
             copy_frame(frame, &self.fx.bytes);
             for k in 0..A {
-                frame[at16[k]..][..2].copy_from_slice(&(c16[k][j] as u16).to_be_bytes());
+                put16(frame, at16[k], c16[k][j]);
             }
             for k in 0..B {
-                frame[at32[k]..][..4].copy_from_slice(&(c32[k][j] as u32).to_be_bytes());
+                put32(frame, at32[k], c32[k][j]);
             }
             if MORE {
-                for (c, &at) in more16.iter().zip(at_more16) {
-                    frame[at..][..2].copy_from_slice(&(c[j] as u16).to_be_bytes());
-                }
-                for (c, &at) in more32.iter().zip(at_more32) {
-                    frame[at..][..4].copy_from_slice(&(c[j] as u32).to_be_bytes());
-                }
+                more16.iter().zip(at_more16).for_each(|(c, &at)| put16(frame, at, c[j]));
+                more32.iter().zip(at_more32).for_each(|(c, &at)| put32(frame, at, c[j]));
             }
             sig.tx_ns = at;
             self.fx.finish_at(frame, cs, self.sums.0[j], self.sums.1[j], &sig);
@@ -211,6 +207,18 @@ fn draw(hot: &Hot, cols: &mut [[u64; BLOCK]], raw: &mut [u64], rng: &mut Xoshiro
             }
         }
     }
+}
+
+/// Stores `x` as the 2-byte big-endian field at `at`.
+#[inline(always)]
+fn put16(frame: &mut [u8], at: usize, x: u64) {
+    frame[at..][..2].copy_from_slice(&(x as u16).to_be_bytes());
+}
+
+/// Stores `x` as the 4-byte big-endian field at `at`.
+#[inline(always)]
+fn put32(frame: &mut [u8], at: usize, x: u64) {
+    frame[at..][..4].copy_from_slice(&(x as u32).to_be_bytes());
 }
 
 /// `dst.copy_from_slice(src)`; a frame of 32 to 64 bytes (the usual smallest) as two
