@@ -63,7 +63,8 @@ pub struct StreamGen {
     op_state: Vec<Vec<u64>>,
     /// Per variant: its ops flat, and its frame cut once when its size is fixed.
     hot: Vec<Hot>,
-    /// A block's op values, a column per op, and its random draws (see `block`).
+    /// A block's op values, a column per op, then its frames' IPv4 and L4 checksum sums
+    /// (two columns), and its random draws (see `block`).
     cols: Vec<[u64; block::BLOCK]>,
     draws: Vec<u64>,
     /// The variant of the frame built last.
@@ -333,6 +334,9 @@ struct Hot {
     /// without a match or a lookup).
     at16: Vec<usize>,
     at32: Vec<usize>,
+    /// The columns of the flat ops whose fields are part of the IPv4 header, and of the L4
+    /// checksum: a block's checksum deltas are their sums.
+    sum_cols: (Vec<usize>, Vec<usize>),
     /// The flat ops' [`HotOp::neg`] summed: the IPv4 and L4 words that the fixed frame's
     /// sums hold, and that the general path adds to its deltas.
     neg: (u64, u64),
@@ -386,7 +390,14 @@ impl Hot {
                 .map(|&i| ops[i].place().0)
                 .collect()
         };
+        let in_sum = |part: fn(&HotOp) -> u64| {
+            (0..ops.len())
+                .filter(|&i| ops[i].is_flat() && part(&ops[i]) != 0)
+                .map(|i| col[i])
+                .collect()
+        };
         Hot {
+            sum_cols: (in_sum(|o| o.ip), in_sum(|o| o.l4)),
             random,
             col,
             at16: at(2),

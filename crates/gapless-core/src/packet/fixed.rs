@@ -9,7 +9,7 @@
 //! `finish_with`): ones'-complement sums do not depend on the order of their parts, and a
 //! non-zero sum folds to the one representative in 1..=0xffff whatever the order.
 
-use crate::packet::checksum::{at_offset, finish};
+use crate::packet::checksum::{at_offset, finish, fold_wide};
 use crate::packet::signature::{Signature, SIG_LEN, SIG_MAGIC};
 use crate::packet::template::Template;
 use crate::spec::L4Kind;
@@ -104,21 +104,7 @@ impl FixedFrame {
     /// frame was cut with).
     #[inline(always)]
     pub fn finish(&self, frame: &mut [u8], d_ip: u64, d_l4: u64, sig: &Signature) {
-        self.finish_at(frame, self.checksums_at(), d_ip, d_l4, sig);
-    }
-
-    /// Where [`FixedFrame::finish`] writes the IPv4 (if it does) and L4 checksums: a loop
-    /// over many frames checks them against the length once.
-    #[inline(always)]
-    pub fn checksums_at(&self) -> (Option<usize>, usize) {
-        (self.ip_cs, self.l4_cs)
-    }
-
-    /// [`FixedFrame::finish`] with [`FixedFrame::checksums_at`] read once, outside the loop.
-    #[inline(always)]
-    pub fn finish_at(&self, frame: &mut [u8], at: (Option<usize>, usize), d_ip: u64, d_l4: u64, sig: &Signature) {
-        let (ip_cs, l4_cs) = at;
-        if let Some(c) = ip_cs {
+        if let Some(c) = self.ip_cs {
             frame[c..][..2].copy_from_slice(&finish(self.ip_sum + d_ip).to_be_bytes());
         }
         let mut sum = self.l4_sum + d_l4;
@@ -131,6 +117,64 @@ impl FixedFrame {
             0 => self.zero,
             c => c,
         };
-        frame[l4_cs..][..2].copy_from_slice(&c.to_be_bytes());
+        frame[self.l4_cs..][..2].copy_from_slice(&c.to_be_bytes());
+    }
+
+    /// Where [`FixedFrame::store_at`] writes the IPv4 and the L4 checksum, for a loop over
+    /// many frames to check against the length once. A frame without an IPv4 checksum to
+    /// write (IPv6, or one frozen in the template) gets the L4 offset twice: the IPv4 store
+    /// comes first, and the L4 checksum overwrites it (no branch per frame).
+    #[inline(always)]
+    pub fn checksums_at(&self) -> (usize, usize) {
+        (self.ip_cs.unwrap_or(self.l4_cs), self.l4_cs)
+    }
+
+    /// The checksum fields of a block of frames, in columns (loops of shifts, masks and adds
+    /// that vectorise), for [`FixedFrame::store_at`]: frame `j`, changed by the field ops
+    /// by `d_ip[j]` / `d_l4[j]` and signed `sig` with its sequence number moved on by
+    /// `j * lanes` and its TX stamp `ats[j]`, gets `d_ip[j]` / `d_l4[j]` replaced by its
+    /// IPv4 / L4 checksum field: the values [`FixedFrame::finish`] writes. (`d_ip` is left
+    /// as it is where there is no IPv4 checksum to write.)
+    #[inline(always)]
+    pub fn block_checksums(&self, d_ip: &mut [u64], d_l4: &mut [u64], ats: &[u64], sig: Signature, lanes: u32) {
+        if self.ip_cs.is_some() {
+            let k = self.ip_sum;
+            d_ip.iter_mut().for_each(|d| *d = 0xffff - fold_wide(k + *d));
+        }
+        // A sum that folds to 0xffff (a zero checksum) is written as `zero`: UDP's 0xffff
+        // takes `f mod 0xffff` (0 for 0xffff), the others `f`.
+        let (k, udp) = (self.l4_sum, u64::from(self.zero == 0xffff));
+        let field = |sum: u64| {
+            let f = fold_wide(k + sum);
+            0xffff - ((f + (((f + 1) >> 16) & udp)) & 0xffff)
+        };
+        if !self.signed {
+            d_l4.iter_mut().for_each(|d| *d = field(*d));
+            return;
+        }
+        let (seq0, lanes) = (u64::from(sig.seq), u64::from(lanes));
+        let moving = |j: usize, t: u64| ((seq0 + j as u64 * lanes) & 0xffff_ffff) + (t >> 32) + (t & 0xffff_ffff);
+        let frames = d_l4.iter_mut().zip(ats).enumerate();
+        match self.sig_odd {
+            false => frames.for_each(|(j, (d, &t))| *d = field(*d + moving(j, t))),
+            // At an odd offset the trailer's folded sum counts byte-swapped (`at_offset`).
+            true => frames.for_each(|(j, (d, &t))| {
+                let f = fold_wide(moving(j, t));
+                *d = field(*d + (((f & 0xff) << 8) | (f >> 8)));
+            }),
+        }
+    }
+
+    /// Writes the signature's moving words (the sequence number and TX stamp) and the two
+    /// checksum fields of a frame of a block ([`FixedFrame::block_checksums`]) at `at`
+    /// ([`FixedFrame::checksums_at`]), into a copy of [`FixedFrame::bytes`] with its field
+    /// values stored.
+    #[inline(always)]
+    pub fn store_at(&self, frame: &mut [u8], at: (usize, usize), ip: u64, l4: u64, sig: &Signature) {
+        frame[at.0..][..2].copy_from_slice(&(ip as u16).to_be_bytes());
+        if let (true, Some(tail)) = (self.signed, frame.last_chunk_mut::<SIG_LEN>()) {
+            sig.write_moving(tail);
+        }
+        frame[at.1..][..2].copy_from_slice(&(l4 as u16).to_be_bytes());
     }
 }

@@ -3,15 +3,22 @@
 //! runs unpaced or in throughput mode.
 //!
 //! The scheduler first plans the chunk's departures ([`StreamGen::plan_block`], or
-//! [`StreamGen::reserve_one`] for each), then [`StreamGen::build_block`] builds them: each
-//! counter fills its values for the whole block in one loop, the random ops draw in the same
-//! order as frame by frame (frame by frame, op by op, from the one field generator), each op
-//! adds its values to the checksums its field is part of in one loop of adds, and then each
-//! frame is the fixed frame copied, the values stored, and the signature and checksums
-//! written. That frame loop is compiled for the counts of ops on 2- and 4-byte fields, up
-//! to two of each ([`Part::write`]): their offsets stay in registers and are checked against
-//! the frame's length once per block. The frames are the same bytes as [`StreamGen::build`]'s,
-//! one by one (a test compares them).
+//! [`StreamGen::reserve_one`] for each), then [`StreamGen::build_block`] builds them, column
+//! by column where it can, in loops that vectorise:
+//! - each counter fills its values for the whole block as arithmetic runs between its wraps;
+//! - the random ops draw in the same order as frame by frame (frame by frame, op by op, from
+//!   the one field generator);
+//! - each frame's checksum deltas are the sums of the columns of the ops in that checksum;
+//! - both checksum fields of every frame are folded from them, the signature's moving words
+//!   added ([`FixedFrame::block_checksums`]).
+//!
+//! Then each frame is the fixed frame copied and the values, the signature's moving words
+//! and the checksums stored. That frame loop is compiled for the counts of ops on 2- and
+//! 4-byte fields, up to two of each ([`Part::write`]): their offsets stay in registers and
+//! are checked against the frame's length once per block. All of it is compiled twice, for
+//! any x86-64 CPU and for x86-64-v3 (AVX2, MOVBE), and the CPU picks
+//! ([`StreamGen::build_block`]). The frames are the same bytes as [`StreamGen::build`]'s,
+//! one by one (a test compares them, both builds).
 
 use rand::Rng;
 use rand_xoshiro::Xoshiro256PlusPlus;
@@ -44,8 +51,29 @@ impl StreamGen {
     }
 
     /// Builds the frames reserved for departures at `ats` into `out`'s buffers 0, 1, ...
-    /// (after [`StreamGen::block_len`] said the stream can).
+    /// (after [`StreamGen::block_len`] said the stream can). On an x86-64 CPU with AVX2,
+    /// BMI2 and MOVBE (x86-64-v3, most since 2015) the code is compiled for them: 4 lanes
+    /// in the column loops, byte-swapping stores.
     pub fn build_block<F: Frames + ?Sized>(&mut self, out: &mut F, ats: &[u64]) {
+        #[cfg(target_arch = "x86_64")]
+        if v3() {
+            // SAFETY: the CPU has the features `build_block_v3` is compiled for (`v3`).
+            return unsafe { self.build_block_v3(out, ats) };
+        }
+        self.build_block_any(out, ats)
+    }
+
+    /// [`StreamGen::build_block_any`] compiled for x86-64-v3's features.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,bmi1,bmi2,lzcnt,movbe,popcnt")]
+    fn build_block_v3<F: Frames + ?Sized>(&mut self, out: &mut F, ats: &[u64]) {
+        self.build_block_any(out, ats)
+    }
+
+    /// [`StreamGen::build_block`] for any CPU: everything it calls is inlined, so that
+    /// [`StreamGen::build_block_v3`] compiles it all for its features.
+    #[inline(always)]
+    fn build_block_any<F: Frames + ?Sized>(&mut self, out: &mut F, ats: &[u64]) {
         for (b, part) in ats.chunks(BLOCK).enumerate() {
             self.build_part(out, b * BLOCK, part);
         }
@@ -53,21 +81,27 @@ impl StreamGen {
         self.last = 0;
     }
 
+    #[inline(always)]
     fn build_part<F: Frames + ?Sized>(&mut self, out: &mut F, first: usize, ats: &[u64]) {
         let ats = &ats[..ats.len().min(BLOCK)];
         let n = ats.len();
-        let (mut d_ip, mut d_l4) = ([0u64; BLOCK], [0u64; BLOCK]);
-        self.values(n, &mut d_ip[..n], &mut d_l4[..n]);
+        self.values(n);
+        let sig = self.signature(0);
         let hot = &self.hot[0];
+        let fx = hot.fixed.as_ref().expect("a block has a fixed frame");
+        let (cols, sums) = self.cols.split_at_mut(hot.ops.len());
+        let [d_ip, d_l4] = sums else {
+            unreachable!("two sum columns")
+        };
+        fx.block_checksums(&mut d_ip[..n], &mut d_l4[..n], ats, sig, self.cfg.lanes);
         let p = Part {
-            fx: hot.fixed.as_ref().expect("a block has a fixed frame"),
-            cols: &self.cols,
+            fx,
+            cols,
             at16: &hot.at16,
             at32: &hot.at32,
-            sums: (&d_ip, &d_l4),
+            cs: (d_ip, d_l4),
             lanes: self.cfg.lanes,
         };
-        let sig = self.signature(0);
         // The backend's buffers as one region where it has them so (no call per frame).
         match out.run(first, n) {
             Some((run, stride)) => p.write_shape(&mut Region(run, stride), 0, ats, sig),
@@ -76,11 +110,13 @@ impl StreamGen {
         self.built += n as u64;
     }
 
-    /// Each op's values for the next `n` frames into its column of `cols`, and their
-    /// checksum deltas added to `d_ip` / `d_l4`.
-    fn values(&mut self, n: usize, d_ip: &mut [u64], d_l4: &mut [u64]) {
+    /// Each op's values for the next `n` frames into its column of `cols`, and each frame's
+    /// checksum deltas into the two columns after them (IPv4, L4).
+    #[inline(always)]
+    fn values(&mut self, n: usize) {
         let hot = &self.hot[0];
-        self.cols.resize(hot.ops.len(), [0; BLOCK]);
+        let ops = hot.ops.len();
+        self.cols.resize(ops + 2, [0; BLOCK]);
         let state = &mut self.op_state[0];
         for ((op, &c), st) in hot.ops.iter().zip(&hot.col).zip(state.iter_mut()) {
             if !op.is_random() {
@@ -91,20 +127,20 @@ impl StreamGen {
             self.draws.resize(n * hot.random.len(), 0);
             draw(hot, &mut self.cols, &mut self.draws, &mut self.field_rng);
         }
-        for (op, &c) in hot.ops.iter().zip(&hot.col) {
-            op.add_deltas(&self.cols[c][..n], d_ip, d_l4);
-        }
+        let (vals, sums) = self.cols.split_at_mut(ops);
+        sum_cols(&mut sums[0][..n], vals, &hot.sum_cols.0);
+        sum_cols(&mut sums[1][..n], vals, &hot.sum_cols.1);
     }
 }
 
 /// What a block's frames are made of: the fixed frame, the ops' value columns (2-byte
-/// fields first) and offsets, each frame's checksum deltas.
+/// fields first) and offsets, each frame's IPv4 and L4 checksum fields.
 struct Part<'a> {
     fx: &'a FixedFrame,
     cols: &'a [[u64; BLOCK]],
     at16: &'a [usize],
     at32: &'a [usize],
-    sums: (&'a [u64; BLOCK], &'a [u64; BLOCK]),
+    cs: (&'a [u64; BLOCK], &'a [u64; BLOCK]),
     lanes: u32,
 }
 
@@ -152,10 +188,7 @@ impl Part<'_> {
             at16.iter().all(fits(2)) && at32.iter().all(fits(4)),
             "a field op outside the frame"
         );
-        assert!(
-            cs.0.iter().all(fits(2)) && fits(2)(&cs.1),
-            "a checksum outside the frame"
-        );
+        assert!(fits(2)(&cs.0) && fits(2)(&cs.1), "a checksum outside the frame");
         for (j, &at) in ats.iter().enumerate().take(BLOCK) {
             let frame = &mut out.buf(first + j)[..len];
             copy_frame(frame, &self.fx.bytes);
@@ -170,7 +203,7 @@ impl Part<'_> {
                 more32.iter().zip(at_more32).for_each(|(c, &at)| put32(frame, at, c[j]));
             }
             sig.tx_ns = at;
-            self.fx.finish_at(frame, cs, self.sums.0[j], self.sums.1[j], &sig);
+            self.fx.store_at(frame, cs, self.cs.0[j], self.cs.1[j], &sig);
             sig.seq = sig.seq.wrapping_add(self.lanes);
         }
     }
@@ -183,6 +216,7 @@ impl Part<'_> {
 /// product under the range's size: odds below 2^-32 for a 2- or 4-byte field) sends the
 /// block back to `uniform` draw by draw, from the same generator state: the values are
 /// `uniform`'s either way.
+#[inline(always)]
 fn draw(hot: &Hot, cols: &mut [[u64; BLOCK]], raw: &mut [u64], rng: &mut Xoshiro256PlusPlus) {
     let r = hot.random.len();
     let n = raw.len() / r;
@@ -207,6 +241,37 @@ fn draw(hot: &Hot, cols: &mut [[u64; BLOCK]], raw: &mut [u64], rng: &mut Xoshiro
             }
         }
     }
+}
+
+/// Each frame's sum of the columns `which` into `d` (`d.len()` frames): a flat op's checksum
+/// delta is its value as it is (a flat op's values fit its field: the profile's ranges are
+/// checked against the field when it compiles). Two columns a pass, in loops of adds that
+/// vectorise.
+#[inline(always)]
+fn sum_cols(d: &mut [u64], cols: &[[u64; BLOCK]], which: &[usize]) {
+    let n = d.len();
+    let mut pairs = which
+        .chunks(2)
+        .map(|p| (&cols[p[0]][..n], p.get(1).map(|&c| &cols[c][..n])));
+    match pairs.next() {
+        None => d.fill(0),
+        Some((a, None)) => d.copy_from_slice(a),
+        Some((a, Some(b))) => d.iter_mut().zip(a).zip(b).for_each(|((d, a), b)| *d = a + b),
+    }
+    for pair in pairs {
+        match pair {
+            (a, None) => d.iter_mut().zip(a).for_each(|(d, a)| *d += a),
+            (a, Some(b)) => d.iter_mut().zip(a).zip(b).for_each(|((d, a), b)| *d += a + b),
+        }
+    }
+}
+
+/// Whether the CPU has the features of [`StreamGen::build_block_v3`] (a cached look-up).
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn v3() -> bool {
+    use std::arch::is_x86_feature_detected as has;
+    has!("avx2") && has!("bmi1") && has!("bmi2") && has!("lzcnt") && has!("movbe") && has!("popcnt")
 }
 
 /// Stores `x` as the 2-byte big-endian field at `at`.
@@ -250,10 +315,11 @@ mod tests {
         spec.compile(&ctx).unwrap_or_else(|e| panic!("{e}")).streams[0].clone()
     }
 
-    /// The same stream four ways: the general path (`finish_with`, its size given as a
+    /// The same stream five ways: the general path (`finish_with`, its size given as a
     /// one-size cycle), the fixed frame frame by frame, and blocks of uneven lengths into
-    /// buffers one by one and into one region (as the null backend hands them out).
-    /// Returns whether it could be built as blocks.
+    /// buffers one by one, into one region (as the null backend hands them out), and into
+    /// one region compiled for any CPU (`build_block` takes the x86-64-v3 build where the
+    /// CPU has it). Returns whether it could be built as blocks.
     fn same_frames(toml: &str) -> bool {
         let cfg = stream(toml);
         let SizeGen::Fixed(size) = cfg.variants[0].sizes else {
@@ -261,8 +327,9 @@ mod tests {
         };
         let mut general = cfg.clone();
         general.variants[0].sizes = SizeGen::Cycle(vec![size]);
-        let (mut a, mut b, mut c, mut d) = (
+        let (mut a, mut b, mut c, mut d, mut e) = (
             StreamGen::new(general),
+            StreamGen::new(cfg.clone()),
             StreamGen::new(cfg.clone()),
             StreamGen::new(cfg.clone()),
             StreamGen::new(cfg),
@@ -270,6 +337,7 @@ mod tests {
         let blocks = c.block_len().is_some();
         let mut out = vec![vec![0u8; 2048]; 200];
         let mut region = vec![0u8; 2048 * 200];
+        let mut any_cpu = vec![0u8; 2048 * 200];
         let (mut fa, mut fb) = (vec![0u8; 2048], vec![0u8; 2048]);
         let mut k = 0u64;
         for n in [1usize, 7, 64, 65, 200, 3, 130] {
@@ -282,6 +350,8 @@ mod tests {
                 c.build_block(&mut out, &ats);
                 ats.iter().for_each(|_| d.reserve_one());
                 d.build_block(&mut Region(&mut region, 2048), &ats);
+                ats.iter().for_each(|_| e.reserve_one());
+                e.build_block_any(&mut Region(&mut any_cpu, 2048), &ats);
             }
             for (j, &at) in ats.iter().enumerate() {
                 let (la, lb) = (a.build(&mut fa, at), b.build(&mut fb, at));
@@ -301,6 +371,11 @@ mod tests {
                         fa[..la],
                         region[j * 2048..][..la],
                         "frame {k}: the block's frame in one region differs from the general path's"
+                    );
+                    assert_eq!(
+                        fa[..la],
+                        any_cpu[j * 2048..][..la],
+                        "frame {k}: the block's frame built for any CPU differs from the general path's"
                     );
                 }
                 k += 1;
