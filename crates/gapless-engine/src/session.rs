@@ -526,9 +526,10 @@ fn open_backend(
     })
 }
 
-/// Frames per chunk of an untimed null loop: enough to spread the per-step work thinly, few
-/// enough that the buffers stay in L1 (32 × 64 B frames).
-const NULL_CHUNK: usize = 32;
+/// Frames per chunk of an untimed null loop: a block of the block builder
+/// (`generator::stream::block`), enough to spread each chunk's work (the scheduler's step,
+/// the clock, the backend's call) thinly, and 4 KiB of 64 B frames (in L1).
+const NULL_CHUNK: usize = 64;
 
 /// A filler buffer: room for the largest frame of a 9000 B jumbo MTU.
 const FILLER_BUF: usize = 9000 + 18;
