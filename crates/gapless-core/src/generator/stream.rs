@@ -64,9 +64,8 @@ pub struct StreamGen {
     /// Per variant: its ops flat, and its frame cut once when its size is fixed.
     hot: Vec<Hot>,
     /// A block's op values, a column per op, then its frames' IPv4 and L4 checksum sums
-    /// (two columns), and its random draws (see `block`).
+    /// (two columns; see `block`).
     cols: Vec<[u64; block::BLOCK]>,
-    draws: Vec<u64>,
     /// The variant of the frame built last.
     last: u16,
     /// A replayed capture being read, and the time its file timing counts from.
@@ -92,7 +91,6 @@ impl StreamGen {
             op_state: cfg.variants.iter().map(|v| vec![0; v.ops.len()]).collect(),
             hot: cfg.variants.iter().map(|v| Hot::new(v, cfg.id)).collect(),
             cols: Vec::new(),
-            draws: Vec::new(),
             last: 0,
             replay: cfg.replay.clone().map(crate::generator::replay::ReplayState::new),
             replay_origin: cfg.start_offset_ns,

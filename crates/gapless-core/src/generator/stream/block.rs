@@ -124,8 +124,7 @@ impl StreamGen {
             }
         }
         if !hot.random.is_empty() {
-            self.draws.resize(n * hot.random.len(), 0);
-            draw(hot, &mut self.cols, &mut self.draws, &mut self.field_rng);
+            draw(hot, &mut self.cols, n, &mut self.field_rng);
         }
         let (vals, sums) = self.cols.split_at_mut(ops);
         sum_cols(&mut sums[0][..n], vals, &hot.sum_cols.0);
@@ -209,38 +208,76 @@ impl Part<'_> {
     }
 }
 
-/// The random ops' values for a block of `raw.len() / random ops` frames, each into its
-/// column of `cols`. The generator's draws are taken in one loop, in the order
-/// frame-by-frame building takes them (each frame, each random op), then each op maps its
-/// draws into its range as [`uniform`] does. A draw that `uniform` might reject (a low
+/// The random ops' values for a block of `n` frames, each into its column of `cols`. The
+/// generator's draws go straight into the columns, in the order frame-by-frame building
+/// takes them (each frame, each random op), then each column is mapped into its op's range
+/// as [`uniform`] does, in a loop that vectorises. A draw that `uniform` might reject (a low
 /// product under the range's size: odds below 2^-32 for a 2- or 4-byte field) sends the
 /// block back to `uniform` draw by draw, from the same generator state: the values are
 /// `uniform`'s either way.
+// Frame `j` of each column: `cols[c][j]`, across the columns (not an iteration of `cols`).
+#[allow(clippy::needless_range_loop)]
 #[inline(always)]
-fn draw(hot: &Hot, cols: &mut [[u64; BLOCK]], raw: &mut [u64], rng: &mut Xoshiro256PlusPlus) {
-    let r = hot.random.len();
-    let n = raw.len() / r;
+fn draw(hot: &Hot, cols: &mut [[u64; BLOCK]], n: usize, rng: &mut Xoshiro256PlusPlus) {
+    let n = n.min(BLOCK);
     let start = rng.clone();
-    raw.iter_mut().for_each(|x| *x = rng.next_u64());
-    let mut doubt = false;
-    for (k, &(i, from, to)) in hot.random.iter().enumerate() {
-        let size = to - from + 1;
-        for (x, frame) in cols[hot.col[i]][..n].iter_mut().zip(raw.chunks_exact(r)) {
-            let m = u128::from(frame[k]) * u128::from(size);
-            doubt |= (m as u64) < size;
-            *x = from + (m >> 64) as u64;
+    let col = |i: usize| hot.col[i];
+    match hot.random[..] {
+        [(a, ..)] => cols[col(a)][..n].iter_mut().for_each(|x| *x = rng.next_u64()),
+        [(a, ..), (b, ..)] => {
+            let (a, b) = (col(a), col(b));
+            for j in 0..n {
+                cols[a][j] = rng.next_u64();
+                cols[b][j] = rng.next_u64();
+            }
         }
+        ref ops => {
+            for j in 0..n {
+                ops.iter().for_each(|&(i, ..)| cols[col(i)][j] = rng.next_u64());
+            }
+        }
+    }
+    let mut doubt = false;
+    for &(i, from, to) in &hot.random {
+        doubt |= map_draws(&mut cols[col(i)][..n], from, to - from + 1);
     }
     if doubt {
         *rng = start;
         // Frame by frame, op by op: the draws' order, across the columns.
-        #[allow(clippy::needless_range_loop)]
         for j in 0..n {
             for &(i, from, to) in &hot.random {
-                cols[hot.col[i]][j] = uniform(rng, from, to);
+                cols[col(i)][j] = uniform(rng, from, to);
             }
         }
     }
+}
+
+/// Maps raw draws into `from..from + size` as [`uniform`] does (the high word of the draw
+/// times the size), and returns whether `uniform` might have rejected one (the low word
+/// under the size). A size under 2^32 (a 2- or 4-byte field's but the whole 4-byte range)
+/// takes the product in 32-bit halves, which vectorises: `x·size = hi·size·2^32 + lo·size`.
+#[inline(always)]
+fn map_draws(col: &mut [u64], from: u64, size: u64) -> bool {
+    let mut doubt = 0u64;
+    if size <= u64::from(u32::MAX) {
+        // 32-bit operands, widened: one 32 × 32 → 64 multiply each (`vpmuludq`). The size
+        // goes through `black_box`, or LLVM folds the widening back into the 64-bit size
+        // (known under 2^32 here) and multiplies it as 64 bits.
+        let size32 = std::hint::black_box(size as u32);
+        for x in col.iter_mut() {
+            let a = u64::from(*x as u32) * u64::from(size32);
+            let t = u64::from((*x >> 32) as u32) * u64::from(size32) + (a >> 32);
+            doubt |= u64::from(((t << 32) | (a & 0xffff_ffff)) < size);
+            *x = from + (t >> 32);
+        }
+    } else {
+        for x in col.iter_mut() {
+            let m = u128::from(*x) * u128::from(size);
+            doubt |= u64::from((m as u64) < size);
+            *x = from + (m >> 64) as u64;
+        }
+    }
+    doubt != 0
 }
 
 /// Each frame's sum of the columns `which` into `d` (`d.len()` frames): a flat op's checksum
