@@ -212,9 +212,11 @@ def test_icmp_echo_requests_with_varying_identifier_and_sequence(server: Server,
 
 
 def tshark_problems(pcap: Path) -> str:
-    """What tshark, with checksum validation on, calls malformed or a bad checksum."""
+    """What tshark, with checksum validation on (the FCS too, where the file says frames carry
+    one), calls malformed or a bad checksum."""
     p = subprocess.run([have("tshark"), "-r", str(pcap), "-o", "ip.check_checksum:TRUE", "-o", "udp.check_checksum:TRUE",
-                        "-o", "tcp.check_checksum:TRUE", "-Y", "_ws.malformed or _ws.expert.severity >= warning",
+                        "-o", "tcp.check_checksum:TRUE", "-o", "eth.check_fcs:TRUE",
+                        "-Y", "_ws.malformed or _ws.expert.severity >= warning",
                         "-T", "fields", "-e", "frame.number", "-e", "_ws.expert.message"], capture_output=True, text=True, timeout=60)
     assert p.returncode == 0, f"expected tshark to read {pcap}; got {p.stderr}"
     return p.stdout.strip()
@@ -342,7 +344,7 @@ def test_a_capture_on_the_rx_port_holds_every_frame_with_nanosecond_times(server
     pkts = [p for p in reader(io.BytesIO(data)) if UDP in p and p[UDP].dport == 4324]
     assert (m.frames_rx, len(pkts)) == (count, count), f"expected the {count} frames the meter took in the capture; got {m.frames_rx} metered, {len(pkts)} captured"
     assert {len(p) for p in pkts} == {100}, f"expected frames cut to packet_size 100; got {sorted({len(p) for p in pkts})}"
-    assert {p.wirelen for p in pkts} == {196}, f"expected the wire length kept (196 without FCS); got {sorted({p.wirelen for p in pkts})}"
+    assert {p.wirelen for p in pkts} == {200}, f"expected the wire length kept (the flow's 200 B, FCS included); got {sorted({p.wirelen for p in pkts})}"
     ts = [int(p.time * 1_000_000_000) for p in pkts]
     assert ts == sorted(ts) and len(set(t % 1000 for t in ts)) > 1, f"expected increasing nanosecond times; got {ts[:5]}"
     gaps = [b - a_ for a_, b in zip(ts, ts[1:])]

@@ -580,9 +580,11 @@ fn tunnel_errors_name_the_key() {
     assert!(e.contains("tunnel.labels") && e.contains("at least one label"), "{e}");
     let e = spec(r#"{ kind = "gre", ip_src = "2001:db8::1" }"#);
     assert!(
-        e.contains("tunnel.ip_src") && e.contains("outer IPv6 is not supported"),
-        "{e}"
+        e.contains("tunnel.ip_dst") && e.contains("two IP versions"),
+        "expected mixed outer versions refused; got {e}"
     );
+    let e = spec(r#"{ kind = "gre", ip_src = "2001:db8::x" }"#);
+    assert!(e.contains("tunnel.ip_src") && e.contains("not an IP address"), "{e}");
     let e = spec(r#"{ kind = "ipip" }"#);
     assert!(e.contains("ipip"), "expected the unknown kind named; got {e}");
 }
@@ -675,4 +677,155 @@ fn arp_templates_parse_as_arp_with_varying_fields_and_the_meter_finds_their_sign
             .unwrap_or_default();
         assert!(err.contains(want), "expected {want:?}; got {err:?}");
     }
+}
+
+/// The outer header at `ip` (IPv4 or IPv6) checked against etherparse's sums: lengths, the
+/// IPv4 header checksum, and over IPv6 the outer UDP checksum over the whole inner packet.
+/// Returns the offset after the outer IP header.
+fn check_outer(frame: &[u8], ip: usize, udp: bool, what: &str) -> usize {
+    let len = frame.len();
+    if frame[ip] >> 4 == 4 {
+        let h = etherparse::Ipv4HeaderSlice::from_slice(&frame[ip..])
+            .unwrap()
+            .to_header();
+        assert_eq!(
+            (usize::from(h.total_len), h.header_checksum),
+            (len - ip, h.calc_header_checksum()),
+            "{what}: outer IPv4 length and checksum"
+        );
+        return ip + 20;
+    }
+    let h = etherparse::Ipv6HeaderSlice::from_slice(&frame[ip..])
+        .unwrap()
+        .to_header();
+    assert_eq!(
+        usize::from(h.payload_length),
+        len - ip - 40,
+        "{what}: outer IPv6 payload length"
+    );
+    let u = ip + 40;
+    if udp {
+        let uh = etherparse::UdpHeaderSlice::from_slice(&frame[u..]).unwrap().to_header();
+        let want = uh.calc_checksum_ipv6(&h, &frame[u + 8..]).unwrap();
+        assert_eq!(usize::from(uh.length), len - u, "{what}: outer UDP length");
+        assert!(
+            uh.checksum != 0,
+            "{what}: a zero UDP checksum over IPv6 is dropped by Linux"
+        );
+        assert_eq!(uh.checksum, want, "{what}: outer UDP checksum over IPv6");
+    }
+    u
+}
+
+#[test]
+fn outer_ipv6_and_varying_outer_fields_keep_every_checksum_right_and_the_stamp_keeps_them() {
+    let kinds = [
+        (
+            "vxlan",
+            "vni = 10",
+            "vni",
+            "op = \"list\"\nvalues = [10, 20, 30]",
+            [10u64, 20, 30],
+        ),
+        ("gtpv1", "teid = 7", "teid", "op = \"inc\"\nfrom = 7\nto = 9", [7, 8, 9]),
+        (
+            "gre",
+            "gre_key = 5",
+            "gre_key",
+            "op = \"dec\"\nfrom = 3\nto = 5",
+            [5, 4, 3],
+        ),
+    ];
+    let mut n = 0;
+    for (kind, extra, field, op, want) in kinds {
+        for (os, od) in [("2001:db8::1", "2001:db8::2"), ("192.0.2.1", "192.0.2.2")] {
+            let v6 = os.contains(':');
+            let port_op = match kind {
+                "gre" => "[[stream.field]]\nfield = \"outer_ttl\"\nop = \"list\"\nvalues = [9, 8]".to_string(),
+                _ => "[[stream.field]]\nfield = \"outer_src_port\"\nop = \"inc\"\nfrom = 5000\nto = 5001".to_string(),
+            };
+            let toml = format!(
+                r#"
+                [[stream]]
+                size = {{ kind = "uniform", min = 160, max = 301 }}
+                [stream.template]
+                ip_src = "10.0.0.1"
+                ip_dst = "10.0.0.2"
+                tunnel = {{ kind = "{kind}", ip_src = "{os}", ip_dst = "{od}", {extra} }}
+                [[stream.field]]
+                field = "{field}"
+                {op}
+                {port_op}
+                [[stream.field]]
+                field = "outer_ip_src"
+                op = "inc"
+                from = "{os}"
+                to = "{}"
+                [stream.timing]
+                rate_pps = 1000
+                "#,
+                if v6 { "2001:db8::3" } else { "192.0.2.3" }
+            );
+            let p = compile(&toml);
+            let t = p.streams[0].variants[0].template.clone();
+            let mut g = StreamGen::new(p.streams[0].clone());
+            let mut buf = vec![0u8; 2048];
+            for k in 0..12u64 {
+                let len = g.build(&mut buf, 9_000 + k);
+                let what = format!("{kind} over {os}, frame {k}");
+                let frame = &mut buf[..len];
+                assert_eq!(
+                    &frame[12..14],
+                    if v6 { [0x86, 0xdd] } else { [8, 0] },
+                    "{what}: ethertype"
+                );
+                let udp = kind != "gre";
+                let after = check_outer(frame, 14, udp, &what);
+                let src_low = if v6 { frame[14 + 23] } else { frame[14 + 15] };
+                assert_eq!(
+                    u64::from(src_low),
+                    1 + k % 3,
+                    "{what}: outer source address walks 1, 2, 3"
+                );
+                let (value, inner) = match kind {
+                    "vxlan" => {
+                        let port = u16::from_be_bytes([frame[after], frame[after + 1]]);
+                        assert_eq!(u64::from(port), 5000 + k % 2, "{what}: outer source port");
+                        let vni = u32::from_be_bytes([0, frame[after + 12], frame[after + 13], frame[after + 14]]);
+                        (u64::from(vni), frame[after + 16..].to_vec())
+                    }
+                    "gtpv1" => {
+                        let teid = u32::from_be_bytes(frame[after + 12..after + 16].try_into().unwrap());
+                        let ip = [&[0u8; 12][..], &[8, 0], &frame[after + 16..]].concat();
+                        (u64::from(teid), ip)
+                    }
+                    _ => {
+                        let ttl = if v6 { frame[14 + 7] } else { frame[14 + 8] };
+                        assert_eq!(u64::from(ttl), 9 - k % 2, "{what}: outer TTL");
+                        let key = u32::from_be_bytes(frame[after + 4..after + 8].try_into().unwrap());
+                        (u64::from(key), [&[0u8; 12][..], &[8, 0], &frame[after + 8..]].concat())
+                    }
+                };
+                assert_eq!(value, want[k as usize % 3], "{what}: {field}");
+                let c = check(&inner);
+                let sig = Signature {
+                    stream: 0,
+                    seq: k as u32,
+                    tx_ns: 9_000 + k,
+                };
+                assert_eq!(c.sig, Some(sig), "{what}: the inner packet's signature");
+                assert_eq!(
+                    gapless_core::meter::classify::classify(frame),
+                    gapless_core::meter::classify::Class::Signed(sig),
+                    "{what}: the meter finds the signature"
+                );
+                // The engine stamps the TX time just before the frame leaves: the outer
+                // checksums must still hold.
+                t.patch_tx_ns(frame, 123_456_789_000 + k);
+                check_outer(frame, 14, udp, &format!("{what}, stamped"));
+                n += 1;
+            }
+        }
+    }
+    assert_eq!(n, 72);
 }

@@ -1,6 +1,7 @@
 //! A capture on the meter's RX path: while armed, every frame the meter takes is also kept,
-//! with its receive time in ns (the meter's own timestamp), cut to the snap length, in a
-//! buffer bounded in bytes. A frame that does not fit is counted, never kept silently short:
+//! whole as it was on the wire (padded to 60 bytes and with its FCS, which the kernel
+//! strips: `dump::on_the_wire`), with its receive time in ns (the meter's own timestamp),
+//! cut to the snap length, in a buffer bounded in bytes. A frame that does not fit is counted, never kept silently short:
 //! [`CaptureStats::dropped`] says how many, and the reader reports it.
 //!
 //! The meter loop offers frames ([`Capture::offer`]: one relaxed load when disarmed, a lock
@@ -93,20 +94,18 @@ impl Capture {
         }
     }
 
+    /// Keeps the frame whole, as it was on the wire: padded and with its FCS (the kernel
+    /// strips it), then cut to the snap length.
     #[cold]
     fn keep(&self, ts_ns: u64, data: &[u8], wire_len: u32) {
-        let cut = &data[..data.len().min(self.snaplen)];
+        let (data, wire_len) = dump::on_the_wire(data, wire_len, self.snaplen);
         let mut h = self.lock();
-        if h.bytes + cut.len() > self.max_bytes {
+        if h.bytes + data.len() > self.max_bytes {
             h.dropped += 1;
             return;
         }
-        h.bytes += cut.len();
-        h.frames.push(Frame {
-            ts_ns,
-            wire_len,
-            data: cut.to_vec(),
-        });
+        h.bytes += data.len();
+        h.frames.push(Frame { ts_ns, wire_len, data });
     }
 
     pub fn stats(&self) -> CaptureStats {
@@ -125,7 +124,7 @@ impl Capture {
         let h = self.lock();
         let bytes = match format {
             CaptureFormat::Pcap => dump::pcap(&h.frames, self.snaplen as u32)?,
-            CaptureFormat::PcapNg => dump::pcapng(&h.frames, self.snaplen as u32)?,
+            CaptureFormat::PcapNg => dump::pcapng(&h.frames, self.snaplen as u32, dump::FCS_LEN)?,
         };
         Ok((bytes, stats))
     }

@@ -106,6 +106,9 @@ pub enum IoError {
     /// A sysfs file of the NIC limiter could not be read or written.
     #[error("{path}: {cause}. Fix: check that the interface exists in this network namespace and that you are root")]
     Sysfs { path: String, cause: String },
+    /// An emulated host's interface could not come up on its port.
+    #[error("{iface}: {what}. Fix: {fix}")]
+    Host { iface: String, what: String, fix: String },
     /// Kernel TX timestamps could not be turned on.
     #[error("{iface}: {what}. Fix: {fix}")]
     TxStamps { iface: String, what: String, fix: String },

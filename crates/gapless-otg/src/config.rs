@@ -163,6 +163,11 @@ pub fn plan(cfg: &Value) -> Result<Plan, Invalid> {
             "lags: LAGs are not supported; gapless sends flows between ports".into(),
         ));
     }
+    if cfg["lldp"].as_array().is_some_and(|a| !a.is_empty()) {
+        return Err(Invalid(
+            "lldp: LLDP is not supported yet; gapless would neither send LLDPDUs nor list neighbours. Fix: remove lldp[] from the config".into(),
+        ));
+    }
     let ports = ports(cfg)?;
     let devices = crate::devices::parse(cfg)?;
     if let Some(e) = devices.iter().find(|e| !ports.iter().any(|p| p.name == e.port)) {
@@ -391,7 +396,8 @@ fn headers(packet: &Value, path: &str) -> Result<(Map<String, Value>, Vec<Value>
     if list.is_empty() {
         return Err(Invalid(format!("{path}: give at least an ethernet header")));
     }
-    let (keep, tunnel) = crate::tunnels::split(list, path)?;
+    let (keep, tunnel, outer_ops) = crate::tunnels::split(list, path)?;
+    h.fields = outer_ops;
     for (n, &(i, hd)) in keep.iter().enumerate() {
         let at = format!("{path}[{i}]");
         let choice = hd["choice"].as_str().unwrap_or_default();
@@ -722,6 +728,15 @@ mod tests {
     }
 
     #[test]
+    fn lldp_is_refused_with_its_path_rather_than_ignored() {
+        let cfg = json!({ "ports": [{ "name": "p1", "location": "a" }],
+            "lldp": [{ "name": "l1", "connection": { "choice": "port_name", "port_name": "p1" } }] });
+        let e = plan(&cfg).unwrap_err().0;
+        assert!(e.starts_with("lldp: LLDP is not supported") && e.contains("Fix"), "{e}");
+        assert!(plan(&json!({ "ports": [{ "name": "p1", "location": "a" }], "lldp": [] })).is_ok());
+    }
+
+    #[test]
     fn arp_maps_to_an_arp_template_with_varying_addresses_and_a_misplaced_arp_is_refused() {
         let arp = json!({ "choice": "arp", "arp": {
             "operation": { "choice": "value", "value": 2 },
@@ -828,7 +843,7 @@ mod tests {
     }
 
     #[test]
-    fn tunnels_become_the_templates_tunnel_and_outer_fields_take_one_value() {
+    fn tunnels_become_the_templates_tunnel_and_outer_fields_take_every_pattern() {
         let ip = |src: &str| json!({ "choice": "ipv4", "ipv4": { "src": { "choice": "value", "value": src } } });
         let udp = json!({ "choice": "udp", "udp": {} });
         let vx = with(
@@ -852,15 +867,48 @@ mod tests {
             e.contains("flows[0].packet[2].gre.checksum_present") && e.contains("not supported"),
             "{e}"
         );
-        let varying = json!({ "choice": "ipv4", "ipv4": { "src": { "choice": "values", "values": ["192.0.2.1", "192.0.2.2"] } } });
-        let e = with(json!([eth(), varying, { "choice": "gre", "gre": {} }, ip("10.0.0.1"), udp]))
+        // Every pattern on outer fields, over IPv6 too: the first value in the tunnel, the
+        // rest as field ops on the outer fields.
+        let ip6 = json!({ "choice": "ipv6", "ipv6": { "src": { "choice": "increment", "increment": { "start": "2001:db8::1", "step": "::1", "count": 4 } },
+            "dst": { "choice": "value", "value": "2001:db8::2" } } });
+        let oudp = json!({ "choice": "udp", "udp": { "src_port": { "choice": "increment", "increment": { "start": 49152, "count": 8 } } } });
+        let vni = json!({ "choice": "vxlan", "vxlan": { "vni": { "choice": "values", "values": [100, 200, 300] } } });
+        let p = with(json!([eth(), ip6, oudp, vni, eth(), ip("10.0.0.1"), udp]))
+            .expect("VXLAN over IPv6 with varying outer fields");
+        let s = &p.groups[0].profile["stream"][0];
+        let t = &s["template"]["tunnel"];
+        assert_eq!(
+            (
+                t["ip_src"].as_str(),
+                t["ip_dst"].as_str(),
+                t["src_port"].as_u64(),
+                t["vni"].as_u64()
+            ),
+            (Some("2001:db8::1"), Some("2001:db8::2"), Some(49152), Some(100)),
+            "{t}"
+        );
+        let fields: Vec<&str> = s["field"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f["field"].as_str().unwrap())
+            .collect();
+        assert_eq!(fields, ["outer_ip_src", "outer_src_port", "vni"], "{s}");
+        assert_eq!(s["field"][2]["values"], json!([100, 200, 300]));
+        let labels = json!([eth(), { "choice": "mpls", "mpls": { "label": v(100) } },
+            { "choice": "mpls", "mpls": { "label": { "choice": "decrement", "decrement": { "start": 300, "step": 10, "count": 3 } } } }, ip("10.0.0.1"), udp]);
+        let p = with(labels).expect("an MPLS flow with a varying inner label");
+        let f = &p.groups[0].profile["stream"][0]["field"][0];
+        assert_eq!(
+            (f["field"].as_str(), f["label"].as_u64(), f["op"].as_str()),
+            (Some("mpls_label"), Some(1), Some("dec")),
+            "{f}"
+        );
+        let e = with(json!([eth(), ip("192.0.2.1"), { "choice": "mpls", "mpls": {} }, ip("10.0.0.1"), udp]))
             .err()
             .unwrap()
             .0;
-        assert!(
-            e.contains("flows[0].packet[1].ipv4.src") && e.contains("single value"),
-            "{e}"
-        );
+        assert!(e.contains("mpls goes after ethernet"), "{e}");
         let e = with(json!([eth(), ip("192.0.2.1"), { "choice": "vxlan", "vxlan": {} }, eth(), ip("10.0.0.1"), udp]))
             .err()
             .unwrap()

@@ -36,6 +36,9 @@ pub enum Control {
     Pause(Vec<String>, bool),
     /// Start (true) or stop the captures of the ports named (all when none are).
     Capture(bool, Vec<String>),
+    /// `protocol.all` start (true) or stop: the devices ask for their gateways again on a
+    /// start; they stay up (their neighbour tables are the kernel's) on a stop.
+    Protocols(bool),
     /// A choice gapless takes as a no-op, with the warning to send.
     NoOp(String),
 }
@@ -56,6 +59,14 @@ pub fn control(req: &Value) -> Result<Control, OtgError> {
             s @ ("start" | "stop") => Ok(Control::Capture(s == "start", names(&c["port_names"]))),
             other => Err(OtgError::invalid(format!(
                 "port.capture.state: {other:?} is not supported (start or stop)"
+            ))),
+        };
+    }
+    if choice == "protocol" && req["protocol"]["choice"].as_str() == Some("all") {
+        return match req["protocol"]["all"]["state"].as_str().unwrap_or_default() {
+            s @ ("start" | "stop") => Ok(Control::Protocols(s == "start")),
+            other => Err(OtgError::invalid(format!(
+                "protocol.all.state: {other:?} is not a state (start or stop)"
             ))),
         };
     }
@@ -116,6 +127,10 @@ mod tests {
         assert_eq!(control(&stop), Ok(Control::Stop(vec![])));
         let cap = json!({"choice": "port", "port": {"choice": "capture", "capture": {"port_names": ["p2"], "state": "start"}}});
         assert_eq!(control(&cap), Ok(Control::Capture(true, vec!["p2".into()])));
+        let all = json!({"choice": "protocol", "protocol": {"choice": "all", "all": {"state": "start"}}});
+        assert_eq!(control(&all), Ok(Control::Protocols(true)));
+        let bad = json!({"choice": "protocol", "protocol": {"choice": "all", "all": {"state": "up"}}});
+        assert!(control(&bad).unwrap_err().errors[0].contains("protocol.all.state: \"up\""));
         let port = json!({"choice": "port", "port": {"link": {"state": "up"}}});
         assert!(matches!(control(&port), Ok(Control::NoOp(w)) if w.contains("\"port\"")));
         let pause =

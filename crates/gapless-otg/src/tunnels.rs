@@ -1,18 +1,53 @@
 //! OTG tunnel headers (`vxlan`, `gre`, `mpls`, `gtpv1`) as a gapless template's `tunnel`.
 //! A flow's header list is cut at its tunnel: the headers before it are the outer ones
-//! (Ethernet and VLAN tags stay the template's own; the outer IPv4 and UDP go into the
-//! tunnel), the headers after it are the inner packet, which the template describes as
-//! without a tunnel. Outer and tunnel fields take single values; the inner packet's fields
-//! take every pattern.
+//! (Ethernet and VLAN tags stay the template's own; the outer IPv4 or IPv6 header and UDP go
+//! into the tunnel), the headers after it are the inner packet, which the template describes
+//! as without a tunnel. Outer and tunnel fields take every pattern, as the inner ones do: the
+//! first value goes into the tunnel, a varying one becomes a field op on the outer field
+//! (`outer_ip_src`, `outer_src_port`, `vni`, `teid`, `mpls_label`, ...).
 
 use serde_json::{json, Map, Value};
 
 use crate::error::Invalid;
 use crate::patterns::{read, Kind};
 
-/// The headers the template is built from, with their index in the flow's list, and the
-/// tunnel spec when the list has a tunnel.
-pub type Split<'a> = (Vec<(usize, &'a Value)>, Option<Value>);
+/// The headers the template is built from, with their index in the flow's list, the tunnel
+/// spec when the list has a tunnel, and the field ops on its outer fields.
+pub type Split<'a> = (Vec<(usize, &'a Value)>, Option<Value>, Vec<Value>);
+
+/// A tunnel spec being built, and the field ops of its varying outer fields.
+#[derive(Default)]
+struct Outer {
+    t: Map<String, Value>,
+    ops: Vec<Value>,
+}
+
+impl Outer {
+    /// Reads the pattern of `h[key]` (at `at`): its first value into the spec's `ours` (when
+    /// given), its op, if it varies, onto field `field` (when the field can vary).
+    fn put(
+        &mut self,
+        h: &Value,
+        key: &str,
+        at: &str,
+        kind: Kind,
+        ours: Option<&str>,
+        field: Option<&str>,
+    ) -> Result<Option<Value>, Invalid> {
+        let path = format!("{at}.{key}");
+        let pat = read(h.get(key), &path, kind, field.unwrap_or(key))?;
+        if let Some(op) = pat.op {
+            if field.is_none() {
+                return Err(Invalid(format!("{path}: gapless takes a single value here")));
+            }
+            self.ops.push(Value::Object(op));
+        }
+        if let (Some(k), Some(v)) = (ours, &pat.first) {
+            self.t.insert(k.into(), v.clone());
+        }
+        Ok(pat.first)
+    }
+}
 
 const TUNNELS: [&str; 4] = ["vxlan", "gre", "mpls", "gtpv1"];
 
@@ -24,51 +59,56 @@ fn choice(h: &Value) -> &str {
 pub fn split<'a>(list: &'a [Value], path: &str) -> Result<Split<'a>, Invalid> {
     let all: Vec<(usize, &Value)> = list.iter().enumerate().collect();
     let Some(k) = list.iter().position(|h| TUNNELS.contains(&choice(h))) else {
-        return Ok((all, None));
+        return Ok((all, None, Vec::new()));
     };
     let kind = choice(&list[k]);
     let at = |i: usize| format!("{path}[{i}]");
     let outer: Vec<&str> = list[..k].iter().map(choice).filter(|c| *c != "vlan").collect();
-    let want: &[&str] = match kind {
-        "vxlan" | "gtpv1" => &["ethernet", "ipv4", "udp"],
-        "gre" => &["ethernet", "ipv4"],
-        _ => &["ethernet"],
+    let ip = outer
+        .get(1)
+        .copied()
+        .filter(|c| matches!(*c, "ipv4" | "ipv6"))
+        .unwrap_or("ipv4");
+    let want: Vec<&str> = match kind {
+        "vxlan" | "gtpv1" => vec!["ethernet", ip, "udp"],
+        "gre" => vec!["ethernet", ip],
+        _ => vec!["ethernet"],
     };
     if outer != want {
         return Err(Invalid(format!(
-            "{}: {kind} goes after {} (outer IPv6 is not supported); got {}",
+            "{}: {kind} goes after {} (the outer IP header may be ipv4 or ipv6); got {}",
             at(k),
             want.join(", "),
             outer.join(", ")
         )));
     }
-    let mut t = Map::new();
-    t.insert("kind".into(), json!(kind));
+    let mut o = Outer::default();
+    o.t.insert("kind".into(), json!(kind));
     if kind != "mpls" {
-        // The outer IPv4 header comes right before GRE, and before the UDP of the others.
-        let ip = k - if kind == "gre" { 1 } else { 2 };
-        outer_ip(&list[ip], &at(ip), &mut t)?;
+        // The outer IP header comes right before GRE, and before the UDP of the others.
+        let i = k - if kind == "gre" { 1 } else { 2 };
+        outer_ip(&list[i], &at(i), &mut o)?;
     }
     if kind == "vxlan" || kind == "gtpv1" {
-        outer_udp(&list[k - 1], &at(k - 1), &mut t)?;
+        outer_udp(&list[k - 1], &at(k - 1), &mut o)?;
     }
     let mut inner = k + 1;
     match kind {
         "vxlan" => {
-            vxlan(&list[k], &at(k), &mut t)?;
-            inner_eth(list.get(k + 1), &at(k + 1), &mut t)?;
+            vxlan(&list[k], &at(k), &mut o)?;
+            inner_eth(list.get(k + 1), &at(k + 1), &mut o.t)?;
             inner += 1;
         }
-        "gre" => gre(&list[k], &at(k))?,
-        "gtpv1" => gtpv1(&list[k], &at(k), &mut t)?,
+        "gre" => gre(&list[k], &at(k), &mut o)?,
+        "gtpv1" => gtpv1(&list[k], &at(k), &mut o)?,
         _ => {
             let mut labels = Vec::new();
             inner = k;
             while list.get(inner).is_some_and(|h| choice(h) == "mpls") {
-                labels.push(mpls(&list[inner], &at(inner))?);
+                labels.push(mpls(&list[inner], &at(inner), labels.len(), &mut o)?);
                 inner += 1;
             }
-            t.insert("labels".into(), json!(labels));
+            o.t.insert("labels".into(), json!(labels));
         }
     }
     if !matches!(list.get(inner).map(choice), Some("ipv4" | "ipv6")) {
@@ -86,50 +126,38 @@ pub fn split<'a>(list: &'a [Value], path: &str) -> Result<Split<'a>, Invalid> {
         .filter(|(i, h)| *i < k && matches!(choice(h), "ethernet" | "vlan"))
         .collect();
     keep.extend(all[inner..].iter().copied());
-    Ok((keep, Some(Value::Object(t))))
+    Ok((keep, Some(Value::Object(o.t)), o.ops))
 }
 
-/// The single value of an outer or tunnel field, if given.
+/// The single value of a tunnel field gapless does not vary, if given.
 fn single(h: &Value, key: &str, at: &str, kind: Kind) -> Result<Option<Value>, Invalid> {
-    let pat = read(h.get(key), &format!("{at}.{key}"), kind, key)?;
-    if pat.op.is_some() {
-        return Err(Invalid(format!(
-            "{at}.{key}: a tunnel's outer headers take a single value (the inner packet's fields may vary)"
-        )));
-    }
-    Ok(pat.first)
+    Outer::default().put(h, key, at, kind, None, None)
 }
 
-fn outer_ip(h: &Value, at: &str, t: &mut Map<String, Value>) -> Result<(), Invalid> {
-    let b = &h["ipv4"];
-    let at = format!("{at}.ipv4");
-    for (otg, ours, kind) in [
-        ("src", "ip_src", Kind::Ipv4),
-        ("dst", "ip_dst", Kind::Ipv4),
-        ("time_to_live", "ttl", Kind::Int(8)),
-    ] {
-        if let Some(v) = single(b, otg, &at, kind)? {
-            t.insert(ours.into(), v);
-        }
-    }
+fn outer_ip(h: &Value, at: &str, o: &mut Outer) -> Result<(), Invalid> {
+    let (v, kind, ttl) = match choice(h) {
+        "ipv6" => ("ipv6", Kind::Ipv6, "hop_limit"),
+        _ => ("ipv4", Kind::Ipv4, "time_to_live"),
+    };
+    let at = format!("{at}.{v}");
+    let b = &h[v];
+    o.put(b, "src", &at, kind, Some("ip_src"), Some("outer_ip_src"))?;
+    o.put(b, "dst", &at, kind, Some("ip_dst"), Some("outer_ip_dst"))?;
+    o.put(b, ttl, &at, Kind::Int(8), Some("ttl"), Some("outer_ttl"))?;
     Ok(())
 }
 
-fn outer_udp(h: &Value, at: &str, t: &mut Map<String, Value>) -> Result<(), Invalid> {
+fn outer_udp(h: &Value, at: &str, o: &mut Outer) -> Result<(), Invalid> {
     let at = format!("{at}.udp");
     for k in ["src_port", "dst_port"] {
-        if let Some(v) = single(&h["udp"], k, &at, Kind::Int(16))? {
-            t.insert(k.into(), v);
-        }
+        o.put(&h["udp"], k, &at, Kind::Int(16), Some(k), Some(&format!("outer_{k}")))?;
     }
     Ok(())
 }
 
-fn vxlan(h: &Value, at: &str, t: &mut Map<String, Value>) -> Result<(), Invalid> {
+fn vxlan(h: &Value, at: &str, o: &mut Outer) -> Result<(), Invalid> {
     let at = format!("{at}.vxlan");
-    if let Some(v) = single(&h["vxlan"], "vni", &at, Kind::Int(24))? {
-        t.insert("vni".into(), v);
-    }
+    o.put(&h["vxlan"], "vni", &at, Kind::Int(24), Some("vni"), Some("vni"))?;
     fixed(&h["vxlan"], &at, &[("flags", 8, 8)])
 }
 
@@ -146,17 +174,15 @@ fn inner_eth(h: Option<&Value>, at: &str, t: &mut Map<String, Value>) -> Result<
     Ok(())
 }
 
-fn gre(h: &Value, at: &str) -> Result<(), Invalid> {
+fn gre(h: &Value, at: &str, _o: &mut Outer) -> Result<(), Invalid> {
     let at = format!("{at}.gre");
     fixed(&h["gre"], &at, &[("checksum_present", 1, 0), ("version", 3, 0)])
 }
 
-fn gtpv1(h: &Value, at: &str, t: &mut Map<String, Value>) -> Result<(), Invalid> {
+fn gtpv1(h: &Value, at: &str, o: &mut Outer) -> Result<(), Invalid> {
     let at = format!("{at}.gtpv1");
     let b = &h["gtpv1"];
-    if let Some(v) = single(b, "teid", &at, Kind::Int(32))? {
-        t.insert("teid".into(), v);
-    }
+    o.put(b, "teid", &at, Kind::Int(32), Some("teid"), Some("teid"))?;
     fixed(
         b,
         &at,
@@ -171,10 +197,16 @@ fn gtpv1(h: &Value, at: &str, t: &mut Map<String, Value>) -> Result<(), Invalid>
     )
 }
 
-fn mpls(h: &Value, at: &str) -> Result<Value, Invalid> {
+/// The `k`-th MPLS label (outer first): its label may vary (`mpls_label`, that label).
+fn mpls(h: &Value, at: &str, k: usize, o: &mut Outer) -> Result<Value, Invalid> {
     let at = format!("{at}.mpls");
     let b = &h["mpls"];
-    let mut l = json!({ "label": single(b, "label", &at, Kind::Int(20))?.unwrap_or(json!(16)) });
+    let before = o.ops.len();
+    let label = o.put(b, "label", &at, Kind::Int(20), None, Some("mpls_label"))?;
+    for op in &mut o.ops[before..] {
+        op["label"] = json!(k);
+    }
+    let mut l = json!({ "label": label.unwrap_or(json!(16)) });
     if let Some(v) = single(b, "traffic_class", &at, Kind::Int(3))? {
         l["tc"] = v;
     }

@@ -187,6 +187,10 @@ pub async fn serve(
     for otg in cfg.otg_listen.iter().chain(&cfg.otg_grpc_listen) {
         check_listen(*otg, cfg.token.as_deref())?;
     }
+    // OTG devices' namespaces that a server killed before it could remove them left behind.
+    for gone in gapless_io::hosts::remove_stale() {
+        eprintln!("gapless serve: removed the device namespace {gone} of a server no longer running");
+    }
     let db = db::Db::open(&cfg.db)?;
     let reports = cfg.reports_dir();
     std::fs::create_dir_all(&reports).map_err(|cause| ServeError::Reports {

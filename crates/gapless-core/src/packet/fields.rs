@@ -360,6 +360,9 @@ fn field_target(
         })
     };
     let arp = l4 == L4Kind::Arp;
+    if let Some(t) = outer_target(spec, layout, path) {
+        return t;
+    }
     let (target, kind) = match spec.field.as_str() {
         // An ARP template (RFC 826 offsets from the ARP header).
         "ip_src" if arp => (FieldTarget::whole(layout.l3 + 14, 4), Kind::Ip { v6: false }),
@@ -474,7 +477,7 @@ fn field_target(
         other => return Err(ProfileError::invalid(
             format!("{path}.field"),
             format!("unknown field {other:?}"),
-            "use mac_src, mac_dst, vlan_id, vlan_pcp, ip_src, ip_dst, tos, dscp, ttl, src_port, dst_port, icmp_id, icmp_seq, arp_op, arp_sha, arp_tha or payload",
+            "use mac_src, mac_dst, vlan_id, vlan_pcp, ip_src, ip_dst, tos, dscp, ttl, src_port, dst_port, icmp_id, icmp_seq, arp_op, arp_sha, arp_tha or payload (or a tunnel's outer_ip_src, outer_ip_dst, outer_ttl, outer_src_port, outer_dst_port, vni, teid, gre_key, mpls_label)",
         )),
     };
     if spec.field != "payload" && (spec.offset.is_some() || spec.width.is_some()) {
@@ -485,6 +488,76 @@ fn field_target(
         ));
     }
     Ok((target, kind))
+}
+
+/// The names of a tunnel's outer fields.
+const OUTER: [&str; 9] = [
+    "outer_ip_src",
+    "outer_ip_dst",
+    "outer_ttl",
+    "outer_src_port",
+    "outer_dst_port",
+    "vni",
+    "teid",
+    "gre_key",
+    "mpls_label",
+];
+
+/// Where a tunnel's outer field is (None: `spec` names no outer field). The outer headers
+/// lie outside the inner packet's checksums; [`crate::packet::tunnel::Tunnel::finish`]
+/// computes the outer ones from the frame.
+fn outer_target(spec: &FieldSpec, layout: &Layout, path: &str) -> Option<Result<(FieldTarget, Kind), ProfileError>> {
+    let name = spec.field.as_str();
+    if !OUTER.contains(&name) {
+        return None;
+    }
+    let missing = |what: &str| {
+        ProfileError::invalid(
+            format!("{path}.field"),
+            format!("{name} needs {what}, which this stream's template has not"),
+            "give the template a tunnel with that header ([stream.template.tunnel]), or vary another field",
+        )
+    };
+    let Some(t) = &layout.outer else {
+        return Some(Err(missing("a tunnel")));
+    };
+    let ip = t.outer_l3;
+    let label = spec.label.unwrap_or(0);
+    let got = match name {
+        "outer_ip_src" | "outer_ip_dst" => ip.map(|(at, v6)| {
+            let dst = name == "outer_ip_dst";
+            let t = match v6 {
+                true => FieldTarget::whole(at + if dst { 32 } else { 16 }, 8),
+                false => FieldTarget::whole(at + if dst { 16 } else { 12 }, 4),
+            };
+            (t, Kind::Ip { v6 })
+        }),
+        "outer_ttl" => ip.map(|(at, v6)| (FieldTarget::whole(at + if v6 { 7 } else { 8 }, 1), Kind::Num)),
+        "outer_src_port" => t.udp.map(|u| (FieldTarget::whole(u, 2), Kind::Num)),
+        "outer_dst_port" => t.udp.map(|u| (FieldTarget::whole(u + 2, 2), Kind::Num)),
+        "vni" => t.vni.map(|at| (FieldTarget::whole(at, 3), Kind::Num)),
+        "teid" => t.gtp.map(|g| (FieldTarget::whole(g + 4, 4), Kind::Num)),
+        "gre_key" => t.gre_key.map(|at| (FieldTarget::whole(at, 4), Kind::Num)),
+        _ => t.labels.get(label).map(|&at| {
+            let w = FieldTarget {
+                offset: at,
+                nbytes: 4,
+                mask: 0xffff_f000,
+                shift: 12,
+            };
+            (w, Kind::Num)
+        }),
+    };
+    Some(got.ok_or_else(|| {
+        missing(match name {
+            "mpls_label" => "that MPLS label",
+            "outer_src_port" | "outer_dst_port" => "an outer UDP header (vxlan, gtpv1)",
+            "gre_key" => "a GRE key",
+            "vni" => "a VXLAN header",
+            "teid" => "a GTP-U header",
+            _ => "an outer IP header",
+        })
+    }))
 }
 
 /// The op's values (list, inc, dec, random), each checked against the field's width.

@@ -56,6 +56,7 @@ pub fn layout_of(f: &[u8]) -> Option<Layout> {
         l4,
         l4_kind,
         payload: l4 + hdr,
+        outer: None,
     })
 }
 
@@ -105,6 +106,7 @@ impl Rewriter {
             l4: 34,
             l4_kind: L4Kind::Udp,
             payload: 42,
+            outer: None,
         };
         for (j, s) in specs.iter().enumerate() {
             fields::compile(s, &probe, L4Kind::Udp, &format!("{path}.field[{j}]"))?;

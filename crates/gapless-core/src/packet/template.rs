@@ -32,6 +32,8 @@ pub struct Layout {
     pub l4_kind: L4Kind,
     /// Start of the L4 payload.
     pub payload: usize,
+    /// A tunnel's outer headers, where the frame has them.
+    pub outer: Option<crate::packet::tunnel::Tunnel>,
 }
 
 impl Layout {
@@ -474,6 +476,7 @@ impl Template {
             l4,
             l4_kind: spec.l4,
             payload,
+            outer: tunnel.clone(),
         };
         Ok(Template::prepared(bytes, layout, sig, regions, tunnel))
     }
@@ -541,6 +544,7 @@ impl Template {
             l4: payload,
             l4_kind: L4Kind::Arp,
             payload,
+            outer: None,
         };
         Ok(Template::prepared(bytes, layout, sig, regions, None))
     }

@@ -6,26 +6,38 @@
 //!
 //! | kind | after Ethernet | ethertype |
 //! |---|---|---|
-//! | `vxlan` | IPv4, UDP (to 4789), VXLAN (I flag, VNI), inner Ethernet | 0x0800 |
-//! | `gre` | IPv4 (protocol 47), GRE (protocol = the inner ethertype; key when set) | 0x0800 |
+//! | `vxlan` | IPv4 or IPv6, UDP (to 4789), VXLAN (I flag, VNI), inner Ethernet | 0x0800 / 0x86DD |
+//! | `gre` | IPv4 or IPv6 (protocol 47), GRE (protocol = the inner ethertype; key when set) | 0x0800 / 0x86DD |
 //! | `mpls` | the label stack (bottom-of-stack on the last) | 0x8847 |
-//! | `gtpv1` | IPv4, UDP (2152), GTP-U (version 1, PT 1, G-PDU, TEID) | 0x0800 |
+//! | `gtpv1` | IPv4 or IPv6, UDP (2152), GTP-U (version 1, PT 1, G-PDU, TEID) | 0x0800 / 0x86DD |
+//!
+//! The outer fields may vary like the inner ones (the field engine's `outer_*`, `vni`,
+//! `teid`, `gre_key` and `mpls_label` fields): [`Tunnel::finish`] computes the outer
+//! checksums from the frame's bytes, after everything else is written. The outer UDP
+//! checksum is 0 over IPv4 (RFC 7348, TS 29.281 allow it) and computed over IPv6.
 
-use std::net::Ipv4Addr;
+use std::net::IpAddr;
 
 use crate::packet::checksum::{finish, sum_be};
 use crate::spec::error::ProfileError;
 use crate::spec::{TunnelKind, TunnelSpec};
 
-/// What a frame's length sets in the outer headers; offsets are into the frame.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+/// What a frame's length sets in the outer headers, and where the outer fields are (the
+/// field engine varies them: [`crate::packet::fields`]); offsets are into the frame.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
 pub struct Tunnel {
-    /// Start of the outer IPv4 header, and its sum without total length and checksum.
-    outer_l3: Option<(usize, u64)>,
+    /// Start of the outer IP header, and whether it is IPv6.
+    pub outer_l3: Option<(usize, bool)>,
     /// Start of the outer UDP header.
-    udp: Option<usize>,
+    pub udp: Option<usize>,
     /// Start of the GTP-U header.
-    gtp: Option<usize>,
+    pub gtp: Option<usize>,
+    /// The VXLAN VNI's 3 bytes.
+    pub vni: Option<usize>,
+    /// The GRE key's 4 bytes, when the header has one.
+    pub gre_key: Option<usize>,
+    /// Each MPLS label's 4-byte word, outer first.
+    pub labels: Vec<usize>,
 }
 
 /// The encapsulation's bytes (to put right after the Ethernet header and its tags, at offset
@@ -40,13 +52,11 @@ pub fn encap(
     path: &str,
 ) -> Result<(Vec<u8>, u16, Tunnel), ProfileError> {
     let p = format!("{path}.tunnel");
-    let mut t = Tunnel {
-        outer_l3: None,
-        udp: None,
-        gtp: None,
-    };
+    let mut t = Tunnel::default();
     if spec.kind == TunnelKind::Mpls {
-        return Ok((labels(spec, &p)?, 0x8847, t));
+        let l = labels(spec, &p)?;
+        t.labels = (0..l.len() / 4).map(|k| at + 4 * k).collect();
+        return Ok((l, 0x8847, t));
     }
     let (proto, mut rest) = match spec.kind {
         TunnelKind::Vxlan => (17, vxlan(spec, inner_type, inner_macs, &p)?),
@@ -54,7 +64,9 @@ pub fn encap(
         TunnelKind::Gre => (47, gre(spec, inner_type)),
         TunnelKind::Mpls => unreachable!("above"),
     };
-    let mut out = ipv4(spec, proto, &p)?;
+    let (mut out, v6) = outer_ip(spec, proto, &p)?;
+    t.outer_l3 = Some((at, v6));
+    let next = at + out.len();
     if proto == 17 {
         let dflt = if spec.kind == TunnelKind::Vxlan {
             (49152, 4789)
@@ -62,36 +74,52 @@ pub fn encap(
             (2152, 2152)
         };
         let (sp, dp) = (spec.src_port.unwrap_or(dflt.0), spec.dst_port.unwrap_or(dflt.1));
-        t.udp = Some(at + 20);
-        if spec.kind == TunnelKind::Gtpv1 {
-            t.gtp = Some(at + 28);
+        t.udp = Some(next);
+        match spec.kind {
+            TunnelKind::Gtpv1 => t.gtp = Some(next + 8),
+            _ => t.vni = Some(next + 12),
         }
         out.extend_from_slice(&sp.to_be_bytes());
         out.extend_from_slice(&dp.to_be_bytes());
-        out.extend_from_slice(&[0; 4]); // length (per frame) and checksum 0
+        out.extend_from_slice(&[0; 4]); // length and checksum: per frame
+    } else if spec.gre_key.is_some() {
+        t.gre_key = Some(next + 4);
     }
-    let mut h = [0u8; 20];
-    h.copy_from_slice(&out[..20]);
-    t.outer_l3 = Some((at, sum_be(&h)));
     out.append(&mut rest);
-    Ok((out, 0x0800, t))
+    Ok((out, if v6 { 0x86dd } else { 0x0800 }, t))
 }
 
-fn ipv4(spec: &TunnelSpec, proto: u8, p: &str) -> Result<Vec<u8>, ProfileError> {
+/// The outer IPv4 or IPv6 header (lengths and the IPv4 checksum per frame), and whether it
+/// is IPv6: both addresses are of one version.
+fn outer_ip(spec: &TunnelSpec, proto: u8, p: &str) -> Result<(Vec<u8>, bool), ProfileError> {
     let ip = |s: &str, key: &str| {
-        s.parse::<Ipv4Addr>().map_err(|_| {
+        s.parse::<IpAddr>().map_err(|_| {
             ProfileError::invalid(
                 format!("{p}.{key}"),
-                format!("{s:?} is not an IPv4 address"),
-                "give the outer header's IPv4 address, e.g. \"192.0.2.1\" (outer IPv6 is not supported)",
+                format!("{s:?} is not an IP address"),
+                "give the outer header's IPv4 or IPv6 address, e.g. \"192.0.2.1\" or \"2001:db8::1\"",
             )
         })
     };
-    let (src, dst) = (ip(&spec.ip_src, "ip_src")?, ip(&spec.ip_dst, "ip_dst")?);
-    let mut h = vec![0x45, 0, 0, 0, 0, 0, 0x40, 0, spec.ttl, proto, 0, 0];
-    h.extend_from_slice(&src.octets());
-    h.extend_from_slice(&dst.octets());
-    Ok(h)
+    match (ip(&spec.ip_src, "ip_src")?, ip(&spec.ip_dst, "ip_dst")?) {
+        (IpAddr::V4(src), IpAddr::V4(dst)) => {
+            let mut h = vec![0x45, 0, 0, 0, 0, 0, 0x40, 0, spec.ttl, proto, 0, 0];
+            h.extend_from_slice(&src.octets());
+            h.extend_from_slice(&dst.octets());
+            Ok((h, false))
+        }
+        (IpAddr::V6(src), IpAddr::V6(dst)) => {
+            let mut h = vec![0x60, 0, 0, 0, 0, 0, proto, spec.ttl];
+            h.extend_from_slice(&src.octets());
+            h.extend_from_slice(&dst.octets());
+            Ok((h, true))
+        }
+        (s, d) => Err(ProfileError::invalid(
+            format!("{p}.ip_dst"),
+            format!("the outer source {s} and destination {d} are of two IP versions"),
+            "give both outer addresses as IPv4, or both as IPv6",
+        )),
+    }
 }
 
 fn vxlan(spec: &TunnelSpec, inner_type: u16, macs: ([u8; 6], [u8; 6]), p: &str) -> Result<Vec<u8>, ProfileError> {
@@ -152,20 +180,58 @@ fn labels(spec: &TunnelSpec, p: &str) -> Result<Vec<u8>, ProfileError> {
 }
 
 impl Tunnel {
-    /// Sets the outer length fields and the outer IPv4 checksum for `frame.len()`.
+    /// Sets the outer length fields and checksums for `frame.len()`, from the frame's bytes
+    /// (the field engine may have varied the outer fields). Call it last: over an outer IPv6
+    /// header, the outer UDP checksum covers the whole inner packet, signature included
+    /// (RFC 8200 8.1: a zero UDP checksum over IPv6 is dropped). A later stamp of the
+    /// signature's TX time keeps it right: the inner L4 checksum it fixes up makes the inner
+    /// segment's sum the same as before.
     #[inline]
     pub fn finish(&self, frame: &mut [u8]) {
         let len = frame.len();
-        if let Some((at, base)) = self.outer_l3 {
-            let tl = (len - at) as u16;
-            frame[at + 2..at + 4].copy_from_slice(&tl.to_be_bytes());
-            frame[at + 10..at + 12].copy_from_slice(&finish(base + u64::from(tl)).to_be_bytes());
-        }
-        if let Some(u) = self.udp {
-            frame[u + 4..u + 6].copy_from_slice(&((len - u) as u16).to_be_bytes());
-        }
+        let v6 = match self.outer_l3 {
+            Some((at, false)) => {
+                let tl = (len - at) as u16;
+                frame[at + 2..at + 4].copy_from_slice(&tl.to_be_bytes());
+                frame[at + 10..at + 12].copy_from_slice(&[0, 0]);
+                let c = finish(sum_be(&frame[at..at + 20]));
+                frame[at + 10..at + 12].copy_from_slice(&c.to_be_bytes());
+                None
+            }
+            Some((at, true)) => {
+                frame[at + 4..at + 6].copy_from_slice(&((len - at - 40) as u16).to_be_bytes());
+                Some(at)
+            }
+            None => None,
+        };
         if let Some(g) = self.gtp {
             frame[g + 2..g + 4].copy_from_slice(&((len - g - 8) as u16).to_be_bytes());
         }
+        if let Some(u) = self.udp {
+            let ul = (len - u) as u16;
+            frame[u + 4..u + 6].copy_from_slice(&ul.to_be_bytes());
+            if let Some(ip) = v6 {
+                frame[u + 6..u + 8].copy_from_slice(&[0, 0]);
+                let pseudo = sum_wide(&frame[ip + 8..ip + 40]) + u64::from(ul) + 17;
+                let mut c = finish(pseudo + sum_wide(&frame[u..]));
+                if c == 0 {
+                    c = 0xffff;
+                }
+                frame[u + 6..u + 8].copy_from_slice(&c.to_be_bytes());
+            }
+        }
     }
+}
+
+/// The ones'-complement sum of `bytes` (from an even offset), eight bytes a step: two 32-bit
+/// words fold to the same 16-bit sum, since 2^16 is 1 modulo 0xffff.
+#[inline]
+pub fn sum_wide(bytes: &[u8]) -> u64 {
+    let mut chunks = bytes.chunks_exact(8);
+    let mut sum = 0u64;
+    for c in &mut chunks {
+        let w = u64::from_be_bytes(c.try_into().expect("8 bytes"));
+        sum += (w >> 32) + (w & 0xffff_ffff);
+    }
+    sum + sum_be(chunks.remainder())
 }

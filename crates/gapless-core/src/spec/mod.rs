@@ -332,7 +332,7 @@ pub struct TemplateSpec {
 #[serde(deny_unknown_fields)]
 pub struct TunnelSpec {
     pub kind: TunnelKind,
-    /// Outer IPv4 addresses (vxlan, gre, gtpv1).
+    /// Outer IPv4 or IPv6 addresses (vxlan, gre, gtpv1), both of one version.
     #[serde(default = "default_outer_src")]
     pub ip_src: String,
     #[serde(default = "default_outer_dst")]
@@ -688,7 +688,8 @@ pub enum NumOrDist {
 #[serde(deny_unknown_fields)]
 pub struct FieldSpec {
     /// `mac_src`, `mac_dst`, `vlan_id`, `vlan_pcp`, `ip_src`, `ip_dst`, `tos`, `dscp`, `ttl`,
-    /// `src_port`, `dst_port`, `payload`.
+    /// `src_port`, `dst_port`, `payload`; a tunnel's `outer_ip_src`, `outer_ip_dst`,
+    /// `outer_ttl`, `outer_src_port`, `outer_dst_port`, `vni`, `teid`, `gre_key`, `mpls_label`.
     pub field: String,
     /// `list`, `inc`, `dec` or `random`.
     pub op: String,
@@ -699,6 +700,8 @@ pub struct FieldSpec {
     pub step: Option<u64>,
     /// Which VLAN tag for vlan_* (0 = outer, default).
     pub vlan: Option<usize>,
+    /// Which MPLS label of a tunnel for mpls_label (0 = outer, default).
+    pub label: Option<usize>,
     /// Byte offset into the L4 payload, for `payload`.
     pub offset: Option<usize>,
     /// Width in bytes (1, 2, 4 or 8), for `payload`.

@@ -44,6 +44,9 @@ pub struct ReadInfo {
     pub stopped: bool,
     /// pcapng Simple Packet Blocks: frames without a timestamp, which cannot be metered.
     pub untimed: u64,
+    /// Frames that ended with their FCS (the file said so, or the last 4 bytes were the
+    /// CRC-32 of the rest), taken off before metering.
+    pub fcs_frames: u64,
 }
 
 fn input(path: &Path, message: impl Into<String>, fix: impl Into<String>) -> IoError {
@@ -98,7 +101,34 @@ fn not_ethernet(path: &Path, dl: DataLink) -> IoError {
     )
 }
 
-/// Reads a pcap or pcapng file, handing each frame (RX ns, data, length on the wire) to `f`.
+/// A pcap header's link-layer field: the link type (its low 16 bits) and the bytes of FCS
+/// each frame ends with (bit 28 says the FCS length in bits 29-31 is given, in 16-bit words).
+pub fn pcap_link(raw: u32) -> (u32, u8) {
+    let fcs = if raw & 0x1000_0000 != 0 {
+        (raw >> 29) as u8 * 2
+    } else {
+        0
+    };
+    (raw & 0xffff, fcs)
+}
+
+/// A frame as the meter reads it, from the destination MAC to the end of the payload, and
+/// whether an FCS was taken off. A frame ends with an FCS when the capture says so (`fcs`
+/// bytes: pcapng's `if_fcslen`, a pcap header's FCS bits), or when its last 4 bytes are the
+/// CRC-32 of the rest: ixia-c's captures, and gapless's own pcap files, carry the FCS under
+/// the plain Ethernet link type, which is what Scapy reads (it decodes a link type with the
+/// FCS bits as raw bytes). A false match takes a chance of 2^-32 per frame.
+fn without_fcs(data: &[u8], orig: u32, fcs: u8) -> (&[u8], u32, bool) {
+    let n = data.len();
+    let found = fcs == 0 && n == orig as usize && n >= 64 && crate::files::dump::fcs(&data[..n - 4]) == data[n - 4..];
+    let cut = if found { 4 } else { fcs };
+    let len = orig.saturating_sub(u32::from(cut));
+    (&data[..n.min(len as usize)], len, cut > 0)
+}
+
+/// Reads a pcap or pcapng file, handing each frame (RX ns, data, length on the wire without
+/// its FCS) to `f`. A frame that carries its FCS is handed over without it, as a kernel hands
+/// frames to the live meter.
 /// Stops early, keeping what was read, when `stop` is raised.
 pub fn read_pcap(path: &Path, stop: &AtomicBool, f: &mut dyn FnMut(u64, &[u8], u32)) -> Result<ReadInfo, IoError> {
     let fmt = detect(path)?;
@@ -116,10 +146,11 @@ pub fn read_pcap(path: &Path, stop: &AtomicBool, f: &mut dyn FnMut(u64, &[u8], u
                     "check that the file is a complete capture",
                 )
             })?;
-            let h = r.header();
-            if h.datalink != DataLink::ETHERNET {
-                return Err(not_ethernet(path, h.datalink));
+            let (link, fcs) = pcap_link(u32::from(r.header().datalink));
+            if link != 1 {
+                return Err(not_ethernet(path, DataLink::from(link)));
             }
+            let h = r.header();
             (info.resolution, info.step_ns) = match h.ts_resolution {
                 pcap_file::pcap::PcapTsResolution::MicroSecond => ("µs".into(), 1000),
                 pcap_file::pcap::PcapTsResolution::NanoSecond => ("ns".into(), 1),
@@ -131,7 +162,9 @@ pub fn read_pcap(path: &Path, stop: &AtomicBool, f: &mut dyn FnMut(u64, &[u8], u
                 }
                 match p {
                     Ok(p) => {
-                        f(ns(p.timestamp()), p.data(), p.orig_len());
+                        let (data, len, cut) = without_fcs(p.data(), p.orig_len(), fcs);
+                        info.fcs_frames += u64::from(cut);
+                        f(ns(p.timestamp()), data, len);
                         info.frames += 1;
                     }
                     Err(e) => {
@@ -151,7 +184,9 @@ pub fn read_pcap(path: &Path, stop: &AtomicBool, f: &mut dyn FnMut(u64, &[u8], u
                 match p {
                     Ok(p) if p.linktype != 1 => return Err(not_ethernet(path, DataLink::from(u32::from(p.linktype)))),
                     Ok(p) => {
-                        f(p.ts_ns, p.data, p.orig_len);
+                        let (data, len, cut) = without_fcs(p.data, p.orig_len, p.fcs_len);
+                        info.fcs_frames += u64::from(cut);
+                        f(p.ts_ns, data, len);
                         info.frames += 1;
                     }
                     Err(e) => {
@@ -414,14 +449,16 @@ impl gapless_core::spec::files::CaptureFrames for FileFrames {
     fn next_frame(&mut self, buf: &mut Vec<u8>) -> Option<u64> {
         buf.clear();
         match self {
+            // A frame that carries its FCS is sent without it: the NIC appends its own.
             FileFrames::Pcap(r) => {
+                let fcs = pcap_link(u32::from(r.header().datalink)).1;
                 let p = r.next_packet()?.ok()?;
-                buf.extend_from_slice(p.data());
+                buf.extend_from_slice(without_fcs(p.data(), p.orig_len(), fcs).0);
                 Some(ns(p.timestamp()))
             }
             FileFrames::PcapNg(r) => {
                 let p = r.next_packet()?.ok()?;
-                buf.extend_from_slice(p.data);
+                buf.extend_from_slice(without_fcs(p.data, p.orig_len, p.fcs_len).0);
                 Some(p.ts_ns)
             }
         }

@@ -16,6 +16,8 @@ pub struct Packet<'a> {
     pub orig_len: u32,
     /// The interface's link type (1 = Ethernet).
     pub linktype: u16,
+    /// Bytes of FCS at the end of each frame (`if_fcslen`; 0 when the interface says none).
+    pub fcs_len: u8,
 }
 
 /// An interface of the current section.
@@ -24,6 +26,7 @@ struct Iface {
     linktype: u16,
     resol: Resolution,
     offset_s: i64,
+    fcs_len: u8,
 }
 
 /// `if_tsresol`: units of 10^-n or 2^-n seconds.
@@ -268,6 +271,7 @@ impl<R: Read> Reader<R> {
             linktype: self.u16_at(b, 0),
             resol: Resolution::MICRO,
             offset_s: 0,
+            fcs_len: 0,
         };
         let mut o = 8;
         while o + 4 <= b.len() {
@@ -281,6 +285,7 @@ impl<R: Read> Reader<R> {
                     iface.resol =
                         Resolution::from_u8(v[0]).map_err(|e| format!("interface {}: {e}", self.ifaces.len()))?
                 }
+                (13, 1) => iface.fcs_len = v[0],
                 (14, 8) => {
                     let a = v.try_into().expect("8 bytes");
                     iface.offset_s = if self.big_endian {
@@ -338,6 +343,7 @@ impl<R: Read> Reader<R> {
             data,
             orig_len: orig,
             linktype: iface.linktype,
+            fcs_len: iface.fcs_len,
         })
     }
 }

@@ -1,11 +1,15 @@
-//! Emulated hosts on the Linux stack: a macvlan on a port's interface, in the port's network
-//! namespace, with the host's MAC, MTU and addresses. The kernel answers ARP and Neighbor
-//! Solicitation for them and resolves their gateways; gapless reads the neighbour table
-//! (`ip -j neigh`). The port's own interface is set to answer ARP only for its own addresses
-//! (`arp_ignore` 1), so a host's address is answered with the host's MAC alone. A [`Host`]
-//! removes its macvlan when dropped. DESIGN-NOTES 47 says why the kernel's stack and not a
-//! responder of our own. A host on a VLAN has its tags pushed and popped on its macvlan by
-//! tc programs ([`vlan`], DESIGN-NOTES 52).
+//! Emulated hosts on the Linux stack. Each host is a macvlan on a port's interface, moved
+//! into a network namespace of its own (`gapless-dev-<pid>-<k>`), with the host's MAC, MTU,
+//! addresses and a default route through its first gateway. In its own namespace, a host is
+//! a host: two hosts on ports in one namespace (two veths, as ixia-c users wire them) see
+//! each other only over the wire, so they resolve each other with ARP and ND as two
+//! machines would, and the port's namespace never answers for a host's address. The kernel
+//! answers ARP and Neighbor Solicitation for the host and resolves its gateways; gapless reads
+//! the neighbour table (`ip -j neigh`). A [`Host`] removes its namespace, and with it the
+//! macvlan, when dropped; [`remove_stale`] removes those a server that died left behind.
+//! DESIGN-NOTES 47 says why the kernel's stack and not a responder of our own. A host on a
+//! VLAN has its tags pushed and popped on its macvlan by tc programs ([`vlan`],
+//! DESIGN-NOTES 52).
 
 pub mod vlan;
 
@@ -15,33 +19,46 @@ use std::time::{Duration, Instant};
 use crate::kernel::nic::{enter_netns, ip};
 use crate::IoError;
 
+/// The prefix of every host's namespace; the rest is `<pid>-<k>`, the server's pid first.
+pub const NETNS_PREFIX: &str = "gapless-dev-";
+
 /// What a host is.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HostSpec {
-    /// The macvlan's name (at most 15 bytes).
+    /// The macvlan's name (at most 15 bytes), unique in the port's namespace.
     pub ifname: String,
     /// The port's interface it sits on, and the port's namespace.
     pub lower: String,
     pub netns: Option<String>,
+    /// The host's own namespace, made for it (a name from [`netns_name`]).
+    pub own_netns: String,
     pub mac: String,
     pub mtu: Option<u32>,
     /// VLAN tags, outer first (at most two): (id, TPID 0x8100 or 0x88a8, priority). Every
     /// frame the host sends carries them (its ARP, ND and replies), and it hears only
     /// frames that carry exactly them.
     pub vlans: Vec<(u16, u16, u8)>,
-    /// Addresses with their prefix lengths.
-    pub addrs: Vec<(IpAddr, u8)>,
+    /// Addresses with their prefix lengths and gateways.
+    pub addrs: Vec<(IpAddr, u8, IpAddr)>,
 }
 
-/// A host that is up; dropped, it is removed.
+/// The namespace of this process's `k`-th host.
+pub fn netns_name(k: usize) -> String {
+    format!("{NETNS_PREFIX}{}-{k}", std::process::id())
+}
+
+/// A host that is up; removed by [`Host::remove`] or when dropped.
 #[derive(Debug)]
 pub struct Host {
     spec: HostSpec,
     /// The VLAN tagger on the macvlan, for a host on a VLAN.
-    tagger: Option<vlan::Tagger>,
+    tagger: std::sync::Mutex<Option<vlan::Tagger>>,
+    /// Whether the host's namespace was made (and so is ours to remove).
+    made: bool,
+    removed: std::sync::atomic::AtomicBool,
 }
 
-/// `ip` in the host's namespace.
+/// `ip` in namespace `ns` (this process's own when None).
 fn ip_in(ns: Option<&str>, args: &[&str]) -> Result<String, IoError> {
     match ns {
         Some(n) => ip(&[&["-n", n], args].concat()),
@@ -50,33 +67,41 @@ fn ip_in(ns: Option<&str>, args: &[&str]) -> Result<String, IoError> {
 }
 
 impl Host {
-    /// Brings the host up (replacing a leftover macvlan of the same name).
+    /// Brings the host up in its own namespace (replacing a leftover of the same names).
     pub fn create(spec: HostSpec) -> Result<Host, IoError> {
-        let mut host = Host { spec, tagger: None };
+        let mut host = Host {
+            spec,
+            tagger: std::sync::Mutex::new(None),
+            made: false,
+            removed: std::sync::atomic::AtomicBool::new(false),
+        };
         let spec = &host.spec;
-        let ns = spec.netns.as_deref();
+        let (port_ns, own) = (spec.netns.as_deref(), spec.own_netns.as_str());
         let name = spec.ifname.as_str();
-        let _ = ip_in(ns, &["link", "del", name]);
-        ip_in(
-            ns,
-            &[
-                "link",
-                "add",
-                name,
-                "link",
-                &spec.lower,
-                "address",
-                &spec.mac,
-                "type",
-                "macvlan",
-                "mode",
-                "bridge",
-            ],
-        )?;
+        let _ = ip_in(port_ns, &["link", "del", name]);
+        let _ = ip(&["netns", "del", own]);
+        ip(&["netns", "add", own])?;
+        host.made = true;
+        let mac = spec.mac.as_str();
+        let lower = spec.lower.as_str();
+        let add = [
+            "link", "add", name, "link", lower, "address", mac, "type", "macvlan", "mode", "bridge",
+        ];
+        ip_in(port_ns, &add)?;
+        ip_in(port_ns, &["link", "set", name, "netns", own])?;
+        host.configure()?;
+        Ok(host)
+    }
+
+    /// The host's settings inside its own namespace: MTU, addresses, VLAN tagger, up, routes.
+    fn configure(&mut self) -> Result<(), IoError> {
+        let spec = &self.spec;
+        let ns = Some(spec.own_netns.as_str());
+        let name = spec.ifname.as_str();
         if let Some(m) = spec.mtu {
             ip_in(ns, &["link", "set", name, "mtu", &m.to_string()])?;
         }
-        for (a, p) in &spec.addrs {
+        for (a, p, _) in &spec.addrs {
             let cidr = format!("{a}/{p}");
             let mut args = vec!["addr", "add", cidr.as_str(), "dev", name];
             if a.is_ipv6() {
@@ -86,27 +111,65 @@ impl Host {
         }
         if !spec.vlans.is_empty() {
             let (iface, tags) = (name.to_string(), spec.vlans.clone());
-            host.tagger = Some(in_netns(ns, move || vlan::Tagger::attach(&iface, &tags))?);
+            let tagger = in_netns(ns, move || vlan::Tagger::attach(&iface, &tags))?;
+            *self.tagger.get_mut().unwrap_or_else(|e| e.into_inner()) = Some(tagger);
         }
-        ip_in(ns, &["link", "set", name, "up"])?;
-        in_netns(ns, || {
-            for dev in [spec.lower.as_str(), name] {
-                let path = format!("/proc/sys/net/ipv4/conf/{dev}/arp_ignore");
-                std::fs::write(&path, "1").map_err(|cause| IoError::Os {
-                    context: format!("write {path}"),
-                    cause,
-                })?;
-            }
-            Ok(())
+        ip_in(ns, &["link", "set", "lo", "up"])?;
+        ip_in(ns, &["link", "set", name, "up"]).map_err(|e| match e {
+            IoError::Command { stderr, .. } if stderr.contains("Address already in use") => IoError::Host {
+                iface: spec.lower.clone(),
+                what: format!("another interface on it already has the MAC {}", spec.mac),
+                fix: "give each device on a port its own MAC; a device of another server's config on the same port holds it until that server sets another config or stops".into(),
+            },
+            e => e,
         })?;
-        Ok(host)
+        // A default route per family through its first gateway (onlink: a gateway outside
+        // the prefix is still asked for on the link, as a host configured so would).
+        for v6 in [false, true] {
+            let first = spec.addrs.iter().find(|a| a.0.is_ipv6() == v6);
+            if let Some((_, _, gw)) = first.filter(|a| !a.2.is_unspecified()) {
+                let gw = gw.to_string();
+                let fam = if v6 { "-6" } else { "-4" };
+                ip_in(
+                    ns,
+                    &[fam, "route", "replace", "default", "via", &gw, "dev", name, "onlink"],
+                )?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The host's own namespace.
+    pub fn netns(&self) -> &str {
+        &self.spec.own_netns
+    }
+
+    /// Each gateway of the host, once (an unspecified one, `0.0.0.0` or `::`, is none).
+    pub fn gateways(&self) -> Vec<IpAddr> {
+        let mut g: Vec<IpAddr> = self
+            .spec
+            .addrs
+            .iter()
+            .map(|a| a.2)
+            .filter(|g| !g.is_unspecified())
+            .collect();
+        g.sort_unstable();
+        g.dedup();
+        g
+    }
+
+    /// Asks the kernel once to resolve `gateway` (ARP or ND): a datagram to its discard
+    /// port, which the kernel must resolve the address to send.
+    pub fn probe(&self, gateway: IpAddr) -> Result<(), IoError> {
+        let s = self.prober(gateway)?;
+        let _ = s.send_to(&[0], SocketAddr::new(gateway, 9));
+        Ok(())
     }
 
     /// The gateway's MAC, asking the kernel to resolve it (ARP or ND) and waiting up to
     /// `within`; the error names the unresolved address.
     pub fn resolve(&self, gateway: IpAddr, within: Duration) -> Result<String, IoError> {
         let t0 = Instant::now();
-        let probe = self.prober(gateway)?;
         loop {
             if let Some(mac) = self.neighbor(gateway)? {
                 return Ok(mac);
@@ -118,8 +181,7 @@ impl Host {
                     waited_ms: within.as_millis() as u64,
                 });
             }
-            // A datagram to the discard port: the kernel resolves the address to send it.
-            let _ = probe.send_to(&[0], SocketAddr::new(gateway, 9));
+            self.probe(gateway)?;
             std::thread::sleep(Duration::from_millis(50));
         }
     }
@@ -128,7 +190,7 @@ impl Host {
     /// it was made in, so it is sent on from any thread).
     fn prober(&self, to: IpAddr) -> Result<UdpSocket, IoError> {
         let name = self.spec.ifname.clone();
-        in_netns(self.spec.netns.as_deref(), move || {
+        in_netns(Some(&self.spec.own_netns), move || {
             let any: SocketAddr = if to.is_ipv6() {
                 "[::]:0".parse()
             } else {
@@ -157,7 +219,7 @@ impl Host {
     /// The host's neighbour table: every address with its MAC when resolved.
     pub fn neighbors(&self) -> Result<Vec<(IpAddr, Option<String>)>, IoError> {
         let out = ip_in(
-            self.spec.netns.as_deref(),
+            Some(&self.spec.own_netns),
             &["-j", "neigh", "show", "dev", &self.spec.ifname],
         )?;
         let rows: Vec<serde_json::Value> = serde_json::from_str(&out).unwrap_or_default();
@@ -175,10 +237,69 @@ impl Host {
     }
 }
 
+impl Host {
+    /// Removes the host now (its namespace, and with it its macvlan), whoever else holds it;
+    /// once, whatever the number of calls. A host removed answers nothing more.
+    pub fn remove(&self) {
+        if self.removed.swap(true, std::sync::atomic::Ordering::AcqRel) {
+            return;
+        }
+        *self.tagger.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        if self.made {
+            remove_netns(&self.spec.own_netns);
+        } else {
+            let _ = ip_in(self.spec.netns.as_deref(), &["link", "del", &self.spec.ifname]);
+        }
+    }
+
+    /// Whether [`Host::remove`] ran.
+    pub fn is_removed(&self) -> bool {
+        self.removed.load(std::sync::atomic::Ordering::Acquire)
+    }
+}
+
 impl Drop for Host {
     fn drop(&mut self) {
-        let _ = ip_in(self.spec.netns.as_deref(), &["link", "del", &self.spec.ifname]);
+        self.remove();
     }
+}
+
+/// Removes a host's namespace: its links first (a socket still open in the namespace would
+/// keep it, and the macvlan with its MAC, alive), then the namespace.
+fn remove_netns(name: &str) {
+    if let Ok(out) = ip(&["-n", name, "-j", "link", "show"]) {
+        let rows: Vec<serde_json::Value> = serde_json::from_str(&out).unwrap_or_default();
+        for r in rows.iter().filter_map(|r| r["ifname"].as_str()).filter(|n| *n != "lo") {
+            let _ = ip(&["-n", name, "link", "del", r]);
+        }
+    }
+    let _ = ip(&["netns", "del", name]);
+}
+
+/// Removes the host namespaces that servers no longer running left behind (a server killed
+/// with SIGKILL cannot remove its own); returns their names. A namespace whose server is
+/// still running is kept.
+pub fn remove_stale() -> Vec<String> {
+    let Ok(dir) = std::fs::read_dir("/var/run/netns") else {
+        return Vec::new();
+    };
+    let mut gone = Vec::new();
+    for e in dir.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(pid) = name
+            .strip_prefix(NETNS_PREFIX)
+            .and_then(|r| r.split('-').next())
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if std::path::Path::new(&format!("/proc/{pid}")).exists() {
+            continue;
+        }
+        remove_netns(&name);
+        gone.push(name);
+    }
+    gone
 }
 
 /// Runs `f` on a thread in namespace `ns` (this thread's own when None).

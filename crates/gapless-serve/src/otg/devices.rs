@@ -1,15 +1,17 @@
-//! The config's devices as hosts on the Linux stack (`gapless_io::hosts`): brought up when a
-//! config is set, their gateways resolved when traffic starts (each device flow's
-//! destination MAC), their neighbour tables read by `POST /monitor/states`.
+//! The config's devices as hosts on the Linux stack (`gapless_io::hosts`), each in a
+//! network namespace of its own: brought up when a config is set, their gateways resolved
+//! right after (and again on `protocol.all start`) with no traffic needed, each device flow's
+//! destination MAC taken from its gateway when its traffic starts, their neighbour tables
+//! read by `POST /monitor/states`.
 
 use std::net::IpAddr;
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
 
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::Json;
-use gapless_io::hosts::{Host, HostSpec};
+use gapless_io::hosts::{netns_name, Host, HostSpec};
 use gapless_otg::config::{Group, Plan};
 use gapless_otg::{requests, OtgError};
 use serde_json::{json, Value};
@@ -20,8 +22,12 @@ use crate::Shared;
 /// How long a flow waits for its gateway's MAC when its traffic starts.
 pub const RESOLVE_WITHIN: Duration = Duration::from_secs(3);
 
-/// A host per device Ethernet, on its port's interface and in its namespace. Interface
-/// names are `gd<pid>x<k>`: unique per server, at most 15 bytes.
+/// How long the resolver that a config's set-up starts keeps asking (every 50 ms for the
+/// first [`RESOLVE_WITHIN`], then every second) for a gateway that has not answered.
+pub const RESOLVE_IN_BACKGROUND: Duration = Duration::from_secs(30);
+
+/// A host per device Ethernet, on its port's interface, in a namespace of its own. Interface
+/// names are `gd<pid>x<k>`: unique per server in the port's namespace, at most 15 bytes.
 pub fn up(plan: &Plan) -> Result<Vec<(String, Arc<Host>)>, OtgError> {
     let mut hosts = Vec::new();
     for (k, e) in plan.devices.iter().enumerate() {
@@ -34,10 +40,11 @@ pub fn up(plan: &Plan) -> Result<Vec<(String, Arc<Host>)>, OtgError> {
             ifname: format!("gd{}x{k}", std::process::id() % 100_000),
             lower: port.iface.clone(),
             netns: port.netns.clone(),
+            own_netns: netns_name(k),
             mac: e.mac.clone(),
             mtu: e.mtu,
             vlans: e.vlans.iter().map(|v| (v.id, v.tpid, v.priority)).collect(),
-            addrs: e.addrs.iter().map(|a| (a.ip, a.prefix)).collect(),
+            addrs: e.addrs.iter().map(|a| (a.ip, a.prefix, a.gateway)).collect(),
         };
         let host = Host::create(spec).map_err(|err| {
             OtgError::invalid(format!(
@@ -48,6 +55,40 @@ pub fn up(plan: &Plan) -> Result<Vec<(String, Arc<Host>)>, OtgError> {
         hosts.push((e.name.clone(), Arc::new(host)));
     }
     Ok(hosts)
+}
+
+/// Starts asking for every host's gateways on a thread of its own, so that the neighbour
+/// tables fill with no traffic, as a script that waits for its neighbours expects. The
+/// thread holds the hosts weakly: a new config or the server's end removes them, and it stops.
+pub fn resolve_in_background(hosts: &[(String, Arc<Host>)]) {
+    let todo: Vec<(Weak<Host>, IpAddr)> = hosts
+        .iter()
+        .flat_map(|(_, h)| h.gateways().into_iter().map(move |g| (Arc::downgrade(h), g)))
+        .collect();
+    if todo.is_empty() {
+        return;
+    }
+    let _ = std::thread::Builder::new()
+        .name("otg-resolve".into())
+        .spawn(move || resolve_loop(todo));
+}
+
+fn resolve_loop(mut todo: Vec<(Weak<Host>, IpAddr)>) {
+    let t0 = Instant::now();
+    while !todo.is_empty() && t0.elapsed() < RESOLVE_IN_BACKGROUND {
+        todo.retain(|(w, gw)| {
+            let Some(h) = w.upgrade().filter(|h| !h.is_removed()) else {
+                return false;
+            };
+            if matches!(h.neighbor(*gw), Ok(Some(_))) {
+                return false;
+            }
+            let _ = h.probe(*gw);
+            true
+        });
+        let pause = if t0.elapsed() < RESOLVE_WITHIN { 50 } else { 1000 };
+        std::thread::sleep(Duration::from_millis(pause));
+    }
 }
 
 /// Each device flow of the group gets its gateway's MAC as its destination MAC, or the

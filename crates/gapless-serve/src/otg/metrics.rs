@@ -88,7 +88,8 @@ fn with_lost_agents(s: &Shared, ports: &mut [Value]) {
     }
 }
 
-/// Each captured port's capture state, and what its capture holds and dropped (`x_gapless`).
+/// Each captured port's capture state, and what its capture holds and dropped, and that its
+/// frames carry an FCS gapless computed (`x_gapless`).
 fn with_captures(s: &Shared, ports: &mut [Value]) {
     let st = otg(s);
     for p in ports {
@@ -97,6 +98,8 @@ fn with_captures(s: &Shared, ports: &mut [Value]) {
         };
         let k = c.buf.stats();
         p["capture"] = json!(if k.armed { "started" } else { "stopped" });
-        p["x_gapless"] = json!({ "capture_frames": k.frames, "capture_bytes": k.bytes, "capture_dropped": k.dropped });
+        // Frames are captured whole: the FCS the kernel strips is computed and appended.
+        p["x_gapless"] = json!({ "capture_frames": k.frames, "capture_bytes": k.bytes, "capture_dropped": k.dropped,
+            "capture_fcs": "computed" });
     }
 }

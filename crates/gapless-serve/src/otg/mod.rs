@@ -57,6 +57,16 @@ pub struct OtgState {
     pub cluster: Option<Arc<crate::cluster::Cluster>>,
 }
 
+/// A config's devices go with it: removed when the state is replaced or the server ends,
+/// even while another thread (the resolver, a start) still holds one.
+impl Drop for OtgState {
+    fn drop(&mut self) {
+        for (_, h) in &self.hosts {
+            h.remove();
+        }
+    }
+}
+
 /// A run's controls: its id, the handle that pauses, resumes and changes its streams, and
 /// the largest frame (without FCS) its buffers were made for.
 pub struct RunCtl {
@@ -226,6 +236,7 @@ fn set_config_now(s: &Shared, cfg: Value) -> Result<Value, OtgError> {
     // The old config's hosts go first: the new ones may take their names.
     *st = OtgState::default();
     let hosts = devices::up(&plan)?;
+    devices::resolve_in_background(&hosts);
     *st = OtgState {
         raw: Some(cfg),
         plan: Some(plan),
@@ -290,6 +301,11 @@ pub(crate) async fn control_with(s: Shared, req: Value) -> Result<Value, OtgErro
     }
     match requests::control(&req)? {
         Control::NoOp(warning) => Ok(requests::ok(vec![warning])),
+        Control::Protocols(true) => {
+            devices::resolve_in_background(&otg(&s).hosts);
+            Ok(requests::ok(Vec::new()))
+        }
+        Control::Protocols(false) => Ok(requests::ok(Vec::new())),
         Control::Capture(start, ports) => capture_control(&s, start, &ports),
         Control::Start(names) => blocking(move || start(&s, &names)).await,
         Control::Pause(names, on) => pause(&s, &names, on),
@@ -314,6 +330,7 @@ async fn cluster_control(s: Shared, c: Arc<crate::cluster::Cluster>, ctl: Contro
     };
     match ctl {
         Control::NoOp(warning) => Ok(requests::ok(vec![warning])),
+        Control::Protocols(_) => Ok(requests::ok(Vec::new())),
         Control::Start(names) if names.is_empty() => {
             let (plan, raw) = {
                 let st = otg(&s);

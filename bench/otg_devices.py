@@ -1,0 +1,103 @@
+"""OTG devices as ixia-c users wire them: how long `set_config` takes with N device pairs (each
+device a macvlan in a namespace of its own), how long until every device lists its gateway
+as a neighbour with no traffic started, and how long a config without devices takes to
+remove them. Two veths in one namespace the script makes; snappi over HTTPS to a
+`gapless serve` it starts.
+
+    sudo .venv/bin/python bench/otg_devices.py [--pairs 1 5] [--rounds 5]
+
+Prints one JSON line per round and writes them to bench/results/otg-devices-<UTC>.jsonl.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+NS = "glbench"
+
+
+def sh(*a: str) -> None:
+    subprocess.run(a, check=True, capture_output=True)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def config(api, pairs: int):  # type: ignore[no-untyped-def]
+    cfg = api.config()
+    cfg.ports.port(name="p1", location=f"{NS}/veth-a").port(name="p2", location=f"{NS}/veth-z")
+    for i in range(pairs):
+        for k, port in enumerate(("p1", "p2")):
+            e = cfg.devices.device(name=f"d{i}.{k}")[-1].ethernets.add()
+            e.name, e.mac, e.connection.port_name = f"d{i}.{k}.eth", f"00:00:0b:00:{i:02x}:0{k + 1}", port
+            ip = e.ipv4_addresses.add()
+            ip.name, ip.address, ip.gateway, ip.prefix = f"d{i}.{k}.ip", f"10.{i}.0.{k + 1}", f"10.{i}.0.{2 - k}", 24
+    return cfg
+
+
+def resolved(api, pairs: int) -> bool:  # type: ignore[no-untyped-def]
+    req = api.states_request()
+    req.choice = "ipv4_neighbors"
+    rows = [r for r in api.get_states(req).ipv4_neighbors if r.link_layer_address]
+    return len(rows) >= 2 * pairs
+
+
+def main() -> int:
+    import snappi  # type: ignore[import-untyped]
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--pairs", type=int, nargs="+", default=[1, 5])
+    ap.add_argument("--rounds", type=int, default=5)
+    args = ap.parse_args()
+    subprocess.run(["ip", "netns", "del", NS], capture_output=True)
+    sh("ip", "netns", "add", NS)
+    sh("ip", "-n", NS, "link", "add", "veth-a", "type", "veth", "peer", "name", "veth-z")
+    for d in ("lo", "veth-a", "veth-z"):
+        sh("ip", "-n", NS, "link", "set", d, "up")
+    tmp = Path(tempfile.mkdtemp())
+    otg = free_port()
+    srv = subprocess.Popen([str(REPO / "target" / "ci" / "gapless") if (REPO / "target/ci/gapless").exists() else "gapless",
+                            "serve", "--listen", f"127.0.0.1:{free_port()}", "--otg-listen", f"127.0.0.1:{otg}",
+                            "--db", str(tmp / "g.db")], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    out = REPO / "bench" / "results" / f"otg-devices-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}.jsonl"
+    try:
+        time.sleep(1.0)
+        api = snappi.api(location=f"https://127.0.0.1:{otg}", verify=False)
+        lines = []
+        for pairs in args.pairs:
+            for r in range(args.rounds):
+                t0 = time.monotonic()
+                api.set_config(config(api, pairs))
+                t1 = time.monotonic()
+                while not resolved(api, pairs):
+                    assert time.monotonic() - t1 < 30, "neighbours not resolved within 30 s"
+                    time.sleep(0.005)
+                t2 = time.monotonic()
+                api.set_config(api.config())
+                t3 = time.monotonic()
+                row = {"pairs": pairs, "round": r, "set_config_ms": round((t1 - t0) * 1e3, 1),
+                       "resolved_after_ms": round((t2 - t1) * 1e3, 1), "teardown_ms": round((t3 - t2) * 1e3, 1)}
+                print(json.dumps(row))
+                lines.append(json.dumps(row))
+        out.write_text("\n".join(lines) + "\n")
+        print(f"wrote {out}")
+    finally:
+        srv.terminate()
+        srv.wait(timeout=10)
+        subprocess.run(["ip", "netns", "del", NS], capture_output=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,311 @@
+"""The OTG server as ixia-c's users wire it: two veths, `veth-a` and `veth-z`, in one namespace
+(theirs is the host's; ours is one the test makes, so traffic stays inside it), snappi over
+HTTPS and gRPC, and scripts written for ixia-c: captures checked byte for byte (every frame
+whole, its FCS included, as long as the flow's size), patterns on tunnel headers (VXLAN over
+IPv6 with a VNI list and an incrementing outer port), devices that resolve each other before
+any traffic, and device namespaces that go with the config and the server."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import signal
+import struct
+import subprocess
+import time
+import zlib
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+import snappi  # type: ignore[import-untyped]
+
+from conftest import Server, gapless_cli, require_root
+from test_otg import api, run_to_stop, tshark_problems
+
+NS, A, Z = "glix", "veth-a", "veth-z"
+MAC_A, MAC_Z = "02:67:6c:0a:00:01", "02:67:6c:0a:00:02"
+
+
+def sh(*args: str) -> None:
+    p = subprocess.run(args, capture_output=True, text=True, timeout=30)
+    assert p.returncode == 0, f"expected `{' '.join(args)}` to succeed; got {p.returncode}: {p.stderr}"
+
+
+@pytest.fixture(scope="module")
+def ixia() -> Iterator[str]:
+    """Two veths in one namespace, each the other's peer: the ixia-c set-up."""
+    require_root()
+    subprocess.run(["ip", "netns", "del", NS], capture_output=True)
+    sh("ip", "netns", "add", NS)
+    try:
+        sh("ip", "-n", NS, "link", "add", A, "type", "veth", "peer", "name", Z)
+        for dev in ("lo", A, Z):
+            sh("ip", "-n", NS, "link", "set", dev, "up")
+        yield NS
+    finally:
+        subprocess.run(["ip", "netns", "del", NS], capture_output=True)
+
+
+@pytest.fixture(params=["https", "grpc"])
+def transport(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture(params=["ixia", "testbed"])
+def wiring(request: pytest.FixtureRequest) -> tuple[str, str]:
+    """The two ports' locations: two veths in one namespace (ixia-c's wiring), or the
+    testbed's two namespaces."""
+    if request.param == "ixia":
+        request.getfixturevalue("ixia")
+        return f"{NS}/{A}", f"{NS}/{Z}"
+    tb = request.getfixturevalue("testbed")
+    return f"{tb.tx_ns}/{tb.tx}", f"{tb.rx_ns}/{tb.rx}"
+
+
+def ports(a: Any, wiring: tuple[str, str] = (f"{NS}/{A}", f"{NS}/{Z}")) -> Any:
+    cfg = a.config()
+    cfg.ports.port(name="p1", location=wiring[0]).port(name="p2", location=wiring[1])
+    return cfg
+
+
+def flow(cfg: Any, name: str, size: int, count: int = 20) -> Any:
+    f = cfg.flows.flow(name=name)[-1]
+    f.tx_rx.port.tx_name, f.tx_rx.port.rx_names = "p1", ["p2"]
+    f.size.fixed, f.rate.pps, f.duration.fixed_packets.packets = size, 1000, count
+    f.metrics.enable = True
+    return f
+
+
+def tunnel_flows(cfg: Any) -> dict[str, int]:
+    """One flow of each kind ixia-c scripts capture, each of its own size; returns name -> size."""
+    sizes = {"udp": 128, "tcp": 200, "vxlan6": 300, "gre": 256, "mpls": 190, "arp": 64}
+    f = flow(cfg, "udp", sizes["udp"])
+    eth, ip, udp = f.packet.ethernet().ipv4().udp()
+    eth.src.value, eth.dst.value = MAC_A, MAC_Z
+    ip.src.value, ip.dst.value = "10.0.0.1", "10.0.0.2"
+    udp.src_port.increment.start, udp.src_port.increment.count = 5000, 4
+    f = flow(cfg, "tcp", sizes["tcp"])
+    eth, _ip, tcp = f.packet.ethernet().ipv4().tcp()
+    eth.src.value, eth.dst.value = MAC_A, MAC_Z
+    tcp.src_port.value, tcp.dst_port.value = 7000, 80
+    # VXLAN over IPv6, a VNI list and an incrementing outer source port: what ixia-c refused
+    # nothing of and gapless refused twice.
+    f = flow(cfg, "vxlan6", sizes["vxlan6"])
+    eth = f.packet.ethernet()[-1]
+    eth.src.value, eth.dst.value = MAC_A, MAC_Z
+    o6 = f.packet.ipv6()[-1]
+    o6.src.value, o6.dst.value = "2001:db8::a", "2001:db8::b"
+    ou = f.packet.udp()[-1]
+    ou.src_port.increment.start, ou.src_port.increment.step, ou.src_port.increment.count = 49152, 1, 5
+    f.packet.vxlan()[-1].vni.values = [100, 200, 300]
+    ie = f.packet.ethernet()[-1]
+    ie.src.value, ie.dst.value = "02:00:00:00:01:01", "02:00:00:00:01:02"
+    ip = f.packet.ipv4()[-1]
+    ip.src.value, ip.dst.value = "10.1.0.1", "10.1.0.2"
+    f.packet.udp()[-1].dst_port.value = 4401
+    f = flow(cfg, "gre", sizes["gre"])
+    eth = f.packet.ethernet()[-1]
+    eth.src.value, eth.dst.value = MAC_A, MAC_Z
+    f.packet.ipv4()[-1].src.value = "192.0.2.1"
+    f.packet.gre()
+    f.packet.ipv4()[-1].dst.value = "10.2.0.2"
+    f.packet.udp()
+    f = flow(cfg, "mpls", sizes["mpls"])
+    eth = f.packet.ethernet()[-1]
+    eth.src.value, eth.dst.value = MAC_A, MAC_Z
+    f.packet.mpls()[-1].label.value = 100
+    lab = f.packet.mpls()[-1].label
+    lab.increment.start, lab.increment.step, lab.increment.count = 200, 1, 3
+    f.packet.ipv4()
+    f.packet.udp()
+    f = flow(cfg, "arp", sizes["arp"])
+    eth, arp = f.packet.ethernet().arp()
+    eth.src.value, eth.dst.value = MAC_A, "ff:ff:ff:ff:ff:ff"
+    arp.sender_hardware_addr.value = MAC_A
+    return sizes
+
+
+def test_captured_frames_are_whole_with_their_fcs_and_tunnel_patterns_check_out(server: Server, transport: str,
+                                                                                  wiring: tuple[str, str], tmp_path: Path) -> None:
+    from scapy.all import IPv6, UDP, VXLAN, PcapNgReader, PcapReader  # type: ignore[import-untyped]
+
+    a = api(server, transport)
+    cfg = ports(a, wiring)
+    sizes = tunnel_flows(cfg)
+    fmt = "pcap" if transport == "https" else "pcapng"
+    c = cfg.captures.capture(name="c")[-1]
+    c.port_names, c.format = ["p2"], fmt
+    assert len(a.set_config(cfg).warnings) == 0
+    cs = a.control_state()
+    cs.port.capture.port_names, cs.port.capture.state = ["p2"], "start"
+    a.set_control_state(cs)
+    metrics = run_to_stop(a, None, set_config=False)
+    for m in metrics:
+        assert (m.frames_tx, m.frames_rx) == (20, 20), f"{m.name}: expected 20 sent and 20 received; got {m.frames_tx}, {m.frames_rx}"
+    cs.port.capture.state = "stop"
+    a.set_control_state(cs)
+    creq = a.capture_request()
+    creq.port_name = "p2"
+    data = a.get_capture(creq).read()
+    path = tmp_path / f"c.{fmt}"
+    path.write_bytes(data)
+    # The raw records, read without any library: every frame of ours ends with its FCS.
+    frames = raw_frames(data, fmt)
+    ours = [f for f in frames if f[6:12] == bytes.fromhex(MAC_A.replace(":", ""))]
+    assert len(ours) == 6 * 20, f"expected the 120 frames of the six flows in the capture; got {len(ours)} of {len(frames)}"
+    by_len: dict[int, int] = {}
+    for f in ours:
+        fcs = zlib.crc32(f[:-4]).to_bytes(4, "little")
+        assert f[-4:] == fcs, f"expected the frame's FCS {fcs.hex()} at its end; got {f[-4:].hex()} in {f.hex()}"
+        by_len[len(f)] = by_len.get(len(f), 0) + 1
+    assert by_len == {s: 20 for s in sizes.values()}, f"expected 20 frames of each flow's size {sorted(sizes.values())}; got {by_len}"
+    # Scapy reads the file as ixia-c users' scripts do; the VXLAN flow's patterns decode.
+    reader = PcapReader if fmt == "pcap" else PcapNgReader
+    vx = [p for p in reader(io.BytesIO(data)) if VXLAN in p]
+    assert len(vx) == 20, f"expected Scapy to decode the 20 VXLAN frames; got {len(vx)}"
+    assert [p[VXLAN].vni for p in vx] == [(100, 200, 300)[k % 3] for k in range(20)], [p[VXLAN].vni for p in vx]
+    assert [p[IPv6][UDP].sport for p in vx] == [49152 + k % 5 for k in range(20)], [p[IPv6][UDP].sport for p in vx]
+    problems = tshark_problems(path)
+    assert problems == "", f"expected tshark to find no bad checksum or FCS and nothing malformed; got {problems}"
+    # gapless analyze meters every frame of the capture, the GRE, MPLS and ARP frames too,
+    # whose signature sits right before the FCS.
+    gapless_cli("analyze", str(path), "--json", str(tmp_path / "a.json"))
+    rep = json.loads((tmp_path / "a.json").read_text())
+    got = sorted(s["rx_frames"] for s in rep["streams"])
+    assert got == [20] * 6, f"expected gapless analyze to meter 20 frames of each of the six flows; got {got}"
+
+
+def raw_frames(data: bytes, fmt: str) -> list[bytes]:
+    """The captured bytes of each record, and the format's FCS marks checked on the way."""
+    out = []
+    if fmt == "pcap":
+        (link,) = struct.unpack_from("<I", data, 20)
+        # Plain Ethernet, as ixia-c's captures: Scapy reads a link type with the FCS bits
+        # (0x50000001) as raw bytes.
+        assert link == 1, f"expected the Ethernet link type in the pcap header; got {link:#x}"
+        at = 24
+        while at < len(data):
+            incl, orig = struct.unpack_from("<II", data, at + 8)
+            assert incl == orig, f"expected whole frames (captured = wire length); got {incl} of {orig}"
+            out.append(data[at + 16:at + 16 + incl])
+            at += 16 + incl
+        return out
+    at, fcslen = 0, None
+    while at < len(data):
+        btype, blen = struct.unpack_from("<II", data, at)
+        body = data[at + 8:at + blen - 4]
+        if btype == 1:  # Interface Description: options after 8 bytes
+            o = 8
+            while o + 4 <= len(body):
+                code, olen = struct.unpack_from("<HH", body, o)
+                if code == 13:
+                    fcslen = body[o + 4]
+                o += 4 + (olen + 3) // 4 * 4
+        if btype == 6:
+            incl, orig = struct.unpack_from("<II", body, 12)
+            assert incl == orig, f"expected whole frames; got {incl} of {orig}"
+            out.append(body[20:20 + incl])
+        at += blen
+    assert fcslen == 4, f"expected if_fcslen 4 in the pcapng interface; got {fcslen}"
+    return out
+
+
+def device_config(a: Any, tags: list[int], wiring: tuple[str, str] = (f"{NS}/{A}", f"{NS}/{Z}")) -> Any:
+    cfg = ports(a, wiring)
+    for k, port in enumerate(("p1", "p2")):
+        e = cfg.devices.device(name=f"d{k + 1}")[-1].ethernets.add()
+        e.name, e.mac, e.connection.port_name = f"d{k + 1}.eth", f"00:00:0a:0a:0a:0{k + 1}", port
+        for vid in tags:
+            v = e.vlans.add()
+            v.name, v.id = f"d{k + 1}.v{vid}", vid
+        ip = e.ipv4_addresses.add()
+        ip.name, ip.address, ip.gateway, ip.prefix = f"d{k + 1}.ip4", f"1.1.1.{k + 1}", f"1.1.1.{2 - k}", 24
+        ip6 = e.ipv6_addresses.add()
+        ip6.name, ip6.address, ip6.gateway, ip6.prefix = f"d{k + 1}.ip6", f"2001:db8:9::{k + 1}", f"2001:db8:9::{2 - k}", 64
+    f = cfg.flows.flow(name="d1-d2")[-1]
+    f.tx_rx.device.tx_names, f.tx_rx.device.rx_names = ["d1.ip4"], ["d2.ip4"]
+    f.size.fixed, f.rate.pps, f.duration.fixed_packets.packets = 128, 1000, 100
+    f.metrics.enable = True
+    f.packet.ethernet().ipv4().udp()
+    return cfg
+
+
+def neighbors(a: Any, v6: bool) -> set[tuple[str, str, str]]:
+    key, addr = ("ipv6_neighbors", "ipv6_address") if v6 else ("ipv4_neighbors", "ipv4_address")
+    req = a.states_request()
+    req.choice = key
+    return {(r.ethernet_name, getattr(r, addr), r.link_layer_address or "") for r in getattr(a.get_states(req), key)}
+
+
+@pytest.mark.parametrize("tags", [[], [100]], ids=["untagged", "dot1q"])
+def test_devices_resolve_each_other_before_any_traffic_then_exchange_every_frame(server: Server, transport: str,
+                                                                               wiring: tuple[str, str], tags: list[int]) -> None:
+    a = api(server, transport)
+    assert len(a.set_config(device_config(a, tags, wiring)).warnings) == 0
+    want4 = {("d1.eth", "1.1.1.2", "00:00:0a:0a:0a:02"), ("d2.eth", "1.1.1.1", "00:00:0a:0a:0a:01")}
+    want6 = {("d1.eth", "2001:db8:9::2", "00:00:0a:0a:0a:02"), ("d2.eth", "2001:db8:9::1", "00:00:0a:0a:0a:01")}
+    t0 = time.monotonic()
+    # What ixia-c's examples do: wait for the neighbours, with no traffic started.
+    while not (want4 <= (got4 := neighbors(a, False)) and want6 <= (got6 := neighbors(a, True))):
+        assert time.monotonic() - t0 < 10, f"expected both devices to list each other within 10 s of set_config; got {got4} and {got6}"
+        time.sleep(0.1)
+    cs = a.control_state()
+    cs.protocol.all.state = cs.protocol.all.START
+    assert len(a.set_control_state(cs).warnings) == 0, "expected protocol.all start to be taken, not warned about"
+    m = run_to_stop(a, None, set_config=False)[0]
+    assert (m.frames_tx, m.frames_rx) == (100, 100), f"expected 100 sent and 100 received between the devices; got {m.frames_tx}, {m.frames_rx}"
+
+
+def netns_of(pid: int) -> list[str]:
+    out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, timeout=10).stdout
+    return [line.split()[0] for line in out.splitlines() if line.startswith(f"gapless-dev-{pid}-")]
+
+
+def test_device_namespaces_go_with_the_config_the_server_and_a_killed_server(server: Server, ixia: str, tmp_path: Path) -> None:
+    # The module's server holds its devices' MACs on these veths: a second server's devices
+    # with the same MACs are refused, naming the MAC.
+    a = api(server, "https")
+    a.set_config(device_config(a, []))
+    s = Server(tmp_path / "a.db")
+    try:
+        with pytest.raises(Exception) as e:
+            api(s, "https").set_config(device_config(a, []))
+        assert "already has the MAC 00:00:0a:0a:0a:01" in " ".join(str(e.value).split()), f"expected the MAC in use named; got {e.value}"
+    finally:
+        s.stop()
+    a.set_config(ports(a))
+    s = Server(tmp_path / "a.db")
+    try:
+        a = api(s, "https")
+        a.set_config(device_config(a, []))
+        pid = s.proc.pid
+        assert len(netns_of(pid)) == 2, f"expected a namespace per device; got {netns_of(pid)}"
+        a.set_config(ports(a))
+        assert netns_of(pid) == [], f"expected a config without devices to remove theirs; got {netns_of(pid)}"
+        a.set_config(device_config(a, []))
+        cfg = ports(a)
+        cfg.lldp.lldp(name="l1")[-1].connection.port_name = "p1"
+        with pytest.raises(Exception) as e:
+            a.set_config(cfg)
+        assert "lldp" in str(e.value) and "not supported" in str(e.value), f"expected LLDP refused by its path; got {e.value}"
+    finally:
+        s.stop()
+    assert netns_of(pid) == [], f"expected none of the server's device namespaces after it stopped; got {netns_of(pid)}"
+    s = Server(tmp_path / "b.db")
+    a = api(s, "https")
+    a.set_config(device_config(a, []))
+    killed = s.proc.pid
+    os.kill(killed, signal.SIGKILL)
+    s.proc.wait(timeout=10)
+    s.log.close()
+    assert len(netns_of(killed)) == 2, "expected a killed server to leave its device namespaces (it cannot remove them)"
+    s = Server(tmp_path / "c.db")
+    try:
+        assert netns_of(killed) == [], f"expected the next server to remove a killed server's namespaces; got {netns_of(killed)}"
+        a = api(s, "https")
+        a.set_config(device_config(a, []))  # the killed server's MACs on the same veths are free again
+        assert len(netns_of(s.proc.pid)) == 2
+    finally:
+        s.stop()
