@@ -28,6 +28,9 @@ pub enum EngineError {
     /// A socket, interface, namespace or file refused (the system fix is in the error).
     #[error(transparent)]
     Io(#[from] IoError),
+    /// An event for the run cannot be made as written (before any frame is sent).
+    #[error("event {event:?}: {why}")]
+    BadEvent { event: String, why: String },
     /// Metering while sending needs the frames on a wire.
     #[error(
         "metering while sending needs an interface target (a pcap file or the null backend puts nothing on a wire)"

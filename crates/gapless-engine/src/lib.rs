@@ -43,6 +43,7 @@ pub mod clock;
 pub mod cores;
 pub mod cpu;
 pub mod error;
+pub mod events;
 pub mod experiment;
 pub mod live;
 pub mod metering;

@@ -234,6 +234,9 @@ pub struct RunRequest {
     pub rx_core: Option<usize>,
     /// Seconds to keep metering after the last frame (default 0.5).
     pub rx_linger: Option<f64>,
+    /// Link and route changes during the run, in their text form (`crate::events`), e.g.
+    /// "1.2s link down gl-dut/gl-dut1".
+    pub events: Vec<String>,
     #[serde(flatten)]
     pub rx_path: RxPath,
     #[serde(flatten)]
@@ -281,6 +284,11 @@ impl RunRequest {
                 _ => TxStampKind::Kernel,
             }),
             warmup: (self.meter.warmup > 0.0).then(|| Duration::from_secs_f64(self.meter.warmup)),
+            events: self
+                .events
+                .iter()
+                .map(|e| crate::events::EventSpec::parse(e))
+                .collect::<Result<_, _>>()?,
             ..RunSpec::new(profile, target)
         })
     }

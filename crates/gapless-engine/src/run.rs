@@ -40,6 +40,9 @@ pub struct RunOptions {
     pub warmup: Option<Arc<Warmup>>,
     /// Wait, set-up done, for a start instant on the wall clock.
     pub gate: Option<Arc<StartGate>>,
+    /// The run's own link while a user's event holds it down: sends it refuses then are
+    /// counted, not fatal (`crate::events`).
+    pub held: Option<Arc<crate::events::Expected>>,
 }
 
 /// A warm-up shared by the send loops and the meter: its length, and its start on the
@@ -292,6 +295,20 @@ fn stamp_and_send(
     Ok((backend.send(lens, ats)?, ts))
 }
 
+/// A send that the run's own link refused while a user's link event holds it down: the
+/// frames count as sent (the meter finds them lost) and in `Expected::dropped`; any other
+/// fault ends the loop as before.
+#[cold]
+fn held_drop(opts: &RunOptions, e: gapless_io::IoError, n: usize) -> Result<(usize, u64), gapless_io::IoError> {
+    match &opts.held {
+        Some(h) if h.down() && matches!(e, gapless_io::IoError::LinkLost { .. }) => {
+            h.dropped.fetch_add(n as u64, Ordering::Relaxed);
+            Ok((n, RunClock::realtime_now_ns()))
+        }
+        _ => Err(e),
+    }
+}
+
 /// Each frame's due time on the wall clock, anchored at this send (the wall clock `ts` read
 /// at run-clock time `t_send`), so the TSC's drift against CLOCK_REALTIME never adds up.
 #[cold]
@@ -464,7 +481,15 @@ fn send_loop(
                 } else {
                     0
                 };
-                let (left, ts) = stamp_and_send(c.g, c.out.0, c.lens, c.ats, c.variants, t.stamp_real, t_send)?;
+                let held = opts.held.as_deref().filter(|h| h.held());
+                let sent = match held {
+                    None => stamp_and_send(c.g, c.out.0, c.lens, c.ats, c.variants, t.stamp_real, t_send),
+                    Some(h) => Err(h.refuse()),
+                };
+                let (left, ts) = match sent {
+                    Ok(v) => v,
+                    Err(e) => held_drop(opts, e, c.lens.len())?,
+                };
                 let left = left.min(c.lens.len());
                 if t.pace {
                     live.lag_ns.store(t_send.saturating_sub(c.at), Ordering::Relaxed);

@@ -227,9 +227,41 @@ pub fn join(run: &mut RunResult, mut rx: MeterReport) {
             s.tx_sent = Some(sent);
             let got = s.seq.as_ref().map_or(s.rx_frames, |q| q.unique);
             s.lost_vs_tx = Some(sent as i64 - got as i64);
+            // What was lost outside the holes: the tail (or the head), an open episode.
+            let holes = s.seq.as_ref().map_or(0, |q| q.lost) as i64;
+            if let Some(e) = s.loss_episodes.as_mut() {
+                let open = sent as i64 - got as i64 - holes;
+                e.open = (open > 0).then_some(gapless_core::meter::episodes::OpenEpisode {
+                    from_ns: e.highest_rx_ns,
+                    lost_frames: open as u64,
+                });
+            }
         }
     }
     run.rx = Some(rx);
+}
+
+/// A stream's loss episodes in one line: how many, the longest, the tail still missing.
+fn episodes_line(name: &str, e: &gapless_core::meter::episodes::LossEpisodes) -> String {
+    let mut s = format!(
+        "    {name}: {} loss episodes ({} frames), the longest {} frames in {}, {} in all",
+        e.count,
+        e.lost_frames,
+        e.longest_frames,
+        ns(e.longest_ns as f64),
+        ns(e.total_ns as f64)
+    );
+    if let Some(o) = &e.open {
+        s.push_str(&format!("; {} frames still missing at the end", o.lost_frames));
+    }
+    if e.reorder_runs > 0 {
+        s.push_str(&format!(
+            "; {} runs of reordered frames, the longest {}",
+            e.reorder_runs, e.reorder_run_max
+        ));
+    }
+    s.push('\n');
+    s
 }
 
 fn ns(v: f64) -> String {
@@ -329,6 +361,9 @@ pub fn summary_text(r: &MeterReport) -> String {
         ));
         if let Some(f) = &st.flow {
             s.push_str(&format!("    ({f})\n"));
+        }
+        if let Some(e) = st.loss_episodes.as_ref().filter(|e| e.count > 0 || e.open.is_some()) {
+            s.push_str(&episodes_line(&st.name, e));
         }
         if let Some(r) = ia
             .map(|i| i.gap_reference.as_str())

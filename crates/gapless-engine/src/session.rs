@@ -306,6 +306,8 @@ fn prepare(spec: RunSpec) -> Result<Prepared, EngineError> {
         Pacing::Auto => iface.is_some(),
         p => p == Pacing::On,
     };
+    // The events, before any frame: the run's own namespace is this thread's now.
+    crate::events::check(&spec.events, None, crate::events::planned_ns(&profile))?;
     let (plan, mut warnings, core_probe) = plan_loops(&spec, profile, pace)?;
     let cores = hold_cores(&spec, &plan, &mut warnings)?;
     if let Some(inf) = &info {
@@ -572,6 +574,9 @@ fn check_frame(stream: &str, v: &Variant, info: &IfaceInfo, socket: TxSocket) ->
 struct Ran {
     stats: RunStats,
     rx: Option<RxOutcome>,
+    /// The events made, and the frames the run's own link refused while held down.
+    events: Vec<crate::events::EventRecord>,
+    held_drops: u64,
 }
 
 fn execute(mut p: Prepared, stop: &Arc<AtomicBool>) -> Result<RunReport, EngineError> {
@@ -595,6 +600,8 @@ fn execute(mut p: Prepared, stop: &Arc<AtomicBool>) -> Result<RunReport, EngineE
     }
     let meta = run_meta(&p);
     let mut result = build_result(&p.plan.profile, &ran.stats, &meta);
+    result.events = ran.events;
+    result.link_held_drops = ran.held_drops;
     result
         .warnings
         .extend(p.ratectl.iter().flat_map(|r| r.end_warnings.iter().cloned()));
@@ -708,6 +715,16 @@ fn run_threads(p: &mut Prepared, stop: &Arc<AtomicBool>) -> Result<Ran, EngineEr
             lead_ns: p.ratectl.as_ref().map_or(0, |r| r.lead_ns),
             warmup: warmup.clone(),
             gate: p.spec.gate.clone(),
+            held: None,
+        })
+        .collect();
+    let events = crate::events::EventBoard::default();
+    let held = (!p.spec.events.is_empty()).then(|| events.expected.clone());
+    let opts: Vec<RunOptions> = opts
+        .into_iter()
+        .map(|o| RunOptions {
+            held: held.clone(),
+            ..o
         })
         .collect();
     let tx_done = AtomicBool::new(false);
@@ -738,6 +755,12 @@ fn run_threads(p: &mut Prepared, stop: &Arc<AtomicBool>) -> Result<Ran, EngineEr
             }
             _ => None,
         };
+        let t0 = std::time::Instant::now();
+        let ev_h = (!p.spec.events.is_empty()).then(|| {
+            let (list, ev, tx) = (p.spec.events.clone(), &events, iface.as_deref().unwrap_or(""));
+            let (ends, run_ns) = ([&**stop, &tx_done], p.spec.netns.as_deref());
+            sc.spawn(move || crate::events::run(list, t0, ends, (run_ns, tx), &ev.expected, &ev.made))
+        });
         let hs: Vec<_> = p
             .backends
             .iter_mut()
@@ -751,8 +774,9 @@ fn run_threads(p: &mut Prepared, stop: &Arc<AtomicBool>) -> Result<Ran, EngineEr
         while !hs.iter().all(|h| h.is_finished()) {
             std::thread::sleep(Duration::from_millis(50));
             // A link that goes down ends the run within a tick: no spin, no backlog burst.
-            if let (Some(i), None) = (&iface, &link_fault) {
-                if let Some(e) = gapless_io::kernel::nic::link_fault(i) {
+            // A user's event that holds it down does not.
+            if let (Some(i), None, false) = (&iface, &link_fault, events.expected.down()) {
+                if let Some(e) = gapless_io::kernel::nic::link_fault(i).filter(|_| !events.expected.down()) {
                     link_fault = Some(e.to_string());
                     stop.store(true, Ordering::Relaxed);
                 }
@@ -760,7 +784,12 @@ fn run_threads(p: &mut Prepared, stop: &Arc<AtomicBool>) -> Result<Ran, EngineEr
         }
         let parts: Vec<_> = hs.into_iter().map(|h| h.join()).collect();
         tx_done.store(true, Ordering::Release);
-        (parts, rx_h.map(|h| h.join()))
+        let rx = rx_h.map(|h| h.join());
+        // Events not yet due when the sending ended are not made (tx_done ends their wait).
+        if let Some(h) = ev_h {
+            let _ = h.join();
+        }
+        (parts, rx)
     });
     let parts = parts
         .into_iter()
@@ -773,5 +802,12 @@ fn run_threads(p: &mut Prepared, stop: &Arc<AtomicBool>) -> Result<Ran, EngineEr
     if stats.backend_error.is_none() {
         stats.backend_error = link_fault;
     }
-    Ok(Ran { stats, rx })
+    let held_drops = events.expected.dropped.load(Ordering::Relaxed);
+    let events = std::mem::take(&mut *events.made.lock().unwrap_or_else(|e| e.into_inner()));
+    Ok(Ran {
+        stats,
+        rx,
+        events,
+        held_drops,
+    })
 }

@@ -51,6 +51,9 @@ pub struct RxSnapshot {
     pub lost: u64,
     pub reordered: u64,
     pub duplicated: u64,
+    /// Loss episodes so far, and the arrival gap around the longest (ns).
+    pub loss_episodes: u64,
+    pub longest_outage_ns: u64,
     pub latency_p50_ns: Option<i64>,
     pub latency_p99_ns: Option<i64>,
     pub latency_p99_9_ns: Option<i64>,
@@ -230,6 +233,8 @@ impl Board {
                     lost: s.lost,
                     reordered: s.reordered,
                     duplicated: s.duplicated,
+                    loss_episodes: s.loss_episodes,
+                    longest_outage_ns: s.longest_outage_ns,
                     latency_p50_ns: s.latency_p50_ns,
                     latency_p99_ns: s.latency_p99_ns,
                     latency_p99_9_ns: s.latency_p99_9_ns,
@@ -268,6 +273,8 @@ fn add(total: &mut StreamSnapshot, tx: &TxSnapshot, rx: Option<&RxSnapshot>) {
         a.lost += r.lost;
         a.reordered += r.reordered;
         a.duplicated += r.duplicated;
+        a.loss_episodes += r.loss_episodes;
+        a.longest_outage_ns = a.longest_outage_ns.max(r.longest_outage_ns);
         a.rate_pps += r.rate_pps;
     }
 }

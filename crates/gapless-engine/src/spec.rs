@@ -310,6 +310,8 @@ pub struct RunSpec {
     /// Start at a wall-clock instant given after the run is ready (a run across hosts):
     /// see [`crate::run::StartGate`].
     pub gate: Option<std::sync::Arc<crate::run::StartGate>>,
+    /// Link and route changes made during the run, at their times ([`crate::events`]).
+    pub events: Vec<crate::events::EventSpec>,
 }
 
 impl RunSpec {
@@ -331,6 +333,7 @@ impl RunSpec {
             sysfs_net: None,
             warmup: None,
             gate: None,
+            events: Vec::new(),
         }
     }
 }

@@ -154,6 +154,13 @@ pub struct RunArgs {
     /// RX timestamps for --rx.
     #[arg(long, value_enum, default_value_t = meter_cmd::TsArg::Software)]
     timestamps: meter_cmd::TsArg,
+    /// A link or route change during the run, at its time after the start; the result
+    /// stamps it at the kernel's ACK. Repeat it: "1.2s link down NETNS/IFACE",
+    /// "1.45s link up NETNS/IFACE", "2s route del NETNS PREFIX", "2.5s route add NETNS
+    /// PREFIX via ADDRESS" (NETNS "-": the run's own). A link the run sends on that an
+    /// event sets down does not end the run.
+    #[arg(long = "event", value_name = "EVENT")]
+    events: Vec<String>,
     #[command(flatten)]
     rx_path: meter_cmd::RxPathArgs,
     #[command(flatten)]
@@ -209,6 +216,7 @@ impl RunArgs {
             rx_netns: self.rx_netns.clone(),
             rx_core: self.rx_core,
             rx_linger: Some(self.rx_linger),
+            events: self.events.clone(),
             rx_path: self.rx_path.request(self.timestamps),
             meter: self.meter.request()?,
             unknown: Default::default(),

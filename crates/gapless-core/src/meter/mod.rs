@@ -7,6 +7,7 @@
 
 pub mod buckets;
 pub mod classify;
+pub mod episodes;
 pub mod lazy;
 pub mod reference;
 pub mod report;
@@ -45,6 +46,9 @@ pub struct LiveRx {
     pub lost: u64,
     pub reordered: u64,
     pub duplicated: u64,
+    /// Loss episodes so far, and the span of the longest (`meter::episodes`).
+    pub loss_episodes: u64,
+    pub longest_outage_ns: u64,
     pub latency_p50_ns: Option<i64>,
     pub latency_p99_ns: Option<i64>,
     pub latency_p99_9_ns: Option<i64>,

@@ -209,6 +209,9 @@ pub struct StreamRx {
     pub first_rx_ns: u64,
     pub last_rx_ns: u64,
     pub seq: Option<SeqSummary>,
+    /// Runs of missing frames, with the arrival gap around each (`meter::episodes`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loss_episodes: Option<crate::meter::episodes::LossEpisodes>,
     /// Frames the sender sent (joined runs only).
     pub tx_sent: Option<u64>,
     /// Sent - distinct received (joined runs only): includes loss after the last arrival.

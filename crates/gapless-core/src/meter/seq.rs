@@ -68,6 +68,10 @@ pub struct SeqSummary {
 #[derive(Debug, Clone, Default)]
 pub struct SeqTracker {
     cur: Epoch,
+    /// The loss episodes and reordered runs ([`super::episodes`]).
+    eps: super::episodes::EpisodeTracker,
+    /// Arrival of the highest number (ns).
+    max_ns: u64,
     /// The closed epochs, added up.
     prior: Option<SeqSummary>,
     restarts: u64,
@@ -81,9 +85,45 @@ impl SeqTracker {
         SeqTracker::default()
     }
 
-    /// Takes one received sequence number.
+    /// Takes one received sequence number (with no arrival time: episodes span 0 ns).
     #[inline]
     pub fn observe(&mut self, seq: u32) -> SeqEvent {
+        self.observe_at(seq, 0)
+    }
+
+    /// Takes one received sequence number that arrived at `t` (ns): the counts, and the
+    /// loss episodes with their times.
+    #[inline]
+    pub fn observe_at(&mut self, seq: u32, t: u64) -> SeqEvent {
+        let (max, max_ns) = (self.cur.max, self.max_ns);
+        let ev = self.observe_counts(seq);
+        match ev {
+            SeqEvent::InOrder { gap } => {
+                if gap > 0 && self.cur.max == max + gap + 1 {
+                    self.eps.hole(max + 1, max + gap, max_ns, t);
+                }
+                self.max_ns = t;
+                self.eps.in_order();
+                self.eps.slide(self.cur.max);
+            }
+            SeqEvent::Reordered { extent } => self.eps.late(self.cur.max - extent, t),
+            _ => {}
+        }
+        ev
+    }
+
+    /// The stream's loss episodes so far, this lane alone.
+    pub fn episodes(&self) -> &super::episodes::EpisodeTracker {
+        &self.eps
+    }
+
+    /// Arrival of the highest number (ns).
+    pub fn highest_ns(&self) -> u64 {
+        self.max_ns
+    }
+
+    #[inline]
+    fn observe_counts(&mut self, seq: u32) -> SeqEvent {
         if let Some(&(last, ahead)) = self.pending.last() {
             if (1..=64).contains(&(seq.wrapping_sub(last) as i32)) && self.cur.far(seq) == Some(ahead) {
                 if self.pending.len() + 1 >= RESTART_RUN {
@@ -130,6 +170,7 @@ impl SeqTracker {
         let closed = self.cur.summary();
         self.prior = merge(&[self.prior.take(), closed].into_iter().flatten().collect::<Vec<_>>());
         self.cur = Epoch::default();
+        self.eps.close_all();
         self.restarts += 1;
         for (s, _) in pending {
             self.cur.observe(s);

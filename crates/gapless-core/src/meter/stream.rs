@@ -277,7 +277,7 @@ impl StreamMeter {
             let l = self.lanes;
             // One lane, the usual case: no division.
             let (lane, s) = if l == 1 { (0, seq) } else { (seq % l, seq / l) };
-            Some(self.seq[lane as usize].observe(s))
+            Some(self.seq[lane as usize].observe_at(s, ts))
         };
         if !self.latency_on {
             return;
@@ -385,10 +385,21 @@ impl StreamMeter {
         super::seq::merge(&parts)
     }
 
+    /// The loss episodes, the lanes merged by time (none for an unsigned flow).
+    fn loss_episodes(&self) -> Option<super::episodes::LossEpisodes> {
+        if self.seq.is_empty() {
+            return None;
+        }
+        let lanes: Vec<_> = self.seq.iter().map(|t| t.episodes()).collect();
+        let highest = self.seq.iter().map(|t| t.highest_ns()).max().unwrap_or(0);
+        Some(super::episodes::summarize(&lanes, highest))
+    }
+
     /// The running counts, cheap enough to take several times a second (no histogram is
     /// serialised): for live views while the meter runs.
     pub fn live(&self) -> super::LiveRx {
         let q = self.seq_summary();
+        let eps = self.loss_episodes();
         let lat = self.lat.as_ref().filter(|h| !h.is_empty());
         super::LiveRx {
             name: self.name.clone(),
@@ -398,6 +409,8 @@ impl StreamMeter {
             lost: q.as_ref().map_or(0, |q| q.lost),
             reordered: q.as_ref().map_or(0, |q| q.reordered),
             duplicated: q.as_ref().map_or(0, |q| q.duplicated),
+            loss_episodes: eps.as_ref().map_or(0, |e| e.count),
+            longest_outage_ns: eps.as_ref().map_or(0, |e| e.longest_ns),
             latency_p50_ns: lat.map(|h| h.quantile(0.5, self.lat_min, self.lat_max)),
             latency_p99_ns: lat.map(|h| h.quantile(0.99, self.lat_min, self.lat_max)),
             latency_p99_9_ns: lat.map(|h| h.quantile(0.999, self.lat_min, self.lat_max)),
@@ -483,6 +496,7 @@ impl StreamMeter {
             first_rx_ns: self.first_ns,
             last_rx_ns: self.last_ns,
             seq: self.seq_summary(),
+            loss_episodes: self.loss_episodes(),
             tx_sent: None,
             lost_vs_tx: None,
             warmup_frames: 0,

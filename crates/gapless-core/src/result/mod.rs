@@ -239,6 +239,31 @@ pub struct RunResult {
     /// What the meter received (`run --rx`), joined per stream with what was sent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rx: Option<MeterReport>,
+    /// Link and route changes the tester made during the run, as made.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub events: Vec<EventRecord>,
+    /// Frames the run's own link refused while a user's event held it down: counted as sent
+    /// (the meter finds them lost), not as send errors.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub link_held_drops: u64,
+}
+
+/// A link or route change made during a run (the engine's `events`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct EventRecord {
+    /// Seconds after the run's start it was due.
+    pub at_s: f64,
+    /// The event in its text form, e.g. "1.2s link down gl-dut/gl-dut1".
+    pub what: String,
+    /// When the request left and when the kernel's ACK came back (CLOCK_REALTIME ns, the
+    /// clock of the RX stamps): the change took effect between the two.
+    pub sent_ns: u64,
+    pub acked_ns: u64,
+    /// What the stamp is: "the rtnetlink ACK".
+    pub stamp: String,
+    /// Why it failed, if it did (the run went on).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 fn is_zero(v: &u64) -> bool {

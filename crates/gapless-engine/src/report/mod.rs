@@ -311,6 +311,8 @@ pub fn build_result(profile: &Profile, stats: &RunStats, meta: &RunMeta) -> RunR
         verdict,
         warnings,
         rx: None,
+        events: Vec::new(),
+        link_held_drops: 0,
     }
 }
 

@@ -16,7 +16,7 @@ pub mod vlan;
 use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::time::{Duration, Instant};
 
-use crate::kernel::nic::{enter_netns, ip};
+use crate::kernel::nic::{in_netns, ip};
 use crate::IoError;
 
 /// The prefix of every host's namespace; the rest is `<pid>-<k>`, the server's pid first.
@@ -300,22 +300,4 @@ pub fn remove_stale() -> Vec<String> {
         gone.push(name);
     }
     gone
-}
-
-/// Runs `f` on a thread in namespace `ns` (this thread's own when None).
-fn in_netns<T: Send>(ns: Option<&str>, f: impl FnOnce() -> Result<T, IoError> + Send) -> Result<T, IoError> {
-    let Some(ns) = ns else { return f() };
-    std::thread::scope(|sc| {
-        sc.spawn(|| {
-            enter_netns(ns)?;
-            f()
-        })
-        .join()
-        .unwrap_or_else(|_| {
-            Err(IoError::Os {
-                context: format!("a thread in namespace {ns}"),
-                cause: std::io::Error::other("it panicked"),
-            })
-        })
-    })
 }

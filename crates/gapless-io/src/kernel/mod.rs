@@ -1,7 +1,8 @@
 //! Kernel controls a run sets and reads back: interface facts by ioctl ([`nic`]), egress
 //! [`qdisc`]s (launch time, the shaper), the NIC's per-queue rate limiter ([`maxrate`]),
-//! [`caps`] (capabilities), kernel/NIC TX [`timestamping`], and the host's [`clock`] state
-//! (read, never set).
+//! [`caps`] (capabilities), kernel/NIC TX [`timestamping`], the host's [`clock`] state
+//! (read, never set), and link and route changes over rtnetlink stamped at their ACK
+//! ([`rtnl`]).
 //!
 //! May import `socket` and `error`; nothing here sends or receives traffic.
 
@@ -10,4 +11,5 @@ pub mod clock;
 pub mod maxrate;
 pub mod nic;
 pub mod qdisc;
+pub mod rtnl;
 pub mod timestamping;

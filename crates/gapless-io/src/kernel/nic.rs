@@ -137,13 +137,37 @@ impl LinkState {
     }
 }
 
-pub fn iface_info(iface: &str) -> Result<IfaceInfo, IoError> {
+/// `iface`'s index in the current network namespace.
+pub fn if_index(iface: &str) -> Result<u32, IoError> {
     let cname = CString::new(iface).map_err(|_| IoError::NoSuchInterface(iface.to_string()))?;
     // SAFETY: cname is a valid C string.
     let index = unsafe { libc::if_nametoindex(cname.as_ptr()) };
     if index == 0 {
         return Err(IoError::NoSuchInterface(iface.to_string()));
     }
+    Ok(index)
+}
+
+/// Runs `f` on a thread in namespace `ns` (this thread's own when None).
+pub fn in_netns<T: Send>(ns: Option<&str>, f: impl FnOnce() -> Result<T, IoError> + Send) -> Result<T, IoError> {
+    let Some(ns) = ns else { return f() };
+    std::thread::scope(|sc| {
+        sc.spawn(|| {
+            enter_netns(ns)?;
+            f()
+        })
+        .join()
+        .unwrap_or_else(|_| {
+            Err(IoError::Os {
+                context: format!("a thread in namespace {ns}"),
+                cause: std::io::Error::other("it panicked"),
+            })
+        })
+    })
+}
+
+pub fn iface_info(iface: &str) -> Result<IfaceInfo, IoError> {
+    let index = if_index(iface)?;
     let fd = dgram()?;
     let mut r = IfReq::new(iface)?;
     ioctl(&fd, libc::SIOCGIFFLAGS, &mut r).map_err(|e| IoError::Os {

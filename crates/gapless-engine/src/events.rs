@@ -1,0 +1,408 @@
+//! Events the tester makes during a run: a link set down or up, a route deleted or added, on
+//! any interface or in any namespace the user names (a DUT's too). Each is made over
+//! rtnetlink at its time after the run's start and stamped when the kernel acknowledged it
+//! (`gapless_io::kernel::rtnl`), on the clock of the meter's RX stamps, so that it can be set
+//! beside the loss episodes it causes. A link event the user made does not end the run; a
+//! link lost that nobody asked for still does ([`Expected`]).
+//!
+//! The text form, one event per string (the CLI's `--event`):
+//!
+//! ```text
+//! 1.2s link down NETNS/IFACE        (or IFACE, in the run's namespace)
+//! 1.45s link up NETNS/IFACE
+//! 2s route del NETNS PREFIX         (NETNS "-": the run's namespace)
+//! 2.5s route add NETNS PREFIX via ADDRESS
+//! 2.5s route add NETNS PREFIX dev IFACE
+//! ```
+
+use std::net::IpAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::EngineError;
+
+/// One event: what, and when after the run's start.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EventSpec {
+    /// Seconds after the run's start.
+    pub at_s: f64,
+    #[serde(flatten)]
+    pub action: EventAction,
+}
+
+/// What an event does.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum EventAction {
+    /// An interface set administratively up or down.
+    Link {
+        netns: Option<String>,
+        iface: String,
+        up: bool,
+    },
+    /// A route deleted, or added through `via` or out of `dev`, in the main table.
+    Route {
+        netns: Option<String>,
+        add: bool,
+        prefix: String,
+        via: Option<IpAddr>,
+        #[serde(default)]
+        dev: Option<String>,
+    },
+}
+
+pub use gapless_core::result::EventRecord;
+
+fn bad(text: &str, why: impl std::fmt::Display) -> EngineError {
+    EngineError::BadEvent {
+        event: text.to_string(),
+        why: why.to_string(),
+    }
+}
+
+impl EventSpec {
+    /// Reads the text form (see the module's doc).
+    pub fn parse(text: &str) -> Result<EventSpec, EngineError> {
+        let w: Vec<&str> = text.split_whitespace().collect();
+        let at_s = w
+            .first()
+            .and_then(|t| t.strip_suffix('s'))
+            .and_then(|t| {
+                t.strip_suffix('m')
+                    .map_or(t.parse::<f64>().ok(), |ms| ms.parse::<f64>().ok().map(|v| v / 1e3))
+            })
+            .filter(|t| t.is_finite() && *t >= 0.0)
+            .ok_or_else(|| {
+                bad(
+                    text,
+                    "it starts with its time after the run's start, e.g. 1.2s or 250ms",
+                )
+            })?;
+        let action = match w.get(1..).unwrap_or_default() {
+            ["link", st @ ("up" | "down"), target] => {
+                let (netns, iface) = match target.split_once('/') {
+                    Some((ns, i)) => (Some(ns.to_string()), i.to_string()),
+                    None => (None, target.to_string()),
+                };
+                EventAction::Link {
+                    netns,
+                    iface,
+                    up: *st == "up",
+                }
+            }
+            ["route", op @ ("del" | "add"), ns, prefix, rest @ ..] => {
+                let (via, dev) = match (*op, rest) {
+                    ("del", []) => (None, None),
+                    ("add", ["via", gw]) => {
+                        let gw = gw
+                            .parse::<IpAddr>()
+                            .map_err(|_| bad(text, format!("{gw:?} is not an IP address")))?;
+                        (Some(gw), None)
+                    }
+                    ("add", ["dev", d]) => (None, Some(d.to_string())),
+                    _ => return Err(bad(
+                        text,
+                        "a route event is `route del NETNS PREFIX` or `route add NETNS PREFIX via ADDRESS|dev IFACE`",
+                    )),
+                };
+                gapless_io::kernel::rtnl::parse_prefix(prefix).map_err(|e| bad(text, e))?;
+                EventAction::Route {
+                    netns: (*ns != "-").then(|| ns.to_string()),
+                    add: *op == "add",
+                    prefix: prefix.to_string(),
+                    via,
+                    dev,
+                }
+            }
+            _ => {
+                return Err(bad(
+                    text,
+                    "give `TIME link up|down [NETNS/]IFACE` or `TIME route del|add NETNS PREFIX [via ADDRESS]`",
+                ))
+            }
+        };
+        Ok(EventSpec { at_s, action })
+    }
+
+    /// The event in its text form.
+    pub fn text(&self) -> String {
+        let at = self.at_s;
+        match &self.action {
+            EventAction::Link { netns, iface, up } => {
+                let target = netns.as_ref().map_or(iface.clone(), |n| format!("{n}/{iface}"));
+                format!("{at}s link {} {target}", if *up { "up" } else { "down" })
+            }
+            EventAction::Route {
+                netns,
+                add,
+                prefix,
+                via,
+                dev,
+            } => {
+                let ns = netns.as_deref().unwrap_or("-");
+                let via = via.map_or(String::new(), |v| format!(" via {v}"));
+                let dev = dev.as_ref().map_or(String::new(), |d| format!(" dev {d}"));
+                format!(
+                    "{at}s route {} {ns} {prefix}{via}{dev}",
+                    if *add { "add" } else { "del" }
+                )
+            }
+        }
+    }
+
+    /// The namespace and interface a link event acts on.
+    fn link(&self) -> Option<(Option<&str>, &str)> {
+        match &self.action {
+            EventAction::Link { netns, iface, .. } => Some((netns.as_deref(), iface)),
+            EventAction::Route { .. } => None,
+        }
+    }
+}
+
+/// Checks every event before any frame is sent: its namespace and interface exist, and it
+/// comes before the run's planned end (`planned_ns`, when every stream has an end).
+pub fn check(events: &[EventSpec], run_netns: Option<&str>, planned_ns: Option<u64>) -> Result<(), EngineError> {
+    for e in events {
+        let text = e.text();
+        if let Some(end) = planned_ns.filter(|&end| e.at_s * 1e9 >= end as f64) {
+            return Err(bad(
+                &text,
+                format!(
+                    "it comes after the run's planned end at {:.3} s; give a time within the run, or run longer",
+                    end as f64 / 1e9
+                ),
+            ));
+        }
+        let ns = match &e.action {
+            EventAction::Link { netns, .. } | EventAction::Route { netns, .. } => netns.as_deref().or(run_netns),
+        };
+        if let Some(n) = ns {
+            if !std::path::Path::new(&format!("/var/run/netns/{n}")).exists() {
+                return Err(bad(
+                    &text,
+                    format!("network namespace {n:?} does not exist (`ip netns list` lists them)"),
+                ));
+            }
+        }
+        if let Some((_, iface)) = e.link() {
+            let name = iface.to_string();
+            gapless_io::kernel::nic::in_netns(ns, move || gapless_io::kernel::nic::if_index(&name))
+                .map_err(|err| bad(&text, err))?;
+        }
+    }
+    Ok(())
+}
+
+/// The run's own TX link while a user's link event holds it down: the link watcher and the
+/// backend leave such a link alone, so the run goes on.
+#[derive(Debug, Default)]
+pub struct Expected {
+    /// From just before the user's link down until `UP_GRACE` after its link up.
+    down: AtomicBool,
+    /// From just before the user's link down until its link up was acknowledged: the send
+    /// loops do not even try (a refused send would first wait for the link's state).
+    held: AtomicBool,
+    /// Frames due while held, or refused in the grace after (counted as sent, and lost).
+    pub dropped: std::sync::atomic::AtomicU64,
+}
+
+impl Expected {
+    /// Whether the run's TX link is down (or coming back) because a user's event set it so.
+    pub fn down(&self) -> bool {
+        self.down.load(Ordering::Acquire)
+    }
+
+    /// Whether a user's event holds the run's TX link down now.
+    #[inline]
+    pub fn held(&self) -> bool {
+        self.held.load(Ordering::Relaxed)
+    }
+
+    /// The fault a send meets while the link is held down (not sent: counted).
+    #[cold]
+    pub fn refuse(&self) -> gapless_io::IoError {
+        gapless_io::IoError::LinkLost {
+            iface: String::new(),
+            what: "was set down by an event".into(),
+        }
+    }
+}
+
+/// How long after a user's `link up` on the run's own TX link a link still found down is
+/// taken as the event's, at most: the kernel's link watch updates the operational state at
+/// most once a second, so the link reads "no carrier" for up to a second after it is up.
+/// The grace ends sooner, as soon as the link reads up.
+const UP_GRACE: Duration = Duration::from_millis(2500);
+
+/// Whether the grace after a user's `link up` at `up_at` on `iface` is over.
+fn grace_over(up_at: Option<Instant>, iface: &str) -> bool {
+    up_at.is_some_and(|u| {
+        u.elapsed() >= UP_GRACE
+            || (u.elapsed() >= Duration::from_millis(20)
+                && gapless_io::kernel::nic::link_state(iface) == gapless_io::kernel::nic::LinkState::Up)
+    })
+}
+
+/// Makes the events at their times after `t0` (in time order), until either of `ends` is
+/// raised (a stop, the sending's end), and returns then; records what was made in `out`.
+/// `tx` is the run's own TX link (namespace, interface; this thread is in the run's
+/// namespace): a user's link down on it sets `expected` until the link reads up again after
+/// its link up (`UP_GRACE` at most), or until the end.
+pub fn run(
+    mut events: Vec<EventSpec>,
+    t0: Instant,
+    ends: [&AtomicBool; 2],
+    tx: (Option<&str>, &str),
+    expected: &Expected,
+    out: &Mutex<Vec<EventRecord>>,
+) {
+    let stop = || ends.iter().any(|e| e.load(Ordering::Relaxed));
+    let up_at = run_until(&mut events, t0, &stop, tx, expected, out);
+    // A link the user left down stays the user's until the sending ends.
+    while !stop() {
+        if grace_over(up_at, tx.1) {
+            expected.down.store(false, Ordering::Release);
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    expected.down.store(false, Ordering::Release);
+    expected.held.store(false, Ordering::Release);
+}
+
+fn run_until(
+    events: &mut [EventSpec],
+    t0: Instant,
+    stop: &dyn Fn() -> bool,
+    tx: (Option<&str>, &str),
+    expected: &Expected,
+    out: &Mutex<Vec<EventRecord>>,
+) -> Option<Instant> {
+    events.sort_by(|a, b| a.at_s.total_cmp(&b.at_s));
+    let mut up_at: Option<Instant> = None;
+    for e in events.iter() {
+        let due = t0 + Duration::from_secs_f64(e.at_s);
+        while Instant::now() < due {
+            if stop() {
+                return up_at;
+            }
+            if grace_over(up_at, tx.1) {
+                expected.down.store(false, Ordering::Release);
+            }
+            std::thread::sleep((due - Instant::now()).min(Duration::from_millis(1)));
+        }
+        let own = e
+            .link()
+            .is_some_and(|(ns, i)| i == tx.1 && (ns.is_none() || ns == tx.0));
+        let down = matches!(e.action, EventAction::Link { up: false, .. });
+        if own && down {
+            expected.down.store(true, Ordering::Release);
+            expected.held.store(true, Ordering::Release);
+        }
+        let made = make(e, tx.0);
+        if own && !down {
+            expected.held.store(false, Ordering::Release);
+        }
+        up_at = if own { (!down).then(Instant::now) } else { up_at };
+        out.lock().unwrap_or_else(|p| p.into_inner()).push(record(e, made));
+    }
+    up_at
+}
+
+fn make(e: &EventSpec, run_netns: Option<&str>) -> Result<gapless_io::kernel::rtnl::Change, String> {
+    use gapless_io::kernel::rtnl;
+    let r = match &e.action {
+        EventAction::Link { netns, iface, up } => rtnl::set_link(netns.as_deref().or(run_netns), iface, *up),
+        EventAction::Route {
+            netns,
+            add,
+            prefix,
+            via,
+            dev,
+        } => rtnl::route(netns.as_deref().or(run_netns), *add, prefix, *via, dev.as_deref()),
+    };
+    r.map_err(|err| err.to_string())
+}
+
+fn record(e: &EventSpec, made: Result<gapless_io::kernel::rtnl::Change, String>) -> EventRecord {
+    let (sent_ns, acked_ns, error) = match made {
+        Ok(c) => (c.sent_ns, c.acked_ns, None),
+        Err(why) => (0, 0, Some(why)),
+    };
+    EventRecord {
+        at_s: e.at_s,
+        what: e.text(),
+        sent_ns,
+        acked_ns,
+        stamp: "the rtnetlink ACK".into(),
+        error,
+    }
+}
+
+/// The run's planned length (ns) when every stream has an end: its offset, and its
+/// duration or its count at its mean gap.
+pub fn planned_ns(profile: &gapless_core::Profile) -> Option<u64> {
+    let ends: Option<Vec<u64>> = profile
+        .streams
+        .iter()
+        .map(|s| {
+            let len = s
+                .duration_ns
+                .or_else(|| s.count.map(|n| (n as f64 * s.mean_gap_ns()) as u64))?;
+            Some(s.start_offset_ns + len)
+        })
+        .collect();
+    ends?.into_iter().max()
+}
+
+/// A run's events while it runs: what was made, and its own link held down.
+#[derive(Debug, Default)]
+pub struct EventBoard {
+    pub made: Mutex<Vec<EventRecord>>,
+    pub expected: Arc<Expected>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_text_form_reads_back_and_bad_events_say_what_to_write() {
+        let e = EventSpec::parse("1.2s link down gl-tx/gl-tx0").unwrap();
+        assert_eq!(
+            e.action,
+            EventAction::Link {
+                netns: Some("gl-tx".into()),
+                iface: "gl-tx0".into(),
+                up: false
+            }
+        );
+        assert_eq!(e.at_s, 1.2);
+        assert_eq!(e.text(), "1.2s link down gl-tx/gl-tx0");
+        let r = EventSpec::parse("250ms route del gl-dut 198.18.1.0/24").unwrap();
+        assert_eq!(
+            (r.at_s, r.text()),
+            (0.25, "0.25s route del gl-dut 198.18.1.0/24".to_string())
+        );
+        let a = EventSpec::parse("2s route add - 198.18.1.0/24 via 198.18.0.1").unwrap();
+        assert_eq!(a.text(), "2s route add - 198.18.1.0/24 via 198.18.0.1");
+        let d = EventSpec::parse("2s route add gl-dut 198.18.0.2/32 dev gl-d1").unwrap();
+        assert_eq!(d.text(), "2s route add gl-dut 198.18.0.2/32 dev gl-d1");
+        for (bad, want) in [
+            ("link down x", "starts with its time"),
+            ("1s link sideways x", "TIME link up|down"),
+            ("1s route del ns 198.18.1.0/99", "prefix length"),
+            ("1s route add ns 10.0.0.0/8", "via ADDRESS|dev IFACE"),
+            ("-1s link up x", "starts with its time"),
+        ] {
+            let got = EventSpec::parse(bad).unwrap_err().to_string();
+            assert!(got.contains(want), "{bad}: expected {want:?} in the error; got {got}");
+        }
+        let late = check(&[e], None, Some(1_000_000_000)).unwrap_err().to_string();
+        assert!(late.contains("after the run's planned end at 1.000 s"), "{late}");
+        let no_ns = check(&[EventSpec::parse("0.5s link up nope-ns/x").unwrap()], None, None).unwrap_err();
+        assert!(no_ns.to_string().contains("\"nope-ns\" does not exist"), "{no_ns}");
+    }
+}
