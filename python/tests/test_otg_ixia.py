@@ -15,13 +15,14 @@ import struct
 import subprocess
 import time
 import zlib
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
 import snappi  # type: ignore[import-untyped]
 
-from conftest import Server, gapless_cli, require_root
+from conftest import Server, gapless_cli, have, require_root
 from test_otg import api, run_to_stop, tshark_problems
 
 NS, A, Z = "glix", "veth-a", "veth-z"
@@ -309,3 +310,111 @@ def test_device_namespaces_go_with_the_config_the_server_and_a_killed_server(ser
         assert len(netns_of(s.proc.pid)) == 2
     finally:
         s.stop()
+
+
+def convergence_config(a: Any, count: int) -> Any:
+    cfg = ports(a)
+    f = flow(cfg, "conv", 128, count=count)
+    f.rate.pps = 10_000
+    eth, _ip, _udp = f.packet.ethernet().ipv4().udp()
+    eth.src.value, eth.dst.value = MAC_A, MAC_Z
+    cfg.options.flow_options.packet_loss_duration = True
+    cfg.events.dp_events.enable, cfg.events.dp_events.rx_rate_threshold = True, 95
+    cfg.events.cp_events.enable = True
+    return cfg
+
+
+def convergence(a: Any) -> Any:
+    req = a.metrics_request()
+    req.convergence.flow_names = ["conv"]
+    return a.get_metrics(req).convergence_metrics[0]
+
+
+@contextmanager
+def sink(path: Path) -> Iterator[None]:
+    p = subprocess.Popen(["ip", "netns", "exec", NS, "tcpdump", "-i", Z, "--time-stamp-precision=nano", "-U", "-w", str(path), "udp"],
+                         stderr=subprocess.PIPE, text=True)
+    assert p.stderr is not None and "listening" in p.stderr.readline(), "expected tcpdump to start"
+    try:
+        yield
+    finally:
+        time.sleep(0.3)
+        p.send_signal(signal.SIGINT)
+        p.wait(timeout=10)
+
+
+def wait_stopped(a: Any, timeout: float = 30) -> Any:
+    """Polls the flow metrics until every flow has stopped (traffic already started)."""
+    req = a.metrics_request()
+    req.flow.flow_names = []
+    t0 = time.monotonic()
+    while True:
+        m = list(a.get_metrics(req).flow_metrics)
+        if all(x.transmit == "stopped" for x in m):
+            return m[0]
+        assert time.monotonic() - t0 < timeout, f"expected every flow to stop within {timeout} s"
+        time.sleep(0.1)
+
+
+def largest_gap_ns(path: Path) -> int:
+    from scapy.all import RawPcapReader  # type: ignore[import-untyped]
+
+    ts = [meta.sec * 1_000_000_000 + meta.usec for _, meta in RawPcapReader(str(path))]  # a nanosecond pcap
+    return max(b - a for a, b in zip(ts, ts[1:]))
+
+
+def test_a_port_link_down_and_up_is_timed_as_convergence_and_the_run_goes_on(server: Server, transport: str, ixia: str,
+                                                                              tmp_path: Path) -> None:
+    a = api(server, transport)
+    assert len(a.set_config(convergence_config(a, 12_000)).warnings) == 0
+    cs = a.control_state()
+    with sink(tmp_path / "c.pcap"):
+        cs.traffic.flow_transmit.state = cs.traffic.flow_transmit.START
+        a.set_control_state(cs)
+        time.sleep(0.4)
+        link = a.control_state()
+        link.port.link.port_names, link.port.link.state = ["p1"], "down"
+        a.set_control_state(link)
+        req = a.metrics_request()
+        req.port.port_names = ["p1"]
+        assert a.get_metrics(req).port_metrics[0].link == "down"
+        time.sleep(0.25)
+        link.port.link.state = "up"
+        a.set_control_state(link)
+        m = wait_stopped(a)
+    assert m.frames_tx == 12_000, f"expected the flow to send all 12000 frames through the link flap; got {m.frames_tx}"
+    lost = m.frames_tx - m.frames_rx
+    assert 1_500 < lost < 4_000, f"expected about 250 ms of frames at 10 kframes/s lost; got {lost}"
+    assert m.packet_loss_duration.value == pytest.approx(lost / m.frames_tx_rate * 1e3, rel=1e-6), \
+        f"expected packet_loss_duration = lost / rate = {lost / m.frames_tx_rate * 1e3} ms; got {m.packet_loss_duration.value}"
+    c = convergence(a)
+    gap = largest_gap_ns(tmp_path / "c.pcap")
+    got = c.data_plane_convergence_us * 1e3
+    assert abs(got - gap) <= 100_000 + 0.01 * gap, f"expected data_plane_convergence_us within 100 µs + 1 % of the capture's outage {gap / 1e3:.0f} µs; got {c.data_plane_convergence_us}"
+    kinds = [e.type for e in c.events]
+    assert kinds.count("link_down") == 1 and kinds.count("link_up") == 1, f"expected the link events; got {kinds}"
+    assert "flow_rx_rate_below_threshold" in kinds and "flow_rx_rate_above_threshold" in kinds, f"expected the crossings; got {kinds}"
+    down = next(e for e in c.events if e.type == "link_down")
+    assert down.source == "p1" and down.begin_timestamp_ns <= down.end_timestamp_ns
+    # From the link down to the recovery: the last frame before the outage arrived within an
+    # inter-frame gap (100 µs) of the link down, so the two figures are within a millisecond.
+    assert abs(c.control_plane_data_plane_convergence_us - c.data_plane_convergence_us) < 1_000, \
+        f"expected control-plane-to-data-plane convergence within 1 ms of the data plane's; got {c.control_plane_data_plane_convergence_us} and {c.data_plane_convergence_us} µs"
+
+
+def test_a_sender_stall_is_no_convergence_event(server: Server, transport: str, ixia: str, tmp_path: Path) -> None:
+    """A CPU hog on every core stalls the sender now and then: its frames leave late and in a
+    burst, nothing is lost, and no rate crossing is reported."""
+    a = api(server, transport)
+    assert len(a.set_config(convergence_config(a, 8_000)).warnings) == 0
+    hog = subprocess.Popen([have("stress-ng"), "--cpu", "2", "--timeout", "3"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        with sink(tmp_path / "c.pcap"):
+            m = run_to_stop(a, None, set_config=False)[0]
+    finally:
+        hog.kill()
+        hog.wait()
+    assert m.frames_rx == m.frames_tx == 8_000, f"expected no loss (veths do not drop at 10 kframes/s); got {m.frames_tx}, {m.frames_rx}"
+    kinds = [e.type for e in convergence(a).events]
+    assert not any("threshold" in k for k in kinds), \
+        f"expected no rate crossing from a stall without loss (largest gap {largest_gap_ns(tmp_path / 'c.pcap') / 1e6:.2f} ms); got {kinds}"

@@ -200,7 +200,7 @@ pub fn check(events: &[EventSpec], run_netns: Option<&str>, planned_ns: Option<u
 /// backend leave such a link alone, so the run goes on.
 #[derive(Debug, Default)]
 pub struct Expected {
-    /// From just before the user's link down until `UP_GRACE` after its link up.
+    /// From just before the user's link down until the link reads up after its link up.
     down: AtomicBool,
     /// From just before the user's link down until its link up was acknowledged: the send
     /// loops do not even try (a refused send would first wait for the link's state).
@@ -221,6 +221,38 @@ impl Expected {
         self.held.load(Ordering::Relaxed)
     }
 
+    /// A user is about to set a link down: faults of the run's link are taken as the user's
+    /// from now on, and when it is the run's own link (`own`), the send loops stop trying.
+    pub fn hold(&self, own: bool) {
+        self.down.store(true, Ordering::Release);
+        if own {
+            self.held.store(true, Ordering::Release);
+        }
+    }
+
+    /// A send the link refused while down: the loops stop trying until the link is back.
+    pub(crate) fn refused(&self, n: usize) {
+        self.held.store(true, Ordering::Release);
+        self.dropped.fetch_add(n as u64, Ordering::Relaxed);
+    }
+
+    /// The user set the link up again: the loops send again once `iface` (in `netns`) reads
+    /// up, or after [`UP_GRACE`], on a thread of its own.
+    pub fn release(self: &Arc<Self>, netns: Option<String>, iface: String) {
+        let me = self.clone();
+        let t0 = Instant::now();
+        let _ = std::thread::Builder::new().name("link-release".into()).spawn(move || {
+            let up = || {
+                gapless_io::kernel::nic::in_netns(netns.as_deref(), || Ok(gapless_io::kernel::nic::link_state(&iface)))
+            };
+            while t0.elapsed() < UP_GRACE && !matches!(up(), Ok(gapless_io::kernel::nic::LinkState::Up)) {
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            me.held.store(false, Ordering::Release);
+            me.down.store(false, Ordering::Release);
+        });
+    }
+
     /// The fault a send meets while the link is held down (not sent: counted).
     #[cold]
     pub fn refuse(&self) -> gapless_io::IoError {
@@ -231,84 +263,46 @@ impl Expected {
     }
 }
 
-/// How long after a user's `link up` on the run's own TX link a link still found down is
-/// taken as the event's, at most: the kernel's link watch updates the operational state at
-/// most once a second, so the link reads "no carrier" for up to a second after it is up.
-/// The grace ends sooner, as soon as the link reads up.
+/// How long after a user's `link up` a link still found down is taken as the user's, at
+/// most: the kernel's link watch updates the operational state at most once a second, so a
+/// link reads "no carrier" for up to a second after it is up. It ends sooner, as soon as the
+/// link reads up ([`Expected::release`]).
 const UP_GRACE: Duration = Duration::from_millis(2500);
 
-/// Whether the grace after a user's `link up` at `up_at` on `iface` is over.
-fn grace_over(up_at: Option<Instant>, iface: &str) -> bool {
-    up_at.is_some_and(|u| {
-        u.elapsed() >= UP_GRACE
-            || (u.elapsed() >= Duration::from_millis(20)
-                && gapless_io::kernel::nic::link_state(iface) == gapless_io::kernel::nic::LinkState::Up)
-    })
-}
-
 /// Makes the events at their times after `t0` (in time order), until either of `ends` is
-/// raised (a stop, the sending's end), and returns then; records what was made in `out`.
-/// `tx` is the run's own TX link (namespace, interface; this thread is in the run's
-/// namespace): a user's link down on it sets `expected` until the link reads up again after
-/// its link up (`UP_GRACE` at most), or until the end.
+/// raised (a stop, the sending's end); records what was made in `out`. `tx` is the run's
+/// own TX link (namespace, interface): a user's link down on any link holds the run's link
+/// faults as the user's ([`Expected::hold`]; on its own link the loops stop trying), until
+/// that link is up again ([`Expected::release`]).
 pub fn run(
     mut events: Vec<EventSpec>,
     t0: Instant,
     ends: [&AtomicBool; 2],
     tx: (Option<&str>, &str),
-    expected: &Expected,
+    expected: &Arc<Expected>,
     out: &Mutex<Vec<EventRecord>>,
 ) {
     let stop = || ends.iter().any(|e| e.load(Ordering::Relaxed));
-    let up_at = run_until(&mut events, t0, &stop, tx, expected, out);
-    // A link the user left down stays the user's until the sending ends.
-    while !stop() {
-        if grace_over(up_at, tx.1) {
-            expected.down.store(false, Ordering::Release);
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    expected.down.store(false, Ordering::Release);
-    expected.held.store(false, Ordering::Release);
-}
-
-fn run_until(
-    events: &mut [EventSpec],
-    t0: Instant,
-    stop: &dyn Fn() -> bool,
-    tx: (Option<&str>, &str),
-    expected: &Expected,
-    out: &Mutex<Vec<EventRecord>>,
-) -> Option<Instant> {
     events.sort_by(|a, b| a.at_s.total_cmp(&b.at_s));
-    let mut up_at: Option<Instant> = None;
     for e in events.iter() {
         let due = t0 + Duration::from_secs_f64(e.at_s);
         while Instant::now() < due {
             if stop() {
-                return up_at;
-            }
-            if grace_over(up_at, tx.1) {
-                expected.down.store(false, Ordering::Release);
+                return;
             }
             std::thread::sleep((due - Instant::now()).min(Duration::from_millis(1)));
         }
-        let own = e
-            .link()
-            .is_some_and(|(ns, i)| i == tx.1 && (ns.is_none() || ns == tx.0));
+        let link = e.link().map(|(ns, i)| (ns.or(tx.0), i));
         let down = matches!(e.action, EventAction::Link { up: false, .. });
-        if own && down {
-            expected.down.store(true, Ordering::Release);
-            expected.held.store(true, Ordering::Release);
+        if let (Some((ns, i)), true) = (link, down) {
+            expected.hold(i == tx.1 && ns == tx.0);
         }
         let made = make(e, tx.0);
-        if own && !down {
-            expected.held.store(false, Ordering::Release);
+        if let (Some((ns, i)), false) = (link, down) {
+            expected.release(ns.map(str::to_string), i.to_string());
         }
-        up_at = if own { (!down).then(Instant::now) } else { up_at };
         out.lock().unwrap_or_else(|p| p.into_inner()).push(record(e, made));
     }
-    up_at
 }
 
 fn make(e: &EventSpec, run_netns: Option<&str>) -> Result<gapless_io::kernel::rtnl::Change, String> {
@@ -355,13 +349,6 @@ pub fn planned_ns(profile: &gapless_core::Profile) -> Option<u64> {
         })
         .collect();
     ends?.into_iter().max()
-}
-
-/// A run's events while it runs: what was made, and its own link held down.
-#[derive(Debug, Default)]
-pub struct EventBoard {
-    pub made: Mutex<Vec<EventRecord>>,
-    pub expected: Arc<Expected>,
 }
 
 #[cfg(test)]

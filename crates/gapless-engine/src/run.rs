@@ -302,7 +302,7 @@ fn stamp_and_send(
 fn held_drop(opts: &RunOptions, e: gapless_io::IoError, n: usize) -> Result<(usize, u64), gapless_io::IoError> {
     match &opts.held {
         Some(h) if h.down() && matches!(e, gapless_io::IoError::LinkLost { .. }) => {
-            h.dropped.fetch_add(n as u64, Ordering::Relaxed);
+            h.refused(n);
             Ok((n, RunClock::realtime_now_ns()))
         }
         _ => Err(e),
@@ -481,8 +481,7 @@ fn send_loop(
                 } else {
                     0
                 };
-                let held = opts.held.as_deref().filter(|h| h.held());
-                let sent = match held {
+                let sent = match opts.held.as_deref().filter(|h| h.held()) {
                     None => stamp_and_send(c.g, c.out.0, c.lens, c.ats, c.variants, t.stamp_real, t_send),
                     Some(h) => Err(h.refuse()),
                 };

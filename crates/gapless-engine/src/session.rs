@@ -169,6 +169,18 @@ impl Pauser {
         self.0.pause(stream, on)
     }
 
+    /// A front end is about to set a link down: the run takes its link's faults as the
+    /// user's, not as an end; on its own link (`own`) its loops stop trying, and the frames
+    /// due count as sent and lost (`link_held_drops`).
+    pub fn hold_link(&self, own: bool) {
+        self.0.link.hold(own);
+    }
+
+    /// The link was set up again: the run sends once `iface` (in `netns`) reads up.
+    pub fn release_link(&self, netns: Option<String>, iface: String) {
+        self.0.link.release(netns, iface);
+    }
+
     /// Multiplies stream `stream`'s rate (its index in the profile) by `k` (> 0) from its
     /// next departure on. The meter's precision figures for it give way to the reason (its
     /// gaps no longer follow the profile), and the result counts the change. False: no such
@@ -718,8 +730,11 @@ fn run_threads(p: &mut Prepared, stop: &Arc<AtomicBool>) -> Result<Ran, EngineEr
             held: None,
         })
         .collect();
-    let events = crate::events::EventBoard::default();
-    let held = (!p.spec.events.is_empty()).then(|| events.expected.clone());
+    // A live run's link may be held down by a user (its events, or a front end's link
+    // control through the Pauser).
+    let link = p.board.link.clone();
+    let made = std::sync::Mutex::new(Vec::new());
+    let held = p.iface.is_some().then(|| link.clone());
     let opts: Vec<RunOptions> = opts
         .into_iter()
         .map(|o| RunOptions {
@@ -757,9 +772,9 @@ fn run_threads(p: &mut Prepared, stop: &Arc<AtomicBool>) -> Result<Ran, EngineEr
         };
         let t0 = std::time::Instant::now();
         let ev_h = (!p.spec.events.is_empty()).then(|| {
-            let (list, ev, tx) = (p.spec.events.clone(), &events, iface.as_deref().unwrap_or(""));
+            let (list, tx, made, link) = (p.spec.events.clone(), iface.as_deref().unwrap_or(""), &made, &link);
             let (ends, run_ns) = ([&**stop, &tx_done], p.spec.netns.as_deref());
-            sc.spawn(move || crate::events::run(list, t0, ends, (run_ns, tx), &ev.expected, &ev.made))
+            sc.spawn(move || crate::events::run(list, t0, ends, (run_ns, tx), link, made))
         });
         let hs: Vec<_> = p
             .backends
@@ -775,8 +790,8 @@ fn run_threads(p: &mut Prepared, stop: &Arc<AtomicBool>) -> Result<Ran, EngineEr
             std::thread::sleep(Duration::from_millis(50));
             // A link that goes down ends the run within a tick: no spin, no backlog burst.
             // A user's event that holds it down does not.
-            if let (Some(i), None, false) = (&iface, &link_fault, events.expected.down()) {
-                if let Some(e) = gapless_io::kernel::nic::link_fault(i).filter(|_| !events.expected.down()) {
+            if let (Some(i), None, false) = (&iface, &link_fault, link.down()) {
+                if let Some(e) = gapless_io::kernel::nic::link_fault(i).filter(|_| !link.down()) {
                     link_fault = Some(e.to_string());
                     stop.store(true, Ordering::Relaxed);
                 }
@@ -802,8 +817,8 @@ fn run_threads(p: &mut Prepared, stop: &Arc<AtomicBool>) -> Result<Ran, EngineEr
     if stats.backend_error.is_none() {
         stats.backend_error = link_fault;
     }
-    let held_drops = events.expected.dropped.load(Ordering::Relaxed);
-    let events = std::mem::take(&mut *events.made.lock().unwrap_or_else(|e| e.into_inner()));
+    let held_drops = link.dropped.load(Ordering::Relaxed);
+    let events = made.into_inner().unwrap_or_else(|e| e.into_inner());
     Ok(Ran {
         stats,
         rx,

@@ -68,6 +68,8 @@ pub(crate) struct Board {
     pub loops: Vec<(Arc<Live>, Vec<usize>)>,
     pub rx: Option<Arc<RxLive>>,
     pub t0: Instant,
+    /// The run's own link while a user holds it down ([`crate::events::Expected`]).
+    pub link: Arc<crate::events::Expected>,
     /// Recent counts per stream (tx sent, rx received), each with the time it was taken,
     /// for rates over a window (see [`RateWindow`]).
     rates: Mutex<Vec<(RateWindow, RateWindow)>>,
@@ -125,6 +127,7 @@ impl Board {
     ) -> Board {
         let now = Instant::now();
         Board {
+            link: Arc::default(),
             rates: Mutex::new(vec![(RateWindow::new(now), RateWindow::new(now)); names.len()]),
             names,
             ids,

@@ -99,6 +99,8 @@ pub struct FlowMetrics {
     pub timestamps: bool,
     /// The RX port's `layer1` speed, bit/s, for the serialization time the modes differ by.
     pub link_bps: Option<f64>,
+    /// `options.flow_options.packet_loss_duration`: the flow metric of that name.
+    pub loss_duration: bool,
 }
 
 fn flow_metrics(f: &Value, cfg: &Value, rx_port: &str) -> FlowMetrics {
@@ -108,6 +110,9 @@ fn flow_metrics(f: &Value, cfg: &Value, rx_port: &str) -> FlowMetrics {
         cut_through: m["latency"]["mode"].as_str() == Some("cut_through"),
         timestamps: m["timestamps"].as_bool().unwrap_or(false),
         link_bps: link_speed(cfg, rx_port),
+        loss_duration: cfg["options"]["flow_options"]["packet_loss_duration"]
+            .as_bool()
+            .unwrap_or(false),
     }
 }
 

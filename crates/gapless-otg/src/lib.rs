@@ -19,12 +19,14 @@
 //! patterns as field-engine ops), [`devices`] (emulated hosts), [`tunnels`] (a flow's tunnel header as the template's
 //! `tunnel`), [`config`], [`captures`] (a config's captures, the capture request), [`requests`],
 //! [`update`] (`update_config`: a flow's rate or size changed), [`runs`], [`shares`] (a config
-//! whose ports are on agents, split into each agent's share), [`metrics`].
+//! whose ports are on agents, split into each agent's share), [`metrics`], [`convergence`]
+//! (outages and the events that caused them as the model's convergence metrics).
 //! The state a server keeps (the config set last, the runs its traffic started) and the
 //! run table are the server's: this crate never starts, stops or stores anything.
 
 pub mod captures;
 pub mod config;
+pub mod convergence;
 pub mod devices;
 pub mod error;
 pub mod metrics;

@@ -47,6 +47,7 @@ pub fn from_snapshot(snap: &Value, idx: usize, started: bool) -> Flow {
             "lost": rx["lost"], "reordered": rx["reordered"], "duplicated": rx["duplicated"],
             "latency_p50_ns": rx["latency_p50_ns"], "latency_p99_ns": rx["latency_p99_ns"],
             "latency_p99_9_ns": rx["latency_p99_9_ns"], "lateness_last_ns": tx["lag_ns"],
+            "loss_episodes": { "count": rx["loss_episodes"], "longest_ns": rx["longest_outage_ns"] },
         }),
     }
 }
@@ -88,6 +89,7 @@ pub fn from_result(result: &Value, id: i64, idx: usize, name: &str) -> Flow {
             "lateness": tx["lateness"],
             "schedule": result["verdict"]["schedule"],
             "run": id,
+            "loss_episodes": rx["loss_episodes"],
         }),
     }
 }
@@ -130,7 +132,24 @@ pub fn flow_json(name: &str, tx: &str, rx: &str, f: &Flow, m: &FlowMetrics) -> V
     if let Some(t) = f.timestamps.as_ref().filter(|_| m.timestamps) {
         v["timestamps"] = t.clone();
     }
+    if m.loss_duration {
+        v["packet_loss_duration"] = json!({ "value": loss_duration_ms(f) });
+        let longest = f.extra["loss_episodes"]["longest_ns"].as_f64().unwrap_or(0.0);
+        v["x_gapless"]["longest_outage_ms"] = json!(longest / 1e6);
+    }
     v
+}
+
+/// The model's estimate of the time traffic was lost, in ms: the frames lost (sent less
+/// received) at the flow's rate (frames sent per second). The outage the meter measured,
+/// to the frame, is `x_gapless.longest_outage_ms` beside it.
+fn loss_duration_ms(f: &Flow) -> f64 {
+    let lost = f.frames_tx.saturating_sub(f.frames_rx) as f64;
+    if f.tx_rate > 0.0 {
+        lost / f.tx_rate * 1e3
+    } else {
+        0.0
+    }
 }
 
 /// The latency figures in the flow's mode, and what was taken off.
@@ -234,6 +253,30 @@ mod tests {
             flow_json("f", "p1", "p2", &flow(), &ct)["latency"]["average_ns"],
             5000.0,
             "cut_through: one frame time off"
+        );
+        let lossy = Flow {
+            frames_tx: 3_000,
+            frames_rx: 2_500,
+            tx_rate: 10_000.0,
+            extra: json!({ "loss_episodes": { "longest_ns": 50_100_000 } }),
+            ..flow()
+        };
+        let d = flow_json(
+            "f",
+            "p1",
+            "p2",
+            &lossy,
+            &FlowMetrics {
+                loss_duration: true,
+                ..off.clone()
+            },
+        );
+        assert_eq!(
+            (
+                d["packet_loss_duration"]["value"].as_f64(),
+                d["x_gapless"]["longest_outage_ms"].as_f64()
+            ),
+            (Some(50.0), Some(50.1))
         );
         let unknown = FlowMetrics { link_bps: None, ..sf };
         let v = flow_json("f", "p1", "p2", &flow(), &unknown);

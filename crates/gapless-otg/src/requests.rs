@@ -39,6 +39,9 @@ pub enum Control {
     /// `protocol.all` start (true) or stop: the devices ask for their gateways again on a
     /// start; they stay up (their neighbour tables are the kernel's) on a stop.
     Protocols(bool),
+    /// `port.link` up (true) or down for the ports named (all when none are): the ports'
+    /// interfaces set administratively up or down.
+    Link(bool, Vec<String>),
     /// A choice gapless takes as a no-op, with the warning to send.
     NoOp(String),
 }
@@ -59,6 +62,15 @@ pub fn control(req: &Value) -> Result<Control, OtgError> {
             s @ ("start" | "stop") => Ok(Control::Capture(s == "start", names(&c["port_names"]))),
             other => Err(OtgError::invalid(format!(
                 "port.capture.state: {other:?} is not supported (start or stop)"
+            ))),
+        };
+    }
+    if choice == "port" && req["port"]["choice"].as_str() == Some("link") {
+        let l = &req["port"]["link"];
+        return match l["state"].as_str().unwrap_or_default() {
+            s @ ("up" | "down") => Ok(Control::Link(s == "up", names(&l["port_names"]))),
+            other => Err(OtgError::invalid(format!(
+                "port.link.state: {other:?} is not a link state (up or down)"
             ))),
         };
     }
@@ -99,6 +111,8 @@ pub enum Metrics {
     Flow(Vec<String>),
     /// Port metrics of the ports named (all when none are).
     Port(Vec<String>),
+    /// Convergence metrics of the flows named (all when none are).
+    Convergence(Vec<String>),
 }
 
 /// Reads a `monitor/metrics` request (port metrics when no choice is given).
@@ -107,8 +121,9 @@ pub fn metrics(req: &Value) -> Result<Metrics, OtgError> {
     match choice {
         "flow" => Ok(Metrics::Flow(names(&req[choice]["flow_names"]))),
         "port" => Ok(Metrics::Port(names(&req[choice]["port_names"]))),
+        "convergence" => Ok(Metrics::Convergence(crate::convergence::request(req))),
         other => Err(OtgError::invalid(format!(
-            "choice: {other:?} metrics are not supported (port or flow)"
+            "choice: {other:?} metrics are not supported (port, flow or convergence)"
         ))),
     }
 }
@@ -131,8 +146,9 @@ mod tests {
         assert_eq!(control(&all), Ok(Control::Protocols(true)));
         let bad = json!({"choice": "protocol", "protocol": {"choice": "all", "all": {"state": "up"}}});
         assert!(control(&bad).unwrap_err().errors[0].contains("protocol.all.state: \"up\""));
-        let port = json!({"choice": "port", "port": {"link": {"state": "up"}}});
-        assert!(matches!(control(&port), Ok(Control::NoOp(w)) if w.contains("\"port\"")));
+        let link =
+            json!({"choice": "port", "port": {"choice": "link", "link": {"port_names": ["p2"], "state": "down"}}});
+        assert_eq!(control(&link), Ok(Control::Link(false, vec!["p2".into()])));
         let pause =
             json!({"choice": "traffic", "traffic": {"flow_transmit": {"state": "pause", "flow_names": ["f2"]}}});
         assert_eq!(control(&pause), Ok(Control::Pause(vec!["f2".into()], true)));

@@ -204,6 +204,13 @@ impl Jobs {
             .collect()
     }
 
+    /// Whether job `id`'s thread is still at work (a job that sent its end event still
+    /// writes its report, and holds its interfaces, until its thread ends).
+    pub fn holds(&self, id: JobId) -> bool {
+        self.reap();
+        self.lock().contains_key(&id)
+    }
+
     /// Forgets the jobs whose thread has ended.
     pub fn reap(&self) {
         let mut active = self.lock();

@@ -19,6 +19,7 @@ const TICK: Duration = Duration::from_millis(200);
 const CHECKPOINT: Duration = Duration::from_secs(1);
 
 /// What a run is, for the database.
+#[derive(Clone)]
 pub struct NewRun {
     pub profile: String,
     pub toml: String,

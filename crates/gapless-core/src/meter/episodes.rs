@@ -175,6 +175,18 @@ impl EpisodeTracker {
     }
 }
 
+/// Episodes kept with their times in a summary ([`LossEpisodes::outages`]): the longest.
+pub const OUTAGES_KEPT: usize = 64;
+
+/// One episode as a summary keeps it.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct Outage {
+    /// Arrival of the last frame before it and of the first frame after it (ns).
+    pub from_ns: u64,
+    pub to_ns: u64,
+    pub frames: u64,
+}
+
 /// Episodes of one length class: `frames_min..=frames_max` (powers of two).
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct EpisodeBin {
@@ -217,6 +229,10 @@ pub struct LossEpisodes {
     /// The tail, when frames were still missing at the end (joined runs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub open: Option<OpenEpisode>,
+    /// The longest episodes ([`OUTAGES_KEPT`] at most, by frames), in time order: where the
+    /// outages were, for convergence figures.
+    #[serde(default)]
+    pub outages: Vec<Outage>,
     /// Episodes past the per-lane bound ([`MAX_KEPT`]): counted in `count` and
     /// `lost_frames`, not merged by time nor in the histogram.
     #[serde(default, skip_serializing_if = "is_zero")]
@@ -257,6 +273,18 @@ pub fn summarize(lanes: &[&EpisodeTracker], highest_rx_ns: u64) -> LossEpisodes 
         }
         bins[63 - e.frames.leading_zeros() as usize] += 1;
     }
+    let mut longest: Vec<&Episode> = merged.iter().collect();
+    longest.sort_unstable_by_key(|e| std::cmp::Reverse((e.frames, e.span_ns())));
+    longest.truncate(OUTAGES_KEPT);
+    longest.sort_unstable_by_key(|e| e.from_ns);
+    s.outages = longest
+        .iter()
+        .map(|e| Outage {
+            from_ns: e.from_ns,
+            to_ns: e.to_ns,
+            frames: e.frames,
+        })
+        .collect();
     s.histogram = (0..64)
         .filter(|&k| bins[k] > 0)
         .map(|k| EpisodeBin {
@@ -338,6 +366,21 @@ mod tests {
             "{s:?}"
         );
         assert_eq!(s.total_ns, 10_500 + 2_000);
+        assert_eq!(
+            s.outages,
+            vec![
+                Outage {
+                    from_ns: 1_000,
+                    to_ns: 11_500,
+                    frames: 10
+                },
+                Outage {
+                    from_ns: 50_000,
+                    to_ns: 52_000,
+                    frames: 1
+                }
+            ]
+        );
         assert_eq!(
             s.histogram,
             vec![

@@ -6,7 +6,7 @@ use axum::extract::State;
 use axum::Json;
 use gapless_otg::metrics::{flow_json, from_result, from_snapshot, port_metrics, Flow, FlowFigures};
 use gapless_otg::requests::{self, Metrics};
-use gapless_otg::{runs, OtgError};
+use gapless_otg::{convergence, runs, OtgError};
 use serde_json::{json, Value};
 
 use super::{otg, plan_of, OtgResult};
@@ -36,7 +36,23 @@ pub(crate) fn metrics_for(s: &Shared, req: &Value) -> Result<Value, OtgError> {
             let mut ports = port_metrics(&plan_of(s)?, &figures(s, &[])?, &names)?;
             with_captures(s, &mut ports);
             with_lost_agents(s, &mut ports);
+            let down = otg(s).links_down.clone();
+            for p in ports
+                .iter_mut()
+                .filter(|p| down.iter().any(|d| p["name"] == d.as_str()))
+            {
+                p["link"] = json!("down");
+            }
             Ok(json!({ "choice": "port_metrics", "port_metrics": ports, "warnings": [] }))
+        }
+        Metrics::Convergence(names) => {
+            let d = convergence::detector(&otg(s).raw.clone().unwrap_or_default())?;
+            let made = otg(s).made.clone();
+            let list: Vec<Value> = figures(s, &names)?
+                .iter()
+                .map(|(n, _, _, f)| convergence::metric(n, &f.extra["loss_episodes"], f.tx_rate, &d, &made))
+                .collect();
+            Ok(json!({ "choice": "convergence_metrics", "convergence_metrics": list, "warnings": [] }))
         }
     }
 }

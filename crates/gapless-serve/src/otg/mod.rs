@@ -55,6 +55,9 @@ pub struct OtgState {
     pub hosts: Vec<(String, Arc<gapless_io::hosts::Host>)>,
     /// A config whose ports are on agents: the agents, and its run ([`crate::cluster`]).
     pub cluster: Option<Arc<crate::cluster::Cluster>>,
+    /// The link events `control/state` made (for convergence metrics), and the ports set down.
+    pub made: Vec<gapless_otg::convergence::Recorded>,
+    pub links_down: Vec<String>,
 }
 
 /// A config's devices go with it: removed when the state is replaced or the server ends,
@@ -245,6 +248,8 @@ fn set_config_now(s: &Shared, cfg: Value) -> Result<Value, OtgError> {
         captures,
         hosts,
         cluster: None,
+        made: Vec::new(),
+        links_down: Vec::new(),
     };
     Ok(requests::ok(Vec::new()))
 }
@@ -306,6 +311,7 @@ pub(crate) async fn control_with(s: Shared, req: Value) -> Result<Value, OtgErro
             Ok(requests::ok(Vec::new()))
         }
         Control::Protocols(false) => Ok(requests::ok(Vec::new())),
+        Control::Link(up, ports) => blocking(move || link_control(&s, up, &ports)).await,
         Control::Capture(start, ports) => capture_control(&s, start, &ports),
         Control::Start(names) => blocking(move || start(&s, &names)).await,
         Control::Pause(names, on) => pause(&s, &names, on),
@@ -331,6 +337,7 @@ async fn cluster_control(s: Shared, c: Arc<crate::cluster::Cluster>, ctl: Contro
     match ctl {
         Control::NoOp(warning) => Ok(requests::ok(vec![warning])),
         Control::Protocols(_) => Ok(requests::ok(Vec::new())),
+        Control::Link(..) => Err(not_yet("link control")),
         Control::Start(names) if names.is_empty() => {
             let (plan, raw) = {
                 let st = otg(&s);
@@ -371,6 +378,75 @@ fn pause(s: &Shared, names: &[String], on: bool) -> Result<Value, OtgError> {
     Ok(requests::ok(Vec::new()))
 }
 
+/// `control/state` port link up or down for the ports named (all when none are): each
+/// port's interface set administratively up or down over rtnetlink, stamped at the kernel's
+/// ACK (a `link_down`/`link_up` event for convergence metrics). Runs going on take the fault
+/// as the user's and go on: the run on the port itself stops trying to send until the link
+/// is up again (its frames count as sent and lost), the others ride out a lost carrier.
+fn link_control(s: &Shared, up: bool, names: &[String]) -> Result<Value, OtgError> {
+    let plan = plan_of(s)?;
+    if let Some(n) = names.iter().find(|n| !plan.ports.iter().any(|p| &p.name == *n)) {
+        return Err(OtgError::invalid(format!("port.link.port_names: no port named {n:?}")));
+    }
+    let ports: Vec<_> = plan
+        .ports
+        .iter()
+        .filter(|p| names.is_empty() || names.contains(&p.name))
+        .collect();
+    if let Some(p) = ports.iter().find(|p| p.agent.is_some()) {
+        return Err(OtgError::invalid(format!(
+            "port.link.port_names: port {:?} is on an agent; link control acts on this host's ports. Fix: name local ports",
+            p.name
+        )));
+    }
+    // Each running run with its TX port.
+    let runs: Vec<(gapless_engine::Pauser, String)> = {
+        let st = otg(s);
+        let active = active(s);
+        st.pausers
+            .iter()
+            .filter(|c| active.contains(&JobId::Run(c.id)))
+            .filter_map(|c| {
+                let flow = st.runs.iter().find(|r| r.1 == c.id)?;
+                let tx = plan.flows.iter().find(|f| f.0 == flow.0)?.1.clone();
+                Some((c.pauser.clone(), tx))
+            })
+            .collect()
+    };
+    for p in ports {
+        // The change starts here: the run on the port stops sending before the request.
+        let begin_ns = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+        if !up {
+            runs.iter().for_each(|(r, tx)| r.hold_link(*tx == p.name));
+        }
+        let c = gapless_io::kernel::rtnl::set_link(p.netns.as_deref(), &p.iface, up).map_err(|e| {
+            OtgError::invalid(format!(
+                "port {:?}: the link could not be set {}: {e}",
+                p.name,
+                if up { "up" } else { "down" }
+            ))
+        })?;
+        if up {
+            runs.iter()
+                .for_each(|(r, _)| r.release_link(p.netns.clone(), p.iface.clone()));
+        }
+        let mut st = otg(s);
+        st.links_down.retain(|n| n != &p.name);
+        if !up {
+            st.links_down.push(p.name.clone());
+        }
+        st.made.push(gapless_otg::convergence::Recorded {
+            kind: if up { "link_up" } else { "link_down" }.into(),
+            source: p.name.clone(),
+            begin_ns: begin_ns.min(c.sent_ns),
+            end_ns: c.acked_ns,
+        });
+    }
+    Ok(requests::ok(Vec::new()))
+}
+
 /// Starts the flows named (all when none are) as one run per TX port.
 fn start(s: &Shared, names: &[String]) -> Result<Value, OtgError> {
     let plan = plan_of(s)?;
@@ -405,6 +481,25 @@ fn start(s: &Shared, names: &[String]) -> Result<Value, OtgError> {
     Ok(requests::ok(Vec::new()))
 }
 
+/// How long a start waits for an ended run to let go of its ports: a run whose flows
+/// reported `stopped` (it sent its end) still writes its report and plots, and holds its
+/// interfaces until then; a script that starts again as soon as it saw them stopped must not
+/// meet a busy port.
+const ENDED_RUN_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Whether `holder`, which holds a port, has ended (it sent its end), once it let go of the
+/// port (waiting up to [`ENDED_RUN_WAIT`]).
+fn ended_and_gone(s: &Shared, holder: JobId) -> bool {
+    if active(s).contains(&holder) {
+        return false;
+    }
+    let t0 = std::time::Instant::now();
+    while s.jobs.holds(holder) && t0.elapsed() < ENDED_RUN_WAIT {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    !s.jobs.holds(holder)
+}
+
 fn start_group(s: &Shared, g: &Group) -> Result<(i64, Option<gapless_engine::Pauser>, usize), OtgError> {
     let room = runs::compiled(g)?.max_frame() as usize - FCS_LEN;
     let mut run = runs::port_run(g)?;
@@ -422,7 +517,13 @@ fn start_group(s: &Shared, g: &Group) -> Result<(i64, Option<gapless_engine::Pau
         target: run.target,
         spec: run.spec,
     };
-    let (id, p) = crate::runs::start_pausable(&s.jobs, &s.db, &s.reports, new).map_err(|e| match e {
+    let mut started = crate::runs::start_pausable(&s.jobs, &s.db, &s.reports, new.clone());
+    if let Err(StartError::Busy { holder, .. }) = &started {
+        if ended_and_gone(s, *holder) {
+            started = crate::runs::start_pausable(&s.jobs, &s.db, &s.reports, new);
+        }
+    }
+    let (id, p) = started.map_err(|e| match e {
         StartError::Busy { iface, holder } => {
             OtgError::conflict(format!("port {}: {iface} is busy with {holder}", g.tx.name))
         }
