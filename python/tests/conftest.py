@@ -10,6 +10,8 @@ import os
 import shutil
 import signal
 import subprocess
+import time
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator, List
 
@@ -69,6 +71,25 @@ def have(tool: str) -> str:
     path = shutil.which(tool)
     assert path, f"expected {tool} on PATH; got none. Fix: run scripts/setup.sh --test"
     return path
+
+
+@contextmanager
+def tcpdump(netns: str, iface: str, path: Path, what: str, *opts: str, keep_all: bool = False) -> Iterator[None]:
+    """tcpdump on `iface` in `netns` while the block runs, nanosecond stamps (the kernel's RX
+    stamps, as the meter's); `keep_all` asserts it dropped no frame."""
+    p = subprocess.Popen(["ip", "netns", "exec", netns, have("tcpdump"), "-i", iface, "--time-stamp-precision=nano", "-U",
+                          *opts, "-w", str(path), what], stderr=subprocess.PIPE, text=True)
+    assert p.stderr is not None
+    line = p.stderr.readline()
+    assert "listening" in line, f"expected tcpdump to start; got {line}"
+    try:
+        yield
+    finally:
+        time.sleep(0.3)
+        p.send_signal(signal.SIGINT)
+        _, err = p.communicate(timeout=10)
+        if keep_all:
+            assert "\n0 packets dropped by kernel" in "\n" + err, f"expected tcpdump to keep every frame; got {err}"
 
 
 def stream(name: str = "a", rate: float = 100_000, count: int = 1000, **extra: object) -> dict:  # type: ignore[type-arg]

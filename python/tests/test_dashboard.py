@@ -151,6 +151,17 @@ def test_compose_save_reload_run_live_and_open_the_report(server: Server, testbe
         expect(page.locator(".run-view h2")).to_contain_text("Run 2")
         expect(page.locator(".run-view pre.summary")).to_contain_text("calibration")
         expect(page.locator('.run-view .banner [data-key="calibration"]')).to_contain_text("latency offset")
+        # At 1280 px the Runs list keeps its schedule column: whole, or in its own box that
+        # scrolls, never cut off by the page.
+        page.set_viewport_size({"width": 1280, "height": 800})
+        fits = page.evaluate("""() => {
+            const box = document.querySelector('#tab-history .runs-box'), th = document.querySelector('#runs thead th:last-child');
+            const b = box.getBoundingClientRect(), t = th.getBoundingClientRect();
+            return { inside: t.right <= b.right + 1, scrolls: box.scrollWidth > box.clientWidth, boxRight: b.right,
+                     shown: b.width > 0 && t.width > 0, vw: document.documentElement.clientWidth };
+        }""")
+        assert fits["shown"] and (fits["inside"] or fits["scrolls"]) and fits["boxRight"] <= fits["vw"] + 1, \
+            f"expected the runs list's schedule column inside its box, or the box to scroll, within the 1280 px page; got {fits}"
         page.locator('#runs tbody tr[data-id="1"] .pick').check()
         page.locator('#runs tbody tr[data-id="2"] .pick').check()
         page.click("#compare")
@@ -188,6 +199,7 @@ def tile_values(result: dict) -> dict:  # type: ignore[type-arg]
         "lost": sum(s["lost_vs_tx"] for s in rs),
         "reordered": sum(s["seq"]["reordered"] for s in rs),
         "duplicated": sum(s["seq"]["duplicated"] for s in rs),
+        "longest_outage": (top([s["loss_episodes"]["longest_ns"] for s in rs]) or 0) / 1e6,
         "achieved_pps": result["achieved_pps"],
         "rate_error_ppm": top([abs(s["rate_error_rel"]) * 1e6 for s in result["streams"] if s.get("rate_error_rel") is not None]),
         "latency_p50": us(top([l["percentiles_ns"]["p50"] for l in lat])),

@@ -6,18 +6,16 @@ TCP ports checked on the wire, IPv6, rates and errors as snappi sees them."""
 from __future__ import annotations
 
 import itertools
-import signal
 import subprocess
 import time
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator, List
+from typing import Any, List
 
 import pytest
 import snappi  # type: ignore[import-untyped]
 from scapy.all import IPv6, TCP, UDP, rdpcap  # type: ignore[import-untyped]
 
-from conftest import Server, Testbed, have
+from conftest import Server, Testbed, have, tcpdump
 
 MAC_TX, MAC_RX = "02:67:6c:00:00:01", "02:67:6c:00:00:02"
 
@@ -83,20 +81,9 @@ def run_to_stop(a: Any, cfg: Any, timeout: float = 30, set_config: bool = True) 
         time.sleep(0.2)
 
 
-@contextmanager
-def capture(tb: Testbed, path: Path, what: str = "ip or ip6") -> Iterator[None]:
+def capture(tb: Testbed, path: Path, what: str = "ip or ip6") -> Any:
     """tcpdump on the testbed's receiving end while the block runs."""
-    p = subprocess.Popen(["ip", "netns", "exec", tb.rx_ns, have("tcpdump"), "-i", tb.rx, "-U", "-s", "512", "-w", str(path), what],
-                         stderr=subprocess.PIPE, text=True)
-    assert p.stderr is not None
-    line = p.stderr.readline()
-    assert "listening" in line, f"expected tcpdump to start; got {line}"
-    try:
-        yield
-    finally:
-        time.sleep(0.3)
-        p.send_signal(signal.SIGINT)
-        p.wait(timeout=10)
+    return tcpdump(tb.rx_ns, tb.rx, path, what, "-s", "512")
 
 
 def test_quickstart_two_flows_every_frame_sent_and_received(server: Server, transport: str, testbed: Testbed) -> None:

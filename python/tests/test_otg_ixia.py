@@ -15,14 +15,13 @@ import struct
 import subprocess
 import time
 import zlib
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
 import snappi  # type: ignore[import-untyped]
 
-from conftest import Server, gapless_cli, have, require_root
+from conftest import Server, gapless_cli, have, require_root, tcpdump
 from test_otg import api, run_to_stop, tshark_problems
 
 NS, A, Z = "glix", "veth-a", "veth-z"
@@ -330,17 +329,8 @@ def convergence(a: Any) -> Any:
     return a.get_metrics(req).convergence_metrics[0]
 
 
-@contextmanager
-def sink(path: Path) -> Iterator[None]:
-    p = subprocess.Popen(["ip", "netns", "exec", NS, "tcpdump", "-i", Z, "--time-stamp-precision=nano", "-U", "-w", str(path), "udp"],
-                         stderr=subprocess.PIPE, text=True)
-    assert p.stderr is not None and "listening" in p.stderr.readline(), "expected tcpdump to start"
-    try:
-        yield
-    finally:
-        time.sleep(0.3)
-        p.send_signal(signal.SIGINT)
-        p.wait(timeout=10)
+def sink(path: Path) -> Any:
+    return tcpdump(NS, Z, path, "udp")
 
 
 def wait_stopped(a: Any, timeout: float = 30) -> Any:

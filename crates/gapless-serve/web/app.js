@@ -514,6 +514,7 @@ function tiles(r) {
     tile("lost", "lost", rs.length ? sumOf(rs, (s) => s.lost_vs_tx) : null, "frames"),
     tile("reordered", "reordered", rs.length ? sumOf(rs, (s) => s.seq && s.seq.reordered) : null, "frames"),
     tile("duplicated", "duplicated", rs.length ? sumOf(rs, (s) => s.seq && s.seq.duplicated) : null, "frames"),
+    tile("longest_outage", "longest outage", outage(rs), "ms", rs.length ? `${sumOf(rs, (s) => s.loss_episodes && s.loss_episodes.count)} loss episodes` : ""),
     tile("achieved_pps", "achieved rate", num(r.achieved_pps), "frames/s"),
     tile("rate_error_ppm", "rate error (worst stream)", errPpm, "ppm"),
     tile("latency_p50", "latency p50", pct("p50"), "µs", subtracted),
@@ -523,6 +524,12 @@ function tiles(r) {
     tile("lateness_p99", "departure lateness p99", num(r.lateness && r.lateness.p99_ns), "ns"),
     tile("interarrival_err_p50", "inter-arrival |err| p50", maxOf(ia, (i) => i.abs_err_p50_ns), "ns", ref ? `against the ${ref}` : ""),
     tile("microburst_pps", "worst microburst window", burst, "frames/s", jitter.length ? `over ${jitter[0].packets} frames` : ""));
+}
+
+/// The longest loss episode's span over the streams, in ms (null without a meter).
+function outage(rs) {
+  const ns = maxOf(rs, (s) => s.loss_episodes && s.loss_episodes.longest_ns);
+  return rs.length ? (ns == null ? 0 : ns / 1e6) : null;
 }
 
 /// A sortable table (click a heading) in a box of its own that scrolls.
@@ -548,14 +555,17 @@ function tables(r) {
   const rxs = ((r.rx && r.rx.streams) || []).map((s) => {
     const p = (s.latency && s.latency.percentiles_ns) || {};
     const us = (v) => (v == null ? null : v / 1000);
-    return [s.name, s.rx_frames, s.lost_vs_tx, s.seq && s.seq.reordered, s.seq && s.seq.duplicated, us(p.p50), us(p.p99), us(p.p99_9),
-      s.interarrival && s.interarrival.abs_err_p50_ns, s.interarrival && s.interarrival.gap_reference];
+    const ep = s.loss_episodes || {};
+    return [s.name, s.rx_frames, s.lost_vs_tx, ep.count, ep.longest_ns == null ? null : ep.longest_ns / 1e6, s.seq && s.seq.reordered,
+      s.seq && s.seq.duplicated, us(p.p50), us(p.p99), us(p.p99_9), s.interarrival && s.interarrival.abs_err_p50_ns,
+      s.interarrival && s.interarrival.gap_reference];
   });
   return el("div", { class: "report-tables" },
     el("h3", { text: "TX per stream" }),
     table("tx", ["stream", "sent", "target pps", "achieved pps", "rate err ppm", "lateness p99 ns", "late > 1 gap"], tx),
     rxs.length ? el("h3", { text: "RX per stream" }) : "",
-    rxs.length ? table("rx", ["stream", "received", "lost", "reordered", "duplicated", "latency p50 µs", "p99 µs", "p99.9 µs", "|err| p50 ns", "reference"], rxs) : "");
+    rxs.length ? table("rx", ["stream", "received", "lost", "loss episodes", "longest outage ms", "reordered", "duplicated", "latency p50 µs",
+      "p99 µs", "p99.9 µs", "|err| p50 ns", "reference"], rxs) : "");
 }
 
 /// One uPlot plot in a box: zoom by dragging, values on hover (its legend). `log`: true for

@@ -4,9 +4,9 @@
 //! A jump in the numbers opens a hole: the numbers skipped, between the frame that was the
 //! highest (the last frame before the hole) and the one that jumped (the first after it). A
 //! late frame fills its number: the hole shrinks, or splits in two, and a hole it empties is
-//! no episode at all (reordering is not loss). A hole a whole window ([`WINDOW`]) below the
-//! highest number can no longer be filled (a later copy counts as beyond the window), so it
-//! becomes a final episode: the open holes are bounded by the window, and at most
+//! no episode at all (reordering is not loss). A hole a whole window (the sequence tracker's
+//! `seq::WINDOW`) below the highest number can no longer be filled (a later copy counts as
+//! beyond the window), so it becomes a final episode: the open holes are bounded by the window, and at most
 //! [`MAX_OPEN`] are kept open (past that the oldest is final early). The per-frame cost is
 //! one comparison (is the oldest hole final yet?) and two stores; holes are made and filled
 //! on the cold path.
@@ -19,8 +19,6 @@
 use std::collections::VecDeque;
 
 use serde::{Deserialize, Serialize};
-
-use super::seq::WINDOW;
 
 /// Holes kept open at most per lane.
 pub const MAX_OPEN: usize = 4096;
@@ -91,10 +89,11 @@ impl EpisodeTracker {
         }
     }
 
-    /// The highest number is now `max`: holes a window below it are final.
+    /// Numbers up to `floor` can no longer be filled (the highest less the window): holes
+    /// below it are final.
     #[inline]
-    pub fn slide(&mut self, max: u64) {
-        while self.open.front().is_some_and(|h| h.end + WINDOW <= max) {
+    pub fn slide(&mut self, floor: u64) {
+        while self.open.front().is_some_and(|h| h.end <= floor) {
             self.finalize_front();
         }
     }
@@ -345,9 +344,9 @@ mod tests {
     fn holes_a_window_below_are_final_and_lanes_merge_by_time() {
         let mut a = EpisodeTracker::default();
         a.hole(5, 9, 1_000, 11_000);
-        a.slide(9 + WINDOW - 1);
+        a.slide(8);
         assert_eq!(a.open.len(), 1);
-        a.slide(9 + WINDOW);
+        a.slide(9);
         assert_eq!((a.open.len(), a.done.len()), (0, 1));
         // Two lanes lose the same 10 µs outage, interleaved: one episode of both lanes' frames.
         let mut b = EpisodeTracker::default();

@@ -104,7 +104,7 @@ impl SeqTracker {
                 }
                 self.max_ns = t;
                 self.eps.in_order();
-                self.eps.slide(self.cur.max);
+                self.eps.slide(self.cur.max.saturating_sub(WINDOW));
             }
             SeqEvent::Reordered { extent } => self.eps.late(self.cur.max - extent, t),
             _ => {}
