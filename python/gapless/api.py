@@ -126,7 +126,9 @@ def start(profile: ProfileLike, **options: Any) -> Run:
     sending: ``rx`` (an interface), ``rx_netns``, ``rx_core``, ``rx_linger``,
     ``timestamps``, ``rx_backend``, ``rx_queue``, ``xdp_attach``, ``target_pps``,
     ``latency_unit_ns``, ``calibration`` (a file from :func:`calibrate`),
-    ``use_invalid_calibration``, ``signed_only``, ``warmup`` (seconds not metered).
+    ``use_invalid_calibration``, ``signed_only``, ``warmup`` (seconds not metered). Link and
+    route changes during the run: ``events``, a list of the CLI's ``--event`` strings, e.g.
+    ``["1.2s link down gl-dut/gl-d1", "1.45s link up gl-dut/gl-d1"]``.
     """
     prof = as_profile(profile)
     handle = _gapless.start(prof.to_dict(), prof.base_dir, prof.label, _options(options))
