@@ -96,6 +96,10 @@ def test_a_withdrawn_route_is_one_episode_matching_the_capture(router: str, tmp_
     assert ep["longest_from_ns"] <= dele["acked_ns"] + 1_000_000, f"expected the outage to start by the deletion's ACK; got {ep['longest_from_ns'] - dele['acked_ns']} ns after"
     assert ep["longest_from_ns"] + ep["longest_ns"] >= add["sent_ns"], "expected the first frame after the outage after the route was asked back"
     assert s["lost_vs_tx"] == ep["lost_frames"] and "open" not in ep, f"expected all loss in the episodes; got {s['lost_vs_tx']} vs {ep}"
+    # The sender's long stalls are kept with their times, each within what its counts say.
+    for lp in r["verdict"]["loops"]:
+        for st in lp.get("long_stalls", []):
+            assert 1_000_000 <= st["ns"] <= lp["stall_max_ns"], f"expected a kept stall of 1 ms up to the longest; got {st} in {lp}"
 
 
 def test_scattered_loss_gives_the_captures_histogram(router: str, tmp_path: Path) -> None:

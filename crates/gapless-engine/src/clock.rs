@@ -15,7 +15,7 @@
 use std::cell::Cell;
 use std::sync::OnceLock;
 
-use gapless_core::result::verdict::STALL_NS;
+use gapless_core::result::verdict::{StallSpan, LONG_STALLS_KEPT, LONG_STALL_NS, STALL_NS};
 
 /// How often the clock compares itself with CLOCK_MONOTONIC (ns of run time).
 pub const SAMPLE_NS: u64 = 50_000_000;
@@ -199,6 +199,8 @@ pub struct RunClock {
     /// CLOCK_REALTIME at the run's start, ns since the Unix epoch.
     pub realtime0_ns: u64,
     waits: Cell<WaitStats>,
+    /// Stalls of at least `LONG_STALL_NS`: (start on this clock, length).
+    long: std::cell::RefCell<Vec<(u64, u64)>>,
 }
 
 /// What the busy-wait saw: time spent waiting, and stalls (gaps of more than
@@ -223,6 +225,7 @@ impl RunClock {
             map: Cell::new(map),
             realtime0_ns,
             waits: Cell::new(WaitStats::default()),
+            long: std::cell::RefCell::new(Vec::new()),
         }
     }
 
@@ -294,6 +297,27 @@ impl RunClock {
         self.waits.get()
     }
 
+    #[cold]
+    fn keep_stall(&self, at: u64, ns: u64) {
+        let mut l = self.long.borrow_mut();
+        if l.len() < LONG_STALLS_KEPT {
+            l.push((at, ns));
+        }
+    }
+
+    /// The long stalls the busy-wait saw, on CLOCK_REALTIME (the run's start on it, plus
+    /// this clock's ns since then).
+    pub fn long_stalls(&self) -> Vec<StallSpan> {
+        self.long
+            .borrow()
+            .iter()
+            .map(|&(at, ns)| StallSpan {
+                from_ns: self.realtime0_ns + at,
+                ns,
+            })
+            .collect()
+    }
+
     /// Busy-waits until `at_ns`, sleeping first when the wait is long. Returns early if `stop`
     /// is raised during a sleep. Counts the time waited and the stalls the spin saw.
     #[inline]
@@ -313,6 +337,9 @@ impl RunClock {
                 w.stalls += 1;
                 w.stall_ns += gap;
                 w.stall_max_ns = w.stall_max_ns.max(gap);
+                if gap >= LONG_STALL_NS {
+                    self.keep_stall(prev, gap);
+                }
             }
             prev = now;
             if now >= at_ns {

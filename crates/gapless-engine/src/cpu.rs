@@ -57,7 +57,12 @@ impl CoreWatch {
     }
 
     /// What took time from the loop, with what its busy-wait saw.
-    pub fn finish(&self, wall_ns: u64, waits: WaitStats) -> LoopHealth {
+    pub fn finish(
+        &self,
+        wall_ns: u64,
+        waits: WaitStats,
+        long_stalls: Vec<gapless_core::result::verdict::StallSpan>,
+    ) -> LoopHealth {
         let wait = match (self.sched0, thread_schedstat()) {
             (Some(a), Some(b)) => Some(b.1.saturating_sub(a.1)),
             _ => None,
@@ -77,6 +82,7 @@ impl CoreWatch {
             waiting_ns: waits.waiting_ns,
             rt_priority: self.rt_priority,
             exclusive: self.exclusive0 && self.core.is_some_and(crate::cores::exclusive),
+            long_stalls,
         }
     }
 }

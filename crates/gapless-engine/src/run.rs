@@ -384,7 +384,7 @@ pub fn run(profile: &Profile, backend: &mut dyn TxBackend, opts: &RunOptions) ->
     let send_errors = backend.errors();
     let wall_ns = clock.now_ns();
     RunStats {
-        loops: vec![watch.finish(wall_ns, clock.wait_stats())],
+        loops: vec![watch.finish(wall_ns, clock.wait_stats(), clock.long_stalls())],
         warnings,
         streams: sched.into_stats(untimed_end),
         interrupted,

@@ -633,6 +633,7 @@ fn execute(mut p: Prepared, stop: &Arc<AtomicBool>) -> Result<RunReport, EngineE
     if let (Some(out), Some((src, meter, cal))) = (ran.rx, p.rx.take()) {
         let rep = rx_report(&p, &result, src.as_ref(), &meter, cal, out, ran.stats.interrupted);
         join(&mut result, rep);
+        gapless_core::result::mark_sender_stalls(&mut result);
     }
     let pcap = match &p.spec.target {
         TxTarget::Pcap(path) if pcap_error.is_none() => Some(path.clone()),

@@ -12,7 +12,9 @@
 //! window is exact to a frame. `data_plane_convergence_us` is the longest outage's span;
 //! with `cp_events` enabled, `control_plane_data_plane_convergence_us` runs from the last
 //! failure (a link set down, a route withdrawn) before that outage's end (its request's
-//! send) to the outage's end.
+//! send) to the outage's end. An outage the sender's own stall explains (`sender_stall_ns`
+//! of the meter's outage, marked from the send loops' long stalls) keeps its crossings,
+//! marked under `x_gapless`, and is not timed as the device's.
 
 use serde_json::{json, Value};
 
@@ -78,12 +80,16 @@ pub fn request(req: &Value) -> Vec<String> {
 /// stream; Null while nothing is known), the flow's rate in frames/s and the events made.
 pub fn metric(name: &str, episodes: &Value, rate_pps: f64, d: &Detector, made: &[Recorded]) -> Value {
     let min_frames = (1.0 - d.threshold) * rate_pps * d.window_us as f64 / 1e6;
-    let outages: Vec<(u64, u64)> = episodes["outages"]
+    // (from, to, the sender's stall time around it)
+    let outages: Vec<(u64, u64, u64)> = episodes["outages"]
         .as_array()
         .map(|a| {
             a.iter()
                 .filter(|o| o["frames"].as_f64().unwrap_or(0.0) > min_frames)
-                .filter_map(|o| Some((o["from_ns"].as_u64()?, o["to_ns"].as_u64()?)))
+                .filter_map(|o| {
+                    let stall = o["sender_stall_ns"].as_u64().unwrap_or(0);
+                    Some((o["from_ns"].as_u64()?, o["to_ns"].as_u64()?, stall))
+                })
                 .collect()
         })
         .unwrap_or_default();
@@ -91,14 +97,17 @@ pub fn metric(name: &str, episodes: &Value, rate_pps: f64, d: &Detector, made: &
         .iter()
         .map(|e| json!({ "type": e.kind, "source": e.source, "begin_timestamp_ns": e.begin_ns as f64, "end_timestamp_ns": e.end_ns as f64 }))
         .collect();
-    for &(from, to) in outages.iter().filter(|_| d.dp) {
+    for &(from, to, stall) in outages.iter().filter(|_| d.dp) {
         for (kind, at) in [
             ("flow_rx_rate_below_threshold", from),
             ("flow_rx_rate_above_threshold", to),
         ] {
-            events.push(
-                json!({ "type": kind, "source": name, "begin_timestamp_ns": at as f64, "end_timestamp_ns": at as f64 }),
-            );
+            let mut e =
+                json!({ "type": kind, "source": name, "begin_timestamp_ns": at as f64, "end_timestamp_ns": at as f64 });
+            if stall > 0 {
+                e["x_gapless"] = json!({ "sender_stall_ns": stall, "cause": "the sender stalled: not the device's" });
+            }
+            events.push(e);
         }
     }
     events.sort_by(|a, b| {
@@ -108,8 +117,12 @@ pub fn metric(name: &str, episodes: &Value, rate_pps: f64, d: &Detector, made: &
             .total_cmp(&b["begin_timestamp_ns"].as_f64().unwrap_or(0.0))
     });
     let mut m = json!({ "name": name, "events": events });
-    let longest = outages.iter().max_by_key(|(f, t)| t.saturating_sub(*f));
-    if let Some(&(from, to)) = longest.filter(|_| d.dp) {
+    // The device's outages only: one the sender's stall explains is marked, not timed.
+    let longest = outages
+        .iter()
+        .filter(|o| o.2 == 0)
+        .max_by_key(|(f, t, _)| t.saturating_sub(*f));
+    if let Some(&(from, to, _)) = longest.filter(|_| d.dp) {
         m["data_plane_convergence_us"] = json!(to.saturating_sub(from) as f64 / 1e3);
         // The cause: the last failure (a link down, a route withdrawn) before the recovery.
         let failure = |e: &&Recorded| matches!(e.kind.as_str(), "link_down" | "route_withdraw");
@@ -173,6 +186,13 @@ mod tests {
                 "flow_rx_rate_above_threshold"
             ]
         );
+        let stalled = json!({ "outages": [{ "from_ns": 1_000_000, "to_ns": 40_000_000, "frames": 300, "sender_stall_ns": 20_000_000 }] });
+        let m = metric("f", &stalled, 10_000.0, &d, &[]);
+        assert!(
+            m.get("data_plane_convergence_us").is_none(),
+            "expected a stalled sender's outage not timed: {m}"
+        );
+        assert_eq!(m["events"][0]["x_gapless"]["sender_stall_ns"], 20_000_000, "{m}");
         let none = metric("f", &json!({ "outages": [] }), 10_000.0, &d, &[]);
         assert!(
             none.get("data_plane_convergence_us").is_none() && none["events"] == json!([]),

@@ -184,6 +184,10 @@ pub struct Outage {
     pub from_ns: u64,
     pub to_ns: u64,
     pub frames: u64,
+    /// The sender's own stalls around it (joined runs: `result::mark_sender_stalls`), ns:
+    /// not 0, the outage may be the sender's (its catch-up burst), not the device's.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub sender_stall_ns: u64,
 }
 
 /// Episodes of one length class: `frames_min..=frames_max` (powers of two).
@@ -282,6 +286,7 @@ pub fn summarize(lanes: &[&EpisodeTracker], highest_rx_ns: u64) -> LossEpisodes 
             from_ns: e.from_ns,
             to_ns: e.to_ns,
             frames: e.frames,
+            sender_stall_ns: 0,
         })
         .collect();
     s.histogram = (0..64)
@@ -371,12 +376,14 @@ mod tests {
                 Outage {
                     from_ns: 1_000,
                     to_ns: 11_500,
-                    frames: 10
+                    frames: 10,
+                    sender_stall_ns: 0
                 },
                 Outage {
                     from_ns: 50_000,
                     to_ns: 52_000,
-                    frames: 1
+                    frames: 1,
+                    sender_stall_ns: 0
                 }
             ]
         );

@@ -266,6 +266,86 @@ pub struct EventRecord {
     pub error: Option<String>,
 }
 
+/// How long before an outage a sender's stall still explains it: the frames it held back
+/// leave in a burst when it ends, and the burst is what a device may drop.
+pub const STALL_REACH_NS: u64 = 1_000_000;
+
+/// Marks each stream's outages that the sender's own stalls explain (a stall that overlaps
+/// the outage, or ends at most [`STALL_REACH_NS`] before it): `sender_stall_ns` says how
+/// much stall time lies there, so the outage is not taken as the device's.
+pub fn mark_sender_stalls(result: &mut RunResult) {
+    let stalls: Vec<verdict::StallSpan> = result
+        .verdict
+        .loops
+        .iter()
+        .flat_map(|l| l.long_stalls.iter().copied())
+        .collect();
+    let Some(rx) = result.rx.as_mut() else { return };
+    for o in rx
+        .streams
+        .iter_mut()
+        .filter_map(|s| s.loss_episodes.as_mut())
+        .flat_map(|e| e.outages.iter_mut())
+    {
+        let lo = o.from_ns.saturating_sub(STALL_REACH_NS);
+        o.sender_stall_ns = stalls
+            .iter()
+            .map(|st| (st.from_ns + st.ns).min(o.to_ns).saturating_sub(st.from_ns.max(lo)))
+            .sum();
+    }
+}
+
 fn is_zero(v: &u64) -> bool {
     *v == 0
+}
+
+#[cfg(test)]
+mod stall_tests {
+    use super::*;
+    use crate::meter::episodes::{LossEpisodes, Outage};
+    use crate::meter::report::StreamRx;
+
+    #[test]
+    fn an_outage_right_after_a_sender_stall_is_marked_and_one_far_from_it_is_not() {
+        let outage = |from_ns, to_ns| Outage {
+            from_ns,
+            to_ns,
+            frames: 100,
+            sender_stall_ns: 0,
+        };
+        let mut r = RunResult::default();
+        r.verdict.loops = vec![verdict::LoopHealth {
+            long_stalls: vec![verdict::StallSpan {
+                from_ns: 10_000_000,
+                ns: 5_000_000,
+            }],
+            ..Default::default()
+        }];
+        let eps = LossEpisodes {
+            // 0.5 ms after the stall ended (its burst), and 1 s later.
+            outages: vec![outage(15_500_000, 20_000_000), outage(1_000_000_000, 1_010_000_000)],
+            ..Default::default()
+        };
+        r.rx = Some(MeterReport {
+            streams: vec![StreamRx {
+                loss_episodes: Some(eps),
+                ..Default::default()
+            }],
+            ..Default::default()
+        });
+        mark_sender_stalls(&mut r);
+        let got: Vec<u64> = r.rx.unwrap().streams[0]
+            .loss_episodes
+            .as_ref()
+            .unwrap()
+            .outages
+            .iter()
+            .map(|o| o.sender_stall_ns)
+            .collect();
+        assert_eq!(
+            got,
+            vec![500_000, 0],
+            "the stall's last 0.5 ms reach the first outage; the second is the device's"
+        );
+    }
 }

@@ -52,7 +52,24 @@ pub struct LoopHealth {
     /// was kept off it (affinity), so any run-queue wait was taken by tasks outside gapless.
     #[serde(default)]
     pub exclusive: bool,
+    /// Each stall of at least [`LONG_STALL_NS`] the busy-wait saw (the first
+    /// [`LONG_STALLS_KEPT`]): when it began (CLOCK_REALTIME ns, the RX stamps' clock) and how
+    /// long it lasted. Frames due meanwhile left late, in a burst.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub long_stalls: Vec<StallSpan>,
 }
+
+/// A stall of the sender: from when, how long (ns).
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct StallSpan {
+    pub from_ns: u64,
+    pub ns: u64,
+}
+
+/// A stall this long or longer is kept with its time ([`LoopHealth::long_stalls`]).
+pub const LONG_STALL_NS: u64 = 1_000_000;
+/// Long stalls kept per send loop.
+pub const LONG_STALLS_KEPT: usize = 1024;
 
 /// A stream's part of the verdict.
 #[derive(Debug, Clone, Copy, Default)]
@@ -336,6 +353,7 @@ mod tests {
             waiting_ns: 2_431_763_213,
             wall_ns: 5_000_201_127,
             rt_priority: None,
+            long_stalls: Vec::new(),
         };
         let v = judge(&[facts(500_000, 4320, 0.0)], vec![l.clone()], &paced());
         assert_eq!(
