@@ -70,6 +70,11 @@ def run_to_stop(a: Any, cfg: Any, timeout: float = 30, set_config: bool = True) 
         cs = a.control_state()
         cs.traffic.flow_transmit.state = cs.traffic.flow_transmit.START
         a.set_control_state(cs)
+    return wait_stopped(a, timeout)
+
+
+def wait_stopped(a: Any, timeout: float = 30) -> List[Any]:
+    """Polls the flow metrics (traffic started) until every flow has stopped; returns them."""
     req = a.metrics_request()
     req.flow.flow_names = []
     t0 = time.monotonic()

@@ -22,7 +22,7 @@ import pytest
 import snappi  # type: ignore[import-untyped]
 
 from conftest import Server, gapless_cli, have, require_root, tcpdump
-from test_otg import api, run_to_stop, tshark_problems
+from test_otg import api, run_to_stop, tshark_problems, wait_stopped
 
 NS, A, Z = "glix", "veth-a", "veth-z"
 MAC_A, MAC_Z = "02:67:6c:0a:00:01", "02:67:6c:0a:00:02"
@@ -333,19 +333,6 @@ def sink(path: Path) -> Any:
     return tcpdump(NS, Z, path, "udp")
 
 
-def wait_stopped(a: Any, timeout: float = 30) -> Any:
-    """Polls the flow metrics until every flow has stopped (traffic already started)."""
-    req = a.metrics_request()
-    req.flow.flow_names = []
-    t0 = time.monotonic()
-    while True:
-        m = list(a.get_metrics(req).flow_metrics)
-        if all(x.transmit == "stopped" for x in m):
-            return m[0]
-        assert time.monotonic() - t0 < timeout, f"expected every flow to stop within {timeout} s"
-        time.sleep(0.1)
-
-
 def largest_gap_ns(path: Path) -> int:
     from scapy.all import RawPcapReader  # type: ignore[import-untyped]
 
@@ -371,7 +358,7 @@ def test_a_port_link_down_and_up_is_timed_as_convergence_and_the_run_goes_on(ser
         time.sleep(0.25)
         link.port.link.state = "up"
         a.set_control_state(link)
-        m = wait_stopped(a)
+        m = wait_stopped(a)[0]
     assert m.frames_tx == 12_000, f"expected the flow to send all 12000 frames through the link flap; got {m.frames_tx}"
     lost = m.frames_tx - m.frames_rx
     assert 1_500 < lost < 4_000, f"expected about 250 ms of frames at 10 kframes/s lost; got {lost}"

@@ -202,10 +202,11 @@ pub fn check(events: &[EventSpec], run_netns: Option<&str>, planned_ns: Option<u
 pub struct Expected {
     /// From just before the user's link down until the link reads up after its link up.
     down: AtomicBool,
-    /// From just before the user's link down until its link up was acknowledged: the send
-    /// loops do not even try (a refused send would first wait for the link's state).
+    /// From just before the user's link down on the run's own link (or from the first send
+    /// a held-down link refused) until the link reads up again: the send loops do not even
+    /// try (a refused send would first wait for the link's state).
     held: AtomicBool,
-    /// Frames due while held, or refused in the grace after (counted as sent, and lost).
+    /// Frames not sent while held (counted as sent, and lost).
     pub dropped: std::sync::atomic::AtomicU64,
 }
 
@@ -251,15 +252,6 @@ impl Expected {
             me.held.store(false, Ordering::Release);
             me.down.store(false, Ordering::Release);
         });
-    }
-
-    /// The fault a send meets while the link is held down (not sent: counted).
-    #[cold]
-    pub fn refuse(&self) -> gapless_io::IoError {
-        gapless_io::IoError::LinkLost {
-            iface: String::new(),
-            what: "was set down by an event".into(),
-        }
     }
 }
 

@@ -301,12 +301,17 @@ fn stamp_and_send(
 #[cold]
 fn held_drop(opts: &RunOptions, e: gapless_io::IoError, n: usize) -> Result<(usize, u64), gapless_io::IoError> {
     match &opts.held {
-        Some(h) if h.down() && matches!(e, gapless_io::IoError::LinkLost { .. }) => {
-            h.refused(n);
-            Ok((n, RunClock::realtime_now_ns()))
-        }
+        Some(h) if h.down() && matches!(e, gapless_io::IoError::LinkLost { .. }) => Ok(skip_held(h, n)),
         _ => Err(e),
     }
+}
+
+/// `n` frames not sent while a user's event holds the run's link down: counted as sent (and
+/// lost) in `Expected::dropped`, and the loops stop trying until the link is back.
+#[cold]
+fn skip_held(h: &crate::events::Expected, n: usize) -> (usize, u64) {
+    h.refused(n);
+    (n, RunClock::realtime_now_ns())
 }
 
 /// Each frame's due time on the wall clock, anchored at this send (the wall clock `ts` read
@@ -481,13 +486,12 @@ fn send_loop(
                 } else {
                     0
                 };
-                let sent = match opts.held.as_deref().filter(|h| h.held()) {
-                    None => stamp_and_send(c.g, c.out.0, c.lens, c.ats, c.variants, t.stamp_real, t_send),
-                    Some(h) => Err(h.refuse()),
-                };
-                let (left, ts) = match sent {
-                    Ok(v) => v,
-                    Err(e) => held_drop(opts, e, c.lens.len())?,
+                let (left, ts) = match opts.held.as_deref().filter(|h| h.held()) {
+                    Some(h) => skip_held(h, c.lens.len()),
+                    None => match stamp_and_send(c.g, c.out.0, c.lens, c.ats, c.variants, t.stamp_real, t_send) {
+                        Ok(v) => v,
+                        Err(e) => held_drop(opts, e, c.lens.len())?,
+                    },
                 };
                 let left = left.min(c.lens.len());
                 if t.pace {

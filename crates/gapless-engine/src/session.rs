@@ -716,6 +716,11 @@ fn run_threads(p: &mut Prepared, stop: &Arc<AtomicBool>) -> Result<Ran, EngineEr
         .spec
         .warmup
         .map(|d| Arc::new(crate::run::Warmup::new(d.as_nanos() as u64)));
+    // A live run's link may be held down by a user (its events, or a front end's link
+    // control through the Pauser).
+    let link = p.board.link.clone();
+    let made = std::sync::Mutex::new(Vec::new());
+    let held = p.iface.is_some().then(|| link.clone());
     let opts: Vec<RunOptions> = (0..k)
         .map(|w| RunOptions {
             sync: sync.clone(),
@@ -728,19 +733,7 @@ fn run_threads(p: &mut Prepared, stop: &Arc<AtomicBool>) -> Result<Ran, EngineEr
             lead_ns: p.ratectl.as_ref().map_or(0, |r| r.lead_ns),
             warmup: warmup.clone(),
             gate: p.spec.gate.clone(),
-            held: None,
-        })
-        .collect();
-    // A live run's link may be held down by a user (its events, or a front end's link
-    // control through the Pauser).
-    let link = p.board.link.clone();
-    let made = std::sync::Mutex::new(Vec::new());
-    let held = p.iface.is_some().then(|| link.clone());
-    let opts: Vec<RunOptions> = opts
-        .into_iter()
-        .map(|o| RunOptions {
             held: held.clone(),
-            ..o
         })
         .collect();
     let tx_done = AtomicBool::new(false);

@@ -122,8 +122,14 @@ fn without_fcs(data: &[u8], orig: u32, fcs: u8) -> (&[u8], u32, bool) {
     let n = data.len();
     let found = fcs == 0 && n == orig as usize && n >= 64 && crate::files::dump::fcs(&data[..n - 4]) == data[n - 4..];
     let cut = if found { 4 } else { fcs };
-    let len = orig.saturating_sub(u32::from(cut));
-    (&data[..n.min(len as usize)], len, cut > 0)
+    let (data, len) = cut_fcs(data, orig, cut);
+    (data, len, cut > 0)
+}
+
+/// A frame of `orig` bytes on the wire with its last `fcs` bytes (its FCS) taken off.
+fn cut_fcs(data: &[u8], orig: u32, fcs: u8) -> (&[u8], u32) {
+    let len = orig.saturating_sub(u32::from(fcs));
+    (&data[..data.len().min(len as usize)], len)
 }
 
 /// Reads a pcap or pcapng file, handing each frame (RX ns, data, length on the wire without
@@ -374,12 +380,15 @@ impl CsvTimestamps {
 pub struct CaptureFile {
     path: std::path::PathBuf,
     format: CaptureFormat,
+    /// Bytes of FCS every frame ends with (4 when the scan found one on every frame, else
+    /// 0): taken off as the replay reads them, with no CRC per frame in the send loop.
+    fcs: u8,
 }
 
 /// A streaming reader of a capture file.
 enum FileFrames {
-    Pcap(PcapReader<BufReader<File>>),
-    PcapNg(crate::files::pcapng::Reader<BufReader<File>>),
+    Pcap(PcapReader<BufReader<File>>, u8),
+    PcapNg(crate::files::pcapng::Reader<BufReader<File>>, u8),
 }
 
 impl CaptureFile {
@@ -429,6 +438,11 @@ impl CaptureFile {
             CaptureFile {
                 path: path.to_path_buf(),
                 format,
+                fcs: if info.frames > 0 && info.fcs_frames == info.frames {
+                    4
+                } else {
+                    0
+                },
             },
             st,
         ))
@@ -439,8 +453,8 @@ impl gapless_core::spec::files::CaptureSource for CaptureFile {
     fn open(&self) -> Result<Box<dyn gapless_core::spec::files::CaptureFrames>, String> {
         let file = BufReader::with_capacity(1 << 20, open(&self.path).map_err(|e| e.to_string())?);
         Ok(Box::new(match self.format {
-            CaptureFormat::PcapNg => FileFrames::PcapNg(crate::files::pcapng::Reader::new(file)),
-            _ => FileFrames::Pcap(PcapReader::new(file).map_err(|e| e.to_string())?),
+            CaptureFormat::PcapNg => FileFrames::PcapNg(crate::files::pcapng::Reader::new(file), self.fcs),
+            _ => FileFrames::Pcap(PcapReader::new(file).map_err(|e| e.to_string())?, self.fcs),
         }))
     }
 }
@@ -450,15 +464,14 @@ impl gapless_core::spec::files::CaptureFrames for FileFrames {
         buf.clear();
         match self {
             // A frame that carries its FCS is sent without it: the NIC appends its own.
-            FileFrames::Pcap(r) => {
-                let fcs = pcap_link(u32::from(r.header().datalink)).1;
+            FileFrames::Pcap(r, fcs) => {
                 let p = r.next_packet()?.ok()?;
-                buf.extend_from_slice(without_fcs(p.data(), p.orig_len(), fcs).0);
+                buf.extend_from_slice(cut_fcs(p.data(), p.orig_len(), *fcs).0);
                 Some(ns(p.timestamp()))
             }
-            FileFrames::PcapNg(r) => {
+            FileFrames::PcapNg(r, fcs) => {
                 let p = r.next_packet()?.ok()?;
-                buf.extend_from_slice(without_fcs(p.data, p.orig_len, p.fcs_len).0);
+                buf.extend_from_slice(cut_fcs(p.data, p.orig_len, *fcs).0);
                 Some(p.ts_ns)
             }
         }

@@ -18,12 +18,6 @@ pub struct Change {
     pub acked_ns: u64,
 }
 
-fn realtime_ns() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64)
-}
-
 fn os(context: &str) -> IoError {
     IoError::Os {
         context: context.to_string(),
@@ -153,7 +147,7 @@ fn request(ty: u16, flags: u16, body: &[u8], what: &str) -> Result<Change, IoErr
     msg.extend_from_slice(&1u32.to_ne_bytes()); // sequence number
     msg.extend_from_slice(&0u32.to_ne_bytes()); // port id: the kernel's
     msg.extend_from_slice(body);
-    let sent_ns = realtime_ns();
+    let sent_ns = super::clock::realtime_ns() as u64;
     // SAFETY: msg is a valid buffer of msg.len() bytes; the kernel is the default destination.
     let rc = unsafe { libc::send(sock.as_raw_fd(), msg.as_ptr().cast(), msg.len(), 0) };
     if rc < 0 {
@@ -163,7 +157,7 @@ fn request(ty: u16, flags: u16, body: &[u8], what: &str) -> Result<Change, IoErr
     loop {
         // SAFETY: buf is writable for its whole length.
         let n = unsafe { libc::recv(sock.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0) };
-        let acked_ns = realtime_ns();
+        let acked_ns = super::clock::realtime_ns() as u64;
         if n < 0 {
             return Err(os(&format!("rtnetlink: {what} (waiting for the ACK)")));
         }

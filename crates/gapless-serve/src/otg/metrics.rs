@@ -46,7 +46,7 @@ pub(crate) fn metrics_for(s: &Shared, req: &Value) -> Result<Value, OtgError> {
             Ok(json!({ "choice": "port_metrics", "port_metrics": ports, "warnings": [] }))
         }
         Metrics::Convergence(names) => {
-            let d = convergence::detector(&otg(s).raw.clone().unwrap_or_default())?;
+            let d = convergence::detector(otg(s).raw.as_ref().unwrap_or(&Value::Null))?;
             let made = otg(s).made.clone();
             let list: Vec<Value> = figures(s, &names)?
                 .iter()

@@ -415,9 +415,7 @@ fn link_control(s: &Shared, up: bool, names: &[String]) -> Result<Value, OtgErro
     };
     for p in ports {
         // The change starts here: the run on the port stops sending before the request.
-        let begin_ns = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos() as u64);
+        let begin_ns = gapless_engine::clock::RunClock::realtime_now_ns();
         if !up {
             runs.iter().for_each(|(r, tx)| r.hold_link(*tx == p.name));
         }
