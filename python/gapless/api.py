@@ -123,7 +123,8 @@ def start(profile: ProfileLike, **options: Any) -> Run:
     ``split_cbr``, ``rt_priority``, ``backend`` ("afpacket"/"afxdp"), ``tx_method``,
     ``xdp_mode``, ``xdp_queue``, ``rate_control`` ("software", "nic", "filler",
     "launch-time", "shaper"), ``tx_timestamps`` ("kernel"/"hardware"). To meter while
-    sending: ``rx`` (an interface), ``rx_netns``, ``rx_core``, ``rx_linger``,
+    sending: ``rx`` (an interface), ``rx_netns``, ``rx_also`` (more ports the same meter
+    reads, each ``"NETNS/IFACE"``: a failover's backup), ``rx_core``, ``rx_linger``,
     ``timestamps``, ``rx_backend``, ``rx_queue``, ``xdp_attach``, ``target_pps``,
     ``latency_unit_ns``, ``calibration`` (a file from :func:`calibrate`),
     ``use_invalid_calibration``, ``signed_only``, ``warmup`` (seconds not metered). Link and

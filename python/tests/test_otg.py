@@ -61,6 +61,13 @@ def start_traffic(a: Any, cfg: Any) -> Any:
     return cs
 
 
+def set_link(a: Any, ports: List[str], state: str) -> None:
+    """control/state port link `state` ("up" or "down") on `ports`."""
+    link = a.control_state()
+    link.port.link.port_names, link.port.link.state = ports, state
+    a.set_control_state(link)
+
+
 def run_to_stop(a: Any, cfg: Any, timeout: float = 30, set_config: bool = True) -> List[Any]:
     """Sets the config (unless told not to), starts traffic and polls flow metrics until every
     flow is stopped."""

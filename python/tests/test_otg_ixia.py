@@ -22,7 +22,7 @@ import pytest
 import snappi  # type: ignore[import-untyped]
 
 from conftest import Server, gapless_cli, have, require_root, tcpdump
-from test_otg import api, run_to_stop, tshark_problems, wait_stopped
+from test_otg import api, run_to_stop, set_link, start_traffic, tshark_problems, wait_stopped
 
 NS, A, Z = "glix", "veth-a", "veth-z"
 MAC_A, MAC_Z = "02:67:6c:0a:00:01", "02:67:6c:0a:00:02"
@@ -343,21 +343,15 @@ def largest_gap_ns(path: Path) -> int:
 def test_a_port_link_down_and_up_is_timed_as_convergence_and_the_run_goes_on(server: Server, transport: str, ixia: str,
                                                                               tmp_path: Path) -> None:
     a = api(server, transport)
-    assert len(a.set_config(convergence_config(a, 12_000)).warnings) == 0
-    cs = a.control_state()
     with sink(tmp_path / "c.pcap"):
-        cs.traffic.flow_transmit.state = cs.traffic.flow_transmit.START
-        a.set_control_state(cs)
+        start_traffic(a, convergence_config(a, 12_000))
         time.sleep(0.4)
-        link = a.control_state()
-        link.port.link.port_names, link.port.link.state = ["p1"], "down"
-        a.set_control_state(link)
+        set_link(a, ["p1"], "down")
         req = a.metrics_request()
         req.port.port_names = ["p1"]
         assert a.get_metrics(req).port_metrics[0].link == "down"
         time.sleep(0.25)
-        link.port.link.state = "up"
-        a.set_control_state(link)
+        set_link(a, ["p1"], "up")
         m = wait_stopped(a)[0]
     assert m.frames_tx == 12_000, f"expected the flow to send all 12000 frames through the link flap; got {m.frames_tx}"
     lost = m.frames_tx - m.frames_rx

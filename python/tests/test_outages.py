@@ -3,7 +3,9 @@ router`, one for the module): a route withdrawn for 250 ms at 100 kframes/s is o
 episode whose span and frames match tcpdump's capture at the sink; scattered loss (a shaper
 that cannot keep up: this kernel has no netem) gives the histogram the capture gives; a link
 left down gives an open episode and the run goes on; a user's link down on the sending port
-does not end the run; bad events are refused before any frame."""
+does not end the run; bad events are refused before any frame. On the failover router
+(`--dut router-failover`, its own testbed), one meter on both receiving ends follows the
+flow from the primary to the backup, through the CLI and through OTG with snappi."""
 
 from __future__ import annotations
 
@@ -16,7 +18,8 @@ from typing import Any, Iterator
 import pytest
 
 import gapless
-from conftest import gapless_cli, require_root, tcpdump
+from conftest import Server, gapless_cli, require_root, tcpdump
+from test_otg import api, set_link, start_traffic, transport, wait_stopped  # noqa: F401 (transport: a fixture)
 
 BED = "glo"
 TX, RX, DUT = f"{BED}-tx", f"{BED}-rx", f"{BED}-dut"
@@ -162,3 +165,110 @@ def test_a_link_left_down_is_an_open_episode_and_the_run_goes_on(router: str, tm
     assert 0.4 * 20_000 <= tail, f"expected the frames after 0.3 s lost; got {tail}"
     assert ep["open"] == {"from_ns": s["last_rx_ns"], "lost_frames": tail}, f"expected an open episode from the last arrival with {tail} frames; got {ep}"
     assert ep["count"] == 0, f"expected no hole before the tail; got {ep}"
+
+
+FO = "glf"
+FO_TX, FO_RX, FO_DUT = f"{FO}-tx", f"{FO}-rx", f"{FO}-dut"
+FO_RX0, FO_RX1, FO_D1, FO_D2 = f"{FO}-rx0", f"{FO}-rx1", f"{FO}-d1", f"{FO}-d2"
+
+
+@pytest.fixture()
+def failover() -> Iterator[str]:
+    """The failover router, built afresh for each test (a test takes a path down)."""
+    require_root()
+    gapless_cli("testbed", "down", "--name", FO)
+    gapless_cli("testbed", "up", "--name", FO, "--dut", "router-failover")
+    try:
+        yield FO
+    finally:
+        gapless_cli("testbed", "down", "--name", FO)
+
+
+def both_ends(tmp: Path) -> Any:
+    """tcpdump on the primary and the backup end, each keeping every frame."""
+    import contextlib
+
+    stack = contextlib.ExitStack()
+    for end in (FO_RX0, FO_RX1):
+        stack.enter_context(tcpdump(FO_RX, end, tmp / f"{end}.pcap", "udp", "-B", "65536", keep_all=True))
+    return stack
+
+
+def switch_gap(tmp: Path) -> tuple[list[tuple[int, int]], list[tuple[int, int]], int, int]:
+    """Each end's (arrival ns, sequence) frames, and the gap at the switch: from the primary's
+    last frame before the backup's first to that first, in ns and in missing frames."""
+    p, b = captured(tmp / f"{FO_RX0}.pcap"), captured(tmp / f"{FO_RX1}.pcap")
+    assert p and b, f"expected frames at both ends; got {len(p)} at the primary, {len(b)} at the backup"
+    last = max(f for f in p if f[0] < b[0][0])
+    return p, b, b[0][0] - last[0], b[0][1] - last[1] - 1
+
+
+def test_a_failover_moves_the_flow_to_the_backup_and_one_meter_times_the_outage(failover: str, tmp_path: Path) -> None:
+    """The primary's port is set down (its route goes with it) and the backup route comes
+    250 ms later, as a control plane would install it: one meter on both ends sees the flow
+    leave the primary, one outage, and the flow arrive at the backup."""
+    subprocess.run(["ip", "-n", FO_DUT, "route", "del", "198.18.0.2/32", "dev", FO_D2], check=True)
+    args = ["run", str(profile(tmp_path, 100_000, 1.2)), "--iface", f"{FO}-tx0", "--netns", FO_TX, "--rx", FO_RX0,
+            "--rx-netns", FO_RX, "--rx-also", f"{FO_RX}/{FO_RX1}", "--json", str(tmp_path / "r.json"), "-q",
+            "--event", f"0.4s link down {FO_DUT}/{FO_D1}", "--event", f"0.65s route add {FO_DUT} 198.18.0.2/32 dev {FO_D2}"]
+    with both_ends(tmp_path):
+        gapless_cli(*args)
+    r, s = stream_rx(tmp_path)
+    p, b, gap_ns, missing = switch_gap(tmp_path)
+    assert max(q for _, q in p) < min(q for _, q in b), "expected every frame at the primary before every frame at the backup"
+    assert r["rx"]["rx_ports"] == [f"iface {FO_RX0} (netns {FO_RX})", f"iface {FO_RX1} (netns {FO_RX})"], r["rx"]["rx_ports"]
+    got = [(t["rx_frames"], t["first_rx_ns"], t["last_rx_ns"]) for t in s["rx_ports"]]
+    want = [(len(p), p[0][0], p[-1][0]), (len(b), b[0][0], b[-1][0])]
+    assert got == want, f"expected each port's frames and arrival span as its capture's {want}; got {got}"
+    ep = s["loss_episodes"]
+    assert abs(ep["longest_ns"] - gap_ns) <= 50_000, f"expected the outage {ep['longest_ns']} ns within 50 µs of the capture's switch gap {gap_ns} ns"
+    assert abs(ep["longest_frames"] - missing) <= 2, f"expected the capture's {missing} missing frames within 2; got {ep['longest_frames']}"
+    assert 200e6 < gap_ns < 400e6, f"expected about 250 ms without a route; got {gap_ns / 1e6:.1f} ms"
+    assert s["tx_sent"] == s["rx_frames"] + s["lost_vs_tx"] and s["seq"]["reordered"] == 0, s["seq"]
+
+
+def test_an_otg_flow_to_two_rx_ports_follows_a_carrier_loss_to_the_backup(server: Server, transport: str, failover: str,
+                                                                          tmp_path: Path) -> None:
+    """snappi: a flow with rx_names [primary, backup]; the primary's far end is set down and up
+    through control/state (a carrier loss at the router, whose route is then skipped): one
+    flow metric per RX port, each the frames its capture saw, and the outage the capture's."""
+    a = api(server, transport)
+    cfg = a.config()
+    for name, where in (("p1", f"{FO_TX}/{FO}-tx0"), ("p2", f"{FO_RX}/{FO_RX0}"), ("p3", f"{FO_RX}/{FO_RX1}")):
+        cfg.ports.port(name=name, location=where)
+    f = cfg.flows.flow(name="fo")[-1]
+    f.tx_rx.port.tx_name, f.tx_rx.port.rx_names = "p1", ["p2", "p3"]
+    f.size.fixed, f.rate.pps, f.duration.fixed_packets.packets = 64, 20_000, 24_000
+    f.metrics.enable, f.metrics.timestamps = True, True
+    eth, ip, _udp = f.packet.ethernet().ipv4().udp()
+    eth.src.value, eth.dst.value = "02:67:6c:00:00:01", "02:67:6c:00:00:02"
+    ip.src.value, ip.dst.value = "198.18.0.1", "198.18.0.2"
+    cfg.options.flow_options.packet_loss_duration = True
+    with both_ends(tmp_path):
+        start_traffic(a, cfg)
+        time.sleep(0.3)
+        set_link(a, ["p2"], "down")
+        time.sleep(0.4)
+        set_link(a, ["p2"], "up")
+        ms = wait_stopped(a)
+    p, b, gap_ns, missing = switch_gap(tmp_path)
+    by_port = {m.port_rx: m for m in ms}
+    assert sorted(by_port) == ["p2", "p3"] and all(m.name == "fo" for m in ms), f"expected an entry per RX port; got {[(m.name, m.port_rx) for m in ms]}"
+    got = (by_port["p2"].frames_rx, by_port["p3"].frames_rx)
+    assert got == (len(p), len(b)), f"expected each port's frames as its capture's {(len(p), len(b))}; got {got}"
+    # The model's timestamps are doubles: 256 ns apart at today's Unix time in ns.
+    first = by_port["p3"].timestamps.first_timestamp_ns
+    assert abs(first - b[0][0]) <= 256, f"expected the backup's first arrival as its capture's {b[0][0]}; got {first}"
+    tx = by_port["p2"].frames_tx
+    assert tx == 24_000 and len(b) > 20_000 * 0.3, f"expected all frames sent and the backup carrying the flow while p2 was down; got {tx}, {len(b)}"
+    lost = tx - len(p) - len(b)
+    for m in ms:
+        assert m.loss == pytest.approx(lost * 100 / tx), f"expected the flow's loss over both ports on {m.port_rx}; got {m.loss}"
+        assert m.packet_loss_duration.value == pytest.approx(lost / m.frames_tx_rate * 1e3, rel=1e-6), \
+            f"expected packet_loss_duration from the loss over both ports; got {m.packet_loss_duration.value}"
+    req = a.metrics_request()
+    req.port.port_names = ["p1", "p2", "p3"]
+    pm = {m.name: m for m in a.get_metrics(req).port_metrics}
+    assert (pm["p1"].frames_tx, pm["p2"].frames_rx, pm["p3"].frames_rx) == (tx, len(p), len(b)), \
+        f"expected port metrics to count the flow once at p1 and per port at p2, p3; got {(pm['p1'].frames_tx, pm['p2'].frames_rx, pm['p3'].frames_rx)}"
+    assert gap_ns < 5e6 and missing <= 100, f"expected a carrier loss to fail over within ms; got {gap_ns / 1e6:.2f} ms, {missing} frames"

@@ -136,8 +136,11 @@ pub enum EngineError {
     /// A run with nowhere to send.
     #[error("no output: name an interface to send on, a pcap file to write, or the null backend; or set [output] in the profile")]
     NoTarget,
+    /// A further RX port that is no port, or the RX interface again.
+    #[error("further RX port {0:?}: give another interface than the RX one, as [NETNS/]IFACE")]
+    BadRxPort(String),
     /// A meter option without a meter.
-    #[error("an RX namespace or core was given without an RX interface to meter on. Fix: name the RX interface too, or drop them")]
+    #[error("an RX namespace, core or further RX port was given without an RX interface to meter on. Fix: name the RX interface too, or drop them")]
     RxOptionWithoutRx,
     /// A thread of the engine panicked (a bug: please report it).
     #[error("{0} panicked")]

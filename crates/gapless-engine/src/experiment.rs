@@ -173,6 +173,9 @@ fn testbed_dut(spec: &ExperimentSpec) -> Option<DutInfo> {
         kind: match d.kind {
             gapless_io::testbed::dut::DutKind::Bridge => "reference bridge (gapless testbed --dut bridge)".into(),
             gapless_io::testbed::dut::DutKind::Router => "reference IPv4 router (gapless testbed --dut router)".into(),
+            gapless_io::testbed::dut::DutKind::RouterFailover => {
+                "reference IPv4 router with a backup path (gapless testbed --dut router-failover)".into()
+            }
         },
         rate: d.rate_bps.map(|r| format!("{} {:.3} Mbit/s", d.qdisc, r as f64 / 1e6)),
         queue: d.rate_bps.map(|_| d.queue),

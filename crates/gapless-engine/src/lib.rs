@@ -74,5 +74,5 @@ pub use run::{merge_workers, run, RunOptions, RunStats};
 pub use session::{Pauser, Run, RunHandle, RunReport};
 pub use snapshot::{RxSnapshot, Snapshot, StreamSnapshot, TxSnapshot};
 pub use spec::{
-    MeterSetup, Pacing, ProfileSource, RunSpec, RxSocket, RxSpec, TxMethod, TxSocket, TxStampKind, TxTarget,
+    MeterSetup, Pacing, ProfileSource, RunSpec, RxPort, RxSocket, RxSpec, TxMethod, TxSocket, TxStampKind, TxTarget,
 };

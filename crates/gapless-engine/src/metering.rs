@@ -138,7 +138,7 @@ pub fn measure(spec: &MeasureSpec, stop: &AtomicBool, live: &RxLive) -> Result<M
                 deadline,
                 warmup: None,
             };
-            meter_loop(rx.as_mut(), &mut meter, &s, live, r.capture.as_deref())
+            meter_loop(rx.as_mut(), &mut meter, &s, live, &r.captures())
         })
         .join()
     })

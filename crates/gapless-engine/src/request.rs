@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::metering::{load_calibration, targets_from_file};
 use crate::spec::{
-    MeterSetup, Pacing, ProfileSource, RunSpec, RxSocket, RxSpec, TxMethod, TxSocket, TxStampKind, TxTarget,
+    MeterSetup, Pacing, ProfileSource, RunSpec, RxPort, RxSocket, RxSpec, TxMethod, TxSocket, TxStampKind, TxTarget,
 };
 use crate::{AnalyzeSpec, CalibrationSpec, EngineError, MeasureSpec};
 
@@ -231,6 +231,8 @@ pub struct RunRequest {
     /// Meter on this interface while sending.
     pub rx: Option<String>,
     pub rx_netns: Option<String>,
+    /// More ports the meter reads as one, each `[NETNS/]IFACE` (a failover's backup).
+    pub rx_also: Vec<String>,
     pub rx_core: Option<usize>,
     /// Seconds to keep metering after the last frame (default 0.5).
     pub rx_linger: Option<f64>,
@@ -341,7 +343,7 @@ impl RunRequest {
 
     fn rx_spec(&self) -> Result<Option<RxSpec>, EngineError> {
         let Some(iface) = &self.rx else {
-            if self.rx_netns.is_some() || self.rx_core.is_some() {
+            if self.rx_netns.is_some() || self.rx_core.is_some() || !self.rx_also.is_empty() {
                 return Err(EngineError::RxOptionWithoutRx);
             }
             return Ok(None);
@@ -350,9 +352,25 @@ impl RunRequest {
         if !(linger.is_finite() && linger >= 0.0) {
             return Err(out_of_range("RX linger (s)", linger, "a number of seconds, 0 or more"));
         }
+        let more: Vec<RxPort> = self.rx_also.iter().map(|p| RxPort::parse(p)).collect();
+        let same = |a: &str, n: Option<&String>| a == iface && n == self.rx_netns.as_ref();
+        if let Some(p) = more
+            .iter()
+            .find(|p| p.iface.is_empty() || same(&p.iface, p.netns.as_ref()))
+        {
+            return Err(EngineError::BadRxPort(p.iface.clone()));
+        }
+        if self.rx_also.len() >= gapless_io::rx_ports::RxPorts::MAX {
+            return Err(out_of_range(
+                "number of RX ports",
+                self.rx_also.len() as f64 + 1.0,
+                "1 to 255",
+            ));
+        }
         Ok(Some(RxSpec {
             core: self.rx_core,
             linger: Duration::from_secs_f64(linger),
+            more,
             ..self.rx_path.rx_spec(iface, self.rx_netns.clone(), self.meter.setup()?)
         }))
     }

@@ -38,14 +38,16 @@ pub struct RxOutcome {
 }
 
 /// Drains the ring into the meter until told to stop, publishing its counts into `live`;
-/// `capture` (armed or not) is offered every frame the meter takes.
+/// each port's capture in `captures` (armed or not) is offered every frame the meter takes
+/// from that port.
 pub fn meter_loop(
     rx: &mut dyn RxSource,
     meter: &mut Meter,
     stop: &RxStop<'_>,
     live: &RxLive,
-    capture: Option<&crate::capture::Capture>,
+    captures: &[Option<&crate::capture::Capture>],
 ) -> RxOutcome {
+    meter.set_ports(captures.len());
     let mut interrupted = false;
     let mut published = Instant::now();
     let mut error = None;
@@ -75,7 +77,7 @@ pub fn meter_loop(
                     meter.set_warmup_start(start);
                 }
             }
-            take(meter, capture, &f)
+            take(meter, captures, &f)
         });
         match res {
             Ok(_) => {
@@ -92,7 +94,8 @@ pub fn meter_loop(
         }
     }
     // What is already in the ring belongs to the run.
-    let _ = rx.poll(0, &mut |f| take(meter, capture, &f));
+    let _ = rx.poll(0, &mut |f| take(meter, captures, &f));
+    let _ = rx.finish(&mut |f| take(meter, captures, &f));
     live.frames.store(meter.frames(), Ordering::Relaxed);
     publish(meter, live);
     RxOutcome {
@@ -104,16 +107,20 @@ pub fn meter_loop(
 
 /// A frame the meter takes, offered to the capture first.
 #[inline]
-fn take(meter: &mut Meter, capture: Option<&crate::capture::Capture>, f: &gapless_io::rx::RxFrame<'_>) {
-    if let Some(c) = capture {
+fn take(meter: &mut Meter, captures: &[Option<&crate::capture::Capture>], f: &gapless_io::rx::RxFrame<'_>) {
+    if let Some(Some(c)) = captures.get(f.port as usize) {
         c.offer(f.ts_ns, f.data, f.wire_len);
     }
+    meter.at_port(f.port);
     meter.on_frame(f.ts_ns, f.data, f.wire_len)
 }
 
 /// What a report says of the interface and socket it was metered on.
 pub fn describe_source(r: &mut MeterReport, spec: &crate::spec::RxSpec, src: &dyn RxSource) {
     r.source = spec.source();
+    if spec.ports() > 1 {
+        r.rx_ports = spec.port_names();
+    }
     r.rx_timestamp_source = src.timestamp_source();
     r.environment.iface = Some(spec.iface.clone());
     r.environment.driver = src.info().driver.clone();

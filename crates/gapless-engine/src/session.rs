@@ -753,13 +753,13 @@ fn run_threads(p: &mut Prepared, stop: &Arc<AtomicBool>) -> Result<Ran, EngineEr
                     warmup: warmup.as_deref(),
                 };
                 let core = r.core;
-                let capture = r.capture.as_deref();
+                let captures = r.captures();
                 Some(sc.spawn(move || {
                     crate::cpu::pin(core, avoid, false);
                     if let Some(prio) = rt {
                         let _ = crate::cpu::set_rt_priority(prio);
                     }
-                    meter_loop(src.as_mut(), meter, &s, live, capture)
+                    meter_loop(src.as_mut(), meter, &s, live, &captures)
                 }))
             }
             _ => None,

@@ -43,7 +43,7 @@ pub struct TxSnapshot {
     pub paused: bool,
 }
 
-#[derive(Debug, Clone, Copy, Serialize, Default)]
+#[derive(Debug, Clone, Serialize, Default)]
 pub struct RxSnapshot {
     pub received: u64,
     pub bytes: u64,
@@ -58,6 +58,9 @@ pub struct RxSnapshot {
     pub latency_p99_ns: Option<i64>,
     pub latency_p99_9_ns: Option<i64>,
     pub rate_pps: f64,
+    /// A meter on several ports: frames received on each, in port order (else empty).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub ports: Vec<u64>,
 }
 
 /// What a snapshot is taken from: shared by the run's threads and its handle.
@@ -242,6 +245,7 @@ impl Board {
                     latency_p99_ns: s.latency_p99_ns,
                     latency_p99_9_ns: s.latency_p99_9_ns,
                     rate_pps: w_rx.push(rx_at.unwrap_or(now), s.received),
+                    ports: s.ports.clone(),
                 });
             add(&mut total, &tx, rx.as_ref());
             streams.push(StreamSnapshot {
@@ -279,6 +283,12 @@ fn add(total: &mut StreamSnapshot, tx: &TxSnapshot, rx: Option<&RxSnapshot>) {
         a.loss_episodes += r.loss_episodes;
         a.longest_outage_ns = a.longest_outage_ns.max(r.longest_outage_ns);
         a.rate_pps += r.rate_pps;
+        if a.ports.len() < r.ports.len() {
+            a.ports.resize(r.ports.len(), 0);
+        }
+        for (t, n) in a.ports.iter_mut().zip(&r.ports) {
+            *t += n;
+        }
     }
 }
 

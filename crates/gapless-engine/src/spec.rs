@@ -225,6 +225,34 @@ pub struct RxSpec {
     pub linger: Duration,
     /// A capture the meter offers every frame it takes (see [`crate::capture`]).
     pub capture: Option<std::sync::Arc<crate::capture::Capture>>,
+    /// More ports the meter reads as one (`gapless_io::rx_ports`): a flow that moves from
+    /// one to another, as after a failover, stays one sequence, and each stream's report
+    /// counts what each port took (`rx_ports`).
+    pub more: Vec<RxPort>,
+}
+
+/// Another port a meter reads (see [`RxSpec::more`]).
+#[derive(Debug, Clone)]
+pub struct RxPort {
+    pub iface: String,
+    pub netns: Option<String>,
+    /// A capture of this port's frames only.
+    pub capture: Option<std::sync::Arc<crate::capture::Capture>>,
+}
+
+impl RxPort {
+    /// `[NETNS/]IFACE`.
+    pub fn parse(text: &str) -> RxPort {
+        let (netns, iface) = match text.split_once('/') {
+            Some((n, i)) => (Some(n.to_string()), i.to_string()),
+            None => (None, text.to_string()),
+        };
+        RxPort {
+            iface,
+            netns,
+            capture: None,
+        }
+    }
 }
 
 impl RxSpec {
@@ -239,24 +267,57 @@ impl RxSpec {
             core: None,
             linger: Duration::from_millis(500),
             capture: None,
+            more: Vec::new(),
         }
     }
 
-    /// Opens the meter's socket in its namespace and comes back to the current one: a socket
-    /// keeps the namespace it was made in.
+    /// Opens the meter's sockets, each in its namespace, and comes back to the current one:
+    /// a socket keeps the namespace it was made in. Several ports are read as one.
     pub fn open(&self) -> Result<Box<dyn RxSource>, EngineError> {
+        let first = self.open_one(&self.iface, self.netns.as_deref())?;
+        if self.more.is_empty() {
+            return Ok(first);
+        }
+        let mut all = vec![first];
+        for p in &self.more {
+            all.push(self.open_one(&p.iface, p.netns.as_deref())?);
+        }
+        let realtime = self.timestamps == RxTimestamps::Software;
+        Ok(Box::new(gapless_io::rx_ports::RxPorts::new(all, realtime)))
+    }
+
+    fn open_one(&self, iface: &str, netns: Option<&str>) -> Result<Box<dyn RxSource>, EngineError> {
         let home = current_netns()?;
-        if let Some(ns) = &self.netns {
+        if let Some(ns) = netns {
             enter_netns(ns)?;
         }
-        let rx = open_rx(&self.iface, self.timestamps, self.socket);
+        let rx = open_rx(iface, self.timestamps, self.socket);
         return_to_netns(&home)?;
         rx
     }
 
+    /// How many ports the meter reads.
+    pub fn ports(&self) -> usize {
+        1 + self.more.len()
+    }
+
+    /// How results name where the meter read: each port, in order, for several.
+    pub fn port_names(&self) -> Vec<String> {
+        let mut names = vec![iface_source(&self.iface, self.netns.as_deref())];
+        names.extend(self.more.iter().map(|p| iface_source(&p.iface, p.netns.as_deref())));
+        names
+    }
+
+    /// Each port's capture, by port index.
+    pub fn captures(&self) -> Vec<Option<&crate::capture::Capture>> {
+        let mut all = vec![self.capture.as_deref()];
+        all.extend(self.more.iter().map(|p| p.capture.as_deref()));
+        all
+    }
+
     /// How results name where the meter read.
     pub fn source(&self) -> String {
-        iface_source(&self.iface, self.netns.as_deref())
+        self.port_names().join(" + ")
     }
 }
 

@@ -345,6 +345,7 @@ fn a_run_metered_over_the_testbed_joins_tx_and_rx_and_snapshots_show_rx_while_it
     std::thread::sleep(Duration::from_millis(900));
     let s = run.snapshot();
     let rx = s.streams[0]
+        .clone()
         .rx
         .expect("the meter publishes the stream while the run goes");
     assert!(rx.received > 0, "expected frames received by 0.9 s, got {rx:?}");

@@ -21,6 +21,7 @@ pub mod files;
 pub mod hosts;
 pub mod kernel;
 pub mod rx;
+pub mod rx_ports;
 pub mod socket;
 pub mod testbed;
 pub mod tx;

@@ -58,6 +58,8 @@ pub struct RxFrame<'a> {
     pub wire_len: u32,
     /// The stamp came from the NIC.
     pub hw: bool,
+    /// Which of the meter's ports it came in on (0 but for [`crate::rx_ports::RxPorts`]).
+    pub port: u8,
 }
 
 /// A receive path the meter drains: the AF_PACKET ring or an AF_XDP socket.
@@ -76,6 +78,15 @@ pub trait RxSource: Send {
     /// What the result should warn about this capture path.
     fn warnings(&self) -> Vec<String> {
         Vec::new()
+    }
+    /// At the end: hands over what the source still holds back (see
+    /// [`crate::rx_ports::RxPorts`]), after a last `poll(0)`.
+    fn finish(&mut self, _f: &mut dyn FnMut(RxFrame<'_>)) -> Result<u64, IoError> {
+        Ok(0)
+    }
+    /// The descriptor that turns readable when frames are ready (for a wait on several).
+    fn raw_fd(&self) -> Option<std::os::fd::RawFd> {
+        None
     }
 }
 
@@ -257,6 +268,7 @@ impl AfPacketRx {
                         data,
                         wire_len: h.tp_len + vlan,
                         hw: h.tp_status & TP_STATUS_TS_RAW_HARDWARE != 0,
+                        port: 0,
                     });
                     off += h.tp_next_offset as usize;
                 }
@@ -319,6 +331,9 @@ impl RxSource for AfPacketRx {
     }
     fn info(&self) -> &IfaceInfo {
         &self.info
+    }
+    fn raw_fd(&self) -> Option<std::os::fd::RawFd> {
+        Some(self.fd.as_raw_fd())
     }
 }
 

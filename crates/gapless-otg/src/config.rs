@@ -55,11 +55,12 @@ fn is_agent(s: &str) -> bool {
 }
 
 /// What a TX port sends: the profile (as a TOML-shaped value), its flows in stream order,
-/// and the port the flows are metered on.
+/// and the ports the flows are metered on: every RX port of its flows, read by one meter
+/// (a flow that moves from one to another after a failover stays one sequence).
 #[derive(Debug, Clone)]
 pub struct Group {
     pub tx: Port,
-    pub rx: Option<Port>,
+    pub rx: Vec<Port>,
     pub flows: Vec<String>,
     pub profile: Value,
     /// For each flow: the gateway whose MAC its frames go to, when it is a device flow
@@ -82,8 +83,8 @@ pub struct Plan {
     /// The emulated hosts (`devices[].ethernets[]`).
     pub devices: Vec<crate::devices::Eth>,
     pub groups: Vec<Group>,
-    /// Every flow: (name, tx port, rx port).
-    pub flows: Vec<(String, String, String)>,
+    /// Every flow: (name, tx port, rx ports).
+    pub flows: Vec<(String, String, Vec<String>)>,
     /// Every flow's `metrics` settings, in the order of `flows`.
     pub metrics: Vec<FlowMetrics>,
 }
@@ -197,19 +198,22 @@ pub fn plan(cfg: &Value) -> Result<Plan, Invalid> {
             .as_str()
             .ok_or_else(|| Invalid(format!("{path}.name: every flow needs a name")))?
             .to_string();
-        let (tx_name, rx_name, dev) = tx_rx(f, &path, &devices)?;
+        let (tx_name, rx_names, dev) = tx_rx(f, &path, &devices)?;
         let tx = find(&tx_name, format!("{path}.tx_rx.port.tx_name"))?;
-        let rx = find(&rx_name, format!("{path}.tx_rx.port.rx_names"))?;
+        let rx = rx_names
+            .iter()
+            .enumerate()
+            .map(|(k, n)| find(n, format!("{path}.tx_rx.port.rx_names[{k}]")))
+            .collect::<Result<Vec<_>, _>>()?;
         let (stream, need) = stream(f, &path, &name, dev.as_ref())?;
-        flows.push((name.clone(), tx.name.clone(), rx.name.clone()));
-        metrics.push(flow_metrics(f, cfg, &rx.name));
+        flows.push((name.clone(), tx.name.clone(), rx_names.clone()));
+        metrics.push(flow_metrics(f, cfg, &rx_names[0]));
         match groups.iter_mut().find(|g| g.tx.name == tx.name) {
             Some(g) => {
-                if g.rx.as_ref().map(|p| &p.name) != Some(&rx.name) {
-                    return Err(Invalid(format!(
-                        "{path}.tx_rx.port.rx_names: flows from port {:?} go to one RX port in gapless (one meter per sending port); this one goes to {:?}",
-                        tx.name, rx.name
-                    )));
+                for p in rx {
+                    if !g.rx.iter().any(|q| q.name == p.name) {
+                        g.rx.push(p);
+                    }
                 }
                 g.flows.push(name);
                 g.needs.push(need);
@@ -222,7 +226,7 @@ pub fn plan(cfg: &Value) -> Result<Plan, Invalid> {
                 }
                 groups.push(Group {
                     tx,
-                    rx: Some(rx),
+                    rx,
                     flows: vec![name],
                     profile,
                     needs: vec![need],
@@ -261,7 +265,7 @@ fn tx_rx(
     f: &Value,
     path: &str,
     devices: &[crate::devices::Eth],
-) -> Result<(String, String, Option<DeviceFlow>), Invalid> {
+) -> Result<(String, Vec<String>, Option<DeviceFlow>), Invalid> {
     let t = &f["tx_rx"];
     let choice = t["choice"].as_str().unwrap_or("port");
     if choice == "device" {
@@ -276,18 +280,35 @@ fn tx_rx(
     let tx = p["tx_name"]
         .as_str()
         .ok_or_else(|| Invalid(format!("{path}.tx_rx.port.tx_name: give the sending port")))?;
-    let rx = p["rx_names"]
-        .as_array()
-        .and_then(|a| {
-            if a.len() > 1 {
-                None
-            } else {
-                a.first().and_then(|v| v.as_str())
-            }
-        })
-        .or(p["rx_name"].as_str())
-        .ok_or_else(|| Invalid(format!("{path}.tx_rx.port.rx_names: give exactly one receiving port")))?;
-    Ok((tx.to_string(), rx.to_string(), None))
+    Ok((tx.to_string(), rx_names(p, path)?, None))
+}
+
+/// `tx_rx.port.rx_names` (or the deprecated `rx_name`): one or more distinct port names.
+fn rx_names(p: &Value, path: &str) -> Result<Vec<String>, Invalid> {
+    let at = format!("{path}.tx_rx.port.rx_names");
+    let list: Vec<String> = match (p["rx_names"].as_array(), p["rx_name"].as_str()) {
+        (Some(a), _) if !a.is_empty() => a
+            .iter()
+            .enumerate()
+            .map(|(k, v)| {
+                v.as_str()
+                    .map(str::to_string)
+                    .ok_or_else(|| Invalid(format!("{at}[{k}]: give a port name")))
+            })
+            .collect::<Result<_, _>>()?,
+        (_, Some(one)) => vec![one.to_string()],
+        _ => return Err(Invalid(format!("{at}: give one or more receiving ports"))),
+    };
+    if let Some((k, n)) = list.iter().enumerate().find(|(k, n)| list[..*k].contains(n)) {
+        return Err(Invalid(format!("{at}[{k}]: port {n:?} is named twice")));
+    }
+    if list.len() > 16 {
+        return Err(Invalid(format!(
+            "{at}: {} ports; one meter reads at most 16",
+            list.len()
+        )));
+    }
+    Ok(list)
 }
 
 /// `tx_rx.device`: one sending and one receiving address, by name.
@@ -295,7 +316,7 @@ fn device_ends(
     d: &Value,
     at: &str,
     devices: &[crate::devices::Eth],
-) -> Result<(String, String, Option<DeviceFlow>), Invalid> {
+) -> Result<(String, Vec<String>, Option<DeviceFlow>), Invalid> {
     let one = |k: &str| -> Result<(&crate::devices::Eth, &crate::devices::Addr), Invalid> {
         let list = d[k].as_array().filter(|a| a.len() == 1).ok_or_else(|| {
             Invalid(format!(
@@ -321,7 +342,7 @@ fn device_ends(
         gateway: ta.gateway,
         vlans: te.vlans.clone(),
     };
-    Ok((te.port.clone(), re.port.clone(), Some(flow)))
+    Ok((te.port.clone(), vec![re.port.clone()], Some(flow)))
 }
 
 /// One flow as a `[[stream]]`, and the MAC it needs resolved. A device flow's frames go
@@ -730,6 +751,41 @@ mod tests {
 
     fn eth() -> Value {
         json!({ "choice": "ethernet", "ethernet": {} })
+    }
+
+    #[test]
+    fn a_flow_to_several_rx_ports_is_metered_on_all_of_them_by_one_meter() {
+        let flow = |n: &str, rx: Value| {
+            json!({ "name": n, "tx_rx": { "choice": "port", "port": { "tx_name": "p1", "rx_names": rx } },
+                    "packet": [eth()] })
+        };
+        let ports = json!([{ "name": "p1", "location": "a" }, { "name": "p2", "location": "ns/b" },
+                           { "name": "p3", "location": "ns/c" }]);
+        let p = plan(&json!({ "ports": ports, "flows": [flow("f", json!(["p2", "p3"])), flow("g", json!(["p3"]))] }))
+            .expect("several RX ports are taken");
+        let g = &p.groups[0];
+        let names: Vec<&str> = g.rx.iter().map(|r| r.name.as_str()).collect();
+        assert_eq!(
+            (names, &p.flows[0].2),
+            (vec!["p2", "p3"], &vec!["p2".to_string(), "p3".to_string()])
+        );
+        let run = crate::runs::port_run(g).expect("the run is made");
+        let rx = run.spec.rx.expect("metered");
+        assert_eq!(rx.iface, "b", "the first RX port is the meter's first");
+        assert_eq!(
+            (rx.more.len(), rx.more[0].iface.as_str(), rx.more[0].netns.as_deref()),
+            (1, "c", Some("ns"))
+        );
+        for (bad, want) in [
+            (json!(["p2", "p2"]), "rx_names[1]: port \"p2\" is named twice"),
+            (json!(["p2", "p9"]), "rx_names[1]: no port named \"p9\""),
+            (json!([]), "rx_names: give one or more receiving ports"),
+        ] {
+            let e = plan(&json!({ "ports": ports, "flows": [flow("f", bad)] }))
+                .unwrap_err()
+                .0;
+            assert!(e.contains(want), "expected {want:?}, got {e}");
+        }
     }
 
     #[test]

@@ -26,6 +26,16 @@ pub struct Flow {
     pub latency: Option<Value>,
     pub timestamps: Option<Value>,
     pub extra: Value,
+    /// One RX port's entry of a flow metered on several ([`on_port`]): the frames received
+    /// over all of them, which loss is counted against.
+    pub all_rx: Option<u64>,
+}
+
+impl Flow {
+    /// Frames the flow received over all its RX ports.
+    pub fn received(&self) -> u64 {
+        self.all_rx.unwrap_or(self.frames_rx)
+    }
 }
 
 /// A flow's figures from its run's live snapshot (`idx`: its stream there).
@@ -48,7 +58,9 @@ pub fn from_snapshot(snap: &Value, idx: usize, started: bool) -> Flow {
             "latency_p50_ns": rx["latency_p50_ns"], "latency_p99_ns": rx["latency_p99_ns"],
             "latency_p99_9_ns": rx["latency_p99_9_ns"], "lateness_last_ns": tx["lag_ns"],
             "loss_episodes": { "count": rx["loss_episodes"], "longest_ns": rx["longest_outage_ns"] },
+            "rx_ports": rx["ports"],
         }),
+        all_rx: None,
     }
 }
 
@@ -90,8 +102,44 @@ pub fn from_result(result: &Value, id: i64, idx: usize, name: &str) -> Flow {
             "schedule": result["verdict"]["schedule"],
             "run": id,
             "loss_episodes": rx["loss_episodes"],
+            "rx_ports": rx["rx_ports"],
         }),
+        all_rx: None,
     }
+}
+
+/// The entry of RX port `k` (its index in its meter's ports) of a flow metered on several:
+/// what that port received, with the flow's frames over all its ports in `all_rx` (and
+/// `x_gapless.all_rx_ports`), which loss is counted against. Its receive rate is the
+/// flow's while the port holds the flow's latest frame, else 0 (the traffic moved away).
+pub fn on_port(f: &Flow, k: usize) -> Flow {
+    let ports = &f.extra["rx_ports"];
+    let count = |p: &Value| p.as_u64().or(p["rx_frames"].as_u64()).unwrap_or(0);
+    let last = |p: &Value| p["last_rx_ns"].as_u64().unwrap_or(0);
+    let all: Vec<Value> = ports.as_array().cloned().unwrap_or_default();
+    let mine = all.get(k).cloned().unwrap_or(Value::Null);
+    let latest = all
+        .iter()
+        .enumerate()
+        .max_by_key(|(_, p)| (last(p), count(p)))
+        .map(|(i, _)| i);
+    let mut out = f.clone();
+    out.frames_rx = count(&mine);
+    out.bytes_rx = match mine["rx_bytes_l2"].as_u64() {
+        Some(b) => with_fcs(Some(b), Some(out.frames_rx)),
+        // A live count: the flow's bytes in proportion.
+        None if f.frames_rx > 0 => f.bytes_rx * out.frames_rx / f.frames_rx,
+        None => 0,
+    };
+    if latest != Some(k) || out.frames_rx == 0 {
+        out.rx_rate = 0.0;
+    }
+    if let Some(t) = out.timestamps.as_mut().filter(|_| mine.is_object()) {
+        *t = json!({ "first_timestamp_ns": mine["first_rx_ns"], "last_timestamp_ns": mine["last_rx_ns"] });
+    }
+    out.all_rx = Some(f.frames_rx);
+    out.extra["all_rx_ports"] = json!({ "frames_rx": f.frames_rx, "bytes_rx": f.bytes_rx });
+    out
 }
 
 /// Received bytes as OTG counts them: with the 4-byte FCS the capture does not see.
@@ -107,7 +155,7 @@ fn with_fcs(bytes: Option<u64>, frames: Option<u64>) -> u64 {
 /// and `x_gapless.latency_mode` says so.
 pub fn flow_json(name: &str, tx: &str, rx: &str, f: &Flow, m: &FlowMetrics) -> Value {
     let loss = if f.frames_tx > 0 {
-        (f.frames_tx.saturating_sub(f.frames_rx)) as f64 * 100.0 / f.frames_tx as f64
+        (f.frames_tx.saturating_sub(f.received())) as f64 * 100.0 / f.frames_tx as f64
     } else {
         0.0
     };
@@ -144,7 +192,7 @@ pub fn flow_json(name: &str, tx: &str, rx: &str, f: &Flow, m: &FlowMetrics) -> V
 /// received) at the flow's rate (frames sent per second). The outage the meter measured,
 /// to the frame, is `x_gapless.longest_outage_ms` beside it.
 fn loss_duration_ms(f: &Flow) -> f64 {
-    let lost = f.frames_tx.saturating_sub(f.frames_rx) as f64;
+    let lost = f.frames_tx.saturating_sub(f.received()) as f64;
     if f.tx_rate > 0.0 {
         lost / f.tx_rate * 1e3
     } else {
@@ -180,7 +228,8 @@ fn latency_in_mode(l: &Value, f: &Flow, m: &FlowMetrics) -> (Value, String) {
 }
 
 /// Each port's sums over the flows it sends or receives.
-/// `flows` holds every flow's figures: (name, tx port, rx port, figures).
+/// `flows` holds every flow's figures: (name, tx port, rx port, figures), a flow with
+/// several RX ports once per port (its TX counts are taken once).
 pub fn port_metrics(plan: &Plan, flows: &[FlowFigures], names: &[String]) -> Result<Vec<Value>, OtgError> {
     if let Some(n) = names.iter().find(|n| !plan.ports.iter().any(|p| &p.name == *n)) {
         return Err(OtgError::invalid(format!("port_names: no port named {n:?}")));
@@ -190,7 +239,11 @@ pub fn port_metrics(plan: &Plan, flows: &[FlowFigures], names: &[String]) -> Res
         .iter()
         .filter(|p| names.is_empty() || names.contains(&p.name))
         .map(|p| {
-            let sent = flows.iter().filter(|f| f.1 == p.name);
+            let sent = flows
+                .iter()
+                .enumerate()
+                .filter(|(i, f)| f.1 == p.name && !flows[..*i].iter().any(|g| g.0 == f.0))
+                .map(|(_, f)| f);
             let got = flows.iter().filter(|f| f.2 == p.name);
             json!({
                 "name": p.name, "location": p.location, "link": "up", "capture": "stopped",
@@ -221,6 +274,38 @@ mod tests {
             extra: json!({}),
             ..Flow::default()
         }
+    }
+
+    #[test]
+    fn a_port_entry_counts_its_port_and_loss_counts_every_port() {
+        let mut f = flow();
+        f.frames_tx = 12;
+        f.extra = json!({ "rx_ports": [
+            { "rx_frames": 6, "rx_bytes_l2": 600, "first_rx_ns": 1, "last_rx_ns": 5 },
+            { "rx_frames": 4, "rx_bytes_l2": 400, "first_rx_ns": 8, "last_rx_ns": 9 } ] });
+        f.rx_rate = 100.0;
+        let (a, b) = (on_port(&f, 0), on_port(&f, 1));
+        assert_eq!((a.frames_rx, a.bytes_rx, b.frames_rx, b.bytes_rx), (6, 624, 4, 416));
+        assert_eq!(
+            (a.rx_rate, b.rx_rate),
+            (0.0, 100.0),
+            "the rate is the port's that holds the latest frame"
+        );
+        let m = FlowMetrics {
+            timestamps: true,
+            ..FlowMetrics::default()
+        };
+        let v = flow_json("f", "p1", "p3", &b, &m);
+        let loss = v["loss"].as_f64().unwrap();
+        assert!(
+            (loss - 2.0 * 100.0 / 12.0).abs() < 1e-9,
+            "loss over both ports: 2 of 12, got {loss}"
+        );
+        assert_eq!(v["timestamps"]["first_timestamp_ns"], 8);
+        assert_eq!(v["x_gapless"]["all_rx_ports"]["frames_rx"], 10);
+        // A live snapshot's per-port counts are plain numbers.
+        f.extra = json!({ "rx_ports": [7, 3] });
+        assert_eq!((on_port(&f, 0).frames_rx, on_port(&f, 1).frames_rx), (7, 3));
     }
 
     #[test]

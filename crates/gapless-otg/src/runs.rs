@@ -83,11 +83,21 @@ pub fn port_run(g: &Group) -> Result<PortRun, OtgError> {
         netns: g.tx.netns.clone(),
         ..RunRequest::default()
     };
-    if let Some(rx) = &g.rx {
+    if let Some((rx, more)) = g.rx.split_first() {
         req.rx = Some(rx.iface.clone());
         req.rx_netns = rx.netns.clone();
+        req.rx_also = more
+            .iter()
+            .map(|p| match &p.netns {
+                Some(n) => format!("{n}/{}", p.iface),
+                None => p.iface.clone(),
+            })
+            .collect();
     }
-    let target = json!({ "otg_port": g.tx.name, "iface": req.iface, "netns": req.netns, "rx": req.rx, "rx_netns": req.rx_netns });
+    let mut target = json!({ "otg_port": g.tx.name, "iface": req.iface, "netns": req.netns, "rx": req.rx, "rx_netns": req.rx_netns });
+    if !req.rx_also.is_empty() {
+        target["rx_also"] = json!(req.rx_also);
+    }
     let spec = req
         .spec(src)
         .map_err(|e| OtgError::invalid(format!("port {}: {e}", g.tx.name)))?;

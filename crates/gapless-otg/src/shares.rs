@@ -84,7 +84,7 @@ pub fn split(plan: &Plan, cfg: &Value, run: &str, lease_ms: u64) -> Result<Vec<(
     for p in &plan.ports {
         let ending: Vec<Value> = groups
             .iter()
-            .filter(|g| g.rx.as_ref().is_some_and(|r| r.name == p.name))
+            .filter(|g| g.rx.iter().any(|r| r.name == p.name))
             .map(|g| g.profile.clone())
             .collect();
         if ending.is_empty() {
@@ -136,6 +136,11 @@ fn refuse_what_spans_hosts_lacks(plan: &Plan, cfg: &Value) -> Result<(), OtgErro
     }
     if plan.flows.len() > u16::MAX as usize {
         return Err(OtgError::invalid("flows: a run across hosts takes at most 65535 flows"));
+    }
+    if let Some(i) = plan.flows.iter().position(|f| f.2.len() > 1) {
+        return Err(OtgError::invalid(format!(
+            "flows[{i}].tx_rx.port.rx_names: a flow with several RX ports is metered by one meter on one host. Fix: give it one RX port in a run across hosts, or put its ports on one host"
+        )));
     }
     Ok(())
 }

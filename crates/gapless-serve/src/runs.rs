@@ -35,6 +35,7 @@ pub fn interfaces(spec: &RunSpec) -> Vec<String> {
     }
     if let Some(rx) = &spec.rx {
         v.push(iface_key(rx.netns.as_deref(), &rx.iface));
+        v.extend(rx.more.iter().map(|p| iface_key(p.netns.as_deref(), &p.iface)));
     }
     v
 }

@@ -84,6 +84,8 @@ enum Cmd {
 enum DutArg {
     Bridge,
     Router,
+    /// A router with a primary path to NAME-rx0 and a backup path to NAME-rx1.
+    RouterFailover,
 }
 
 #[derive(Subcommand)]
@@ -226,6 +228,7 @@ fn cmd_testbed(action: TestbedCmd) -> Result<i32> {
                         kind: match kind {
                             DutArg::Bridge => DutKind::Bridge,
                             DutArg::Router => DutKind::Router,
+                            DutArg::RouterFailover => DutKind::RouterFailover,
                         },
                         rate_bps,
                         queue: dut_queue,
@@ -260,12 +263,24 @@ fn dut_text(t: &Testbed, d: &Dut) -> String {
     let kind = match d.kind {
         DutKind::Bridge => "bridge",
         DutKind::Router => "IPv4 router",
+        DutKind::RouterFailover => "IPv4 router, primary and backup paths",
     };
     let mut s = format!(
         "  device:   netns {} ({kind}) ports {d0} (from the sender) and {d1} (to the receiver), forwarding on CPU {}: keep the sender off it (--core)\n",
         t.dut_ns(),
         gapless_io::testbed::dut::dut_cpu()
     );
+    if d.kind == DutKind::RouterFailover {
+        let (d2, rx1) = t.backup_ports();
+        s.push_str(&format!(
+            "  backup:   {d2} to netns {} iface {rx1} ({}, metric {}); the primary through {d1} (metric 0). Meter both: --rx {} --rx-also {}/{rx1}\n",
+            t.rx_ns(),
+            gapless_io::testbed::dut::RX_BACKUP_MAC,
+            gapless_io::testbed::dut::BACKUP_METRIC,
+            t.rx_if(),
+            t.rx_ns()
+        ));
+    }
     match d.rate_bps {
         Some(r) => {
             s.push_str(&format!(

@@ -145,6 +145,11 @@ pub struct RunArgs {
     /// The network namespace of --rx.
     #[arg(long, requires = "rx")]
     rx_netns: Option<String>,
+    /// Another port the same meter reads, `[NETNS/]IFACE` (repeat it): a stream that moves
+    /// from --rx to it, as after a failover, stays one sequence, and the result counts what
+    /// each port took.
+    #[arg(long, requires = "rx", value_name = "[NETNS/]IFACE")]
+    rx_also: Vec<String>,
     /// CPU core for the meter loop (default: the first one the send loop does not use).
     #[arg(long, requires = "rx")]
     rx_core: Option<usize>,
@@ -214,6 +219,7 @@ impl RunArgs {
             rt_priority: self.rt_priority,
             rx: self.rx.clone(),
             rx_netns: self.rx_netns.clone(),
+            rx_also: self.rx_also.clone(),
             rx_core: self.rx_core,
             rx_linger: Some(self.rx_linger),
             events: self.events.clone(),

@@ -52,6 +52,9 @@ pub struct LiveRx {
     pub latency_p50_ns: Option<i64>,
     pub latency_p99_ns: Option<i64>,
     pub latency_p99_9_ns: Option<i64>,
+    /// A meter on several ports: frames received on each, in port order (else empty).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub ports: Vec<u64>,
 }
 
 /// How to meter.
@@ -111,6 +114,9 @@ pub struct Meter {
     warmup_from: Option<u64>,
     /// Warm-up frames per stream id.
     warmup: HashMap<u16, u64>,
+    /// A meter on several ports counts each stream per port ([`Meter::at_port`]).
+    multi_port: bool,
+    port: u8,
 }
 
 impl Meter {
@@ -129,7 +135,20 @@ impl Meter {
             cut: report::CutFrames::default(),
             warmup_from: None,
             warmup: HashMap::new(),
+            multi_port: false,
+            port: 0,
         }
+    }
+
+    /// Reads `n` ports: each stream's frames are also counted per port (`rx_ports`).
+    pub fn set_ports(&mut self, n: usize) {
+        self.multi_port = n > 1;
+    }
+
+    /// The port the next frames come in on (for a meter on several ports).
+    #[inline]
+    pub fn at_port(&mut self, port: u8) {
+        self.port = port;
     }
 
     /// Whether the meter has a warm-up and does not know yet when it starts.
@@ -250,6 +269,9 @@ impl Meter {
             &mut self.signed[slot as usize - 1]
         };
         m.on_frame(ts_ns, wire_len, Some((sig.seq, sig.tx_ns)));
+        if self.multi_port {
+            m.on_port(self.port, ts_ns, wire_len);
+        }
     }
 
     /// Takes an unsigned arrival: a TCP/UDP flow by its 5-tuple, or (`None`) one anonymous
@@ -294,6 +316,9 @@ impl Meter {
             }
         };
         self.unsigned[i].on_frame(ts_ns, wire_len, None);
+        if self.multi_port {
+            self.unsigned[i].on_port(self.port, ts_ns, wire_len);
+        }
     }
 
     /// Every stream's running counts (signed by id, then flows): see [`StreamMeter::live`].

@@ -212,6 +212,10 @@ pub struct StreamRx {
     /// Runs of missing frames, with the arrival gap around each (`meter::episodes`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub loss_episodes: Option<crate::meter::episodes::LossEpisodes>,
+    /// A meter on several ports: the frames each port took, in the report's `rx_ports`
+    /// order (empty for one port).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rx_ports: Vec<PortTally>,
     /// Frames the sender sent (joined runs only).
     pub tx_sent: Option<u64>,
     /// Sent - distinct received (joined runs only): includes loss after the last arrival.
@@ -228,6 +232,29 @@ pub struct StreamRx {
     pub rate_jitter: Vec<WindowRate>,
     pub ipdv: Option<IpdvSummary>,
     pub series: Vec<SecondPoint>,
+}
+
+/// What one of a meter's several ports took of a stream.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct PortTally {
+    pub rx_frames: u64,
+    /// Bytes at L2 without FCS, as captured.
+    pub rx_bytes_l2: u64,
+    /// First and last arrival on this port, ns on the RX clock (0 when none came).
+    pub first_rx_ns: u64,
+    pub last_rx_ns: u64,
+}
+
+impl PortTally {
+    #[inline]
+    pub fn add(&mut self, ts: u64, len: u32) {
+        if self.rx_frames == 0 {
+            self.first_rx_ns = ts;
+        }
+        self.rx_frames += 1;
+        self.rx_bytes_l2 += u64::from(len);
+        self.last_rx_ns = self.last_rx_ns.max(ts);
+    }
 }
 
 /// The capture's own counters.
@@ -355,6 +382,10 @@ pub struct MeterReport {
     #[serde(default, skip_serializing_if = "is_zero")]
     pub warmup_frames: u64,
     pub streams: Vec<StreamRx>,
+    /// A meter on several ports: where each read (as `source` names one), in the order
+    /// of the streams' `rx_ports`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rx_ports: Vec<String>,
     /// The host that metered (or analysed): name, kernel, CPU, interface, driver, netns.
     #[serde(default)]
     pub environment: crate::host::Environment,

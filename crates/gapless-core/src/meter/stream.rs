@@ -83,6 +83,8 @@ pub struct StreamMeter {
     bytes: u64,
     first_ns: u64,
     last_ns: u64,
+    /// A meter on several ports: what each took (empty for one port).
+    ports: Vec<super::report::PortTally>,
     /// One tracker per lane (none for an unsigned flow).
     seq: Vec<SeqTracker>,
     lanes: u32,
@@ -151,6 +153,7 @@ impl StreamMeter {
             bytes: 0,
             first_ns: 0,
             last_ns: 0,
+            ports: Vec::new(),
             seq: if signed {
                 (0..lanes.max(1)).map(|_| SeqTracker::new()).collect()
             } else {
@@ -226,6 +229,16 @@ impl StreamMeter {
                 self.record_err(ts - pts, d.saturating_sub(pd) as f64);
             }
         }
+    }
+
+    /// Counts a frame on port `port` of a meter on several ports (after [`Self::on_frame`]).
+    #[inline]
+    pub fn on_port(&mut self, port: u8, ts: u64, len: u32) {
+        let p = port as usize;
+        if p >= self.ports.len() {
+            self.ports.resize(p + 1, Default::default());
+        }
+        self.ports[p].add(ts, len);
     }
 
     /// Takes one frame: its RX time (ns), its length at L2 without FCS, and its sequence
@@ -414,6 +427,7 @@ impl StreamMeter {
             latency_p50_ns: lat.map(|h| h.quantile(0.5, self.lat_min, self.lat_max)),
             latency_p99_ns: lat.map(|h| h.quantile(0.99, self.lat_min, self.lat_max)),
             latency_p99_9_ns: lat.map(|h| h.quantile(0.999, self.lat_min, self.lat_max)),
+            ports: self.ports.iter().map(|p| p.rx_frames).collect(),
         }
     }
 
@@ -497,6 +511,7 @@ impl StreamMeter {
             last_rx_ns: self.last_ns,
             seq: self.seq_summary(),
             loss_episodes: self.loss_episodes(),
+            rx_ports: self.ports.clone(),
             tx_sent: None,
             lost_vs_tx: None,
             warmup_frames: 0,

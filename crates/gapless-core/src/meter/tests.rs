@@ -346,3 +346,51 @@ fn a_rate_changed_while_running_drops_the_precision_figures_with_the_reason() {
     );
     assert_eq!(r.streams[0].rx_frames, 5);
 }
+
+#[test]
+fn a_stream_moving_between_ports_is_one_sequence_counted_per_port() {
+    let mut m = meter(None);
+    m.set_ports(2);
+    // Frames 0-4 on port 0, 5-6 lost in the switch, 7-9 on port 1.
+    for seq in 0..10u32 {
+        if seq == 5 || seq == 6 {
+            continue;
+        }
+        m.at_port(u8::from(seq > 6));
+        let f = frame(1, seq, 1_000 * u64::from(seq));
+        m.on_frame(10_000 + 1_000 * u64::from(seq), &f, f.len() as u32);
+    }
+    let r = m.report();
+    let s = &r.streams[0];
+    let q = s.seq.as_ref().expect("a signed stream has a sequence");
+    assert_eq!(
+        (s.rx_frames, q.lost),
+        (8, 2),
+        "expected 8 received and 2 lost, got {s:?}"
+    );
+    let ports: Vec<(u64, u64, u64)> = s
+        .rx_ports
+        .iter()
+        .map(|p| (p.rx_frames, p.first_rx_ns, p.last_rx_ns))
+        .collect();
+    assert_eq!(
+        ports,
+        vec![(5, 10_000, 14_000), (3, 17_000, 19_000)],
+        "expected per-port counts and arrival spans"
+    );
+    let e = s.loss_episodes.as_ref().expect("one outage");
+    assert_eq!(
+        (e.count, e.longest_frames, e.longest_ns),
+        (1, 2, 3_000),
+        "expected the switch as one 2-frame outage of 3 µs"
+    );
+    assert_eq!(m.live()[0].ports, vec![5, 3], "expected live per-port counts");
+
+    let mut one = meter(None);
+    let f = frame(1, 0, 0);
+    one.on_frame(1, &f, f.len() as u32);
+    assert!(
+        one.report().streams[0].rx_ports.is_empty(),
+        "a meter on one port lists no ports"
+    );
+}

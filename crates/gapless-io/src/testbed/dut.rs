@@ -12,6 +12,20 @@
 //! the receiver's MAC and its port towards the receiver to the sender's, so profiles written
 //! for the direct testbed run unchanged through either device. It routes by static host
 //! routes and permanent neighbours, and decrements the TTL as any router does.
+//!
+//! The failover router adds a backup path to a second receiving end, `NAME-rx1` in the
+//! receiver's namespace (MAC 02:67:6c:00:00:03, no address: it only meters):
+//!
+//! ```text
+//!  NAME-tx0 ── NAME-d0 [NAME-dut: router] NAME-d1 ── NAME-rx0   primary, metric 0
+//!                                          NAME-d2 ── NAME-rx1   backup, metric 100
+//! ```
+//!
+//! The receiver's host route goes through `NAME-d1`, and through `NAME-d2` at a worse
+//! metric (primary/backup, not ECMP, whose hash could keep a flow on either path). An
+//! admin down of `NAME-d1` removes its route, so the backup carries the traffic at once;
+//! a carrier loss (`NAME-rx0` down) keeps the route but marks it `linkdown`, which the
+//! router skips because `ignore_routes_with_linkdown` is on (DESIGN-NOTES 67).
 
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -25,7 +39,14 @@ use crate::testbed::{end, ip, Testbed, RX_IP4, RX_MAC, TX_IP4, TX_MAC};
 pub enum DutKind {
     Bridge,
     Router,
+    /// A router with a primary and a backup path to the receiver.
+    RouterFailover,
 }
+
+/// The backup receiving end's MAC.
+pub const RX_BACKUP_MAC: &str = "02:67:6c:00:00:03";
+/// The backup route's metric (the primary's is 0).
+pub const BACKUP_METRIC: u32 = 100;
 
 /// The device: its kind, and its egress capacity and queue.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -42,6 +63,7 @@ pub struct Dut {
 /// The router's own addresses on its two ports (host routes only: the ends keep their /24).
 const DUT_IP_TX_SIDE: &str = "198.18.0.253";
 const DUT_IP_RX_SIDE: &str = "198.18.0.254";
+const DUT_IP_BACKUP: &str = "198.18.0.252";
 
 /// Parses a rate as tc writes it: a number of bit/s, or with `kbit`, `mbit`, `gbit` (powers
 /// of 1000).
@@ -73,6 +95,12 @@ impl Testbed {
         (format!("{}-d0", self.name), format!("{}-d1", self.name))
     }
 
+    /// The failover router's port towards the backup end, and that end (in the
+    /// receiver's namespace).
+    pub fn backup_ports(&self) -> (String, String) {
+        (format!("{}-d2", self.name), format!("{}-rx1", self.name))
+    }
+
     /// Whether a device is in the middle.
     pub fn has_dut(&self) -> bool {
         ip(&["-n", &self.dut_ns(), "link", "show", &self.dut_ports().1]).is_ok()
@@ -86,6 +114,8 @@ impl Testbed {
         let ns = self.dut_ns();
         let kind = if ip(&["-n", &ns, "link", "show", "br0"]).is_ok() {
             DutKind::Bridge
+        } else if ip(&["-n", &ns, "link", "show", &self.backup_ports().0]).is_ok() {
+            DutKind::RouterFailover
         } else {
             DutKind::Router
         };
@@ -163,11 +193,55 @@ impl Testbed {
         match dut.kind {
             DutKind::Bridge => bridge(&dn, &d0, &d1)?,
             DutKind::Router => router(&dn, &d0, &d1)?,
+            DutKind::RouterFailover => {
+                router(&dn, &d0, &d1)?;
+                self.backup_path()?;
+            }
         }
         if let Some(rate) = dut.rate_bps {
             shape(&dn, &d1, rate, dut.queue, &dut.qdisc)?;
+            if dut.kind == DutKind::RouterFailover {
+                shape(&dn, &self.backup_ports().0, rate, dut.queue, &dut.qdisc)?;
+            }
         }
         steer(&dn, &d0, dut_cpu())
+    }
+
+    /// The failover router's backup: a veth to `NAME-rx1`, the receiver's host route
+    /// through it at [`BACKUP_METRIC`], and routes whose link is down left out of lookups.
+    fn backup_path(&self) -> Result<(), IoError> {
+        let (dn, rxn) = (self.dut_ns(), self.rx_ns());
+        let (d2, rx1) = self.backup_ports();
+        ip(&[
+            "link", "add", &d2, "netns", &dn, "type", "veth", "peer", "name", &rx1, "netns", &rxn,
+        ])?;
+        ip(&["-n", &rxn, "link", "set", &rx1, "address", RX_BACKUP_MAC])?;
+        ip(&["-n", &rxn, "link", "set", &rx1, "addrgenmode", "none"])?;
+        ip(&["-n", &rxn, "link", "set", &rx1, "up"])?;
+        ip(&["-n", &dn, "link", "set", &d2, "addrgenmode", "none"])?;
+        ip(&["-n", &dn, "link", "set", &d2, "address", TX_MAC])?;
+        ip(&["-n", &dn, "addr", "add", &format!("{DUT_IP_BACKUP}/32"), "dev", &d2])?;
+        ip(&["-n", &dn, "link", "set", &d2, "up"])?;
+        let metric = BACKUP_METRIC.to_string();
+        let host = format!("{RX_IP4}/32");
+        ip(&["-n", &dn, "route", "add", &host, "dev", &d2, "metric", &metric])?;
+        let neigh = [
+            "neigh",
+            "replace",
+            RX_IP4,
+            "lladdr",
+            RX_BACKUP_MAC,
+            "dev",
+            &d2,
+            "nud",
+            "permanent",
+        ];
+        ip(&[&["-n", dn.as_str()][..], &neigh[..]].concat())?;
+        let (_, d1) = self.dut_ports();
+        for dev in ["all", "default", d1.as_str(), d2.as_str()] {
+            sysctl(&dn, &format!("net.ipv4.conf.{dev}.ignore_routes_with_linkdown=1"))?;
+        }
+        sysctl(&dn, &format!("net.ipv4.conf.{d2}.rp_filter=0"))
     }
 }
 

@@ -917,6 +917,7 @@ impl RxSource for AfXdpRx {
                 data,
                 wire_len: d.len,
                 hw: false,
+                port: 0,
             });
             self.fill(d.addr);
             cons = cons.wrapping_add(1);
@@ -955,6 +956,10 @@ impl RxSource for AfXdpRx {
             freeze_count: 0,
             user_stamped: self.unstamped,
         }
+    }
+
+    fn raw_fd(&self) -> Option<std::os::fd::RawFd> {
+        Some(self.xsk.fd.as_raw_fd())
     }
 
     fn timestamp_source(&self) -> String {

@@ -150,7 +150,7 @@ fn group(port: &str, iface: &str, netns: &Option<String>, profile: &Value, flows
             netns: netns.clone(),
             agent: None,
         },
-        rx: None,
+        rx: Vec::new(),
         flows,
         profile: profile.clone(),
         needs,

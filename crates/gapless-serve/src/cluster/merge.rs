@@ -142,8 +142,8 @@ pub fn figures(r: &ClusterRun) -> Vec<FlowFigures> {
         .flows
         .iter()
         .map(|(n, tx, rx)| {
-            let (_, f) = flow(r, n, tx, rx, running);
-            (n.clone(), tx.clone(), rx.clone(), f)
+            let (_, f) = flow(r, n, tx, &rx[0], running);
+            (n.clone(), tx.clone(), rx[0].clone(), f)
         })
         .collect()
 }
@@ -154,7 +154,7 @@ pub fn result(r: &ClusterRun, ending: &str) -> Value {
         .plan
         .flows
         .iter()
-        .map(|(n, tx, rx)| flow(r, n, tx, rx, ending == "running").0)
+        .map(|(n, tx, rx)| flow(r, n, tx, &rx[0], ending == "running").0)
         .collect();
     let agents: Vec<Value> = r.members.iter().map(|m| agent(r, m)).collect();
     let ports: Vec<Value> = r.plan.ports.iter().map(|p| port(&p.name, &flows)).collect();

@@ -136,7 +136,7 @@ impl Cluster {
             None => plan
                 .flows
                 .iter()
-                .map(|(n, t, x)| (n.clone(), t.clone(), x.clone(), Default::default()))
+                .map(|(n, t, x)| (n.clone(), t.clone(), x[0].clone(), Default::default()))
                 .collect(),
         }
     }

@@ -48,16 +48,20 @@ pub(crate) fn metrics_for(s: &Shared, req: &Value) -> Result<Value, OtgError> {
         Metrics::Convergence(names) => {
             let d = convergence::detector(otg(s).raw.as_ref().unwrap_or(&Value::Null))?;
             let made = otg(s).made.clone();
-            let list: Vec<Value> = figures(s, &names)?
+            let all = figures(s, &names)?;
+            // A flow with several RX ports is one sequence: its outages are the flow's.
+            let list: Vec<Value> = all
                 .iter()
-                .map(|(n, _, _, f)| convergence::metric(n, &f.extra["loss_episodes"], f.tx_rate, &d, &made))
+                .enumerate()
+                .filter(|(i, f)| !all[..*i].iter().any(|g| g.0 == f.0))
+                .map(|(_, (n, _, _, f))| convergence::metric(n, &f.extra["loss_episodes"], f.tx_rate, &d, &made))
                 .collect();
             Ok(json!({ "choice": "convergence_metrics", "convergence_metrics": list, "warnings": [] }))
         }
     }
 }
 
-/// Every flow named (all when none are).
+/// Every flow named (all when none are), a flow with several RX ports once per port.
 fn figures(s: &Shared, names: &[String]) -> Result<Vec<FlowFigures>, OtgError> {
     let plan = plan_of(s)?;
     let cluster = otg(s).cluster.clone();
@@ -79,9 +83,32 @@ fn figures(s: &Shared, names: &[String]) -> Result<Vec<FlowFigures>, OtgError> {
                 None => ended(s, *id, *idx, name),
             },
         };
-        out.push((name.clone(), tx.clone(), rx.clone(), f));
+        out.extend(per_port(&plan, name, tx, rx, f));
     }
     Ok(out)
+}
+
+/// A flow's entries: one per RX port when its run's meter reads several, each with what
+/// that port received ([`gapless_otg::metrics::on_port`]).
+fn per_port(plan: &gapless_otg::config::Plan, name: &str, tx: &str, rx: &[String], f: Flow) -> Vec<FlowFigures> {
+    let meter_ports = plan
+        .groups
+        .iter()
+        .find(|g| g.flows.iter().any(|n| n == name))
+        .map(|g| g.rx.iter().map(|p| p.name.clone()).collect::<Vec<_>>())
+        .unwrap_or_default();
+    if meter_ports.len() < 2 {
+        return rx
+            .iter()
+            .map(|r| (name.into(), tx.into(), r.clone(), f.clone()))
+            .collect();
+    }
+    rx.iter()
+        .map(|r| {
+            let k = meter_ports.iter().position(|p| p == r).unwrap_or(0);
+            (name.into(), tx.into(), r.clone(), gapless_otg::metrics::on_port(&f, k))
+        })
+        .collect()
 }
 
 /// An ended run's figures, from the run table.

@@ -501,13 +501,19 @@ fn ended_and_gone(s: &Shared, holder: JobId) -> bool {
 fn start_group(s: &Shared, g: &Group) -> Result<(i64, Option<gapless_engine::Pauser>, usize), OtgError> {
     let room = runs::compiled(g)?.max_frame() as usize - FCS_LEN;
     let mut run = runs::port_run(g)?;
-    // The RX port's capture, if the config has one: its meter offers it every frame.
-    if let (Some(rx), Some(port)) = (run.spec.rx.as_mut(), g.rx.as_ref()) {
-        rx.capture = otg(s)
-            .captures
-            .iter()
-            .find(|c| c.cfg.port == port.name)
-            .map(|c| c.buf.clone());
+    // Each RX port's capture, if the config has one: its meter offers it the port's frames.
+    if let Some(rx) = run.spec.rx.as_mut() {
+        let st = otg(s);
+        let of = |port: &gapless_otg::config::Port| {
+            st.captures
+                .iter()
+                .find(|c| c.cfg.port == port.name)
+                .map(|c| c.buf.clone())
+        };
+        rx.capture = g.rx.first().and_then(of);
+        for (more, port) in rx.more.iter_mut().zip(g.rx.iter().skip(1)) {
+            more.capture = of(port);
+        }
     }
     let new = NewRun {
         profile: run.profile,
