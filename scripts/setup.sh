@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what gapless needs on a fresh Debian/Ubuntu machine and builds it. Each step prints
 # its time, so a slow one shows.
-#   scripts/setup.sh           the runtime: iproute2, tcpdump, tshark, util-linux; builds the
+#   scripts/setup.sh           the runtime: iproute2, tcpdump, tshark, util-linux, frr (bgpd
+#                              for OTG devices' BGP, started per device by gapless serve); builds the
 #                              `gapless` binary (release) and links it onto PATH. The demo
 #                              needs only this.
 #   scripts/setup.sh --python  also python3 and the Python package in .venv (pip install .)
@@ -26,7 +27,7 @@ step() { # step NAME COMMAND...: runs it and prints how long it took
   echo "setup: $name took $(( $(date +%s) - t0 )) s"
 }
 
-pkgs=(iproute2 tcpdump tshark util-linux ca-certificates)
+pkgs=(iproute2 tcpdump tshark util-linux ca-certificates frr)
 case "$mode" in
   --python) pkgs+=(python3 python3-venv) ;;
   --test) pkgs+=(python3 python3-venv chromium stress-ng curl) ;;

@@ -33,6 +33,9 @@ struct Book {
     held: Vec<(usize, u64)>,
     /// Threads that pinned themselves (by TID): never re-masked.
     pinned: BTreeSet<i32>,
+    /// Helper processes (a device's routing daemons, by PID), masked as this process's
+    /// own threads are ([`adopt`]).
+    helpers: BTreeSet<i32>,
     next: u64,
     policy: Option<Policy>,
 }
@@ -40,6 +43,7 @@ struct Book {
 static BOOK: Mutex<Book> = Mutex::new(Book {
     held: Vec::new(),
     pinned: BTreeSet::new(),
+    helpers: BTreeSet::new(),
     next: 1,
     policy: None,
 });
@@ -182,19 +186,40 @@ pub fn mark_pinned() {
     book().pinned.insert(tid);
 }
 
-/// Sets every unpinned thread's mask to the cores no run holds (all of them if none are free).
+/// Keeps a helper process (a routing daemon the server started) off the packet path's
+/// cores, now and whenever they change, until [`release`].
+pub fn adopt(pid: i32) {
+    let mut b = book();
+    b.helpers.insert(pid);
+    mask_tasks(&format!("/proc/{pid}/task"), &b.rest(), &b.pinned);
+}
+
+/// Forgets a helper process (it ended).
+pub fn release(pid: i32) {
+    book().helpers.remove(&pid);
+}
+
+/// Sets every unpinned thread's mask to the cores no run holds (all of them if none are
+/// free), and every helper process's threads' too.
 fn remask(b: &Book) {
     let mask = b.rest();
-    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+    mask_tasks("/proc/self/task", &mask, &b.pinned);
+    for pid in &b.helpers {
+        mask_tasks(&format!("/proc/{pid}/task"), &mask, &b.pinned);
+    }
+}
+
+fn mask_tasks(dir: &str, mask: &[usize], pinned: &BTreeSet<i32>) {
+    let Ok(tasks) = std::fs::read_dir(dir) else {
         return;
     };
     for t in tasks.flatten() {
         let Some(tid) = t.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
             continue;
         };
-        if !b.pinned.contains(&tid) {
+        if !pinned.contains(&tid) {
             // A thread that ended meanwhile is ESRCH: nothing to do.
-            let _ = set_mask(tid, &mask);
+            let _ = set_mask(tid, mask);
         }
     }
 }

@@ -18,6 +18,7 @@
 
 pub mod error;
 pub mod files;
+pub mod frr;
 pub mod hosts;
 pub mod kernel;
 pub mod rx;

@@ -82,6 +82,8 @@ pub struct Plan {
     pub ports: Vec<Port>,
     /// The emulated hosts (`devices[].ethernets[]`).
     pub devices: Vec<crate::devices::Eth>,
+    /// The devices' BGP routers (`devices[].bgp`), each run by a bgpd of its own.
+    pub routers: Vec<crate::bgp::Router>,
     pub groups: Vec<Group>,
     /// Every flow: (name, tx port, rx ports).
     pub flows: Vec<(String, String, Vec<String>)>,
@@ -176,6 +178,7 @@ pub fn plan(cfg: &Value) -> Result<Plan, Invalid> {
     }
     let ports = ports(cfg)?;
     let devices = crate::devices::parse(cfg)?;
+    let routers = crate::bgp::parse(cfg, &devices)?;
     if let Some(e) = devices.iter().find(|e| !ports.iter().any(|p| p.name == e.port)) {
         return Err(Invalid(format!(
             "devices: {:?} is on port {:?}, which the config does not have",
@@ -198,7 +201,7 @@ pub fn plan(cfg: &Value) -> Result<Plan, Invalid> {
             .as_str()
             .ok_or_else(|| Invalid(format!("{path}.name: every flow needs a name")))?
             .to_string();
-        let (tx_name, rx_names, dev) = tx_rx(f, &path, &devices)?;
+        let (tx_name, rx_names, dev) = tx_rx(f, &path, (&devices, &routers))?;
         let tx = find(&tx_name, format!("{path}.tx_rx.port.tx_name"))?;
         let rx = rx_names
             .iter()
@@ -237,6 +240,7 @@ pub fn plan(cfg: &Value) -> Result<Plan, Invalid> {
     Ok(Plan {
         ports,
         devices,
+        routers,
         groups,
         flows,
         metrics,
@@ -261,11 +265,7 @@ pub struct DeviceFlow {
 }
 
 /// The flow's TX and RX port names, and its device ends for a device flow.
-fn tx_rx(
-    f: &Value,
-    path: &str,
-    devices: &[crate::devices::Eth],
-) -> Result<(String, Vec<String>, Option<DeviceFlow>), Invalid> {
+fn tx_rx(f: &Value, path: &str, devices: Ends<'_>) -> Result<(String, Vec<String>, Option<DeviceFlow>), Invalid> {
     let t = &f["tx_rx"];
     let choice = t["choice"].as_str().unwrap_or("port");
     if choice == "device" {
@@ -312,20 +312,38 @@ fn rx_names(p: &Value, path: &str) -> Result<Vec<String>, Invalid> {
 }
 
 /// `tx_rx.device`: one sending and one receiving address, by name.
-fn device_ends(
-    d: &Value,
-    at: &str,
-    devices: &[crate::devices::Eth],
-) -> Result<(String, Vec<String>, Option<DeviceFlow>), Invalid> {
-    let one = |k: &str| -> Result<(&crate::devices::Eth, &crate::devices::Addr), Invalid> {
+/// What a device flow's ends may name: device addresses and BGP route ranges.
+type Ends<'a> = (&'a [crate::devices::Eth], &'a [crate::bgp::Router]);
+
+/// A device address, or a route range as an address: its first address, on the Ethernet of
+/// its router, through the gateway of the address its session runs from.
+fn end_named(ends: Ends<'_>, name: &str) -> Option<(crate::devices::Eth, crate::devices::Addr)> {
+    if let Some((e, a)) = crate::devices::find(ends.0, name) {
+        return Some((e.clone(), a.clone()));
+    }
+    let (r, peer, range) = crate::bgp::find_range(ends.1, name)?;
+    let eth = ends.0.iter().find(|e| e.name == r.eth)?;
+    let via = eth.addrs.iter().find(|a| a.ip == peer.local)?;
+    let first = range.blocks.first()?;
+    let addr = crate::devices::Addr {
+        name: name.to_string(),
+        ip: first.first,
+        prefix: first.prefix,
+        gateway: via.gateway,
+    };
+    Some((eth.clone(), addr))
+}
+
+fn device_ends(d: &Value, at: &str, devices: Ends<'_>) -> Result<(String, Vec<String>, Option<DeviceFlow>), Invalid> {
+    let one = |k: &str| -> Result<(crate::devices::Eth, crate::devices::Addr), Invalid> {
         let list = d[k].as_array().filter(|a| a.len() == 1).ok_or_else(|| {
             Invalid(format!(
-                "{at}.{k}: give exactly one device address name (one meter per sending port)"
+                "{at}.{k}: give exactly one device address or route range name (one meter per sending port)"
             ))
         })?;
         let name = list[0].as_str().unwrap_or_default();
-        crate::devices::find(devices, name)
-            .ok_or_else(|| Invalid(format!("{at}.{k}: no device address named {name:?}")))
+        end_named(devices, name)
+            .ok_or_else(|| Invalid(format!("{at}.{k}: no device address or BGP route range named {name:?}")))
     };
     let ((te, ta), (re, ra)) = (one("tx_names")?, one("rx_names")?);
     if ta.ip.is_ipv6() != ra.ip.is_ipv6() {

@@ -24,6 +24,7 @@
 //! The state a server keeps (the config set last, the runs its traffic started) and the
 //! run table are the server's: this crate never starts, stops or stores anything.
 
+pub mod bgp;
 pub mod captures;
 pub mod config;
 pub mod convergence;

@@ -42,6 +42,11 @@ pub enum Control {
     /// `port.link` up (true) or down for the ports named (all when none are): the ports'
     /// interfaces set administratively up or down.
     Link(bool, Vec<String>),
+    /// `protocol.route` advertise (true) or withdraw of the route ranges named (all when
+    /// none are).
+    Routes(bool, Vec<String>),
+    /// `protocol.bgp.peers` up (true) or down for the peers named (all when none are).
+    BgpPeers(bool, Vec<String>),
     /// A choice gapless takes as a no-op, with the warning to send.
     NoOp(String),
 }
@@ -82,6 +87,9 @@ pub fn control(req: &Value) -> Result<Control, OtgError> {
             ))),
         };
     }
+    if choice == "protocol" {
+        return protocol(&req["protocol"]);
+    }
     if choice != "traffic" {
         return Ok(Control::NoOp(format!(
             "control {choice:?} does nothing in gapless: it has no emulated protocols or link control"
@@ -104,6 +112,25 @@ pub fn control(req: &Value) -> Result<Control, OtgError> {
     }
 }
 
+/// `protocol.route` and `protocol.bgp.peers`.
+fn protocol(p: &Value) -> Result<Control, OtgError> {
+    let which = p["choice"].as_str().unwrap_or_default();
+    let (at, state, list) = match which {
+        "route" => ("protocol.route.state", &p["route"]["state"], &p["route"]["names"]),
+        "bgp" => ("protocol.bgp.peers.state", &p["bgp"]["peers"]["state"], &p["bgp"]["peers"]["peer_names"]),
+        other => {
+            return Ok(Control::NoOp(format!(
+                "control protocol {other:?} does nothing in gapless: it drives BGP through FRR (protocol all, route and bgp)"
+            )))
+        }
+    };
+    match (which, state.as_str().unwrap_or_default()) {
+        ("route", s @ ("advertise" | "withdraw")) => Ok(Control::Routes(s == "advertise", names(list))),
+        ("bgp", s @ ("up" | "down")) => Ok(Control::BgpPeers(s == "up", names(list))),
+        (_, other) => Err(OtgError::invalid(format!("{at}: {other:?} is not a state of it"))),
+    }
+}
+
 /// What a `monitor/metrics` request asks for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Metrics {
@@ -113,6 +140,9 @@ pub enum Metrics {
     Port(Vec<String>),
     /// Convergence metrics of the flows named (all when none are).
     Convergence(Vec<String>),
+    /// BGP metrics of the peers named (all when none are): of the peers on IPv6
+    /// interfaces (true, `bgpv6`) or IPv4 ones.
+    Bgp(bool, Vec<String>),
 }
 
 /// Reads a `monitor/metrics` request (port metrics when no choice is given).
@@ -122,8 +152,9 @@ pub fn metrics(req: &Value) -> Result<Metrics, OtgError> {
         "flow" => Ok(Metrics::Flow(names(&req[choice]["flow_names"]))),
         "port" => Ok(Metrics::Port(names(&req[choice]["port_names"]))),
         "convergence" => Ok(Metrics::Convergence(crate::convergence::request(req))),
+        "bgpv4" | "bgpv6" => Ok(Metrics::Bgp(choice == "bgpv6", names(&req[choice]["peer_names"]))),
         other => Err(OtgError::invalid(format!(
-            "choice: {other:?} metrics are not supported (port, flow or convergence)"
+            "choice: {other:?} metrics are not supported (port, flow, convergence, bgpv4 or bgpv6)"
         ))),
     }
 }
@@ -169,11 +200,18 @@ mod tests {
         assert_eq!(metrics(&json!({})), Ok(Metrics::Port(vec![])));
         let flow = json!({"choice": "flow", "flow": {"flow_names": ["a", "b"]}});
         assert_eq!(metrics(&flow), Ok(Metrics::Flow(vec!["a".into(), "b".into()])));
-        let e = metrics(&json!({"choice": "bgpv4"})).unwrap_err();
+        let bgp = json!({"choice": "bgpv6", "bgpv6": {"peer_names": ["p"]}});
+        assert_eq!(metrics(&bgp), Ok(Metrics::Bgp(true, vec!["p".into()])));
+        let e = metrics(&json!({"choice": "isis"})).unwrap_err();
         assert_eq!(
             e.body(),
             json!({"code": 400, "kind": "validation", "errors": [e.errors[0].clone()]})
         );
+        let route = json!({"choice": "protocol", "protocol": {"choice": "route", "route": {"names": ["r"], "state": "withdraw"}}});
+        assert_eq!(control(&route), Ok(Control::Routes(false, vec!["r".into()])));
+        let peers =
+            json!({"choice": "protocol", "protocol": {"choice": "bgp", "bgp": {"peers": {"state": "sideways"}}}});
+        assert!(control(&peers).unwrap_err().errors[0].contains("protocol.bgp.peers.state: \"sideways\""));
     }
 
     #[test]

@@ -187,7 +187,11 @@ pub async fn serve(
     for otg in cfg.otg_listen.iter().chain(&cfg.otg_grpc_listen) {
         check_listen(*otg, cfg.token.as_deref())?;
     }
-    // OTG devices' namespaces that a server killed before it could remove them left behind.
+    // OTG devices' routing daemons and namespaces that a server killed before it could
+    // remove them left behind (the daemons first: they keep their namespaces alive).
+    for gone in gapless_io::frr::remove_stale() {
+        eprintln!("gapless serve: stopped the routing daemons {gone} of a server no longer running");
+    }
     for gone in gapless_io::hosts::remove_stale() {
         eprintln!("gapless serve: removed the device namespace {gone} of a server no longer running");
     }

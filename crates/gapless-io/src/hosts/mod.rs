@@ -144,6 +144,11 @@ impl Host {
         &self.spec.own_netns
     }
 
+    /// The host's interface, in its own namespace.
+    pub fn ifname(&self) -> &str {
+        &self.spec.ifname
+    }
+
     /// Each gateway of the host, once (an unspecified one, `0.0.0.0` or `::`, is none).
     pub fn gateways(&self) -> Vec<IpAddr> {
         let mut g: Vec<IpAddr> = self

@@ -130,9 +130,10 @@ fn states_now(s: &Shared, req: &Value) -> Result<Value, OtgError> {
     let v6 = match choice {
         "ipv4_neighbors" => false,
         "ipv6_neighbors" => true,
+        "bgp_prefixes" => return super::routing::prefix_states(s, &req[choice]),
         other => {
             return Err(OtgError::invalid(format!(
-                "choice: {other:?} states are not served (ipv4_neighbors or ipv6_neighbors)"
+                "choice: {other:?} states are not served (ipv4_neighbors, ipv6_neighbors or bgp_prefixes)"
             )))
         }
     };

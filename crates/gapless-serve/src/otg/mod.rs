@@ -15,6 +15,7 @@
 //! Successes are JSON with a `warnings` list; errors are `{code, kind, errors}`.
 
 mod devices;
+mod routing;
 pub(crate) use devices::states;
 pub(crate) mod metrics;
 
@@ -53,6 +54,8 @@ pub struct OtgState {
     pub captures: Vec<PortCapture>,
     /// The config's devices, up as hosts on their ports: (device Ethernet name, host).
     pub hosts: Vec<(String, Arc<gapless_io::hosts::Host>)>,
+    /// The devices' BGP routers, each a bgpd in its host's namespace.
+    pub routers: Vec<Arc<routing::Bgpd>>,
     /// A config whose ports are on agents: the agents, and its run ([`crate::cluster`]).
     pub cluster: Option<Arc<crate::cluster::Cluster>>,
     /// The link events `control/state` made (for convergence metrics), and the ports set down.
@@ -64,6 +67,10 @@ pub struct OtgState {
 /// even while another thread (the resolver, a start) still holds one.
 impl Drop for OtgState {
     fn drop(&mut self) {
+        // The daemons first: a process in a namespace keeps it alive.
+        for r in &self.routers {
+            r.stop();
+        }
         for (_, h) in &self.hosts {
             h.remove();
         }
@@ -240,6 +247,7 @@ fn set_config_now(s: &Shared, cfg: Value) -> Result<Value, OtgError> {
     *st = OtgState::default();
     let hosts = devices::up(&plan)?;
     devices::resolve_in_background(&hosts);
+    let routers = routing::up(&plan, &hosts).inspect_err(|_| hosts.iter().for_each(|h| h.1.remove()))?;
     *st = OtgState {
         raw: Some(cfg),
         plan: Some(plan),
@@ -247,6 +255,7 @@ fn set_config_now(s: &Shared, cfg: Value) -> Result<Value, OtgError> {
         pausers: Vec::new(),
         captures,
         hosts,
+        routers,
         cluster: None,
         made: Vec::new(),
         links_down: Vec::new(),
@@ -308,9 +317,22 @@ pub(crate) async fn control_with(s: Shared, req: Value) -> Result<Value, OtgErro
         Control::NoOp(warning) => Ok(requests::ok(vec![warning])),
         Control::Protocols(true) => {
             devices::resolve_in_background(&otg(&s).hosts);
+            let routers = otg(&s).routers.clone();
+            blocking(move || {
+                routers
+                    .iter()
+                    .try_for_each(|r| r.start())
+                    .map(|_| requests::ok(Vec::new()))
+            })
+            .await
+        }
+        Control::Protocols(false) => {
+            let routers = otg(&s).routers.clone();
+            routers.iter().for_each(|r| r.stop());
             Ok(requests::ok(Vec::new()))
         }
-        Control::Protocols(false) => Ok(requests::ok(Vec::new())),
+        Control::Routes(advertise, names) => blocking(move || routing::route_control(&s, advertise, &names)).await,
+        Control::BgpPeers(up, names) => blocking(move || routing::peer_control(&s, up, &names)).await,
         Control::Link(up, ports) => blocking(move || link_control(&s, up, &ports)).await,
         Control::Capture(start, ports) => capture_control(&s, start, &ports),
         Control::Start(names) => blocking(move || start(&s, &names)).await,
@@ -338,6 +360,7 @@ async fn cluster_control(s: Shared, c: Arc<crate::cluster::Cluster>, ctl: Contro
         Control::NoOp(warning) => Ok(requests::ok(vec![warning])),
         Control::Protocols(_) => Ok(requests::ok(Vec::new())),
         Control::Link(..) => Err(not_yet("link control")),
+        Control::Routes(..) | Control::BgpPeers(..) => Err(not_yet("BGP control")),
         Control::Start(names) if names.is_empty() => {
             let (plan, raw) = {
                 let st = otg(&s);

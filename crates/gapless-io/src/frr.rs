@@ -1,0 +1,261 @@
+//! FRR routing daemons for emulated devices: one daemon started in a device's network
+//! namespace with a configuration file, driven through its vty socket (a command, then a
+//! NUL; the reply ends in three NULs and a status byte: 0.1–0.3 ms a command, where one
+//! `vtysh -c` costs 30–50 ms), stopped by its PID. Each runs in a directory of its own,
+//! `/run/gapless-frr/<server pid>-<k>/`, owned by FRR's user; [`remove_stale`] stops the
+//! daemons of a server that is gone and removes their directories. May import `error`,
+//! `kernel` and `socket` (`wire`).
+
+use std::io::{Read, Write};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use crate::error::IoError;
+
+pub mod wire;
+
+/// Where the daemons' directories are.
+pub const ROOT: &str = "/run/gapless-frr";
+/// Where Debian's `frr` package puts the daemons.
+pub const BIN: &str = "/usr/lib/frr";
+
+/// A running daemon.
+#[derive(Debug)]
+pub struct Daemon {
+    /// `bgpd`, `isisd`, ...
+    pub kind: String,
+    pub netns: String,
+    pub pid: i32,
+    dir: PathBuf,
+}
+
+/// The daemon's binary, or an error that says how to install FRR.
+pub fn binary(kind: &str) -> Result<PathBuf, IoError> {
+    let p = Path::new(BIN).join(kind);
+    if p.exists() {
+        Ok(p)
+    } else {
+        Err(IoError::MissingCapabilities {
+            what: format!("FRR's {kind} ({})", p.display()),
+            missing: "the frr package".into(),
+            fix: "apt-get install frr (bash scripts/setup.sh installs it)".into(),
+        })
+    }
+}
+
+impl Daemon {
+    /// Starts `kind` in `netns` with `config`, in directory `<ROOT>/<pid>-<k>`; waits up to
+    /// 5 s for its vty socket.
+    pub fn start(kind: &str, netns: &str, k: usize, config: &str) -> Result<Daemon, IoError> {
+        let bin = binary(kind)?;
+        let dir = Path::new(ROOT).join(format!("{}-{k}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).map_err(|e| io(&dir, e))?;
+        let conf = dir.join(format!("{kind}.conf"));
+        std::fs::write(&conf, config).map_err(|e| io(&conf, e))?;
+        chown_frr(&dir)?;
+        chown_frr(&conf)?;
+        let pidfile = dir.join(format!("{kind}.pid"));
+        let d = dir.display();
+        let out = Command::new("ip")
+            .args(["netns", "exec", netns])
+            .arg(&bin)
+            .args(["-d", "-Z", "-P", "0", "-u", "frr", "-g", "frr"])
+            .arg("-N")
+            .arg(format!("gl{}-{k}", std::process::id()))
+            .arg("-f")
+            .arg(&conf)
+            .arg("-i")
+            .arg(&pidfile)
+            .arg(format!("--vty_socket={d}"))
+            .arg(format!("--log=file:{d}/{kind}.log"))
+            .output()
+            .map_err(|e| io(&bin, e))?;
+        if !out.status.success() {
+            return Err(IoError::Command {
+                cmd: format!("ip netns exec {netns} {} -d -f {}", bin.display(), conf.display()),
+                stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+            });
+        }
+        let daemon = Daemon {
+            kind: kind.to_string(),
+            netns: netns.to_string(),
+            pid: wait_for_pid(&pidfile, &dir.join(format!("{kind}.vty")))?,
+            dir,
+        };
+        Ok(daemon)
+    }
+
+    /// Whether the daemon still runs.
+    pub fn alive(&self) -> bool {
+        running(self.pid)
+    }
+
+    /// The daemon's log (its last lines), for an error that says why it exited.
+    pub fn log_tail(&self) -> String {
+        let text = std::fs::read_to_string(self.dir.join(format!("{}.log", self.kind))).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(3)..].join(" | ")
+    }
+
+    /// Runs `commands` in one vty session, after `enable`; returns each reply. A command
+    /// the daemon refuses (a status byte other than 0) is an error naming it.
+    pub fn vty(&self, commands: &[String]) -> Result<Vec<String>, IoError> {
+        let path = self.dir.join(format!("{}.vty", self.kind));
+        let mut s = UnixStream::connect(&path).map_err(|e| io(&path, e))?;
+        s.set_read_timeout(Some(Duration::from_secs(10)))
+            .map_err(|e| io(&path, e))?;
+        let mut out = Vec::with_capacity(commands.len());
+        for c in std::iter::once("enable").chain(commands.iter().map(String::as_str)) {
+            let (text, status) = exchange(&mut s, c).map_err(|e| io(&path, e))?;
+            if status != 0 {
+                return Err(IoError::Command {
+                    cmd: format!("{} vty: {c}", self.kind),
+                    stderr: format!("status {status}: {}", text.trim()),
+                });
+            }
+            if c != "enable" {
+                out.push(text);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Stops the daemon (SIGTERM, then SIGKILL after 2 s) and removes its directory.
+    pub fn stop(&mut self) {
+        if self.pid > 0 {
+            stop_pid(self.pid);
+            self.pid = 0;
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// One command and its reply (the text, and the status byte).
+fn exchange(s: &mut UnixStream, command: &str) -> std::io::Result<(String, u8)> {
+    s.write_all(command.as_bytes())?;
+    s.write_all(&[0])?;
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 65536];
+    loop {
+        let n = s.read(&mut chunk)?;
+        if n == 0 {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                "the daemon closed its vty",
+            ));
+        }
+        buf.extend_from_slice(&chunk[..n]);
+        let k = buf.len();
+        if k >= 4 && buf[k - 4..k - 1] == [0, 0, 0] {
+            let status = buf[k - 1];
+            buf.truncate(k - 4);
+            return Ok((String::from_utf8_lossy(&buf).into_owned(), status));
+        }
+    }
+}
+
+fn wait_for_pid(pidfile: &Path, vty: &Path) -> Result<i32, IoError> {
+    let t0 = Instant::now();
+    loop {
+        let pid = std::fs::read_to_string(pidfile)
+            .ok()
+            .and_then(|s| s.trim().parse::<i32>().ok());
+        if let (Some(pid), true) = (pid, vty.exists()) {
+            return Ok(pid);
+        }
+        if t0.elapsed() > Duration::from_secs(5) {
+            return Err(IoError::Command {
+                cmd: format!("waiting for {}", vty.display()),
+                stderr: "the daemon did not open its vty socket within 5 s".into(),
+            });
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Whether `pid` runs: it exists and is not a zombie. A daemon forks away from its
+/// starter, so when it exits nobody here reaps it, and a signal 0 would still find it.
+fn running(pid: i32) -> bool {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let state = stat.rsplit_once(") ").and_then(|(_, rest)| rest.chars().next());
+    matches!(state, Some(c) if c != 'Z' && c != 'X')
+}
+
+fn stop_pid(pid: i32) {
+    // SAFETY: signals to a PID this server started.
+    unsafe { libc::kill(pid, libc::SIGTERM) };
+    let t0 = Instant::now();
+    while running(pid) && t0.elapsed() < Duration::from_secs(2) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    if running(pid) {
+        // SAFETY: as above.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+    }
+}
+
+fn chown_frr(p: &Path) -> Result<(), IoError> {
+    let name = std::ffi::CString::new("frr").expect("no NUL");
+    // SAFETY: getpwnam with a valid C string; the result is read at once.
+    let pw = unsafe { libc::getpwnam(name.as_ptr()) };
+    if pw.is_null() {
+        return Err(binary("bgpd").err().unwrap_or(IoError::MissingCapabilities {
+            what: "FRR's user".into(),
+            missing: "the frr user".into(),
+            fix: "apt-get install --reinstall frr".into(),
+        }));
+    }
+    // SAFETY: pw is non-null and points to a passwd entry.
+    let (uid, gid) = unsafe { ((*pw).pw_uid, (*pw).pw_gid) };
+    std::os::unix::fs::chown(p, Some(uid), Some(gid)).map_err(|e| io(p, e))
+}
+
+fn io(p: &Path, cause: std::io::Error) -> IoError {
+    IoError::Os {
+        context: p.display().to_string(),
+        cause,
+    }
+}
+
+/// Stops the daemons of servers that are gone (their PID no longer runs) and removes their
+/// directories; returns the directories removed.
+pub fn remove_stale() -> Vec<String> {
+    let Ok(dir) = std::fs::read_dir(ROOT) else {
+        return Vec::new();
+    };
+    let mut gone = Vec::new();
+    for e in dir.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(owner) = name.split('-').next().and_then(|p| p.parse::<i32>().ok()) else {
+            continue;
+        };
+        if owner == std::process::id() as i32 || running(owner) {
+            continue;
+        }
+        for f in std::fs::read_dir(e.path()).into_iter().flatten().flatten() {
+            let path = f.path();
+            let kind = path.file_stem().map(|s| s.to_string_lossy().into_owned());
+            let pid = std::fs::read_to_string(&path)
+                .ok()
+                .and_then(|s| s.trim().parse::<i32>().ok());
+            // Only a daemon of the kind the PID file names: a PID may have been reused.
+            let comm = pid.and_then(|p| std::fs::read_to_string(format!("/proc/{p}/comm")).ok());
+            let ours = path.extension().is_some_and(|x| x == "pid") && comm.map(|c| c.trim().to_string()) == kind;
+            if let (true, Some(pid)) = (ours, pid) {
+                stop_pid(pid);
+            }
+        }
+        let _ = std::fs::remove_dir_all(e.path());
+        gone.push(name);
+    }
+    gone
+}

@@ -1,0 +1,97 @@
+use serde_json::{json, Value};
+
+use super::*;
+
+fn cfg(peer: Value) -> Value {
+    json!({ "devices": [{ "name": "d1", "ethernets": [{ "name": "d1.eth", "mac": "02:00:00:00:00:01",
+        "connection": { "port_name": "p1" },
+        "ipv4_addresses": [{ "name": "d1.v4", "address": "1.1.1.1", "prefix": 24, "gateway": "1.1.1.2" }] }],
+        "bgp": { "router_id": "1.1.1.1", "ipv4_interfaces": [{ "ipv4_name": "d1.v4", "peers": [peer] }] } }] })
+}
+
+fn peer() -> Value {
+    json!({ "name": "d1.peer", "peer_address": "1.1.1.2", "as_type": "ebgp", "as_number": 65001,
+        "v4_routes": [{ "name": "d1.r4", "addresses": [{ "address": "10.10.0.0", "prefix": 24, "count": 3, "step": 2 }],
+            "next_hop_mode": "manual", "next_hop_ipv4_address": "1.1.1.9",
+            "advanced": { "multi_exit_discriminator": 50, "origin": "egp", "local_preference": 200 },
+            "communities": [{ "type": "manual_as_number", "as_number": 65000, "as_custom": 7 }, { "type": "no_export" }],
+            "as_path": { "segments": [{ "type": "as_seq", "as_numbers": [65010, 65011] }] } }],
+        "v6_routes": [{ "name": "d1.r6", "addresses": [{ "address": "2001:db8:1::", "prefix": 64, "count": 2 }] }] })
+}
+
+fn routers(c: &Value) -> Result<Vec<Router>, Invalid> {
+    let eths = crate::devices::parse(c)?;
+    parse(c, &eths)
+}
+
+#[test]
+fn a_peer_and_its_ranges_are_read_and_written_as_bgpd_configuration() {
+    let r = routers(&cfg(peer())).expect("a valid BGP config");
+    let p = &r[0].peers[0];
+    assert_eq!(
+        (r[0].eth.as_str(), p.ebgp, p.asn, p.hold_s),
+        ("d1.eth", true, 65001, 90)
+    );
+    let nets: Vec<String> = p.routes[0].blocks[0]
+        .prefixes()
+        .iter()
+        .map(|(a, l)| format!("{a}/{l}"))
+        .collect();
+    assert_eq!(
+        nets,
+        ["10.10.0.0/24", "10.10.2.0/24", "10.10.4.0/24"],
+        "count 3, step 2"
+    );
+    let c = frr_config(&r[0]);
+    for line in [
+        "router bgp 65001",
+        " no bgp ebgp-requires-policy",
+        " neighbor 1.1.1.2 remote-as external",
+        "  network 10.10.4.0/24 route-map GL-RR-0-0",
+        "  network 2001:db8:1:1::/64 route-map GL-RR-0-1",
+        "  neighbor 1.1.1.2 route-map GL-IN in",
+        "  neighbor 1.1.1.2 allowas-in",
+        " set ip next-hop 1.1.1.9",
+        " set metric 50",
+        " set origin egp",
+        " set local-preference 200",
+        " set community 65000:7 no-export",
+        " set as-path prepend 65010 65011",
+        "route-map GL-OUT-0-4 deny 65535",
+    ] {
+        assert!(c.lines().any(|l| l == line), "expected the line {line:?} in\n{c}");
+    }
+    assert_eq!(find_range(&r, "d1.r6").map(|x| x.2.v6), Some(true));
+}
+
+#[test]
+fn bad_bgp_input_is_refused_with_its_path() {
+    let with = |f: &dyn Fn(&mut Value)| {
+        let mut p = peer();
+        f(&mut p);
+        routers(&cfg(p)).expect_err("refused").0
+    };
+    type Case = (Box<dyn Fn(&mut Value)>, &'static str);
+    let cases: Vec<Case> = vec![
+        (Box::new(|p| p["as_number"] = json!(0)), "peers[0].as_number: 0 is not an AS number"),
+        (Box::new(|p| {
+            p["as_number_width"] = json!("two");
+            p["as_number"] = json!(70000)
+        }), "as_number: 70000 is not an AS number (1..=65535)"),
+        (Box::new(|p| p["v4_routes"][0]["addresses"][0] = json!({ "address": "255.255.0.0", "prefix": 24, "count": 300 })),
+            "v4_routes[0].addresses[0]: 300 prefixes of /24 from 255.255.0.0, 1 apart, run past the end of the address space"),
+        (Box::new(|p| p["peer_address"] = json!("2001:db8::1")), "peers[0].peer_address: give the peer's IPv4 address"),
+        (Box::new(|p| p["v4_routes"][0]["add_path"] = json!({ "path_id": 1 })), "v4_routes[0].add_path: not supported"),
+    ];
+    for (f, want) in cases {
+        let e = with(&*f);
+        assert!(e.contains(want), "expected {want:?}; got {e}");
+    }
+    let mut c = cfg(peer());
+    c["devices"][0]["bgp"]["ipv4_interfaces"][0]["ipv4_name"] = json!("nosuch");
+    let e = routers(&c).unwrap_err().0;
+    assert!(
+        e.contains("devices[0].bgp.ipv4_interfaces[0].ipv4_name: no IPv4 address named \"nosuch\""),
+        "{e}"
+    );
+}

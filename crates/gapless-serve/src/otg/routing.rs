@@ -1,0 +1,332 @@
+//! The config's BGP routers: one FRR bgpd per device, in the namespace of the device
+//! Ethernet its sessions run from (`gapless_io::frr`), started when the config is set and
+//! on `protocol.all start`, stopped on `protocol.all stop`, a new config and the server's
+//! end; its configuration is `gapless_otg::bgp::frr_config`, and its JSON is read by
+//! `gapless_otg::bgp::frr_json`. A daemon that exits shows its sessions down, and the
+//! metrics say which daemon exited and why (its log's last lines).
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use gapless_io::frr::Daemon;
+use gapless_io::hosts::Host;
+use gapless_otg::bgp::frr_json::{self, PrefixFilter};
+use gapless_otg::bgp::{Peer, Range, Router};
+use gapless_otg::config::Plan;
+use gapless_otg::convergence::Recorded;
+use gapless_otg::{requests, OtgError};
+use serde_json::Value;
+
+use super::otg;
+use crate::Shared;
+
+/// How long a route event waits for its UPDATE on the wire (FRR sends one about 50 ms after
+/// the command).
+const UPDATE_WITHIN: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// A device's BGP router and its daemon.
+pub struct Bgpd {
+    pub router: Router,
+    netns: String,
+    daemon: Mutex<Option<Daemon>>,
+}
+
+/// Each daemon's directory number (`/run/gapless-frr/<pid>-<k>`).
+static NEXT: AtomicUsize = AtomicUsize::new(0);
+
+/// A bgpd for every BGP router of the plan, each in its Ethernet's host namespace.
+pub fn up(plan: &Plan, hosts: &[(String, Arc<Host>)]) -> Result<Vec<Arc<Bgpd>>, OtgError> {
+    let mut out = Vec::new();
+    for r in &plan.routers {
+        let host = hosts.iter().find(|h| h.0 == r.eth).ok_or_else(|| {
+            OtgError::internal(format!("device {:?}: its Ethernet {:?} has no host", r.device, r.eth))
+        })?;
+        let b = Arc::new(Bgpd {
+            router: r.clone(),
+            netns: host.1.netns().to_string(),
+            daemon: Mutex::new(None),
+        });
+        b.start()?;
+        out.push(b);
+    }
+    Ok(out)
+}
+
+impl Bgpd {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<Daemon>> {
+        self.daemon.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Starts the daemon unless it runs.
+    pub fn start(&self) -> Result<(), OtgError> {
+        let mut d = self.lock();
+        if d.as_ref().is_some_and(Daemon::alive) {
+            return Ok(());
+        }
+        let k = NEXT.fetch_add(1, Ordering::Relaxed);
+        let conf = gapless_otg::bgp::frr_config(&self.router);
+        let daemon = Daemon::start("bgpd", &self.netns, k, &conf).map_err(|e| {
+            OtgError::invalid(format!(
+                "devices: {:?}: FRR's bgpd did not start: {e}",
+                self.router.device
+            ))
+        })?;
+        gapless_engine::cores::adopt(daemon.pid);
+        *d = Some(daemon);
+        Ok(())
+    }
+
+    /// Stops the daemon (its sessions go down).
+    pub fn stop(&self) {
+        if let Some(mut d) = self.lock().take() {
+            gapless_engine::cores::release(d.pid);
+            d.stop();
+        }
+    }
+
+    /// The daemon's replies to `commands`, or why there are none (it is stopped, or it
+    /// exited: with its log's last lines).
+    fn vty(&self, commands: &[String]) -> Result<Vec<String>, String> {
+        let d = self.lock();
+        let Some(d) = d.as_ref() else {
+            return Err(format!(
+                "the bgpd of device {:?} is stopped (protocol.all stop)",
+                self.router.device
+            ));
+        };
+        if !d.alive() {
+            return Err(format!(
+                "the bgpd of device {:?} exited (pid {}): {}",
+                self.router.device,
+                d.pid,
+                d.log_tail()
+            ));
+        }
+        d.vty(commands).map_err(|e| e.to_string())
+    }
+
+    fn json(&self, command: String) -> Result<Value, String> {
+        let out = self.vty(&[command])?;
+        serde_json::from_str(&out[0]).map_err(|e| format!("bgpd's JSON did not parse: {e}"))
+    }
+
+    /// The metrics of its peers on IPv6 (`v6`) or IPv4 interfaces named (all when none
+    /// are), and a warning when the daemon cannot answer.
+    pub fn metrics(&self, v6: bool, names: &[String], warnings: &mut Vec<String>) -> Vec<Value> {
+        let peers: Vec<&Peer> = self.peers(names).filter(|p| p.local.is_ipv6() == v6).collect();
+        if peers.is_empty() {
+            return Vec::new();
+        }
+        let neighbors = self.json("show bgp neighbors json".into()).unwrap_or_else(|e| {
+            warnings.push(e);
+            Value::Null
+        });
+        peers
+            .iter()
+            .map(|p| {
+                let got = neighbors
+                    .is_object()
+                    .then(|| self.received(p).iter().map(frr_json::received_count).sum());
+                frr_json::metric(p, &neighbors, got)
+            })
+            .collect()
+    }
+
+    /// The routes received from `p` in each family (`received-routes json`).
+    fn received(&self, p: &Peer) -> [Value; 2] {
+        ["ipv4", "ipv6"].map(|af| {
+            self.json(format!(
+                "show bgp {af} unicast neighbors {} received-routes json",
+                p.address
+            ))
+            .unwrap_or(Value::Null)
+        })
+    }
+
+    /// `bgp_prefixes[]` of its peers named (all when none are).
+    pub fn prefixes(&self, names: &[String], f: &PrefixFilter) -> Vec<Value> {
+        self.peers(names)
+            .map(|p| {
+                let [v4, v6] = self.received(p);
+                frr_json::prefixes(p, &v4, &v6, f)
+            })
+            .collect()
+    }
+
+    fn peers<'a>(&'a self, names: &'a [String]) -> impl Iterator<Item = &'a Peer> + 'a {
+        self.router
+            .peers
+            .iter()
+            .filter(move |p| names.is_empty() || names.contains(&p.name))
+    }
+
+    /// Withdraws (or advertises again) the ranges named (all when none are); returns the
+    /// names of the ranges it acted on.
+    pub fn routes(&self, advertise: bool, names: &[String]) -> Result<Vec<String>, OtgError> {
+        let asn = self.router.peers.first().map_or(1, |p| p.asn);
+        let mut acted = Vec::new();
+        for (i, p) in self.router.peers.iter().enumerate() {
+            for (j, x) in p.routes.iter().enumerate() {
+                if names.is_empty() || names.contains(&x.name) {
+                    let cmds = network_commands(asn, i, j, x, advertise);
+                    self.vty(&cmds).map_err(OtgError::invalid)?;
+                    acted.push(x.name.clone());
+                }
+            }
+        }
+        Ok(acted)
+    }
+
+    /// Sets the peers named (all when none are) administratively up or down.
+    pub fn set_peers(&self, up: bool, names: &[String]) -> Result<usize, OtgError> {
+        let asn = self.router.peers.first().map_or(1, |p| p.asn);
+        let mut cmds = vec!["configure terminal".to_string(), format!("router bgp {asn}")];
+        let mut n = 0;
+        for p in self.peers(names) {
+            cmds.push(format!(
+                "{}neighbor {} shutdown",
+                if up { "no " } else { "" },
+                p.address
+            ));
+            n += 1;
+        }
+        cmds.push("end".into());
+        if n > 0 {
+            self.vty(&cmds).map_err(OtgError::invalid)?;
+        }
+        Ok(n)
+    }
+
+    /// The names of its peers, and of its ranges.
+    pub fn names(&self) -> (Vec<String>, Vec<String>) {
+        let peers = self.router.peers.iter().map(|p| p.name.clone()).collect();
+        let ranges = self
+            .router
+            .peers
+            .iter()
+            .flat_map(|p| p.routes.iter().map(|x| x.name.clone()))
+            .collect();
+        (peers, ranges)
+    }
+}
+
+impl Drop for Bgpd {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// The vty commands that add (or remove) a range's `network` statements, as the
+/// configuration file has them.
+fn network_commands(asn: u32, i: usize, j: usize, x: &Range, advertise: bool) -> Vec<String> {
+    let af = if x.v6 { "ipv6" } else { "ipv4" };
+    let mut c = vec![
+        "configure terminal".to_string(),
+        format!("router bgp {asn}"),
+        format!("address-family {af} unicast"),
+    ];
+    for b in &x.blocks {
+        for (net, len) in b.prefixes() {
+            c.push(if advertise {
+                format!("network {net}/{len} route-map GL-RR-{i}-{j}")
+            } else {
+                format!("no network {net}/{len}")
+            });
+        }
+    }
+    c.push("end".into());
+    c
+}
+
+/// Every name in `names` is one of `known`, or the error names the first that is not.
+fn check_names(names: &[String], known: &[String], at: &str, what: &str) -> Result<(), OtgError> {
+    match names.iter().find(|n| !known.contains(n)) {
+        Some(n) => Err(OtgError::invalid(format!("{at}: no {what} named {n:?}"))),
+        None => Ok(()),
+    }
+}
+
+/// `protocol.route` withdraw or advertise of the ranges named (all when none are). Each is
+/// recorded for the convergence metrics (`route_withdraw`, `route_advertise`) at the time
+/// its UPDATE left on the device's interface, as the kernel stamped it.
+pub fn route_control(s: &Shared, advertise: bool, names: &[String]) -> Result<Value, OtgError> {
+    let (routers, hosts) = {
+        let st = otg(s);
+        (st.routers.clone(), st.hosts.clone())
+    };
+    let known: Vec<String> = routers.iter().flat_map(|r| r.names().1).collect();
+    check_names(names, &known, "protocol.route.names", "BGP route range")?;
+    let kind = if advertise { "route_advertise" } else { "route_withdraw" };
+    let mut warnings = Vec::new();
+    for r in &routers {
+        let mine: Vec<&gapless_otg::bgp::Peer> = r
+            .router
+            .peers
+            .iter()
+            .filter(|p| p.routes.iter().any(|x| names.is_empty() || names.contains(&x.name)))
+            .collect();
+        if mine.is_empty() {
+            continue;
+        }
+        let host = hosts.iter().find(|h| h.0 == r.router.eth).map(|h| h.1.clone());
+        let watch = host.and_then(|h| gapless_io::frr::wire::UpdateWatch::open(h.netns(), h.ifname()).ok());
+        let acted = r.routes(advertise, names)?;
+        let asked = gapless_engine::clock::RunClock::realtime_now_ns();
+        let wire = watch.and_then(|w| mine.iter().find_map(|p| w.first_update(p.address, UPDATE_WITHIN)));
+        if wire.is_none() {
+            warnings.push(format!(
+                "device {:?}: no BGP UPDATE was seen on its interface within {} s of the {kind}: its time is when bgpd took the command",
+                r.router.device,
+                UPDATE_WITHIN.as_secs()
+            ));
+        }
+        let at = wire.unwrap_or(asked);
+        otg(s).made.extend(acted.into_iter().map(|name| Recorded {
+            kind: kind.into(),
+            source: name,
+            begin_ns: at,
+            end_ns: at,
+        }));
+    }
+    Ok(requests::ok(warnings))
+}
+
+/// `protocol.bgp.peers` up or down.
+pub fn peer_control(s: &Shared, up: bool, names: &[String]) -> Result<Value, OtgError> {
+    let routers = otg(s).routers.clone();
+    let known: Vec<String> = routers.iter().flat_map(|r| r.names().0).collect();
+    check_names(names, &known, "protocol.bgp.peers.peer_names", "BGP peer")?;
+    for r in &routers {
+        r.set_peers(up, names)?;
+    }
+    Ok(requests::ok(Vec::new()))
+}
+
+/// `bgpv4_metrics` / `bgpv6_metrics` of the peers named (all when none are).
+pub fn metrics(s: &Shared, v6: bool, names: &[String]) -> Result<Value, OtgError> {
+    let routers = otg(s).routers.clone();
+    let known: Vec<String> = routers.iter().flat_map(|r| r.names().0).collect();
+    let key = if v6 { "bgpv6" } else { "bgpv4" };
+    check_names(names, &known, &format!("{key}.peer_names"), "BGP peer")?;
+    let mut warnings = Vec::new();
+    let list: Vec<Value> = routers
+        .iter()
+        .flat_map(|r| r.metrics(v6, names, &mut warnings))
+        .collect();
+    let choice = format!("{key}_metrics");
+    Ok(serde_json::json!({ "choice": choice, choice.clone(): list, "warnings": warnings }))
+}
+
+/// `bgp_prefixes` states of the peers named (all when none are).
+pub fn prefix_states(s: &Shared, req: &Value) -> Result<Value, OtgError> {
+    let routers = otg(s).routers.clone();
+    let names: Vec<String> = req["bgp_peer_names"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|v| v.as_str().map(str::to_string)).collect())
+        .unwrap_or_default();
+    let known: Vec<String> = routers.iter().flat_map(|r| r.names().0).collect();
+    check_names(&names, &known, "bgp_prefixes.bgp_peer_names", "BGP peer")?;
+    let f = PrefixFilter::of(req);
+    let list: Vec<Value> = routers.iter().flat_map(|r| r.prefixes(&names, &f)).collect();
+    Ok(serde_json::json!({ "choice": "bgp_prefixes", "bgp_prefixes": list }))
+}

@@ -1,0 +1,272 @@
+"""BGP behind OTG, driven through FRR's bgpd per device, as ixia-c's users script it: two
+veths in one namespace (`veth-a`, `veth-z`), snappi over HTTPS and gRPC, two devices in eBGP
+with IPv4 and IPv6 route ranges (the IPv6 ones over the IPv4 session), the learned prefixes
+listed with their next hops, a flow to each range with every frame received, a withdrawal
+timed by its UPDATE on the wire (checked against tcpdump), and bad BGP input refused with its
+path before anything starts."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+from conftest import Server, require_root, tcpdump
+from test_otg import api, run_to_stop, transport  # noqa: F401 (transport: a fixture)
+from test_otg_ixia import sh
+
+NS, A, Z = "glbgp", "veth-a", "veth-z"
+MAC = ("02:67:6c:0b:00:01", "02:67:6c:0b:00:02")
+
+
+@pytest.fixture(scope="module")
+def wires() -> Iterator[str]:
+    """Two veths in one namespace, each the other's peer, and FRR installed."""
+    require_root()
+    assert Path("/usr/lib/frr/bgpd").exists(), "expected FRR's bgpd (scripts/setup.sh installs the frr package)"
+    subprocess.run(["ip", "netns", "del", NS], capture_output=True)
+    sh("ip", "netns", "add", NS)
+    try:
+        sh("ip", "-n", NS, "link", "add", A, "type", "veth", "peer", "name", Z)
+        for dev in ("lo", A, Z):
+            sh("ip", "-n", NS, "link", "set", dev, "up")
+        yield NS
+    finally:
+        subprocess.run(["ip", "netns", "del", NS], capture_output=True)
+
+
+def bgp_config(a: Any) -> Any:
+    """d1 (AS 65001, 1.1.1.1) on p1 and d2 (AS 65002, 1.1.1.2) on p2 in eBGP; each advertises
+    four IPv4 /24s and two IPv6 /64s; d1's IPv4 range has a manual next hop, a MED, a
+    community and an AS path."""
+    cfg = a.config()
+    cfg.ports.port(name="p1", location=f"{NS}/{A}").port(name="p2", location=f"{NS}/{Z}")
+    for k in (1, 2):
+        d = cfg.devices.device(name=f"d{k}")[-1]
+        e = d.ethernets.add()
+        e.name, e.mac, e.connection.port_name = f"d{k}.eth", MAC[k - 1], f"p{k}"
+        ip = e.ipv4_addresses.add()
+        ip.name, ip.address, ip.gateway, ip.prefix = f"d{k}.ip4", f"1.1.1.{k}", f"1.1.1.{3 - k}", 24
+        d.bgp.router_id = f"1.1.1.{k}"
+        itf = d.bgp.ipv4_interfaces.add()
+        itf.ipv4_name = f"d{k}.ip4"
+        peer = itf.peers.add()
+        peer.name, peer.peer_address, peer.as_type, peer.as_number = f"d{k}.bgp", f"1.1.1.{3 - k}", "ebgp", 65000 + k
+        r4 = peer.v4_routes.add()
+        r4.name = f"d{k}.r4"
+        r4.addresses.add(address=f"10.{k}0.0.0", prefix=24, count=4, step=1)
+        r6 = peer.v6_routes.add()
+        r6.name = f"d{k}.r6"
+        r6.addresses.add(address=f"2001:db8:{k}0::", prefix=64, count=2, step=1)
+    r4 = cfg.devices[0].bgp.ipv4_interfaces[0].peers[0].v4_routes[0]
+    r4.next_hop_mode, r4.next_hop_address_type, r4.next_hop_ipv4_address = "manual", "ipv4", "1.1.1.1"
+    r4.advanced.multi_exit_discriminator = 50
+    r4.communities.add(type="manual_as_number", as_number=65000, as_custom=7)
+    seg = r4.as_path.segments.add()
+    seg.type, seg.as_numbers = "as_seq", [65100]
+    return cfg
+
+
+def bgp_metrics(a: Any) -> dict[str, Any]:
+    req = a.metrics_request()
+    req.bgpv4.peer_names = []
+    return {m.name: m for m in a.get_metrics(req).bgpv4_metrics}
+
+
+def wait_established(a: Any, within: float = 15) -> dict[str, Any]:
+    t0 = time.monotonic()
+    while True:
+        m = bgp_metrics(a)
+        if all(x.session_state == "up" for x in m.values()) and len(m) == 2:
+            return m
+        assert time.monotonic() - t0 < within, f"expected both sessions up within {within} s; got {[(n, x.fsm_state) for n, x in m.items()]}"
+        time.sleep(0.2)
+
+
+def wait_routes(a: Any, within: float = 15) -> dict[str, Any]:
+    """Both sessions up and each peer holding the other's 4 + 2 routes."""
+    t0 = time.monotonic()
+    m = wait_established(a, within)
+    while (got := (m["d1.bgp"].routes_received, m["d2.bgp"].routes_received)) != (6, 6):
+        assert time.monotonic() - t0 < within, f"expected each peer to receive the other's 4 + 2 routes; got {got}"
+        time.sleep(0.2)
+        m = bgp_metrics(a)
+    return m
+
+
+def prefixes(a: Any, peer: str) -> Any:
+    req = a.states_request()
+    req.bgp_prefixes.bgp_peer_names = [peer]
+    return a.get_states(req).bgp_prefixes[0]
+
+
+def start_protocols(a: Any) -> None:
+    cs = a.control_state()
+    cs.protocol.all.state = cs.protocol.all.START
+    assert len(a.set_control_state(cs).warnings) == 0
+
+
+def test_ebgp_ranges_are_advertised_learned_with_next_hops_and_carry_every_frame(server: Server, transport: str,
+                                                                                 wires: str) -> None:
+    a = api(server, transport)
+    assert len(a.set_config(bgp_config(a)).warnings) == 0
+    start_protocols(a)
+    m = wait_routes(a)
+    assert (m["d1.bgp"].routes_advertised, m["d1.bgp"].fsm_state) == (6, "established"), m["d1.bgp"]
+    assert m["d1.bgp"].updates_received >= 1 and m["d1.bgp"].opens_sent == 1
+    learned = prefixes(a, "d2.bgp")
+    v4 = {(p.ipv4_address, p.prefix_length): p for p in learned.ipv4_unicast_prefixes}
+    assert sorted(v4) == [(f"10.10.{i}.0", 24) for i in range(4)], f"expected d1's four /24s; got {sorted(v4)}"
+    p = v4[("10.10.0.0", 24)]
+    assert (p.ipv4_next_hop, p.multi_exit_discriminator) == ("1.1.1.1", 50), p
+    assert [list(s.as_numbers) for s in p.as_path.segments] == [[65001, 65100]], f"expected AS 65001 then the range's 65100; got {p.as_path}"
+    v6 = {(q.ipv6_address, q.prefix_length): q for q in learned.ipv6_unicast_prefixes}
+    assert set(v6) == {("2001:db8:10::", 64), ("2001:db8:10:1::", 64)}, f"expected d1's two /64s; got {sorted(v6)}"
+    assert all(q.ipv4_next_hop == "1.1.1.1" for q in v6.values()), "expected the IPv6 routes' next hop to be d1's IPv4 address (mapped)"
+    # A flow from each of d1's ranges to d2's: sent through d1's gateway, every frame received.
+    cfg = bgp_config(a)
+    for name, (src, dst) in {"v4": ("d1.r4", "d2.r4"), "v6": ("d1.r6", "d2.r6")}.items():
+        f = cfg.flows.flow(name=name)[-1]
+        f.tx_rx.device.tx_names, f.tx_rx.device.rx_names = [src], [dst]
+        f.size.fixed, f.rate.pps, f.duration.fixed_packets.packets = 128, 2000, 500
+        f.metrics.enable = True
+        f.packet.ethernet()
+        (f.packet.ipv6() if name == "v6" else f.packet.ipv4())
+        f.packet.udp()
+    got = {x.name: (x.frames_tx, x.frames_rx) for x in run_to_stop(a, cfg)}
+    assert got == {"v4": (500, 500), "v6": (500, 500)}, f"expected every frame of both flows received; got {got}"
+
+
+def test_a_withdrawal_is_timed_by_its_update_on_the_wire_and_the_range_leaves_the_peer(
+        server: Server, transport: str, wires: str, tmp_path: Path) -> None:
+    a = api(server, transport)
+    cfg = bgp_config(a)
+    f = cfg.flows.flow(name="to-d2")[-1]
+    f.tx_rx.device.tx_names, f.tx_rx.device.rx_names = ["d1.r4"], ["d2.r4"]
+    f.size.fixed, f.rate.pps, f.duration.fixed_packets.packets = 128, 2000, 4000
+    f.metrics.enable = True
+    f.packet.ethernet().ipv4().udp()
+    assert len(a.set_config(cfg).warnings) == 0
+    wait_routes(a)
+    # tcpdump beside the port, as a user checks it; in immediate mode, or the UPDATE waits in
+    # libpcap's ring for its 1 s block timeout and is not written before tcpdump stops.
+    with tcpdump(NS, Z, tmp_path / "bgp.pcap", "tcp port 179", "--immediate-mode"):
+        cs = a.control_state()
+        cs.protocol.route.names, cs.protocol.route.state = ["d2.r4"], "withdraw"
+        assert len(a.set_control_state(cs).warnings) == 0, "expected the withdrawal's UPDATE seen on the wire"
+        time.sleep(0.3)
+    from scapy.all import RawPcapReader  # type: ignore[import-untyped]
+
+    # A nanosecond capture: `usec` holds the nanoseconds.
+    updates = [m.sec * 1_000_000_000 + m.usec for d, m in RawPcapReader(str(tmp_path / "bgp.pcap")) if 2 in updates_in(d)]
+    assert updates, "expected tcpdump to see the withdrawal's UPDATE"
+    req = a.metrics_request()
+    req.convergence.flow_names = ["to-d2"]
+    ev = [e for e in a.get_metrics(req).convergence_metrics[0].events if e.type == "route_withdraw"]
+    assert len(ev) == 1 and ev[0].source == "d2.r4", f"expected one route_withdraw event for d2.r4; got {ev}"
+    assert abs(ev[0].begin_timestamp_ns - updates[0]) < 1_000_000, \
+        f"expected the withdrawal's time within 1 ms of the UPDATE tcpdump saw at {updates[0]}; got {ev[0].begin_timestamp_ns}"
+    learned = prefixes(a, "d1.bgp")
+    assert not [p for p in learned.ipv4_unicast_prefixes if p.ipv4_address.startswith("10.20.")], "expected d2's IPv4 range gone from d1"
+
+
+def updates_in(frame: bytes) -> list[int]:
+    """The BGP message types in an Ethernet/IPv4/TCP frame."""
+    ihl = (frame[14] & 0x0F) * 4
+    tcp = 14 + ihl
+    msg = frame[tcp + (frame[tcp + 12] >> 4) * 4:]
+    kinds = []
+    while len(msg) >= 19 and msg[:16] == b"\xff" * 16:
+        kinds.append(msg[18])
+        msg = msg[max(19, int.from_bytes(msg[16:18], "big")):]
+    return kinds
+
+
+@pytest.mark.parametrize("change,want", [
+    (lambda c: setattr(c.devices[0].bgp.ipv4_interfaces[0], "ipv4_name", "nosuch"),
+     'devices[0].bgp.ipv4_interfaces[0].ipv4_name: no IPv4 address named "nosuch"'),
+    (lambda c: setattr(c.devices[0].bgp.ipv4_interfaces[0].peers[0], "as_number", 0),
+     "peers[0].as_number: 0 is not an AS number"),
+    (lambda c: c.devices[0].bgp.ipv4_interfaces[0].peers[0].v4_routes[0].addresses[0].__setattr__("count", 100_000),
+     "run past the end of the address space"),
+], ids=["unknown-interface", "as-out-of-range", "range-past-the-end"])
+def test_bad_bgp_input_is_a_400_naming_the_path_with_nothing_started(server: Server, transport: str, wires: str,
+                                                                     change: Any, want: str) -> None:
+    a = api(server, transport)
+    cfg = bgp_config(a)
+    if "past the end" in want:
+        cfg.devices[0].bgp.ipv4_interfaces[0].peers[0].v4_routes[0].addresses[0].address = "255.255.0.0"
+    change(cfg)
+    before = daemons()
+    with pytest.raises(Exception) as e:
+        a.set_config(cfg)
+    assert want in str(e.value), f"expected {want!r} in the error; got {e.value}"
+    assert daemons() == before, "expected no bgpd started for a refused config"
+
+
+def daemons() -> list[str]:
+    return sorted(subprocess.run(["pgrep", "-f", "gapless-frr"], capture_output=True, text=True).stdout.split())
+
+
+def daemon_dirs(pid: int) -> list[Path]:
+    return sorted(Path("/run/gapless-frr").glob(f"{pid}-*"))
+
+
+def bgpd_pids(pid: int) -> list[int]:
+    return [int(p.read_text()) for d in daemon_dirs(pid) for p in d.glob("bgpd.pid")]
+
+
+def running(pid: int) -> bool:
+    stat = Path(f"/proc/{pid}/stat")
+    return stat.exists() and stat.read_text().rsplit(") ", 1)[1][0] not in "ZX"
+
+
+def test_a_killed_bgpd_shows_its_session_down_and_the_server_says_which(server: Server, wires: str) -> None:
+    import requests
+
+    a = api(server, "https")
+    assert len(a.set_config(bgp_config(a)).warnings) == 0
+    wait_established(a)
+    d2 = daemon_dirs(server.proc.pid)[-1]
+    os.kill(int((d2 / "bgpd.pid").read_text()), signal.SIGKILL)
+    t0 = time.monotonic()
+    while (m := bgp_metrics(a))["d1.bgp"].session_state == "up":
+        assert time.monotonic() - t0 < 5, "expected d1's session to go down when its peer's daemon died"
+        time.sleep(0.1)
+    assert (m["d2.bgp"].session_state, m["d2.bgp"].fsm_state) == ("down", "idle"), m["d2.bgp"]
+    r = requests.post(f"{server.otg}/monitor/metrics", json={"choice": "bgpv4"}, verify=False, timeout=10).json()
+    assert any('bgpd of device "d2" exited' in w for w in r["warnings"]), f"expected a warning naming d2's daemon; got {r['warnings']}"
+    # protocol.all start brings it back.
+    start_protocols(a)
+    wait_established(a)
+
+
+def test_a_killed_servers_daemons_are_stopped_by_the_next(server: Server, wires: str, tmp_path: Path) -> None:
+    # The module's server lets go of its devices' MACs on the veths first.
+    shared = api(server, "https")
+    shared.set_config(shared.config())
+    s = Server(tmp_path / "a.db")
+    a = api(s, "https")
+    assert len(a.set_config(bgp_config(a)).warnings) == 0
+    killed = s.proc.pid
+    pids = bgpd_pids(killed)
+    assert len(pids) == 2 and all(map(running, pids)), f"expected a bgpd per device; got {pids}"
+    os.kill(killed, signal.SIGKILL)
+    s.proc.wait(timeout=10)
+    s.log.close()
+    assert all(map(running, pids)), "expected a killed server's daemons to go on (nobody stopped them)"
+    s = Server(tmp_path / "b.db")
+    try:
+        assert not any(map(running, pids)), f"expected the next server to stop the killed server's daemons {pids}"
+        assert daemon_dirs(killed) == [], f"expected their directories removed; got {daemon_dirs(killed)}"
+        a = api(s, "https")
+        a.set_config(bgp_config(a))  # the same MACs and addresses are free again
+        wait_established(a)
+    finally:
+        s.stop()
+    assert bgpd_pids(s.proc.pid) == [] and daemon_dirs(s.proc.pid) == [], "expected a stopped server to stop its daemons"
