@@ -63,6 +63,11 @@ impl Bgpd {
         if d.as_ref().is_some_and(Daemon::alive) {
             return Ok(());
         }
+        // A daemon that exited on its own: its PID is no longer ours to keep off the cores.
+        if let Some(mut old) = d.take() {
+            gapless_engine::cores::release(old.pid);
+            old.stop();
+        }
         let k = NEXT.fetch_add(1, Ordering::Relaxed);
         let conf = gapless_otg::bgp::frr_config(&self.router);
         let daemon = Daemon::start("bgpd", &self.netns, k, &conf).map_err(|e| {
