@@ -20,18 +20,9 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+from otg_devices import REPO, free_port, sh
+
 NS = "glbgpbench"
-
-
-def sh(*a: str) -> None:
-    subprocess.run(a, check=True, capture_output=True)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def config(api, pairs: int, routes: int):  # type: ignore[no-untyped-def]

@@ -16,9 +16,9 @@ from typing import Any, Iterator
 
 import pytest
 
-from conftest import Server, require_root, tcpdump
+from conftest import Server, tcpdump
 from test_otg import api, run_to_stop, transport  # noqa: F401 (transport: a fixture)
-from test_otg_ixia import sh
+from test_otg_ixia import two_veths
 
 NS, A, Z = "glbgp", "veth-a", "veth-z"
 MAC = ("02:67:6c:0b:00:01", "02:67:6c:0b:00:02")
@@ -27,17 +27,9 @@ MAC = ("02:67:6c:0b:00:01", "02:67:6c:0b:00:02")
 @pytest.fixture(scope="module")
 def wires() -> Iterator[str]:
     """Two veths in one namespace, each the other's peer, and FRR installed."""
-    require_root()
     assert Path("/usr/lib/frr/bgpd").exists(), "expected FRR's bgpd (scripts/setup.sh installs the frr package)"
-    subprocess.run(["ip", "netns", "del", NS], capture_output=True)
-    sh("ip", "netns", "add", NS)
-    try:
-        sh("ip", "-n", NS, "link", "add", A, "type", "veth", "peer", "name", Z)
-        for dev in ("lo", A, Z):
-            sh("ip", "-n", NS, "link", "set", dev, "up")
-        yield NS
-    finally:
-        subprocess.run(["ip", "netns", "del", NS], capture_output=True)
+    with two_veths(NS) as ns:
+        yield ns
 
 
 def bgp_config(a: Any) -> Any:

@@ -15,6 +15,7 @@ import struct
 import subprocess
 import time
 import zlib
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -33,19 +34,26 @@ def sh(*args: str) -> None:
     assert p.returncode == 0, f"expected `{' '.join(args)}` to succeed; got {p.returncode}: {p.stderr}"
 
 
+@contextmanager
+def two_veths(ns: str) -> Iterator[str]:
+    """Two veths, `veth-a` and `veth-z`, in namespace `ns`, each the other's peer: the ixia-c
+    set-up; the namespace goes at the end."""
+    require_root()
+    subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+    sh("ip", "netns", "add", ns)
+    try:
+        sh("ip", "-n", ns, "link", "add", A, "type", "veth", "peer", "name", Z)
+        for dev in ("lo", A, Z):
+            sh("ip", "-n", ns, "link", "set", dev, "up")
+        yield ns
+    finally:
+        subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+
+
 @pytest.fixture(scope="module")
 def ixia() -> Iterator[str]:
-    """Two veths in one namespace, each the other's peer: the ixia-c set-up."""
-    require_root()
-    subprocess.run(["ip", "netns", "del", NS], capture_output=True)
-    sh("ip", "netns", "add", NS)
-    try:
-        sh("ip", "-n", NS, "link", "add", A, "type", "veth", "peer", "name", Z)
-        for dev in ("lo", A, Z):
-            sh("ip", "-n", NS, "link", "set", dev, "up")
-        yield NS
-    finally:
-        subprocess.run(["ip", "netns", "del", NS], capture_output=True)
+    with two_veths(NS) as ns:
+        yield ns
 
 
 @pytest.fixture(params=["https", "grpc"])

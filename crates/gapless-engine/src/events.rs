@@ -83,10 +83,7 @@ impl EventSpec {
             })?;
         let action = match w.get(1..).unwrap_or_default() {
             ["link", st @ ("up" | "down"), target] => {
-                let (netns, iface) = match target.split_once('/') {
-                    Some((ns, i)) => (Some(ns.to_string()), i.to_string()),
-                    None => (None, target.to_string()),
-                };
+                let (netns, iface) = netns_iface(target);
                 EventAction::Link {
                     netns,
                     iface,
@@ -341,6 +338,14 @@ pub fn planned_ns(profile: &gapless_core::Profile) -> Option<u64> {
         })
         .collect();
     ends?.into_iter().max()
+}
+
+/// `[NETNS/]IFACE`: the namespace, if given, and the interface.
+pub fn netns_iface(text: &str) -> (Option<String>, String) {
+    match text.split_once('/') {
+        Some((ns, i)) => (Some(ns.to_string()), i.to_string()),
+        None => (None, text.to_string()),
+    }
 }
 
 #[cfg(test)]

@@ -243,10 +243,7 @@ pub struct RxPort {
 impl RxPort {
     /// `[NETNS/]IFACE`.
     pub fn parse(text: &str) -> RxPort {
-        let (netns, iface) = match text.split_once('/') {
-            Some((n, i)) => (Some(n.to_string()), i.to_string()),
-            None => (None, text.to_string()),
-        };
+        let (netns, iface) = crate::events::netns_iface(text);
         RxPort {
             iface,
             netns,

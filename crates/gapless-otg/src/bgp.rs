@@ -195,9 +195,11 @@ fn refuse_unsupported(v: &Value, keys: &[&str], at: &str) -> Result<(), Invalid>
 
 fn peer(p: &Value, at: &str, local: IpAddr) -> Result<Peer, Invalid> {
     refuse_unsupported(p, &PEER_UNSUPPORTED, at)?;
-    let name = p["name"]
-        .as_str()
-        .ok_or_else(|| Invalid(format!("{at}.name: every peer needs a name")))?;
+    let name = p["name"].as_str().filter(|n| one_word(n)).ok_or_else(|| {
+        Invalid(format!(
+            "{at}.name: every peer needs a name of printable characters without spaces"
+        ))
+    })?;
     let address: IpAddr = p["peer_address"]
         .as_str()
         .and_then(|s| s.parse().ok())
@@ -244,9 +246,25 @@ fn peer(p: &Value, at: &str, local: IpAddr) -> Result<Peer, Invalid> {
         hold_s: secs("hold_time_interval", 90),
         keepalive_s: secs("keep_alive_interval", 30),
         passive: adv["passive_mode"].as_bool().unwrap_or(false),
-        md5: adv["md5_key"].as_str().filter(|k| !k.is_empty()).map(str::to_string),
+        md5: md5(&adv["md5_key"], at)?,
         routes,
     })
+}
+
+/// A word bgpd's configuration takes whole: printable ASCII, no space. A name or key with a
+/// line break would write configuration lines of its own into the daemon's file.
+fn one_word(s: &str) -> bool {
+    !s.is_empty() && s.bytes().all(|b| b.is_ascii_graphic())
+}
+
+fn md5(k: &Value, at: &str) -> Result<Option<String>, Invalid> {
+    match k.as_str().filter(|k| !k.is_empty()) {
+        None => Ok(None),
+        Some(k) if one_word(k) && k.len() <= 80 => Ok(Some(k.to_string())),
+        Some(_) => Err(Invalid(format!(
+            "{at}.advanced.md5_key: give up to 80 printable characters without spaces"
+        ))),
+    }
 }
 
 fn range(r: &Value, at: &str, v6: bool) -> Result<Range, Invalid> {

@@ -82,6 +82,9 @@ fn bad_bgp_input_is_refused_with_its_path() {
             "v4_routes[0].addresses[0]: 300 prefixes of /24 from 255.255.0.0, 1 apart, run past the end of the address space"),
         (Box::new(|p| p["peer_address"] = json!("2001:db8::1")), "peers[0].peer_address: give the peer's IPv4 address"),
         (Box::new(|p| p["v4_routes"][0]["add_path"] = json!({ "path_id": 1 })), "v4_routes[0].add_path: not supported"),
+        // A line break would write bgpd configuration of its own.
+        (Box::new(|p| p["name"] = json!("x\nlog file /etc/passwd")), "peers[0].name: every peer needs a name"),
+        (Box::new(|p| p["advanced"] = json!({ "md5_key": "k\n!" })), "peers[0].advanced.md5_key: give up to 80"),
     ];
     for (f, want) in cases {
         let e = with(&*f);
