@@ -47,22 +47,37 @@ pub fn binary(kind: &str) -> Result<PathBuf, IoError> {
 
 impl Daemon {
     /// Starts `kind` in `netns` with `config`, in directory `<ROOT>/<pid>-<k>`; waits up to
-    /// 5 s for its vty socket.
+    /// 5 s for its vty socket. A `bgpd` alone runs without zebra (`-Z`); the daemons of one
+    /// directory otherwise share its zebra (`zserv.api` there), which starts first.
     pub fn start(kind: &str, netns: &str, k: usize, config: &str) -> Result<Daemon, IoError> {
         let bin = binary(kind)?;
         let dir = Path::new(ROOT).join(format!("{}-{k}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).map_err(|e| io(&dir, e))?;
-        let conf = dir.join(format!("{kind}.conf"));
+        let mut daemon = Daemon {
+            kind: kind.to_string(),
+            netns: netns.to_string(),
+            pid: 0,
+            dir,
+        };
+        daemon.remove_files();
+        std::fs::create_dir_all(&daemon.dir).map_err(|e| io(&daemon.dir, e))?;
+        chown_frr(&daemon.dir)?;
+        let conf = daemon.file("conf");
         std::fs::write(&conf, config).map_err(|e| io(&conf, e))?;
-        chown_frr(&dir)?;
         chown_frr(&conf)?;
-        let pidfile = dir.join(format!("{kind}.pid"));
-        let d = dir.display();
-        let out = Command::new("ip")
-            .args(["netns", "exec", netns])
+        check_config(&bin, &conf)?;
+        let pidfile = daemon.file("pid");
+        let d = daemon.dir.display();
+        let zserv = daemon.dir.join("zserv.api");
+        let mut cmd = Command::new("ip");
+        cmd.args(["netns", "exec", netns])
             .arg(&bin)
-            .args(["-d", "-Z", "-P", "0", "-u", "frr", "-g", "frr"])
+            .args(["-d", "-P", "0", "-u", "frr", "-g", "frr"]);
+        if kind == "bgpd" && !zserv.exists() {
+            cmd.arg("-Z");
+        }
+        let out = cmd
+            .arg("-z")
+            .arg(&zserv)
             .arg("-N")
             .arg(format!("gl{}-{k}", std::process::id()))
             .arg("-f")
@@ -79,13 +94,25 @@ impl Daemon {
                 stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
             });
         }
-        let daemon = Daemon {
-            kind: kind.to_string(),
-            netns: netns.to_string(),
-            pid: wait_for_pid(&pidfile, &dir.join(format!("{kind}.vty")))?,
-            dir,
-        };
+        daemon.pid = wait_for_pid(&pidfile, &daemon.file("vty"))?;
         Ok(daemon)
+    }
+
+    /// The daemon's file with extension `ext` (`conf`, `pid`, `vty`, `log`).
+    fn file(&self, ext: &str) -> PathBuf {
+        self.dir.join(format!("{}.{ext}", self.kind))
+    }
+
+    /// Removes the daemon's files (and zebra's socket with zebra's), then the directory if
+    /// no other daemon's are left in it.
+    fn remove_files(&self) {
+        for ext in ["conf", "pid", "vty", "log"] {
+            let _ = std::fs::remove_file(self.file(ext));
+        }
+        if self.kind == "zebra" {
+            let _ = std::fs::remove_file(self.dir.join("zserv.api"));
+        }
+        let _ = std::fs::remove_dir(&self.dir);
     }
 
     /// Whether the daemon still runs.
@@ -93,9 +120,14 @@ impl Daemon {
         running(self.pid)
     }
 
+    /// The daemon's whole log.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.file("log")).unwrap_or_default()
+    }
+
     /// The daemon's log (its last lines), for an error that says why it exited.
     pub fn log_tail(&self) -> String {
-        let text = std::fs::read_to_string(self.dir.join(format!("{}.log", self.kind))).unwrap_or_default();
+        let text = std::fs::read_to_string(self.file("log")).unwrap_or_default();
         let lines: Vec<&str> = text.lines().collect();
         lines[lines.len().saturating_sub(3)..].join(" | ")
     }
@@ -103,7 +135,7 @@ impl Daemon {
     /// Runs `commands` in one vty session, after `enable`; returns each reply. A command
     /// the daemon refuses (a status byte other than 0) is an error naming it.
     pub fn vty(&self, commands: &[String]) -> Result<Vec<String>, IoError> {
-        let path = self.dir.join(format!("{}.vty", self.kind));
+        let path = self.file("vty");
         let mut s = UnixStream::connect(&path).map_err(|e| io(&path, e))?;
         s.set_read_timeout(Some(Duration::from_secs(10)))
             .map_err(|e| io(&path, e))?;
@@ -123,13 +155,14 @@ impl Daemon {
         Ok(out)
     }
 
-    /// Stops the daemon (SIGTERM, then SIGKILL after 2 s) and removes its directory.
+    /// Stops the daemon (SIGTERM, then SIGKILL after 2 s) and removes its files, and its
+    /// directory when it was the last daemon there.
     pub fn stop(&mut self) {
         if self.pid > 0 {
             stop_pid(self.pid);
             self.pid = 0;
         }
-        let _ = std::fs::remove_dir_all(&self.dir);
+        self.remove_files();
     }
 }
 
@@ -161,6 +194,30 @@ fn exchange(s: &mut UnixStream, command: &str) -> std::io::Result<(String, u8)> 
             return Ok((String::from_utf8_lossy(&buf).into_owned(), status));
         }
     }
+}
+
+/// The daemon's dry run (`-C`) of its configuration: a line it refuses would otherwise be
+/// skipped silently by the running daemon (it logs and carries on). 20 ms a check.
+fn check_config(bin: &Path, conf: &Path) -> Result<(), IoError> {
+    let out = Command::new(bin)
+        .arg("-C")
+        .arg("-f")
+        .arg(conf)
+        .output()
+        .map_err(|e| io(bin, e))?;
+    let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    let refused: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("config line") || l.contains("Configuration failed") || l.contains("YANG error"))
+        .map(|l| l.split("] ").last().unwrap_or(l).trim())
+        .collect();
+    if refused.is_empty() {
+        return Ok(());
+    }
+    Err(IoError::Command {
+        cmd: format!("{} -C -f {}", bin.display(), conf.display()),
+        stderr: format!("FRR refused its configuration: {}", refused.join(" | ")),
+    })
 }
 
 fn wait_for_pid(pidfile: &Path, vty: &Path) -> Result<i32, IoError> {

@@ -253,7 +253,7 @@ fn peer(p: &Value, at: &str, local: IpAddr) -> Result<Peer, Invalid> {
 
 /// A word bgpd's configuration takes whole: printable ASCII, no space. A name or key with a
 /// line break would write configuration lines of its own into the daemon's file.
-fn one_word(s: &str) -> bool {
+pub(crate) fn one_word(s: &str) -> bool {
     !s.is_empty() && s.bytes().all(|b| b.is_ascii_graphic())
 }
 
@@ -309,7 +309,7 @@ fn range(r: &Value, at: &str, v6: bool) -> Result<Range, Invalid> {
     })
 }
 
-fn block(a: &Value, at: &str, v6: bool) -> Result<Block, Invalid> {
+pub(crate) fn block(a: &Value, at: &str, v6: bool) -> Result<Block, Invalid> {
     let first: IpAddr = a["address"]
         .as_str()
         .and_then(|s| s.parse().ok())

@@ -84,6 +84,10 @@ pub struct Plan {
     pub devices: Vec<crate::devices::Eth>,
     /// The devices' BGP routers (`devices[].bgp`), each run by a bgpd of its own.
     pub routers: Vec<crate::bgp::Router>,
+    /// The devices' IS-IS routers (`devices[].isis`), each run by an isisd of its own.
+    pub isis: Vec<crate::isis::Router>,
+    /// What the config asks that is accepted but done otherwise, for `set_config`'s reply.
+    pub warnings: Vec<String>,
     pub groups: Vec<Group>,
     /// Every flow: (name, tx port, rx ports).
     pub flows: Vec<(String, String, Vec<String>)>,
@@ -179,6 +183,7 @@ pub fn plan(cfg: &Value) -> Result<Plan, Invalid> {
     let ports = ports(cfg)?;
     let devices = crate::devices::parse(cfg)?;
     let routers = crate::bgp::parse(cfg, &devices)?;
+    let (isis, warnings) = crate::isis::parse(cfg, &devices)?;
     if let Some(e) = devices.iter().find(|e| !ports.iter().any(|p| p.name == e.port)) {
         return Err(Invalid(format!(
             "devices: {:?} is on port {:?}, which the config does not have",
@@ -201,7 +206,7 @@ pub fn plan(cfg: &Value) -> Result<Plan, Invalid> {
             .as_str()
             .ok_or_else(|| Invalid(format!("{path}.name: every flow needs a name")))?
             .to_string();
-        let (tx_name, rx_names, dev) = tx_rx(f, &path, (&devices, &routers))?;
+        let (tx_name, rx_names, dev) = tx_rx(f, &path, (&devices, &routers, &isis))?;
         let tx = find(&tx_name, format!("{path}.tx_rx.port.tx_name"))?;
         let rx = rx_names
             .iter()
@@ -241,6 +246,8 @@ pub fn plan(cfg: &Value) -> Result<Plan, Invalid> {
         ports,
         devices,
         routers,
+        isis,
+        warnings,
         groups,
         flows,
         metrics,
@@ -312,14 +319,31 @@ fn rx_names(p: &Value, path: &str) -> Result<Vec<String>, Invalid> {
 }
 
 /// `tx_rx.device`: one sending and one receiving address, by name.
-/// What a device flow's ends may name: device addresses and BGP route ranges.
-type Ends<'a> = (&'a [crate::devices::Eth], &'a [crate::bgp::Router]);
+/// What a device flow's ends may name: device addresses, BGP and IS-IS route ranges.
+type Ends<'a> = (
+    &'a [crate::devices::Eth],
+    &'a [crate::bgp::Router],
+    &'a [crate::isis::Router],
+);
 
 /// A device address, or a route range as an address: its first address, on the Ethernet of
-/// its router, through the gateway of the address its session runs from.
+/// its router, through the gateway of the address its session runs from (an IS-IS range:
+/// the Ethernet's first address of the range's family).
 fn end_named(ends: Ends<'_>, name: &str) -> Option<(crate::devices::Eth, crate::devices::Addr)> {
     if let Some((e, a)) = crate::devices::find(ends.0, name) {
         return Some((e.clone(), a.clone()));
+    }
+    if let Some((r, x)) = crate::isis::find_range(ends.2, name) {
+        let eth = ends.0.iter().find(|e| e.name == r.eth)?;
+        let via = eth.addrs.iter().find(|a| a.ip.is_ipv6() == x.v6)?;
+        let (ip, prefix) = crate::isis::first_address(x)?;
+        let addr = crate::devices::Addr {
+            name: name.to_string(),
+            ip,
+            prefix,
+            gateway: via.gateway,
+        };
+        return Some((eth.clone(), addr));
     }
     let (r, peer, range) = crate::bgp::find_range(ends.1, name)?;
     let eth = ends.0.iter().find(|e| e.name == r.eth)?;
@@ -342,8 +366,11 @@ fn device_ends(d: &Value, at: &str, devices: Ends<'_>) -> Result<(String, Vec<St
             ))
         })?;
         let name = list[0].as_str().unwrap_or_default();
-        end_named(devices, name)
-            .ok_or_else(|| Invalid(format!("{at}.{k}: no device address or BGP route range named {name:?}")))
+        end_named(devices, name).ok_or_else(|| {
+            Invalid(format!(
+                "{at}.{k}: no device address or BGP or IS-IS route range named {name:?}"
+            ))
+        })
     };
     let ((te, ta), (re, ra)) = (one("tx_names")?, one("rx_names")?);
     if ta.ip.is_ipv6() != ra.ip.is_ipv6() {

@@ -47,6 +47,9 @@ pub enum Control {
     Routes(bool, Vec<String>),
     /// `protocol.bgp.peers` up (true) or down for the peers named (all when none are).
     BgpPeers(bool, Vec<String>),
+    /// `protocol.isis.routers` up (true) or down for the IS-IS routers named (all when none
+    /// are).
+    IsisRouters(bool, Vec<String>),
     /// A choice gapless takes as a no-op, with the warning to send.
     NoOp(String),
 }
@@ -112,21 +115,27 @@ pub fn control(req: &Value) -> Result<Control, OtgError> {
     }
 }
 
-/// `protocol.route` and `protocol.bgp.peers`.
+/// `protocol.route`, `protocol.bgp.peers` and `protocol.isis.routers`.
 fn protocol(p: &Value) -> Result<Control, OtgError> {
     let which = p["choice"].as_str().unwrap_or_default();
     let (at, state, list) = match which {
         "route" => ("protocol.route.state", &p["route"]["state"], &p["route"]["names"]),
         "bgp" => ("protocol.bgp.peers.state", &p["bgp"]["peers"]["state"], &p["bgp"]["peers"]["peer_names"]),
+        "isis" => (
+            "protocol.isis.routers.state",
+            &p["isis"]["routers"]["state"],
+            &p["isis"]["routers"]["router_names"],
+        ),
         other => {
             return Ok(Control::NoOp(format!(
-                "control protocol {other:?} does nothing in gapless: it drives BGP through FRR (protocol all, route and bgp)"
+                "control protocol {other:?} does nothing in gapless: it drives BGP and IS-IS through FRR (protocol all, route, bgp and isis)"
             )))
         }
     };
     match (which, state.as_str().unwrap_or_default()) {
         ("route", s @ ("advertise" | "withdraw")) => Ok(Control::Routes(s == "advertise", names(list))),
         ("bgp", s @ ("up" | "down")) => Ok(Control::BgpPeers(s == "up", names(list))),
+        ("isis", s @ ("up" | "down")) => Ok(Control::IsisRouters(s == "up", names(list))),
         (_, other) => Err(OtgError::invalid(format!("{at}: {other:?} is not a state of it"))),
     }
 }
@@ -143,6 +152,8 @@ pub enum Metrics {
     /// BGP metrics of the peers named (all when none are): of the peers on IPv6
     /// interfaces (true, `bgpv6`) or IPv4 ones.
     Bgp(bool, Vec<String>),
+    /// IS-IS metrics of the routers named (all when none are).
+    Isis(Vec<String>),
 }
 
 /// Reads a `monitor/metrics` request (port metrics when no choice is given).
@@ -153,8 +164,9 @@ pub fn metrics(req: &Value) -> Result<Metrics, OtgError> {
         "port" => Ok(Metrics::Port(names(&req[choice]["port_names"]))),
         "convergence" => Ok(Metrics::Convergence(crate::convergence::request(req))),
         "bgpv4" | "bgpv6" => Ok(Metrics::Bgp(choice == "bgpv6", names(&req[choice]["peer_names"]))),
+        "isis" => Ok(Metrics::Isis(names(&req[choice]["router_names"]))),
         other => Err(OtgError::invalid(format!(
-            "choice: {other:?} metrics are not supported (port, flow, convergence, bgpv4 or bgpv6)"
+            "choice: {other:?} metrics are not supported (port, flow, convergence, bgpv4, bgpv6 or isis)"
         ))),
     }
 }
@@ -202,7 +214,9 @@ mod tests {
         assert_eq!(metrics(&flow), Ok(Metrics::Flow(vec!["a".into(), "b".into()])));
         let bgp = json!({"choice": "bgpv6", "bgpv6": {"peer_names": ["p"]}});
         assert_eq!(metrics(&bgp), Ok(Metrics::Bgp(true, vec!["p".into()])));
-        let e = metrics(&json!({"choice": "isis"})).unwrap_err();
+        let isis = json!({"choice": "isis", "isis": {"router_names": ["r"]}});
+        assert_eq!(metrics(&isis), Ok(Metrics::Isis(vec!["r".into()])));
+        let e = metrics(&json!({"choice": "lacp"})).unwrap_err();
         assert_eq!(
             e.body(),
             json!({"code": 400, "kind": "validation", "errors": [e.errors[0].clone()]})
@@ -212,6 +226,8 @@ mod tests {
         let peers =
             json!({"choice": "protocol", "protocol": {"choice": "bgp", "bgp": {"peers": {"state": "sideways"}}}});
         assert!(control(&peers).unwrap_err().errors[0].contains("protocol.bgp.peers.state: \"sideways\""));
+        let routers = json!({"choice": "protocol", "protocol": {"choice": "isis", "isis": {"routers": {"state": "down", "router_names": ["r"]}}}});
+        assert_eq!(control(&routers), Ok(Control::IsisRouters(false, vec!["r".into()])));
     }
 
     #[test]

@@ -39,6 +39,17 @@ impl UpdateWatch {
     /// The stamp (ns, CLOCK_REALTIME) of the first BGP UPDATE the device sent to `peer`
     /// since the watch opened, waiting up to `within`.
     pub fn first_update(&self, peer: IpAddr, within: Duration) -> Option<u64> {
+        self.first_sent(|f| is_update_to(f, peer), within)
+    }
+
+    /// The stamp of the first IS-IS LSP the device sent since the watch opened, waiting up
+    /// to `within`.
+    pub fn first_lsp(&self, within: Duration) -> Option<u64> {
+        self.first_sent(is_isis_lsp, within)
+    }
+
+    /// The stamp of the first frame the device sent that `wanted` takes.
+    fn first_sent(&self, wanted: impl Fn(&[u8]) -> bool, within: Duration) -> Option<u64> {
         let t0 = Instant::now();
         let mut buf = [0u8; 4096];
         while let Some(left) = within.checked_sub(t0.elapsed()) {
@@ -54,7 +65,7 @@ impl UpdateWatch {
             let Some((n, outgoing, ts)) = self.recv(&mut buf) else {
                 continue;
             };
-            if outgoing && is_update_to(&buf[..n], peer) {
+            if outgoing && wanted(&buf[..n]) {
                 return Some(ts);
             }
         }
@@ -99,6 +110,19 @@ impl UpdateWatch {
     }
 }
 
+/// Whether an Ethernet frame is an IS-IS LSP (L1 or L2): an 802.3 frame (length, not type,
+/// after the addresses and any VLAN tags) with LLC FE FE 03, then IS-IS (0x83) PDU type 18 or 20.
+pub fn is_isis_lsp(f: &[u8]) -> bool {
+    let mut off = 12;
+    while matches!(f.get(off..off + 2), Some([0x81, 0x00] | [0x88, 0xa8])) {
+        off += 4;
+    }
+    // Length, LLC (3), then IS-IS: 0x83, header length, version, id length, PDU type.
+    let Some(h) = f.get(off..off + 10) else { return false };
+    let len = u16::from_be_bytes([h[0], h[1]]);
+    len < 0x0600 && h[2..5] == [0xfe, 0xfe, 0x03] && h[5] == 0x83 && matches!(h[9] & 0x1f, 18 | 20)
+}
+
 /// Whether an Ethernet frame is TCP to `peer` on a BGP session (port 179 at either end:
 /// whichever side opened it) carrying a BGP UPDATE.
 pub fn is_update_to(f: &[u8], peer: IpAddr) -> bool {
@@ -141,6 +165,28 @@ pub fn is_update_to(f: &[u8], peer: IpAddr) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_isis_lsp_is_told_from_a_hello_and_from_ethernet_ii() {
+        let frame = |pdu: u8, vlan: bool| {
+            let mut f = vec![0x01, 0x80, 0xc2, 0, 0, 0x15, 2, 0, 0, 0, 0, 1];
+            if vlan {
+                f.extend([0x81, 0x00, 0, 100]);
+            }
+            f.extend(40u16.to_be_bytes());
+            f.extend([0xfe, 0xfe, 0x03, 0x83, 27, 1, 0, pdu]);
+            f.extend([0u8; 30]);
+            f
+        };
+        assert!(
+            is_isis_lsp(&frame(20, false)) && is_isis_lsp(&frame(18, true)),
+            "L2 and L1 LSPs"
+        );
+        assert!(!is_isis_lsp(&frame(17, false)), "a p2p hello");
+        let mut ip = frame(20, false);
+        ip[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
+        assert!(!is_isis_lsp(&ip), "an Ethernet II frame");
+    }
 
     #[test]
     fn an_update_to_the_peer_is_told_from_a_keepalive_and_from_other_peers() {

@@ -98,3 +98,18 @@ fn bad_bgp_input_is_refused_with_its_path() {
         "{e}"
     );
 }
+
+/// Every line written is one FRR 8.4's bgpd takes (its dry run, `-C`).
+#[test]
+fn bgpd_takes_every_line_written() {
+    let mut p = peer();
+    p["advanced"] =
+        json!({ "md5_key": "s3cret", "passive_mode": true, "hold_time_interval": 9, "keep_alive_interval": 3 });
+    let r = routers(&cfg(p)).unwrap();
+    let text = frr_config(&r[0]);
+    let refused = crate::frr_dry::refused("bgpd", &text);
+    assert!(
+        refused.is_empty(),
+        "expected bgpd to take every line; it refused {refused:?} of:\n{text}"
+    );
+}

@@ -131,9 +131,10 @@ fn states_now(s: &Shared, req: &Value) -> Result<Value, OtgError> {
         "ipv4_neighbors" => false,
         "ipv6_neighbors" => true,
         "bgp_prefixes" => return super::routing::prefix_states(s, &req[choice]),
+        "isis_lsps" => return super::isis::lsp_states(s, &req[choice]),
         other => {
             return Err(OtgError::invalid(format!(
-                "choice: {other:?} states are not served (ipv4_neighbors, ipv6_neighbors or bgp_prefixes)"
+                "choice: {other:?} states are not served (ipv4_neighbors, ipv6_neighbors, bgp_prefixes or isis_lsps)"
             )))
         }
     };

@@ -15,6 +15,7 @@
 //! Successes are JSON with a `warnings` list; errors are `{code, kind, errors}`.
 
 mod devices;
+mod isis;
 mod routing;
 pub(crate) use devices::states;
 pub(crate) mod metrics;
@@ -56,6 +57,8 @@ pub struct OtgState {
     pub hosts: Vec<(String, Arc<gapless_io::hosts::Host>)>,
     /// The devices' BGP routers, each a bgpd in its host's namespace.
     pub routers: Vec<Arc<routing::Bgpd>>,
+    /// The devices' IS-IS routers, each a zebra, staticd and isisd in its host's namespace.
+    pub isis: Vec<Arc<isis::Isisd>>,
     /// A config whose ports are on agents: the agents, and its run ([`crate::cluster`]).
     pub cluster: Option<Arc<crate::cluster::Cluster>>,
     /// The link events `control/state` made (for convergence metrics), and the ports set down.
@@ -69,6 +72,9 @@ impl Drop for OtgState {
     fn drop(&mut self) {
         // The daemons first: a process in a namespace keeps it alive.
         for r in &self.routers {
+            r.stop();
+        }
+        for r in &self.isis {
             r.stop();
         }
         for (_, h) in &self.hosts {
@@ -248,6 +254,11 @@ fn set_config_now(s: &Shared, cfg: Value) -> Result<Value, OtgError> {
     let hosts = devices::up(&plan)?;
     devices::resolve_in_background(&hosts);
     let routers = routing::up(&plan, &hosts).inspect_err(|_| hosts.iter().for_each(|h| h.1.remove()))?;
+    let isis = isis::up(&plan, &hosts).inspect_err(|_| {
+        routers.iter().for_each(|r| r.stop());
+        hosts.iter().for_each(|h| h.1.remove());
+    })?;
+    let warnings = plan.warnings.clone();
     *st = OtgState {
         raw: Some(cfg),
         plan: Some(plan),
@@ -256,11 +267,12 @@ fn set_config_now(s: &Shared, cfg: Value) -> Result<Value, OtgError> {
         captures,
         hosts,
         routers,
+        isis,
         cluster: None,
         made: Vec::new(),
         links_down: Vec::new(),
     };
-    Ok(requests::ok(Vec::new()))
+    Ok(requests::ok(warnings))
 }
 
 /// A config whose ports are on agents: every agent reached and verified, or the config is
@@ -317,20 +329,27 @@ pub(crate) async fn control_with(s: Shared, req: Value) -> Result<Value, OtgErro
         Control::NoOp(warning) => Ok(requests::ok(vec![warning])),
         Control::Protocols(true) => {
             devices::resolve_in_background(&otg(&s).hosts);
-            let routers = otg(&s).routers.clone();
+            let (routers, isis) = {
+                let st = otg(&s);
+                (st.routers.clone(), st.isis.clone())
+            };
             blocking(move || {
-                routers
-                    .iter()
-                    .try_for_each(|r| r.start())
-                    .map(|_| requests::ok(Vec::new()))
+                routers.iter().try_for_each(|r| r.start())?;
+                isis.iter().try_for_each(|r| r.start())?;
+                Ok(requests::ok(Vec::new()))
             })
             .await
         }
         Control::Protocols(false) => {
-            let routers = otg(&s).routers.clone();
+            let (routers, isis) = {
+                let st = otg(&s);
+                (st.routers.clone(), st.isis.clone())
+            };
             routers.iter().for_each(|r| r.stop());
+            isis.iter().for_each(|r| r.stop());
             Ok(requests::ok(Vec::new()))
         }
+        Control::IsisRouters(up, names) => blocking(move || isis::router_control(&s, up, &names)).await,
         Control::Routes(advertise, names) => blocking(move || routing::route_control(&s, advertise, &names)).await,
         Control::BgpPeers(up, names) => blocking(move || routing::peer_control(&s, up, &names)).await,
         Control::Link(up, ports) => blocking(move || link_control(&s, up, &ports)).await,
@@ -360,7 +379,7 @@ async fn cluster_control(s: Shared, c: Arc<crate::cluster::Cluster>, ctl: Contro
         Control::NoOp(warning) => Ok(requests::ok(vec![warning])),
         Control::Protocols(_) => Ok(requests::ok(Vec::new())),
         Control::Link(..) => Err(not_yet("link control")),
-        Control::Routes(..) | Control::BgpPeers(..) => Err(not_yet("BGP control")),
+        Control::Routes(..) | Control::BgpPeers(..) | Control::IsisRouters(..) => Err(not_yet("routing control")),
         Control::Start(names) if names.is_empty() => {
             let (plan, raw) = {
                 let st = otg(&s);

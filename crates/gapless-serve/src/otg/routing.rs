@@ -32,7 +32,7 @@ pub struct Bgpd {
 }
 
 /// Each daemon's directory number (`/run/gapless-frr/<pid>-<k>`).
-static NEXT: AtomicUsize = AtomicUsize::new(0);
+pub(crate) static NEXT: AtomicUsize = AtomicUsize::new(0);
 
 /// A bgpd for every BGP router of the plan, each in its Ethernet's host namespace.
 pub fn up(plan: &Plan, hosts: &[(String, Arc<Host>)]) -> Result<Vec<Arc<Bgpd>>, OtgError> {
@@ -244,25 +244,32 @@ fn network_commands(asn: u32, i: usize, j: usize, x: &Range, advertise: bool) ->
 }
 
 /// Every name in `names` is one of `known`, or the error names the first that is not.
-fn check_names(names: &[String], known: &[String], at: &str, what: &str) -> Result<(), OtgError> {
+pub(crate) fn check_names(names: &[String], known: &[String], at: &str, what: &str) -> Result<(), OtgError> {
     match names.iter().find(|n| !known.contains(n)) {
         Some(n) => Err(OtgError::invalid(format!("{at}: no {what} named {n:?}"))),
         None => Ok(()),
     }
 }
 
-/// `protocol.route` withdraw or advertise of the ranges named (all when none are). Each is
-/// recorded for the convergence metrics (`route_withdraw`, `route_advertise`) at the time
-/// its UPDATE left on the device's interface, as the kernel stamped it.
+/// `protocol.route` withdraw or advertise of the BGP and IS-IS ranges named (all when none
+/// are). Each is recorded for the convergence metrics (`route_withdraw`, `route_advertise`)
+/// at the time its UPDATE (BGP) or LSP (IS-IS) left on the device's interface, as the kernel
+/// stamped it.
 pub fn route_control(s: &Shared, advertise: bool, names: &[String]) -> Result<Value, OtgError> {
-    let (routers, hosts) = {
+    let (routers, isis, hosts) = {
         let st = otg(s);
-        (st.routers.clone(), st.hosts.clone())
+        (st.routers.clone(), st.isis.clone(), st.hosts.clone())
     };
-    let known: Vec<String> = routers.iter().flat_map(|r| r.names().1).collect();
-    check_names(names, &known, "protocol.route.names", "BGP route range")?;
+    let mut known: Vec<String> = routers.iter().flat_map(|r| r.names().1).collect();
+    known.extend(isis.iter().flat_map(|r| r.range_names()));
+    check_names(names, &known, "protocol.route.names", "BGP or IS-IS route range")?;
     let kind = if advertise { "route_advertise" } else { "route_withdraw" };
+    let watch = |eth: &str| {
+        let host = hosts.iter().find(|h| h.0 == eth).map(|h| h.1.clone());
+        host.and_then(|h| gapless_io::frr::wire::UpdateWatch::open(h.netns(), h.ifname()).ok())
+    };
     let mut warnings = Vec::new();
+    let mut made = Vec::new();
     for r in &routers {
         let mine: Vec<&gapless_otg::bgp::Peer> = r
             .router
@@ -273,20 +280,27 @@ pub fn route_control(s: &Shared, advertise: bool, names: &[String]) -> Result<Va
         if mine.is_empty() {
             continue;
         }
-        let host = hosts.iter().find(|h| h.0 == r.router.eth).map(|h| h.1.clone());
-        let watch = host.and_then(|h| gapless_io::frr::wire::UpdateWatch::open(h.netns(), h.ifname()).ok());
+        let w = watch(&r.router.eth);
         let acted = r.routes(advertise, names)?;
         let asked = gapless_engine::clock::RunClock::realtime_now_ns();
-        let wire = watch.and_then(|w| mine.iter().find_map(|p| w.first_update(p.address, UPDATE_WITHIN)));
-        if wire.is_none() {
-            warnings.push(format!(
-                "device {:?}: no BGP UPDATE was seen on its interface within {} s of the {kind}: its time is when bgpd took the command",
-                r.router.device,
-                UPDATE_WITHIN.as_secs()
-            ));
+        let wire = w.and_then(|w| mine.iter().find_map(|p| w.first_update(p.address, UPDATE_WITHIN)));
+        let what = format!("device {:?}: no BGP UPDATE", r.router.device);
+        made.push(stamped(acted, wire.ok_or(asked), &what, &mut warnings));
+    }
+    for r in &isis {
+        if !r.range_names().iter().any(|n| names.is_empty() || names.contains(n)) {
+            continue;
         }
-        let at = wire.unwrap_or(asked);
-        otg(s).made.extend(acted.into_iter().map(|name| Recorded {
+        let w = watch(&r.router.eth);
+        let acted = r.routes(advertise, names)?;
+        let asked = gapless_engine::clock::RunClock::realtime_now_ns();
+        let wire = w.and_then(|w| w.first_lsp(UPDATE_WITHIN));
+        let what = format!("IS-IS router {:?}: no LSP", r.router.name);
+        made.push(stamped(acted, wire.ok_or(asked), &what, &mut warnings));
+    }
+    let mut st = otg(s);
+    for (names, at) in made {
+        st.made.extend(names.into_iter().map(|name| Recorded {
             kind: kind.into(),
             source: name,
             begin_ns: at,
@@ -294,6 +308,19 @@ pub fn route_control(s: &Shared, advertise: bool, names: &[String]) -> Result<Va
         }));
     }
     Ok(requests::ok(warnings))
+}
+
+/// The ranges acted on, with the wire's stamp of the message that carried the change; or
+/// (Err), with a warning, the time the daemon took the command.
+fn stamped(acted: Vec<String>, wire: Result<u64, u64>, what: &str, warnings: &mut Vec<String>) -> (Vec<String>, u64) {
+    let at = wire.unwrap_or_else(|asked| {
+        warnings.push(format!(
+            "{what} was seen on its interface within {} s: its time is when the daemon took the command",
+            UPDATE_WITHIN.as_secs()
+        ));
+        asked
+    });
+    (acted, at)
 }
 
 /// `protocol.bgp.peers` up or down.

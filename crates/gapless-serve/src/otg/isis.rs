@@ -1,0 +1,271 @@
+//! The config's IS-IS routers: per device, FRR's zebra, staticd and isisd in the namespace of
+//! the device Ethernet its interfaces are on (`gapless_io::frr`), sharing one directory and
+//! zebra socket; started when the config is set, on `protocol.all start` and on
+//! `protocol.isis.routers` up, stopped on `protocol.all stop`, `protocol.isis.routers` down,
+//! a new config and the server's end. Their configurations are
+//! `gapless_otg::isis::frr_configs`; isisd's answers are read by `gapless_otg::isis::frr_text`.
+//! A daemon that exits shows the router's sessions down, and the metrics say which one.
+
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+
+use gapless_io::frr::Daemon;
+use gapless_io::hosts::Host;
+use gapless_otg::config::Plan;
+use gapless_otg::isis::{frr_text, Router};
+use gapless_otg::{requests, OtgError};
+use serde_json::{json, Value};
+
+use super::otg;
+use super::routing::{check_names, NEXT};
+use crate::Shared;
+
+/// A device's IS-IS router and its daemons (zebra, staticd, isisd).
+pub struct Isisd {
+    pub router: Router,
+    netns: String,
+    ifname: String,
+    daemons: Mutex<Vec<Daemon>>,
+}
+
+/// The daemons of every IS-IS router of the plan, each in its Ethernet's host namespace.
+pub fn up(plan: &Plan, hosts: &[(String, Arc<Host>)]) -> Result<Vec<Arc<Isisd>>, OtgError> {
+    let mut out = Vec::new();
+    for r in &plan.isis {
+        let host = hosts.iter().find(|h| h.0 == r.eth).ok_or_else(|| {
+            OtgError::internal(format!(
+                "IS-IS router {:?}: its Ethernet {:?} has no host",
+                r.name, r.eth
+            ))
+        })?;
+        let i = Arc::new(Isisd {
+            router: r.clone(),
+            netns: host.1.netns().to_string(),
+            ifname: host.1.ifname().to_string(),
+            daemons: Mutex::new(Vec::new()),
+        });
+        i.start()?;
+        out.push(i);
+    }
+    Ok(out)
+}
+
+impl Isisd {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Daemon>> {
+        self.daemons.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Starts the daemons unless all three run (any left over are stopped first).
+    pub fn start(&self) -> Result<(), OtgError> {
+        let mut d = self.lock();
+        if d.len() == 3 && d.iter().all(Daemon::alive) {
+            return Ok(());
+        }
+        release(&mut d);
+        let k = NEXT.fetch_add(1, Ordering::Relaxed);
+        for (kind, conf) in gapless_otg::isis::frr_configs(&self.router, &self.ifname) {
+            let daemon = Daemon::start(kind, &self.netns, k, &conf).map_err(|e| {
+                OtgError::invalid(format!(
+                    "devices: IS-IS router {:?}: FRR's {kind} did not start: {e}",
+                    self.router.name
+                ))
+            });
+            let daemon = match daemon {
+                Ok(x) => x,
+                Err(e) => {
+                    release(&mut d);
+                    return Err(e);
+                }
+            };
+            gapless_engine::cores::adopt(daemon.pid);
+            d.push(daemon);
+        }
+        Ok(())
+    }
+
+    /// Stops the daemons (the router's adjacencies go down at its peers).
+    pub fn stop(&self) {
+        release(&mut self.lock());
+    }
+
+    /// The adjacencies' downs per level that isisd logged since it started.
+    fn downs(&self) -> [u64; 2] {
+        let d = self.lock();
+        let log = d
+            .iter()
+            .find(|x| x.kind == "isisd")
+            .map(Daemon::log)
+            .unwrap_or_default();
+        frr_text::downs(&log)
+    }
+
+    /// isisd's replies to `commands`, or why there are none: the router is stopped, or a
+    /// daemon exited (named, with its log's last lines).
+    fn vty(&self, commands: &[String]) -> Result<Vec<String>, String> {
+        let d = self.lock();
+        if d.is_empty() {
+            return Err(format!("IS-IS router {:?} is stopped", self.router.name));
+        }
+        if let Some(dead) = d.iter().find(|x| !x.alive()) {
+            return Err(format!(
+                "the {} of IS-IS router {:?} exited (pid {}): {}",
+                dead.kind,
+                self.router.name,
+                dead.pid,
+                dead.log_tail()
+            ));
+        }
+        let isisd = d.iter().find(|x| x.kind == "isisd").expect("started with the others");
+        isisd.vty(commands).map_err(|e| e.to_string())
+    }
+
+    /// The names of its route ranges.
+    pub fn range_names(&self) -> Vec<String> {
+        self.router.ranges.iter().map(|x| x.name.clone()).collect()
+    }
+
+    /// Withdraws (or advertises again) the ranges named (all when none are): their
+    /// blackhole routes removed from (or added to) staticd, which isisd redistributes; returns
+    /// the names of the ranges it acted on.
+    pub fn routes(&self, advertise: bool, names: &[String]) -> Result<Vec<String>, OtgError> {
+        let mut cmds = vec!["configure terminal".to_string()];
+        let mut acted = Vec::new();
+        for x in self
+            .router
+            .ranges
+            .iter()
+            .filter(|x| names.is_empty() || names.contains(&x.name))
+        {
+            let kw = if x.v6 { "ipv6" } else { "ip" };
+            for b in &x.blocks {
+                for (net, len) in b.prefixes() {
+                    let no = if advertise { "" } else { "no " };
+                    cmds.push(format!("{no}{kw} route {net}/{len} blackhole"));
+                }
+            }
+            acted.push(x.name.clone());
+        }
+        cmds.push("end".into());
+        if acted.is_empty() {
+            return Ok(acted);
+        }
+        let d = self.lock();
+        let staticd = d.iter().find(|x| x.kind == "staticd" && x.alive()).ok_or_else(|| {
+            OtgError::invalid(format!(
+                "IS-IS router {:?} is stopped: start it (protocol.all or protocol.isis.routers) first",
+                self.router.name
+            ))
+        })?;
+        staticd.vty(&cmds).map_err(|e| OtgError::invalid(e.to_string()))?;
+        Ok(acted)
+    }
+
+    /// The router's `isis` metric; its sessions down, with a warning, when it cannot answer.
+    pub fn metric(&self, warnings: &mut Vec<String>) -> Value {
+        let cmds = [
+            "show isis summary json",
+            "show isis neighbor detail",
+            "show isis database detail",
+        ]
+        .map(String::from);
+        let levels = self.router.levels();
+        match self.vty(&cmds) {
+            Ok(out) => {
+                let summary: Value = serde_json::from_str(&out[0]).unwrap_or(Value::Null);
+                let adj = frr_text::adjacencies(&out[1]);
+                let db = frr_text::database(&out[2]);
+                frr_text::metric(&self.router.name, levels, &summary, &adj, self.downs(), &db)
+            }
+            Err(e) => {
+                warnings.push(e);
+                frr_text::metric(&self.router.name, levels, &Value::Null, &[], self.downs(), &[])
+            }
+        }
+    }
+
+    /// The router's `isis_lsps` state: the LSPs learned from its peers.
+    pub fn lsps(&self, warnings: &mut Vec<String>) -> Value {
+        let cmds = ["show isis hostname", "show isis database detail"].map(String::from);
+        match self.vty(&cmds) {
+            Ok(out) => frr_text::lsps_state(
+                &self.router.name,
+                &frr_text::database(&out[1]),
+                &frr_text::hostnames(&out[0]),
+            ),
+            Err(e) => {
+                warnings.push(e);
+                json!({ "isis_router_name": self.router.name, "lsps": [] })
+            }
+        }
+    }
+}
+
+fn release(d: &mut Vec<Daemon>) {
+    // isisd first, zebra last: the others talk to zebra while they stop.
+    while let Some(mut x) = d.pop() {
+        gapless_engine::cores::release(x.pid);
+        x.stop();
+    }
+}
+
+impl Drop for Isisd {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn names_of(routers: &[Arc<Isisd>]) -> Vec<String> {
+    routers.iter().map(|r| r.router.name.clone()).collect()
+}
+
+fn chosen<'a>(routers: &'a [Arc<Isisd>], names: &'a [String]) -> impl Iterator<Item = &'a Arc<Isisd>> + 'a {
+    routers
+        .iter()
+        .filter(move |r| names.is_empty() || names.contains(&r.router.name))
+}
+
+/// `protocol.isis.routers` up or down: the routers' daemons started or stopped.
+pub fn router_control(s: &Shared, up: bool, names: &[String]) -> Result<Value, OtgError> {
+    let routers = otg(s).isis.clone();
+    check_names(
+        names,
+        &names_of(&routers),
+        "protocol.isis.routers.router_names",
+        "IS-IS router",
+    )?;
+    for r in chosen(&routers, names) {
+        if up {
+            r.start()?;
+        } else {
+            r.stop();
+        }
+    }
+    Ok(requests::ok(Vec::new()))
+}
+
+/// `isis_metrics` of the routers named (all when none are).
+pub fn metrics(s: &Shared, names: &[String]) -> Result<Value, OtgError> {
+    let routers = otg(s).isis.clone();
+    check_names(names, &names_of(&routers), "isis.router_names", "IS-IS router")?;
+    let mut warnings = Vec::new();
+    let list: Vec<Value> = chosen(&routers, names).map(|r| r.metric(&mut warnings)).collect();
+    Ok(json!({ "choice": "isis_metrics", "isis_metrics": list, "warnings": warnings }))
+}
+
+/// `isis_lsps` states of the routers named (all when none are).
+pub fn lsp_states(s: &Shared, req: &Value) -> Result<Value, OtgError> {
+    let routers = otg(s).isis.clone();
+    let names: Vec<String> = req["isis_router_names"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|v| v.as_str().map(str::to_string)).collect())
+        .unwrap_or_default();
+    check_names(
+        &names,
+        &names_of(&routers),
+        "isis_lsps.isis_router_names",
+        "IS-IS router",
+    )?;
+    // The states reply has no warnings: a router that cannot answer lists no LSPs.
+    let list: Vec<Value> = chosen(&routers, &names).map(|r| r.lsps(&mut Vec::new())).collect();
+    Ok(json!({ "choice": "isis_lsps", "isis_lsps": list }))
+}
