@@ -121,6 +121,28 @@ def test_isis_adjacencies_list_only_the_peers_lsps_and_carry_flows_to_its_ranges
     assert got == {"v4": (500, 500), "v6": (500, 500)}, f"expected every frame of both flows received; got {got}"
 
 
+def test_broadcast_adjacencies_come_up_and_list_the_peers_lsps_with_its_pseudonode(server: Server, wires: str) -> None:
+    a = api(server, "https")
+    cfg = isis_config(a, network="broadcast")
+    for d in cfg.devices:
+        d.isis.interfaces[0].level_type = "level_2"
+    d2 = cfg.devices[1].isis.interfaces[0]
+    d2.l2_settings.priority = 100  # r2 is the DIS: its pseudonode LSP is learned by r1
+    a.set_config(cfg)
+    t0 = time.monotonic()
+    while True:
+        m = isis_metrics(a)
+        ids = sorted(x.lsp_id for x in lsps(a, "r1"))
+        # The pseudonode's id is the DIS's circuit id, which FRR picks (not 00).
+        pseudo = [i for i in ids if i.startswith("640000000002-") and i.endswith("-00") and i[13:15] != "00"]
+        if m["r1"].l2_sessions_up == 1 and len(ids) == 2 and "640000000002-00-00" in ids and pseudo:
+            break
+        assert time.monotonic() - t0 < 20, f"expected r1 up at L2 with r2's LSP and pseudonode LSP; got {m['r1'].l2_sessions_up} and {ids}"
+        time.sleep(0.3)
+    assert m["r1"].l2_broadcast_hellos_received > 0 and not m["r1"].l2_point_to_point_hellos_received, m["r1"]
+    assert "l1_sessions_up" not in m["r1"].serialize(), "expected no L1 figures for an L2-only router"
+
+
 def lsp_stamps(pcap: Path, mac: str) -> list[int]:
     """The stamps (ns) of the IS-IS LSPs (PDU types 18 and 20) from `mac` in an 802.3/LLC
     capture."""
