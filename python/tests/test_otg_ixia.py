@@ -294,10 +294,10 @@ def test_device_namespaces_go_with_the_config_the_server_and_a_killed_server(ser
         assert netns_of(pid) == [], f"expected a config without devices to remove theirs; got {netns_of(pid)}"
         a.set_config(device_config(a, []))
         cfg = ports(a)
-        cfg.lldp.lldp(name="l1")[-1].connection.port_name = "p1"
+        cfg.lags.lag(name="lag1")
         with pytest.raises(Exception) as e:
             a.set_config(cfg)
-        assert "lldp" in str(e.value) and "not supported" in str(e.value), f"expected LLDP refused by its path; got {e.value}"
+        assert "lags" in str(e.value) and "not supported" in str(e.value), f"expected a LAG refused by its path; got {e.value}"
     finally:
         s.stop()
     assert netns_of(pid) == [], f"expected none of the server's device namespaces after it stopped; got {netns_of(pid)}"

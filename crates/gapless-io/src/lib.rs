@@ -15,12 +15,14 @@
 //! | [`xdp`] | AF_XDP TX and RX, and its XDP program | `socket`, `kernel`, `tx`, `rx` |
 //! | [`testbed`] | the veth testbed and the reference DUT | `kernel` |
 //! | [`hosts`] | emulated hosts (OTG devices): a macvlan each, on the kernel's stack | `socket`, `kernel` |
+//! | [`lldp`] | a port's LLDP socket (AF_PACKET, EtherType 0x88cc) | `socket`, `kernel` |
 
 pub mod error;
 pub mod files;
 pub mod frr;
 pub mod hosts;
 pub mod kernel;
+pub mod lldp;
 pub mod rx;
 pub mod rx_ports;
 pub mod socket;

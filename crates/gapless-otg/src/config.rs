@@ -86,6 +86,8 @@ pub struct Plan {
     pub routers: Vec<crate::bgp::Router>,
     /// The devices' IS-IS routers (`devices[].isis`), each run by an isisd of its own.
     pub isis: Vec<crate::isis::Router>,
+    /// The LLDP agents (`lldp[]`), one per port at most.
+    pub lldp: Vec<crate::lldp::Agent>,
     /// What the config asks that is accepted but done otherwise, for `set_config`'s reply.
     pub warnings: Vec<String>,
     pub groups: Vec<Group>,
@@ -175,12 +177,9 @@ pub fn plan(cfg: &Value) -> Result<Plan, Invalid> {
             "lags: LAGs are not supported; gapless sends flows between ports".into(),
         ));
     }
-    if cfg["lldp"].as_array().is_some_and(|a| !a.is_empty()) {
-        return Err(Invalid(
-            "lldp: LLDP is not supported yet; gapless would neither send LLDPDUs nor list neighbours. Fix: remove lldp[] from the config".into(),
-        ));
-    }
     let ports = ports(cfg)?;
+    let names: Vec<String> = ports.iter().map(|p| p.name.clone()).collect();
+    let lldp = crate::lldp::parse(cfg, &names)?;
     let devices = crate::devices::parse(cfg)?;
     let routers = crate::bgp::parse(cfg, &devices)?;
     let (isis, warnings) = crate::isis::parse(cfg, &devices)?;
@@ -247,6 +246,7 @@ pub fn plan(cfg: &Value) -> Result<Plan, Invalid> {
         devices,
         routers,
         isis,
+        lldp,
         warnings,
         groups,
         flows,
@@ -834,12 +834,17 @@ mod tests {
     }
 
     #[test]
-    fn lldp_is_refused_with_its_path_rather_than_ignored() {
+    fn lldp_agents_are_read_on_the_configs_ports() {
         let cfg = json!({ "ports": [{ "name": "p1", "location": "a" }],
             "lldp": [{ "name": "l1", "connection": { "choice": "port_name", "port_name": "p1" } }] });
-        let e = plan(&cfg).unwrap_err().0;
-        assert!(e.starts_with("lldp: LLDP is not supported") && e.contains("Fix"), "{e}");
-        assert!(plan(&json!({ "ports": [{ "name": "p1", "location": "a" }], "lldp": [] })).is_ok());
+        assert_eq!(plan(&cfg).unwrap().lldp[0].port, "p1");
+        let bad = json!({ "ports": [{ "name": "p1", "location": "a" }],
+            "lldp": [{ "name": "l1", "connection": { "choice": "port_name", "port_name": "p2" } }] });
+        let e = plan(&bad).unwrap_err().0;
+        assert!(
+            e.starts_with("lldp[0].connection.port_name: no port named \"p2\""),
+            "{e}"
+        );
     }
 
     #[test]

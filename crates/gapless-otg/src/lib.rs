@@ -19,7 +19,8 @@
 //! patterns as field-engine ops), [`devices`] (emulated hosts), [`tunnels`] (a flow's tunnel header as the template's
 //! `tunnel`), [`config`], [`captures`] (a config's captures, the capture request), [`requests`],
 //! [`update`] (`update_config`: a flow's rate or size changed), [`bgp`] and [`isis`] (routing
-//! protocols on devices as FRR configurations, FRR's answers as metrics and states), [`runs`], [`shares`] (a config
+//! protocols on devices as FRR configurations, FRR's answers as metrics and states), [`lldp`]
+//! (LLDPDUs built and decoded), [`runs`], [`shares`] (a config
 //! whose ports are on agents, split into each agent's share), [`metrics`], [`convergence`]
 //! (outages and the events that caused them as the model's convergence metrics).
 //! The state a server keeps (the config set last, the runs its traffic started) and the
@@ -34,6 +35,7 @@ pub mod error;
 #[cfg(test)]
 mod frr_dry;
 pub mod isis;
+pub mod lldp;
 pub mod metrics;
 pub mod patterns;
 pub mod requests;

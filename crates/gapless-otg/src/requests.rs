@@ -154,6 +154,8 @@ pub enum Metrics {
     Bgp(bool, Vec<String>),
     /// IS-IS metrics of the routers named (all when none are).
     Isis(Vec<String>),
+    /// LLDP metrics of the agents named (all when none are).
+    Lldp(Vec<String>),
 }
 
 /// Reads a `monitor/metrics` request (port metrics when no choice is given).
@@ -165,8 +167,9 @@ pub fn metrics(req: &Value) -> Result<Metrics, OtgError> {
         "convergence" => Ok(Metrics::Convergence(crate::convergence::request(req))),
         "bgpv4" | "bgpv6" => Ok(Metrics::Bgp(choice == "bgpv6", names(&req[choice]["peer_names"]))),
         "isis" => Ok(Metrics::Isis(names(&req[choice]["router_names"]))),
+        "lldp" => Ok(Metrics::Lldp(names(&req[choice]["lldp_names"]))),
         other => Err(OtgError::invalid(format!(
-            "choice: {other:?} metrics are not supported (port, flow, convergence, bgpv4, bgpv6 or isis)"
+            "choice: {other:?} metrics are not supported (port, flow, convergence, bgpv4, bgpv6, isis or lldp)"
         ))),
     }
 }
@@ -216,6 +219,8 @@ mod tests {
         assert_eq!(metrics(&bgp), Ok(Metrics::Bgp(true, vec!["p".into()])));
         let isis = json!({"choice": "isis", "isis": {"router_names": ["r"]}});
         assert_eq!(metrics(&isis), Ok(Metrics::Isis(vec!["r".into()])));
+        let lldp = json!({"choice": "lldp", "lldp": {"lldp_names": ["l"]}});
+        assert_eq!(metrics(&lldp), Ok(Metrics::Lldp(vec!["l".into()])));
         let e = metrics(&json!({"choice": "lacp"})).unwrap_err();
         assert_eq!(
             e.body(),

@@ -127,7 +127,11 @@ fn refuse_what_spans_hosts_lacks(plan: &Plan, cfg: &Value) -> Result<(), OtgErro
         )));
     }
     let non_empty = |k: &str| cfg[k].as_array().is_some_and(|a| !a.is_empty());
-    for (key, what) in [("devices", "devices (ARP/ND hosts)"), ("captures", "captures")] {
+    for (key, what) in [
+        ("devices", "devices (ARP/ND hosts)"),
+        ("captures", "captures"),
+        ("lldp", "LLDP agents"),
+    ] {
         if non_empty(key) {
             return Err(OtgError::invalid(format!(
                 "{key}: {what} are not supported on ports of agents yet. Fix: leave {key} out of a run across hosts, or run it on one host"

@@ -132,9 +132,10 @@ fn states_now(s: &Shared, req: &Value) -> Result<Value, OtgError> {
         "ipv6_neighbors" => true,
         "bgp_prefixes" => return super::routing::prefix_states(s, &req[choice]),
         "isis_lsps" => return super::isis::lsp_states(s, &req[choice]),
+        "lldp_neighbors" => return super::lldp::neighbor_states(s, &req[choice]),
         other => {
             return Err(OtgError::invalid(format!(
-                "choice: {other:?} states are not served (ipv4_neighbors, ipv6_neighbors, bgp_prefixes or isis_lsps)"
+                "choice: {other:?} states are not served (ipv4_neighbors, ipv6_neighbors, bgp_prefixes, isis_lsps or lldp_neighbors)"
             )))
         }
     };

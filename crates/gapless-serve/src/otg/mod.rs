@@ -16,6 +16,7 @@
 
 mod devices;
 mod isis;
+mod lldp;
 mod routing;
 pub(crate) use devices::states;
 pub(crate) mod metrics;
@@ -59,6 +60,8 @@ pub struct OtgState {
     pub routers: Vec<Arc<routing::Bgpd>>,
     /// The devices' IS-IS routers, each a zebra, staticd and isisd in its host's namespace.
     pub isis: Vec<Arc<isis::Isisd>>,
+    /// The LLDP agents, a thread each on its port.
+    pub lldp: Vec<Arc<lldp::LldpAgent>>,
     /// A config whose ports are on agents: the agents, and its run ([`crate::cluster`]).
     pub cluster: Option<Arc<crate::cluster::Cluster>>,
     /// The link events `control/state` made (for convergence metrics), and the ports set down.
@@ -76,6 +79,9 @@ impl Drop for OtgState {
         }
         for r in &self.isis {
             r.stop();
+        }
+        for a in &self.lldp {
+            a.stop();
         }
         for (_, h) in &self.hosts {
             h.remove();
@@ -258,6 +264,11 @@ fn set_config_now(s: &Shared, cfg: Value) -> Result<Value, OtgError> {
         routers.iter().for_each(|r| r.stop());
         hosts.iter().for_each(|h| h.1.remove());
     })?;
+    let lldp = lldp::up(&plan).inspect_err(|_| {
+        routers.iter().for_each(|r| r.stop());
+        isis.iter().for_each(|r| r.stop());
+        hosts.iter().for_each(|h| h.1.remove());
+    })?;
     let warnings = plan.warnings.clone();
     *st = OtgState {
         raw: Some(cfg),
@@ -268,6 +279,7 @@ fn set_config_now(s: &Shared, cfg: Value) -> Result<Value, OtgError> {
         hosts,
         routers,
         isis,
+        lldp,
         cluster: None,
         made: Vec::new(),
         links_down: Vec::new(),
@@ -329,24 +341,26 @@ pub(crate) async fn control_with(s: Shared, req: Value) -> Result<Value, OtgErro
         Control::NoOp(warning) => Ok(requests::ok(vec![warning])),
         Control::Protocols(true) => {
             devices::resolve_in_background(&otg(&s).hosts);
-            let (routers, isis) = {
+            let (routers, isis, lldp) = {
                 let st = otg(&s);
-                (st.routers.clone(), st.isis.clone())
+                (st.routers.clone(), st.isis.clone(), st.lldp.clone())
             };
             blocking(move || {
                 routers.iter().try_for_each(|r| r.start())?;
                 isis.iter().try_for_each(|r| r.start())?;
+                lldp.iter().try_for_each(|a| a.start())?;
                 Ok(requests::ok(Vec::new()))
             })
             .await
         }
         Control::Protocols(false) => {
-            let (routers, isis) = {
+            let (routers, isis, lldp) = {
                 let st = otg(&s);
-                (st.routers.clone(), st.isis.clone())
+                (st.routers.clone(), st.isis.clone(), st.lldp.clone())
             };
             routers.iter().for_each(|r| r.stop());
             isis.iter().for_each(|r| r.stop());
+            lldp.iter().for_each(|a| a.stop());
             Ok(requests::ok(Vec::new()))
         }
         Control::IsisRouters(up, names) => blocking(move || isis::router_control(&s, up, &names)).await,
