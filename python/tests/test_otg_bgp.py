@@ -18,7 +18,7 @@ import pytest
 
 from conftest import Server, tcpdump
 from test_otg import api, run_to_stop, transport  # noqa: F401 (transport: a fixture)
-from test_otg_ixia import two_veths
+from test_otg_ixia import device_pair, two_veths
 
 NS, A, Z = "glbgp", "veth-a", "veth-z"
 MAC = ("02:67:6c:0b:00:01", "02:67:6c:0b:00:02")
@@ -36,14 +36,8 @@ def bgp_config(a: Any) -> Any:
     """d1 (AS 65001, 1.1.1.1) on p1 and d2 (AS 65002, 1.1.1.2) on p2 in eBGP; each advertises
     four IPv4 /24s and two IPv6 /64s; d1's IPv4 range has a manual next hop, a MED, a
     community and an AS path."""
-    cfg = a.config()
-    cfg.ports.port(name="p1", location=f"{NS}/{A}").port(name="p2", location=f"{NS}/{Z}")
-    for k in (1, 2):
-        d = cfg.devices.device(name=f"d{k}")[-1]
-        e = d.ethernets.add()
-        e.name, e.mac, e.connection.port_name = f"d{k}.eth", MAC[k - 1], f"p{k}"
-        ip = e.ipv4_addresses.add()
-        ip.name, ip.address, ip.gateway, ip.prefix = f"d{k}.ip4", f"1.1.1.{k}", f"1.1.1.{3 - k}", 24
+    cfg, devices = device_pair(a, NS, MAC)
+    for k, d in enumerate(devices, 1):
         d.bgp.router_id = f"1.1.1.{k}"
         itf = d.bgp.ipv4_interfaces.add()
         itf.ipv4_name = f"d{k}.ip4"

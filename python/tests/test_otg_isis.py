@@ -17,7 +17,7 @@ import pytest
 
 from conftest import Server, tcpdump
 from test_otg import api, run_to_stop, transport  # noqa: F401 (transport: a fixture)
-from test_otg_ixia import two_veths
+from test_otg_ixia import device_pair, two_veths
 
 NS, A, Z = "glisis", "veth-a", "veth-z"
 MAC = ("02:67:6c:15:00:01", "02:67:6c:15:00:02")
@@ -33,16 +33,8 @@ def wires() -> Iterator[str]:
 def isis_config(a: Any, network: str = "point_to_point") -> Any:
     """r1 (system id 640000000001) on p1 and r2 on p2, L1/L2 on one link with 1 s hellos;
     each announces two IPv4 /24s (metric 20) and one IPv6 /64."""
-    cfg = a.config()
-    cfg.ports.port(name="p1", location=f"{NS}/{A}").port(name="p2", location=f"{NS}/{Z}")
-    for k in (1, 2):
-        d = cfg.devices.device(name=f"d{k}")[-1]
-        e = d.ethernets.add()
-        e.name, e.mac, e.connection.port_name = f"d{k}.eth", MAC[k - 1], f"p{k}"
-        ip = e.ipv4_addresses.add()
-        ip.name, ip.address, ip.gateway, ip.prefix = f"d{k}.ip4", f"1.1.1.{k}", f"1.1.1.{3 - k}", 24
-        ip6 = e.ipv6_addresses.add()
-        ip6.name, ip6.address, ip6.gateway, ip6.prefix = f"d{k}.ip6", f"2001:db8::{k}", f"2001:db8::{3 - k}", 64
+    cfg, devices = device_pair(a, NS, MAC, v6=True)
+    for k, d in enumerate(devices, 1):
         d.isis.name, d.isis.system_id = f"r{k}", f"64000000000{k}"
         d.isis.basic.hostname = f"host{k}"
         itf = d.isis.interfaces.add(eth_name=f"d{k}.eth", name=f"d{k}.isis", network_type=network,

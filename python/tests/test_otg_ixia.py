@@ -50,6 +50,26 @@ def two_veths(ns: str) -> Iterator[str]:
         subprocess.run(["ip", "netns", "del", ns], capture_output=True)
 
 
+def device_pair(a: Any, ns: str, macs: tuple[str, str], v6: bool = False) -> tuple[Any, list[Any]]:
+    """A config with p1 and p2 on `veth-a` and `veth-z` in `ns`, and devices d1 and d2 on them
+    (`d{k}.eth`, IPv4 `d{k}.ip4` 1.1.1.k/24, with `v6` IPv6 `d{k}.ip6` 2001:db8::k/64), each
+    the other's gateway: the set-up of the routing protocol tests."""
+    cfg = a.config()
+    cfg.ports.port(name="p1", location=f"{ns}/{A}").port(name="p2", location=f"{ns}/{Z}")
+    devices = []
+    for k in (1, 2):
+        d = cfg.devices.device(name=f"d{k}")[-1]
+        e = d.ethernets.add()
+        e.name, e.mac, e.connection.port_name = f"d{k}.eth", macs[k - 1], f"p{k}"
+        ip = e.ipv4_addresses.add()
+        ip.name, ip.address, ip.gateway, ip.prefix = f"d{k}.ip4", f"1.1.1.{k}", f"1.1.1.{3 - k}", 24
+        if v6:
+            ip6 = e.ipv6_addresses.add()
+            ip6.name, ip6.address, ip6.gateway, ip6.prefix = f"d{k}.ip6", f"2001:db8::{k}", f"2001:db8::{3 - k}", 64
+        devices.append(d)
+    return cfg, devices
+
+
 @pytest.fixture(scope="module")
 def ixia() -> Iterator[str]:
     with two_veths(NS) as ns:

@@ -283,6 +283,47 @@ fn io(p: &Path, cause: std::io::Error) -> IoError {
     }
 }
 
+/// Makes (again) a stub interface `name` in `netns`: a veth pair (`name`, `name`p) inside the
+/// namespace, both up, `name` holding `addrs`. A routing daemon announces the prefixes of its
+/// addresses; nothing is sent on it. The namespace's removal removes it.
+pub fn stub_interface(netns: &str, name: &str, addrs: &[(std::net::IpAddr, u8)]) -> Result<(), IoError> {
+    let ip = |args: &[&str], input: Option<String>| -> Result<(), IoError> {
+        let mut c = Command::new("ip");
+        c.args(["-n", netns]).args(args);
+        let out = match input {
+            None => c.output(),
+            Some(text) => {
+                c.stdin(std::process::Stdio::piped())
+                    .stdout(std::process::Stdio::piped())
+                    .stderr(std::process::Stdio::piped());
+                let mut child = c.spawn().map_err(|e| io(Path::new("ip"), e))?;
+                if let Some(mut i) = child.stdin.take() {
+                    let _ = i.write_all(text.as_bytes());
+                }
+                child.wait_with_output()
+            }
+        }
+        .map_err(|e| io(Path::new("ip"), e))?;
+        if out.status.success() {
+            return Ok(());
+        }
+        Err(IoError::Command {
+            cmd: format!("ip -n {netns} {}", args.join(" ")),
+            stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        })
+    };
+    let _ = ip(&["link", "del", name], None);
+    let peer = format!("{name}p");
+    ip(&["link", "add", name, "type", "veth", "peer", "name", &peer], None)?;
+    let batch: String = addrs
+        .iter()
+        .map(|(a, len)| format!("addr add {a}/{len} dev {name}\n"))
+        .collect();
+    ip(&["-batch", "-"], Some(batch))?;
+    ip(&["link", "set", &peer, "up"], None)?;
+    ip(&["link", "set", name, "up"], None)
+}
+
 /// Stops the daemons of servers that are gone (their PID no longer runs) and removes their
 /// directories; returns the directories removed.
 pub fn remove_stale() -> Vec<String> {

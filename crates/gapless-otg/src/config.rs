@@ -86,6 +86,8 @@ pub struct Plan {
     pub routers: Vec<crate::bgp::Router>,
     /// The devices' IS-IS routers (`devices[].isis`), each run by an isisd of its own.
     pub isis: Vec<crate::isis::Router>,
+    /// The devices' OSPFv2 routers (`devices[].ospfv2`), each run by an ospfd of its own.
+    pub ospf: Vec<crate::ospf::Router>,
     /// The LLDP agents (`lldp[]`), one per port at most.
     pub lldp: Vec<crate::lldp::Agent>,
     /// What the config asks that is accepted but done otherwise, for `set_config`'s reply.
@@ -183,6 +185,7 @@ pub fn plan(cfg: &Value) -> Result<Plan, Invalid> {
     let devices = crate::devices::parse(cfg)?;
     let routers = crate::bgp::parse(cfg, &devices)?;
     let (isis, warnings) = crate::isis::parse(cfg, &devices)?;
+    let ospf = crate::ospf::parse(cfg, &devices)?;
     if let Some(e) = devices.iter().find(|e| !ports.iter().any(|p| p.name == e.port)) {
         return Err(Invalid(format!(
             "devices: {:?} is on port {:?}, which the config does not have",
@@ -205,7 +208,7 @@ pub fn plan(cfg: &Value) -> Result<Plan, Invalid> {
             .as_str()
             .ok_or_else(|| Invalid(format!("{path}.name: every flow needs a name")))?
             .to_string();
-        let (tx_name, rx_names, dev) = tx_rx(f, &path, (&devices, &routers, &isis))?;
+        let (tx_name, rx_names, dev) = tx_rx(f, &path, (&devices, &routers, &isis, &ospf))?;
         let tx = find(&tx_name, format!("{path}.tx_rx.port.tx_name"))?;
         let rx = rx_names
             .iter()
@@ -246,6 +249,7 @@ pub fn plan(cfg: &Value) -> Result<Plan, Invalid> {
         devices,
         routers,
         isis,
+        ospf,
         lldp,
         warnings,
         groups,
@@ -319,11 +323,12 @@ fn rx_names(p: &Value, path: &str) -> Result<Vec<String>, Invalid> {
 }
 
 /// `tx_rx.device`: one sending and one receiving address, by name.
-/// What a device flow's ends may name: device addresses, BGP and IS-IS route ranges.
+/// What a device flow's ends may name: device addresses, BGP, IS-IS and OSPFv2 route ranges.
 type Ends<'a> = (
     &'a [crate::devices::Eth],
     &'a [crate::bgp::Router],
     &'a [crate::isis::Router],
+    &'a [crate::ospf::Router],
 );
 
 /// A device address, or a route range as an address: its first address, on the Ethernet of
@@ -333,10 +338,16 @@ fn end_named(ends: Ends<'_>, name: &str) -> Option<(crate::devices::Eth, crate::
     if let Some((e, a)) = crate::devices::find(ends.0, name) {
         return Some((e.clone(), a.clone()));
     }
-    if let Some((r, x)) = crate::isis::find_range(ends.2, name) {
-        let eth = ends.0.iter().find(|e| e.name == r.eth)?;
-        let via = eth.addrs.iter().find(|a| a.ip.is_ipv6() == x.v6)?;
-        let (ip, prefix) = crate::isis::first_address(x)?;
+    let igp = crate::isis::find_range(ends.2, name)
+        .map(|(r, x)| (r.eth.as_str(), x.v6, crate::isis::first_address(x)))
+        .or_else(|| {
+            let (r, x) = crate::ospf::find_range(ends.3, name)?;
+            Some((r.eth.as_str(), false, x.blocks.first().map(|b| (b.first, b.prefix))))
+        });
+    if let Some((eth, v6, first)) = igp {
+        let eth = ends.0.iter().find(|e| e.name == eth)?;
+        let via = eth.addrs.iter().find(|a| a.ip.is_ipv6() == v6)?;
+        let (ip, prefix) = first?;
         let addr = crate::devices::Addr {
             name: name.to_string(),
             ip,
@@ -368,7 +379,7 @@ fn device_ends(d: &Value, at: &str, devices: Ends<'_>) -> Result<(String, Vec<St
         let name = list[0].as_str().unwrap_or_default();
         end_named(devices, name).ok_or_else(|| {
             Invalid(format!(
-                "{at}.{k}: no device address or BGP or IS-IS route range named {name:?}"
+                "{at}.{k}: no device address or BGP, IS-IS or OSPFv2 route range named {name:?}"
             ))
         })
     };

@@ -18,7 +18,7 @@
 //! Modules, each importing only those before it: [`error`], [`patterns`] (OTG header-field
 //! patterns as field-engine ops), [`devices`] (emulated hosts), [`tunnels`] (a flow's tunnel header as the template's
 //! `tunnel`), [`config`], [`captures`] (a config's captures, the capture request), [`requests`],
-//! [`update`] (`update_config`: a flow's rate or size changed), [`bgp`] and [`isis`] (routing
+//! [`update`] (`update_config`: a flow's rate or size changed), [`bgp`], [`isis`] and [`ospf`] (routing
 //! protocols on devices as FRR configurations, FRR's answers as metrics and states), [`lldp`]
 //! (LLDPDUs built and decoded), [`runs`], [`shares`] (a config
 //! whose ports are on agents, split into each agent's share), [`metrics`], [`convergence`]
@@ -37,6 +37,7 @@ mod frr_dry;
 pub mod isis;
 pub mod lldp;
 pub mod metrics;
+pub mod ospf;
 pub mod patterns;
 pub mod requests;
 pub mod runs;

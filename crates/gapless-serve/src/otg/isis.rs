@@ -6,26 +6,23 @@
 //! `gapless_otg::isis::frr_configs`; isisd's answers are read by `gapless_otg::isis::frr_text`.
 //! A daemon that exits shows the router's sessions down, and the metrics say which one.
 
-use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-use gapless_io::frr::Daemon;
 use gapless_io::hosts::Host;
 use gapless_otg::config::Plan;
 use gapless_otg::isis::{frr_text, Router};
 use gapless_otg::{requests, OtgError};
 use serde_json::{json, Value};
 
+use super::daemons::DaemonSet;
 use super::otg;
-use super::routing::{check_names, NEXT};
+use super::routing::{check_names, strings};
 use crate::Shared;
 
 /// A device's IS-IS router and its daemons (zebra, staticd, isisd).
 pub struct Isisd {
     pub router: Router,
-    netns: String,
-    ifname: String,
-    daemons: Mutex<Vec<Daemon>>,
+    set: DaemonSet,
 }
 
 /// The daemons of every IS-IS router of the plan, each in its Ethernet's host namespace.
@@ -38,11 +35,11 @@ pub fn up(plan: &Plan, hosts: &[(String, Arc<Host>)]) -> Result<Vec<Arc<Isisd>>,
                 r.name, r.eth
             ))
         })?;
+        let configs = gapless_otg::isis::frr_configs(r, host.1.ifname()).to_vec();
+        let what = format!("IS-IS router {:?}", r.name);
         let i = Arc::new(Isisd {
             router: r.clone(),
-            netns: host.1.netns().to_string(),
-            ifname: host.1.ifname().to_string(),
-            daemons: Mutex::new(Vec::new()),
+            set: DaemonSet::new(what, host.1.netns().to_string(), configs),
         });
         i.start()?;
         out.push(i);
@@ -51,72 +48,23 @@ pub fn up(plan: &Plan, hosts: &[(String, Arc<Host>)]) -> Result<Vec<Arc<Isisd>>,
 }
 
 impl Isisd {
-    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Daemon>> {
-        self.daemons.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Starts the daemons unless all three run (any left over are stopped first).
+    /// Starts the daemons unless all three run.
     pub fn start(&self) -> Result<(), OtgError> {
-        let mut d = self.lock();
-        if d.len() == 3 && d.iter().all(Daemon::alive) {
-            return Ok(());
-        }
-        release(&mut d);
-        let k = NEXT.fetch_add(1, Ordering::Relaxed);
-        for (kind, conf) in gapless_otg::isis::frr_configs(&self.router, &self.ifname) {
-            let daemon = Daemon::start(kind, &self.netns, k, &conf).map_err(|e| {
-                OtgError::invalid(format!(
-                    "devices: IS-IS router {:?}: FRR's {kind} did not start: {e}",
-                    self.router.name
-                ))
-            });
-            let daemon = match daemon {
-                Ok(x) => x,
-                Err(e) => {
-                    release(&mut d);
-                    return Err(e);
-                }
-            };
-            gapless_engine::cores::adopt(daemon.pid);
-            d.push(daemon);
-        }
-        Ok(())
+        self.set.start()
     }
 
     /// Stops the daemons (the router's adjacencies go down at its peers).
     pub fn stop(&self) {
-        release(&mut self.lock());
+        self.set.stop();
     }
 
     /// The adjacencies' downs per level that isisd logged since it started.
     fn downs(&self) -> [u64; 2] {
-        let d = self.lock();
-        let log = d
-            .iter()
-            .find(|x| x.kind == "isisd")
-            .map(Daemon::log)
-            .unwrap_or_default();
-        frr_text::downs(&log)
+        frr_text::downs(&self.set.log("isisd"))
     }
 
-    /// isisd's replies to `commands`, or why there are none: the router is stopped, or a
-    /// daemon exited (named, with its log's last lines).
     fn vty(&self, commands: &[String]) -> Result<Vec<String>, String> {
-        let d = self.lock();
-        if d.is_empty() {
-            return Err(format!("IS-IS router {:?} is stopped", self.router.name));
-        }
-        if let Some(dead) = d.iter().find(|x| !x.alive()) {
-            return Err(format!(
-                "the {} of IS-IS router {:?} exited (pid {}): {}",
-                dead.kind,
-                self.router.name,
-                dead.pid,
-                dead.log_tail()
-            ));
-        }
-        let isisd = d.iter().find(|x| x.kind == "isisd").expect("started with the others");
-        isisd.vty(commands).map_err(|e| e.to_string())
+        self.set.vty("isisd", commands)
     }
 
     /// The names of its route ranges.
@@ -149,14 +97,11 @@ impl Isisd {
         if acted.is_empty() {
             return Ok(acted);
         }
-        let d = self.lock();
-        let staticd = d.iter().find(|x| x.kind == "staticd" && x.alive()).ok_or_else(|| {
+        self.set.vty("staticd", &cmds).map_err(|e| {
             OtgError::invalid(format!(
-                "IS-IS router {:?} is stopped: start it (protocol.all or protocol.isis.routers) first",
-                self.router.name
+                "{e}: start it (protocol.all or protocol.isis.routers) before its routes are changed"
             ))
         })?;
-        staticd.vty(&cmds).map_err(|e| OtgError::invalid(e.to_string()))?;
         Ok(acted)
     }
 
@@ -197,20 +142,6 @@ impl Isisd {
                 json!({ "isis_router_name": self.router.name, "lsps": [] })
             }
         }
-    }
-}
-
-fn release(d: &mut Vec<Daemon>) {
-    // isisd first, zebra last: the others talk to zebra while they stop.
-    while let Some(mut x) = d.pop() {
-        gapless_engine::cores::release(x.pid);
-        x.stop();
-    }
-}
-
-impl Drop for Isisd {
-    fn drop(&mut self) {
-        self.stop();
     }
 }
 
@@ -255,10 +186,7 @@ pub fn metrics(s: &Shared, names: &[String]) -> Result<Value, OtgError> {
 /// `isis_lsps` states of the routers named (all when none are).
 pub fn lsp_states(s: &Shared, req: &Value) -> Result<Value, OtgError> {
     let routers = otg(s).isis.clone();
-    let names: Vec<String> = req["isis_router_names"]
-        .as_array()
-        .map(|a| a.iter().filter_map(|v| v.as_str().map(str::to_string)).collect())
-        .unwrap_or_default();
+    let names = strings(&req["isis_router_names"]);
     check_names(
         &names,
         &names_of(&routers),

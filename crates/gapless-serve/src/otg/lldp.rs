@@ -17,7 +17,7 @@ use gapless_otg::OtgError;
 use serde_json::{json, Value};
 
 use super::otg;
-use super::routing::check_names;
+use super::routing::{check_names, strings};
 use crate::Shared;
 
 /// What an agent counted and heard.
@@ -202,12 +202,6 @@ fn heard(t: &mut Tally, f: &[u8]) {
 
 fn names_of(agents: &[Arc<LldpAgent>]) -> Vec<String> {
     agents.iter().map(|a| a.agent.name.clone()).collect()
-}
-
-fn strings(v: &Value) -> Vec<String> {
-    v.as_array()
-        .map(|a| a.iter().filter_map(|v| v.as_str().map(str::to_string)).collect())
-        .unwrap_or_default()
 }
 
 /// `lldp_metrics` of the agents named (all when none are).

@@ -14,9 +14,11 @@
 //!
 //! Successes are JSON with a `warnings` list; errors are `{code, kind, errors}`.
 
+mod daemons;
 mod devices;
 mod isis;
 mod lldp;
+mod ospf;
 mod routing;
 pub(crate) use devices::states;
 pub(crate) mod metrics;
@@ -60,6 +62,8 @@ pub struct OtgState {
     pub routers: Vec<Arc<routing::Bgpd>>,
     /// The devices' IS-IS routers, each a zebra, staticd and isisd in its host's namespace.
     pub isis: Vec<Arc<isis::Isisd>>,
+    /// The devices' OSPFv2 routers, each a zebra and ospfd in its host's namespace.
+    pub ospf: Vec<Arc<ospf::Ospfd>>,
     /// The LLDP agents, a thread each on its port.
     pub lldp: Vec<Arc<lldp::LldpAgent>>,
     /// A config whose ports are on agents: the agents, and its run ([`crate::cluster`]).
@@ -78,6 +82,9 @@ impl Drop for OtgState {
             r.stop();
         }
         for r in &self.isis {
+            r.stop();
+        }
+        for r in &self.ospf {
             r.stop();
         }
         for a in &self.lldp {
@@ -264,9 +271,15 @@ fn set_config_now(s: &Shared, cfg: Value) -> Result<Value, OtgError> {
         routers.iter().for_each(|r| r.stop());
         hosts.iter().for_each(|h| h.1.remove());
     })?;
+    let ospf = ospf::up(&plan, &hosts).inspect_err(|_| {
+        routers.iter().for_each(|r| r.stop());
+        isis.iter().for_each(|r| r.stop());
+        hosts.iter().for_each(|h| h.1.remove());
+    })?;
     let lldp = lldp::up(&plan).inspect_err(|_| {
         routers.iter().for_each(|r| r.stop());
         isis.iter().for_each(|r| r.stop());
+        ospf.iter().for_each(|r| r.stop());
         hosts.iter().for_each(|h| h.1.remove());
     })?;
     let warnings = plan.warnings.clone();
@@ -279,6 +292,7 @@ fn set_config_now(s: &Shared, cfg: Value) -> Result<Value, OtgError> {
         hosts,
         routers,
         isis,
+        ospf,
         lldp,
         cluster: None,
         made: Vec::new(),
@@ -341,25 +355,27 @@ pub(crate) async fn control_with(s: Shared, req: Value) -> Result<Value, OtgErro
         Control::NoOp(warning) => Ok(requests::ok(vec![warning])),
         Control::Protocols(true) => {
             devices::resolve_in_background(&otg(&s).hosts);
-            let (routers, isis, lldp) = {
+            let (routers, isis, ospf, lldp) = {
                 let st = otg(&s);
-                (st.routers.clone(), st.isis.clone(), st.lldp.clone())
+                (st.routers.clone(), st.isis.clone(), st.ospf.clone(), st.lldp.clone())
             };
             blocking(move || {
                 routers.iter().try_for_each(|r| r.start())?;
                 isis.iter().try_for_each(|r| r.start())?;
+                ospf.iter().try_for_each(|r| r.start())?;
                 lldp.iter().try_for_each(|a| a.start())?;
                 Ok(requests::ok(Vec::new()))
             })
             .await
         }
         Control::Protocols(false) => {
-            let (routers, isis, lldp) = {
+            let (routers, isis, ospf, lldp) = {
                 let st = otg(&s);
-                (st.routers.clone(), st.isis.clone(), st.lldp.clone())
+                (st.routers.clone(), st.isis.clone(), st.ospf.clone(), st.lldp.clone())
             };
             routers.iter().for_each(|r| r.stop());
             isis.iter().for_each(|r| r.stop());
+            ospf.iter().for_each(|r| r.stop());
             lldp.iter().for_each(|a| a.stop());
             Ok(requests::ok(Vec::new()))
         }

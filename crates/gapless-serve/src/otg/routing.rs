@@ -243,6 +243,13 @@ fn network_commands(asn: u32, i: usize, j: usize, x: &Range, advertise: bool) ->
     c
 }
 
+/// A request's list of names (none when it has none).
+pub(crate) fn strings(v: &Value) -> Vec<String> {
+    v.as_array()
+        .map(|a| a.iter().filter_map(|v| v.as_str().map(str::to_string)).collect())
+        .unwrap_or_default()
+}
+
 /// Every name in `names` is one of `known`, or the error names the first that is not.
 pub(crate) fn check_names(names: &[String], known: &[String], at: &str, what: &str) -> Result<(), OtgError> {
     match names.iter().find(|n| !known.contains(n)) {
@@ -352,10 +359,7 @@ pub fn metrics(s: &Shared, v6: bool, names: &[String]) -> Result<Value, OtgError
 /// `bgp_prefixes` states of the peers named (all when none are).
 pub fn prefix_states(s: &Shared, req: &Value) -> Result<Value, OtgError> {
     let routers = otg(s).routers.clone();
-    let names: Vec<String> = req["bgp_peer_names"]
-        .as_array()
-        .map(|a| a.iter().filter_map(|v| v.as_str().map(str::to_string)).collect())
-        .unwrap_or_default();
+    let names = strings(&req["bgp_peer_names"]);
     let known: Vec<String> = routers.iter().flat_map(|r| r.names().0).collect();
     check_names(&names, &known, "bgp_prefixes.bgp_peer_names", "BGP peer")?;
     let f = PrefixFilter::of(req);

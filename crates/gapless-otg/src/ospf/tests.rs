@@ -1,0 +1,135 @@
+use serde_json::json;
+
+use super::*;
+
+fn eths() -> Vec<Eth> {
+    let cfg = json!({ "devices": [{ "name": "d1", "ethernets": [{
+        "name": "e1", "connection": { "port_name": "p1" }, "mac": "02:00:00:00:00:01",
+        "ipv4_addresses": [{ "name": "a1", "address": "198.18.0.1", "gateway": "198.18.0.2", "prefix": 24 }]
+    }] }] });
+    crate::devices::parse(&cfg).unwrap()
+}
+
+fn cfg(o: serde_json::Value) -> serde_json::Value {
+    json!({ "devices": [{ "name": "d1", "ospfv2": o }] })
+}
+
+fn base() -> serde_json::Value {
+    json!({ "name": "o1",
+        "interfaces": [{ "name": "i1", "ipv4_name": "a1", "network_type": { "choice": "point_to_point" },
+                         "advanced": { "hello_interval": 1, "dead_interval": 4 } }],
+        "v4_routes": [
+            { "name": "inter", "metric": 20, "addresses": [{ "address": "10.1.0.0", "prefix": 24, "count": 2 }] },
+            { "name": "ext", "metric": 33, "route_origin": { "choice": "external_type_1" },
+              "addresses": [{ "address": "10.9.0.0", "prefix": 24 }] },
+            { "name": "intra", "route_origin": { "choice": "intra_area" }, "addresses": [{ "address": "10.8.0.1", "prefix": 32 }] }
+        ] })
+}
+
+#[test]
+fn a_router_becomes_ospfd_configuration_and_stub_interfaces() {
+    let r = &parse(&cfg(base()), &eths()).unwrap()[0];
+    assert_eq!(
+        (r.router_id, r.eth.as_str()),
+        (Ipv4Addr::new(198, 18, 0, 1), "e1"),
+        "router id: the interface's address"
+    );
+    let stubs = stubs(r);
+    assert_eq!(
+        stubs[0].addrs,
+        vec![("10.1.0.1".parse().unwrap(), 24), ("10.1.1.1".parse().unwrap(), 24)]
+    );
+    assert_eq!(stubs[2].addrs, vec![("10.8.0.1".parse().unwrap(), 32)]);
+    let c = &frr_configs(r, "gd1x0")[1].1;
+    for line in [
+        "interface gd1x0\n ip ospf area 0.0.0.0\n ip ospf network point-to-point\n ip ospf hello-interval 1\n ip ospf dead-interval 4\n",
+        "interface glr0\n ip ospf area 0.0.0.1\n ip ospf passive\n ip ospf cost 20\n",
+        "interface glr2\n ip ospf area 0.0.0.0\n ip ospf passive\n ip ospf cost 1\n",
+        "ip prefix-list GL-OSPF-PL-1 permit 10.9.0.0/24\n",
+        "route-map GL-OSPF-EXT permit 11\n match ip address prefix-list GL-OSPF-PL-1\n set metric 33\n set metric-type type-1\n",
+        "router ospf\n ospf router-id 198.18.0.1\n ospf abr-type standard\n log-adjacency-changes\n timers throttle lsa all 100\n timers lsa min-arrival 0\n",
+        " redistribute connected route-map GL-OSPF-EXT\n",
+    ] {
+        assert!(c.contains(line), "expected {line:?} in:\n{c}");
+    }
+    assert!(
+        !c.contains("interface glr1"),
+        "an external range's stub is not in OSPF:\n{c}"
+    );
+    assert_eq!(
+        find_range(std::slice::from_ref(r), "ext").map(|x| x.1.origin),
+        Some(Origin::External(1))
+    );
+}
+
+#[test]
+fn an_interface_outside_the_backbone_puts_inter_area_ranges_in_it() {
+    let mut o = base();
+    o["interfaces"][0]["area"] = json!({ "choice": "id", "id": 7 });
+    o["router_id"] = json!({ "choice": "custom", "custom": "9.9.9.9" });
+    let r = &parse(&cfg(o), &eths()).unwrap()[0];
+    let c = &frr_configs(r, "x")[1].1;
+    assert!(
+        c.contains(" ip ospf area 0.0.0.7\n") && c.contains("interface glr0\n ip ospf area 0.0.0.0\n"),
+        "{c}"
+    );
+    assert!(c.contains("ospf router-id 9.9.9.9"), "{c}");
+}
+
+#[test]
+fn bad_input_names_its_path() {
+    let cases = [
+        (
+            json!({ "interfaces": [{ "name": "i", "ipv4_name": "nope" }] }),
+            "devices[0].ospfv2.interfaces[0].ipv4_name: no IPv4 address named \"nope\"",
+        ),
+        (
+            json!({ "interfaces": [] }),
+            "devices[0].ospfv2.interfaces: give one interface",
+        ),
+        (
+            json!({ "graceful_restart": { "helper_mode": true } }),
+            "devices[0].ospfv2.graceful_restart: not supported",
+        ),
+        (
+            json!({ "v4_routes": [{ "name": "n", "route_origin": { "choice": "nssa_external" }, "addresses": [{ "address": "10.0.0.0" }] }] }),
+            "devices[0].ospfv2.v4_routes[0].route_origin.choice: \"nssa_external\" is not supported",
+        ),
+        (
+            json!({ "v4_routes": [{ "name": "n", "addresses": [{ "address": "10.0.0.0", "prefix": 24, "count": 5000 }] }] }),
+            "devices[0].ospfv2.v4_routes[0].addresses[0].count: 5000 prefixes",
+        ),
+        (
+            json!({ "interfaces": [{ "name": "i", "ipv4_name": "a1", "advanced": { "hello_interval": 10, "dead_interval": 10 } }] }),
+            "devices[0].ospfv2.interfaces[0].advanced.dead_interval: 10 s",
+        ),
+        (
+            json!({ "interfaces": [{ "name": "i", "ipv4_name": "a1", "network_type": { "choice": "point_to_multipoint" } }] }),
+            "devices[0].ospfv2.interfaces[0].network_type.choice: \"point_to_multipoint\"",
+        ),
+    ];
+    for (change, want) in cases {
+        let mut o = base();
+        for (k, v) in change.as_object().unwrap() {
+            o[k] = v.clone();
+        }
+        let e = parse(&cfg(o), &eths()).unwrap_err().0;
+        assert!(e.starts_with(want), "expected {want:?}, got {e:?}");
+    }
+}
+
+/// Every line written is one FRR 8.4 takes (each daemon's dry run, `-C`).
+#[test]
+fn frr_takes_every_line_written() {
+    let mut o = base();
+    o["lsa_refresh_time"] = json!(1800);
+    o["interfaces"][0]["advanced"]["validate_received_mtu"] = json!(false);
+    let r = &parse(&cfg(o), &eths()).unwrap()[0];
+    for (kind, text) in frr_configs(r, "lo") {
+        let refused = crate::frr_dry::refused(kind, &text);
+        assert!(
+            refused.is_empty(),
+            "expected {kind} to take every line; it refused {refused:?} of:\n{text}"
+        );
+    }
+}

@@ -1,0 +1,127 @@
+"""OSPFv2 behind OTG, driven through FRR's zebra and ospfd per device, as ixia-c's users script
+it: two veths in one namespace, snappi over HTTPS and gRPC, two routers on a point-to-point
+link with 1 s hellos. Both reach Full; each lists the other's inter-area range as summary
+LSAs (type 3) and its external range as an AS-external LSA (type 5) with its metric type; a
+flow to the peer's range has every frame received; bad OSPF input is refused with its path."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+from conftest import Server
+from test_otg import api, run_to_stop, transport  # noqa: F401 (transport: a fixture)
+from test_otg_ixia import device_pair, two_veths
+
+NS, A, Z = "glospf", "veth-a", "veth-z"
+MAC = ("02:67:6c:0f:00:01", "02:67:6c:0f:00:02")
+
+
+@pytest.fixture(scope="module")
+def wires() -> Iterator[str]:
+    assert Path("/usr/lib/frr/ospfd").exists(), "expected FRR's ospfd (scripts/setup.sh installs the frr package)"
+    with two_veths(NS) as ns:
+        yield ns
+
+
+def ospf_config(a: Any) -> Any:
+    """o1 (router id 1.1.1.1) on p1 and o2 on p2, p2p in area 0; each announces two /24s
+    inter-area (metric 20) and one /24 external type 1 (metric 33)."""
+    cfg, devices = device_pair(a, NS, MAC)
+    for k, d in enumerate(devices, 1):
+        o = d.ospfv2
+        o.name = f"o{k}"
+        itf = o.interfaces.add(name=f"d{k}.ospf", ipv4_name=f"d{k}.ip4")
+        itf.area.id = 0
+        itf.network_type.choice = "point_to_point"
+        itf.advanced.hello_interval, itf.advanced.dead_interval = 1, 4
+        r = o.v4_routes.add(name=f"o{k}.inter", metric=20)
+        r.addresses.add(address=f"10.{k}0.0.0", prefix=24, count=2, step=1)
+        x = o.v4_routes.add(name=f"o{k}.ext", metric=33)
+        x.route_origin.choice = "external_type_1"
+        x.addresses.add(address=f"10.{k}9.0.0", prefix=24, count=1, step=1)
+    return cfg
+
+
+def ospf_metrics(a: Any) -> dict[str, Any]:
+    req = a.metrics_request()
+    req.ospfv2.router_names = []
+    return {m.name: m for m in a.get_metrics(req).ospfv2_metrics}
+
+
+def lsas(a: Any, router: str) -> Any:
+    req = a.states_request()
+    req.ospfv2_lsas.router_names = [router]
+    return a.get_states(req).ospfv2_lsas[0]
+
+
+def wait_learned(a: Any, within: float = 20) -> Any:
+    """Both routers Full, and o1 holding o2's summary and external LSAs."""
+    t0 = time.monotonic()
+    while True:
+        m = ospf_metrics(a)
+        s = lsas(a, "o1")
+        sums = sorted(x.header.lsa_id for x in s.network_summary_lsas)
+        ext = [x.header.lsa_id for x in s.external_as_lsas]
+        full = (m["o1"].full_state_count, m["o2"].full_state_count)
+        p2p = [(ln.id, ln.data) for r in s.router_lsas for ln in r.links if ln.type == "point_to_point"]
+        if full == (1, 1) and sums == ["10.20.0.0", "10.20.1.0"] and ext == ["10.29.0.0"] and p2p:
+            return s
+        assert time.monotonic() - t0 < within, f"expected Full, o2's ranges and o2's p2p link at o1 within {within} s; got Full {full}, summaries {sums}, externals {ext}, links {p2p}"
+        time.sleep(0.3)
+
+
+def test_ospfv2_p2p_reaches_full_lists_the_peers_summary_and_external_lsas_and_carries_flows(
+        server: Server, transport: str, wires: str) -> None:
+    a = api(server, transport)
+    assert len(a.set_config(ospf_config(a)).warnings) == 0
+    s = wait_learned(a)
+    summary = s.network_summary_lsas[0]
+    assert (summary.header.advertising_router_id, summary.network_mask, summary.metric) == ("1.1.1.2", "255.255.255.0", 20), summary
+    ext = s.external_as_lsas[0]
+    assert (ext.metric, ext.metric_type, ext.header.advertising_router_id) == (33, 1, "1.1.1.2"), ext
+    assert all(r.header.advertising_router_id != "1.1.1.1" for r in s.router_lsas), "expected only LSAs learned from o2"
+    p2p = [ln for r in s.router_lsas for ln in r.links if ln.type == "point_to_point"]
+    assert [(ln.id, ln.data) for ln in p2p] == [("1.1.1.1", "1.1.1.2")], p2p
+    m = ospf_metrics(a)["o1"]
+    assert m.hellos_sent > 0 and m.hellos_received > 0 and m.dbd_sent > 0 and m.ls_update_received > 0, m
+    cfg = ospf_config(a)
+    f = cfg.flows.flow(name="to-o2")[-1]
+    f.tx_rx.device.tx_names, f.tx_rx.device.rx_names = ["o1.inter"], ["o2.inter"]
+    f.size.fixed, f.rate.pps, f.duration.fixed_packets.packets = 128, 2000, 500
+    f.metrics.enable = True
+    f.packet.ethernet().ipv4().udp()
+    got = [(x.frames_tx, x.frames_rx) for x in run_to_stop(a, cfg)]
+    assert got == [(500, 500)], f"expected every frame of the flow to o2's range received; got {got}"
+
+
+def test_protocols_stopped_read_the_sessions_down_and_started_again_come_back(server: Server, wires: str) -> None:
+    a = api(server, "https")
+    a.set_config(ospf_config(a))
+    wait_learned(a)
+    cs = a.control_state()
+    cs.protocol.all.state = cs.protocol.all.STOP
+    a.set_control_state(cs)
+    m = ospf_metrics(a)
+    assert m["o1"].full_state_count == 0 and m["o2"].full_state_count == 0, m
+    cs.protocol.all.state = cs.protocol.all.START
+    a.set_control_state(cs)
+    wait_learned(a)
+
+
+@pytest.mark.parametrize("change,want", [
+    (lambda c: setattr(c.devices[0].ospfv2.interfaces[0], "ipv4_name", "nope"),
+     'devices[0].ospfv2.interfaces[0].ipv4_name: no IPv4 address named "nope"'),
+    (lambda c: setattr(c.devices[1].ospfv2.v4_routes[0].route_origin, "choice", "nssa_external"),
+     'devices[1].ospfv2.v4_routes[0].route_origin.choice: "nssa_external" is not supported'),
+])
+def test_bad_ospf_input_is_refused_with_its_path(server: Server, transport: str, wires: str, change: Any, want: str) -> None:
+    a = api(server, transport)
+    cfg = ospf_config(a)
+    change(cfg)
+    with pytest.raises(Exception) as e:
+        a.set_config(cfg)
+    assert want in str(e.value), f"expected {want!r}; got {e.value}"
