@@ -112,6 +112,53 @@ def test_protocols_stopped_read_the_sessions_down_and_started_again_come_back(se
     wait_learned(a)
 
 
+def ospf3_config(a: Any) -> Any:
+    """o61 and o62 (OSPFv3, router ids from their IPv6 addresses) p2p in area 0; each announces
+    two /64s inter-area (metric 20) and one external (metric 33)."""
+    cfg, devices = device_pair(a, NS, MAC, v6=True)
+    for k, d in enumerate(devices, 1):
+        d.ospfv3.router_id.choice = "auto"
+        inst = d.ospfv3.instances.add(name=f"o6{k}")
+        itf = inst.interfaces.add(name=f"d{k}.ospf6", ipv6_name=f"d{k}.ip6")
+        itf.area.id = 0
+        itf.network_type.choice = "point_to_point"
+        itf.advanced.hello_interval, itf.advanced.dead_interval = 1, 4
+        inst.v6_routes.add(name=f"o6{k}.inter", metric=20).addresses.add(address=f"2001:db8:{k}0::", prefix=64, count=2, step=1)
+        x = inst.v6_routes.add(name=f"o6{k}.ext", metric=33)
+        x.route_origin.choice = "external_type_2"
+        x.addresses.add(address=f"2001:db8:{k}9::", prefix=64, count=1, step=1)
+    return cfg
+
+
+def test_ospfv3_p2p_reaches_full_lists_the_peers_inter_area_prefixes_and_carries_flows(
+        server: Server, transport: str, wires: str) -> None:
+    a = api(server, transport)
+    assert len(a.set_config(ospf3_config(a)).warnings) == 0
+    t0 = time.monotonic()
+    while True:
+        req = a.metrics_request()
+        req.ospfv3.router_names = []
+        full = {m.name: m.full_state_count for m in a.get_metrics(req).ospfv3_metrics}
+        sreq = a.states_request()
+        sreq.ospfv3_lsas.router_names = ["o61"]
+        s = a.get_states(sreq).ospfv3_lsas[0]
+        iap = sorted((x.address_prefix, x.prefix_length, x.metric) for x in s.inter_area_prefix_lsas)
+        ext = [x.address_prefix for x in s.external_as_lsas]
+        if full == {"o61": 1, "o62": 1} and set(iap) == {("2001:db8:20::", 64, 20), ("2001:db8:20:1::", 64, 20)} and len(iap) == 2 and ext == ["2001:db8:29::"]:
+            break
+        assert time.monotonic() - t0 < 20, f"expected Full and o62's ranges at o61; got Full {full}, inter-area prefixes {iap}, externals {ext}"
+        time.sleep(0.3)
+    assert all(x.header.advertising_router_id != s.router_lsas[0].neighbor_router_id for x in s.router_lsas), "expected only o62's LSAs"
+    cfg = ospf3_config(a)
+    f = cfg.flows.flow(name="to-o62")[-1]
+    f.tx_rx.device.tx_names, f.tx_rx.device.rx_names = ["o61.inter"], ["o62.inter"]
+    f.size.fixed, f.rate.pps, f.duration.fixed_packets.packets = 128, 2000, 500
+    f.metrics.enable = True
+    f.packet.ethernet().ipv6().udp()
+    got = [(x.frames_tx, x.frames_rx) for x in run_to_stop(a, cfg)]
+    assert got == [(500, 500)], f"expected every frame of the flow to o62's range received; got {got}"
+
+
 @pytest.mark.parametrize("change,want", [
     (lambda c: setattr(c.devices[0].ospfv2.interfaces[0], "ipv4_name", "nope"),
      'devices[0].ospfv2.interfaces[0].ipv4_name: no IPv4 address named "nope"'),

@@ -62,10 +62,10 @@ pub fn parse(cfg: &Value) -> Result<Vec<Eth>, Invalid> {
             let at = format!("devices[{i}].ethernets[{j}]");
             out.push(eth(e, &at, &device)?);
         }
-        for key in ["ospfv3", "rsvp", "vxlan", "ipv4_loopbacks", "ipv6_loopbacks"] {
+        for key in ["rsvp", "vxlan", "ipv4_loopbacks", "ipv6_loopbacks"] {
             if d.get(key).is_some_and(|v| !v.is_null() && v != &Value::Array(vec![])) {
                 return Err(Invalid(format!(
-                    "devices[{i}].{key}: not supported yet: gapless drives FRR for devices[].bgp, isis and ospfv2; OSPFv3, RSVP, VXLAN and loopbacks are not emulated. Fix: leave {key} out"
+                    "devices[{i}].{key}: not supported yet: gapless drives FRR for devices[].bgp, isis, ospfv2 and ospfv3; RSVP, VXLAN and loopbacks are not emulated. Fix: leave {key} out"
                 )));
             }
         }
@@ -204,11 +204,11 @@ mod tests {
             .unwrap_err()
             .0
             .contains("devices[0].ethernets[0].ipv4_addresses[0].gateway"));
-        let ospf = json!({ "devices": [{ "name": "d", "ethernets": [], "ospfv3": { "name": "o" } }] });
-        assert!(parse(&ospf)
+        let rsvp = json!({ "devices": [{ "name": "d", "ethernets": [], "rsvp": { "name": "o" } }] });
+        assert!(parse(&rsvp)
             .unwrap_err()
             .0
-            .contains("devices[0].ospfv3: not supported yet"));
+            .contains("devices[0].rsvp: not supported yet"));
     }
 
     #[test]

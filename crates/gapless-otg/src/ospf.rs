@@ -1,5 +1,5 @@
-//! OTG OSPFv2 (`devices[].ospfv2`) read and checked, and written as zebra's and ospfd's
-//! configurations, in the namespace of the device Ethernet its interfaces are on
+//! OTG OSPFv2 (`devices[].ospfv2`) and OSPFv3 (`devices[].ospfv3`, one instance) read and
+//! checked, and written as zebra's and ospfd's (ospf6d's) configurations, in the namespace of the device Ethernet its interfaces are on
 //! (DESIGN-NOTES 71). A route range is a stub interface (a veth pair inside the namespace)
 //! holding one address in each of its prefixes, because that is how FRR originates what OTG
 //! asks (../shared/FRR.md): `inter_area` (OTG's default) has the stub in a second area, which
@@ -19,10 +19,12 @@ use crate::error::Invalid;
 
 pub mod frr_json;
 
-/// A device's OSPFv2 router.
+/// A device's OSPFv2 or OSPFv3 router.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Router {
     pub name: String,
+    /// OSPFv3 (ospf6d, IPv6 ranges).
+    pub v6: bool,
     pub device: String,
     /// The device Ethernet its interfaces are on (its namespace runs the daemons).
     pub eth: String,
@@ -79,26 +81,51 @@ const ITF_UNSUPPORTED: [&str; 4] = [
     "srlg_values",
 ];
 
-/// Every device's OSPFv2 router, checked against the device Ethernets.
+/// Every device's OSPFv2 and OSPFv3 router, checked against the device Ethernets.
 pub fn parse(cfg: &Value, eths: &[Eth]) -> Result<Vec<Router>, Invalid> {
     let mut out: Vec<Router> = Vec::new();
     for (i, d) in cfg["devices"].as_array().into_iter().flatten().enumerate() {
-        if d["ospfv2"].is_null() {
-            continue;
+        let mut found = Vec::new();
+        if !d["ospfv2"].is_null() {
+            found.push(router(&d["ospfv2"], &format!("devices[{i}].ospfv2"), d, eths, false)?);
         }
-        let r = router(&d["ospfv2"], &format!("devices[{i}].ospfv2"), d, eths)?;
-        if out.iter().any(|o| o.name == r.name) {
-            return Err(Invalid(format!(
-                "devices[{i}].ospfv2.name: {:?} is another router's",
-                r.name
-            )));
+        if !d["ospfv3"].is_null() {
+            found.push(v3_router(&d["ospfv3"], &format!("devices[{i}].ospfv3"), d, eths)?);
         }
-        out.push(r);
+        for r in found {
+            if out.iter().any(|o| o.name == r.name) {
+                return Err(Invalid(format!(
+                    "devices[{i}]: the OSPF router name {:?} is another router's",
+                    r.name
+                )));
+            }
+            out.push(r);
+        }
     }
     Ok(out)
 }
 
-fn router(x: &Value, at: &str, d: &Value, eths: &[Eth]) -> Result<Router, Invalid> {
+/// `devices[].ospfv3`: its router id, and its one instance as a router.
+fn v3_router(x: &Value, at: &str, d: &Value, eths: &[Eth]) -> Result<Router, Invalid> {
+    let inst = match x["instances"].as_array().map(Vec::as_slice) {
+        Some([one]) => one,
+        _ => {
+            return Err(Invalid(format!(
+                "{at}.instances: give one instance (FRR's ospf6d runs one per namespace)"
+            )))
+        }
+    };
+    let mut r = router(inst, &format!("{at}.instances[0]"), d, eths, true)?;
+    if x["router_id"]["choice"].as_str() == Some("custom") {
+        r.router_id = x["router_id"]["custom"]
+            .as_str()
+            .and_then(|s| s.parse().ok())
+            .ok_or_else(|| Invalid(format!("{at}.router_id.custom: give an IPv4 router id")))?;
+    }
+    Ok(r)
+}
+
+fn router(x: &Value, at: &str, d: &Value, eths: &[Eth], v6: bool) -> Result<Router, Invalid> {
     if let Some(k) = UNSUPPORTED.iter().find(|k| !x[**k].is_null()) {
         return Err(Invalid(format!(
             "{at}.{k}: not supported (gapless drives FRR's ospfd). Fix: leave {k} out"
@@ -113,7 +140,7 @@ fn router(x: &Value, at: &str, d: &Value, eths: &[Eth]) -> Result<Router, Invali
     let mut on: Option<(&Eth, Ipv4Addr)> = None;
     for (j, itf) in x["interfaces"].as_array().into_iter().flatten().enumerate() {
         let ia = format!("{at}.interfaces[{j}]");
-        let (eth, ip) = interface_eth(itf, &ia, &device, eths)?;
+        let (eth, ip) = interface_eth(itf, &ia, &device, eths, v6)?;
         if let Some((o, _)) = on.filter(|(o, _)| o.name != eth.name) {
             return Err(Invalid(format!(
                 "{ia}.ipv4_name: the router's interfaces are on Ethernets {:?} and {:?}; one ospfd serves one Ethernet's namespace. Fix: one Ethernet per OSPFv2 router",
@@ -126,7 +153,7 @@ fn router(x: &Value, at: &str, d: &Value, eths: &[Eth]) -> Result<Router, Invali
             )));
         }
         on.get_or_insert((eth, ip));
-        interfaces.push(interface(itf, &ia)?);
+        interfaces.push(interface(itf, &ia, v6)?);
     }
     let (eth, first_ip) = on.ok_or_else(|| Invalid(format!("{at}.interfaces: give one interface")))?;
     let router_id = match x["router_id"]["choice"].as_str().unwrap_or("interface_ip") {
@@ -138,30 +165,41 @@ fn router(x: &Value, at: &str, d: &Value, eths: &[Eth]) -> Result<Router, Invali
     };
     Ok(Router {
         name: name.to_string(),
+        v6,
         device,
         eth: eth.name.clone(),
         router_id,
-        ranges: ranges(x, at)?,
+        ranges: ranges(x, at, v6)?,
         interfaces,
         retransmit_s: x["lsa_retransmit_time"].as_u64().unwrap_or(5).clamp(1, 65_535) as u32,
         refresh_s: x["lsa_refresh_time"].as_u64().map(|v| v.clamp(10, 1800) as u32),
     })
 }
 
-fn interface_eth<'a>(itf: &Value, at: &str, device: &str, eths: &'a [Eth]) -> Result<(&'a Eth, Ipv4Addr), Invalid> {
-    let name = itf["ipv4_name"].as_str().unwrap_or_default();
+/// The interface's Ethernet, and a router id from its address: the IPv4 address itself, or
+/// an IPv6 address's last 32 bits (OSPFv3's `auto`; FRR needs one and an IPv6-only
+/// namespace has none to give).
+fn interface_eth<'a>(
+    itf: &Value,
+    at: &str,
+    device: &str,
+    eths: &'a [Eth],
+    v6: bool,
+) -> Result<(&'a Eth, Ipv4Addr), Invalid> {
+    let (key, v) = if v6 { ("ipv6_name", 6) } else { ("ipv4_name", 4) };
+    let name = itf[key].as_str().unwrap_or_default();
     match crate::devices::find(eths, name) {
-        Some((e, a)) if e.device == device => match a.ip {
+        Some((e, a)) if e.device == device && a.ip.is_ipv6() == v6 => match a.ip {
             IpAddr::V4(ip) => Ok((e, ip)),
-            IpAddr::V6(_) => Err(Invalid(format!("{at}.ipv4_name: {name:?} is an IPv6 address"))),
+            IpAddr::V6(ip) => Ok((e, Ipv4Addr::from((u128::from(ip) & 0xffff_ffff) as u32))),
         },
         _ => Err(Invalid(format!(
-            "{at}.ipv4_name: no IPv4 address named {name:?} on device {device:?}"
+            "{at}.{key}: no IPv{v} address named {name:?} on device {device:?}"
         ))),
     }
 }
 
-fn interface(itf: &Value, at: &str) -> Result<Interface, Invalid> {
+fn interface(itf: &Value, at: &str, v6: bool) -> Result<Interface, Invalid> {
     if let Some(k) = ITF_UNSUPPORTED
         .iter()
         .find(|k| !itf[**k].is_null() && itf[**k] != Value::Array(vec![]))
@@ -203,23 +241,27 @@ fn interface(itf: &Value, at: &str) -> Result<Interface, Invalid> {
         p2p,
         hello_s: hello as u32,
         dead_s: dead as u32,
-        cost: adv["routing_metric"].as_u64().unwrap_or(10).clamp(1, 65_535) as u32,
+        cost: adv[if v6 { "link_metric" } else { "routing_metric" }]
+            .as_u64()
+            .unwrap_or(10)
+            .clamp(1, 65_535) as u32,
         priority: adv["priority"].as_u64().unwrap_or(0).min(255) as u32,
         mtu_check: adv["validate_received_mtu"].as_bool().unwrap_or(true),
     })
 }
 
-fn ranges(x: &Value, at: &str) -> Result<Vec<Range>, Invalid> {
+fn ranges(x: &Value, at: &str, v6: bool) -> Result<Vec<Range>, Invalid> {
     let mut out = Vec::new();
-    for (k, r) in x["v4_routes"].as_array().into_iter().flatten().enumerate() {
-        let ra = format!("{at}.v4_routes[{k}]");
+    let key = if v6 { "v6_routes" } else { "v4_routes" };
+    for (k, r) in x[key].as_array().into_iter().flatten().enumerate() {
+        let ra = format!("{at}.{key}[{k}]");
         let name = r["name"]
             .as_str()
             .ok_or_else(|| Invalid(format!("{ra}.name: every route range needs a name (flows name it)")))?;
         let mut blocks = Vec::new();
         for (b, a) in r["addresses"].as_array().into_iter().flatten().enumerate() {
-            let block = crate::bgp::block(a, &format!("{ra}.addresses[{b}]"), false)?;
-            if block.count > 4096 || block.prefix > 32 {
+            let block = crate::bgp::block(a, &format!("{ra}.addresses[{b}]"), v6)?;
+            if block.count > 4096 {
                 return Err(Invalid(format!(
                     "{ra}.addresses[{b}].count: {} prefixes; a range is a stub interface with an address in each, at most 4096",
                     block.count
@@ -286,6 +328,7 @@ pub fn stubs(r: &Router) -> Vec<Stub> {
                 .flat_map(Block::prefixes)
                 .map(|(net, len)| match net {
                     IpAddr::V4(a) if len < 31 => (IpAddr::V4(Ipv4Addr::from(u32::from(a) + 1)), len),
+                    IpAddr::V6(a) if len < 127 => (IpAddr::V6(std::net::Ipv6Addr::from(u128::from(a) + 1)), len),
                     other => (other, len),
                 })
                 .collect(),
@@ -297,7 +340,71 @@ pub fn stubs(r: &Router) -> Vec<Stub> {
 /// Ethernet's interface in its namespace.
 pub fn frr_configs(r: &Router, ifname: &str) -> Vec<(&'static str, String)> {
     let zebra = format!("hostname {}\n!\n", r.name);
+    if r.v6 {
+        return vec![("zebra", zebra), ("ospf6d", ospf6d(r, ifname))];
+    }
     vec![("zebra", zebra), ("ospfd", ospfd(r, ifname))]
+}
+
+/// ospf6d's configuration: as ospfd's, in its own words (`ipv6 ospf6 …`; no priority, no
+/// `abr-type`, no LSA origination throttle in FRR 8.4).
+fn ospf6d(r: &Router, ifname: &str) -> String {
+    let mut c = format!("hostname {}\n!\n", r.name);
+    let itf = &r.interfaces[0];
+    let _ = writeln!(c, "interface {ifname}\n ipv6 ospf6 area {}", itf.area);
+    if itf.p2p {
+        c.push_str(" ipv6 ospf6 network point-to-point\n");
+    }
+    let _ = writeln!(
+        c,
+        " ipv6 ospf6 hello-interval {}\n ipv6 ospf6 dead-interval {}\n ipv6 ospf6 cost {}\n ipv6 ospf6 retransmit-interval {}",
+        itf.hello_s, itf.dead_s, itf.cost, r.retransmit_s
+    );
+    if !itf.mtu_check {
+        c.push_str(" ipv6 ospf6 mtu-ignore\n");
+    }
+    c.push_str("!\n");
+    let external = stub_lines(&mut c, r, |area, k, cost| {
+        format!("interface glr{k}\n ipv6 ospf6 area {area}\n ipv6 ospf6 passive\n ipv6 ospf6 cost {cost}\n!")
+    });
+    let _ = writeln!(c, "router ospf6\n ospf6 router-id {}", r.router_id);
+    c.push_str(" log-adjacency-changes\n timers lsa min-arrival 0\n");
+    if external {
+        c.push_str(" redistribute connected route-map GL-OSPF-EXT\n");
+    }
+    c.push_str("!\n");
+    c
+}
+
+/// Each range's lines: its stub interface's (`stub(area, k, cost)`), or for an external one
+/// its prefix-list and route-map entry; whether any range is external.
+fn stub_lines(c: &mut String, r: &Router, stub: impl Fn(Ipv4Addr, usize, u32) -> String) -> bool {
+    let itf = &r.interfaces[0];
+    let kw = if r.v6 { "ipv6" } else { "ip" };
+    let mut maps = String::new();
+    for (k, x) in r.ranges.iter().enumerate() {
+        let area = match x.origin {
+            Origin::IntraArea => itf.area,
+            Origin::InterArea => stub_area(itf.area),
+            Origin::External(t) => {
+                for b in &x.blocks {
+                    for (net, len) in b.prefixes() {
+                        let _ = writeln!(c, "{kw} prefix-list GL-OSPF-PL-{k} permit {net}/{len}");
+                    }
+                }
+                let _ = writeln!(
+                    maps,
+                    "route-map GL-OSPF-EXT permit {}\n match {kw} address prefix-list GL-OSPF-PL-{k}\n set metric {}\n set metric-type type-{t}",
+                    10 + k,
+                    x.metric
+                );
+                continue;
+            }
+        };
+        let _ = writeln!(c, "{}", stub(area, k, x.metric.max(1)));
+    }
+    c.push_str(&maps);
+    !maps.is_empty()
 }
 
 fn ospfd(r: &Router, ifname: &str) -> String {
@@ -316,33 +423,9 @@ fn ospfd(r: &Router, ifname: &str) -> String {
         c.push_str(" ip ospf mtu-ignore\n");
     }
     c.push_str("!\n");
-    let mut external = String::new();
-    for (k, x) in r.ranges.iter().enumerate() {
-        let area = match x.origin {
-            Origin::IntraArea => itf.area,
-            Origin::InterArea => stub_area(itf.area),
-            Origin::External(t) => {
-                for b in &x.blocks {
-                    for (net, len) in b.prefixes() {
-                        let _ = writeln!(c, "ip prefix-list GL-OSPF-PL-{k} permit {net}/{len}");
-                    }
-                }
-                let _ = writeln!(
-                    external,
-                    "route-map GL-OSPF-EXT permit {}\n match ip address prefix-list GL-OSPF-PL-{k}\n set metric {}\n set metric-type type-{t}",
-                    10 + k,
-                    x.metric
-                );
-                continue;
-            }
-        };
-        let _ = writeln!(
-            c,
-            "interface glr{k}\n ip ospf area {area}\n ip ospf passive\n ip ospf cost {}\n!",
-            x.metric.max(1)
-        );
-    }
-    c.push_str(&external);
+    let external = stub_lines(&mut c, r, |area, k, cost| {
+        format!("interface glr{k}\n ip ospf area {area}\n ip ospf passive\n ip ospf cost {cost}\n!")
+    });
     let _ = writeln!(
         c,
         "router ospf\n ospf router-id {}\n ospf abr-type standard",
@@ -355,7 +438,7 @@ fn ospfd(r: &Router, ifname: &str) -> String {
     if let Some(s) = r.refresh_s {
         let _ = writeln!(c, " refresh timer {s}");
     }
-    if !external.is_empty() {
+    if external {
         c.push_str(" redistribute connected route-map GL-OSPF-EXT\n");
     }
     c.push_str("!\n");

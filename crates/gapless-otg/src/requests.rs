@@ -156,8 +156,8 @@ pub enum Metrics {
     Isis(Vec<String>),
     /// LLDP metrics of the agents named (all when none are).
     Lldp(Vec<String>),
-    /// OSPFv2 metrics of the routers named (all when none are).
-    Ospfv2(Vec<String>),
+    /// OSPFv2 (false) or OSPFv3 (true) metrics of the routers named (all when none are).
+    Ospf(bool, Vec<String>),
 }
 
 /// Reads a `monitor/metrics` request (port metrics when no choice is given).
@@ -170,9 +170,9 @@ pub fn metrics(req: &Value) -> Result<Metrics, OtgError> {
         "bgpv4" | "bgpv6" => Ok(Metrics::Bgp(choice == "bgpv6", names(&req[choice]["peer_names"]))),
         "isis" => Ok(Metrics::Isis(names(&req[choice]["router_names"]))),
         "lldp" => Ok(Metrics::Lldp(names(&req[choice]["lldp_names"]))),
-        "ospfv2" => Ok(Metrics::Ospfv2(names(&req[choice]["router_names"]))),
+        "ospfv2" | "ospfv3" => Ok(Metrics::Ospf(choice == "ospfv3", names(&req[choice]["router_names"]))),
         other => Err(OtgError::invalid(format!(
-            "choice: {other:?} metrics are not supported (port, flow, convergence, bgpv4, bgpv6, isis, lldp or ospfv2)"
+            "choice: {other:?} metrics are not supported (port, flow, convergence, bgpv4, bgpv6, isis, lldp, ospfv2 or ospfv3)"
         ))),
     }
 }

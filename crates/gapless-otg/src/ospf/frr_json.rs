@@ -62,6 +62,127 @@ pub fn metric(name: &str, neighbors: &Value, traffic: &Value, flaps: u64) -> Val
     Value::Object(m)
 }
 
+/// The `ospfv3` metric: from `show ipv6 ospf6 neighbor json` (a list) and `show ipv6 ospf6
+/// interface traffic json` (`helloRx`, `helloTx`, ...), as [`metric`] reads ospfd's.
+pub fn metric_v3(name: &str, neighbors: &Value, traffic: &Value, flaps: u64) -> Value {
+    let states: Vec<&str> = neighbors["neighbors"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|n| n["state"].as_str().unwrap_or_default())
+        .collect();
+    let mut m = Map::new();
+    m.insert("name".into(), json!(name));
+    m.insert(
+        "full_state_count".into(),
+        json!(states.iter().filter(|s| s.starts_with("Full")).count()),
+    );
+    m.insert(
+        "down_state_count".into(),
+        json!(states.iter().filter(|s| s.starts_with("Down")).count()),
+    );
+    m.insert("sessions_flap".into(), json!(flaps));
+    let sum = |k: String| -> u64 {
+        traffic
+            .as_object()
+            .into_iter()
+            .flat_map(|o| o.values())
+            .filter_map(|i| i[&k].as_u64())
+            .sum()
+    };
+    if traffic.is_object() {
+        for (ours, theirs) in [
+            ("hellos", "hello"),
+            ("dbd", "dbDesc"),
+            ("ls_request", "lsReq"),
+            ("ls_update", "lsUpdate"),
+            ("ls_ack", "lsAck"),
+        ] {
+            m.insert(format!("{ours}_sent"), json!(sum(format!("{theirs}Tx"))));
+            m.insert(format!("{ours}_received"), json!(sum(format!("{theirs}Rx"))));
+        }
+    }
+    Value::Object(m)
+}
+
+/// Whether an LSA of this age is live: one at MaxAge (3600 s) is being flushed, and a
+/// router that re-originated it under another id shows both for a while.
+fn live(age: &Value) -> bool {
+    age.as_u64().is_none_or(|a| a < 3600)
+}
+
+/// Every OSPFv3 LSA of a `show ipv6 ospf6 database <type> detail json` reply (area, AS or
+/// interface scoped) advertised by another router than `own`.
+fn learned_v3<'a>(v: &'a Value, own: &'a str) -> impl Iterator<Item = &'a Value> + 'a {
+    [
+        "areaScopedLinkStateDb",
+        "asScopedLinkStateDb",
+        "interfaceScopedLinkStateDb",
+    ]
+    .into_iter()
+    .flat_map(move |k| v[k].as_array().into_iter().flatten())
+    .flat_map(|scope| scope["lsa"].as_array().into_iter().flatten())
+    .filter(move |l| l["advertisingRouter"].as_str() != Some(own) && live(&l["age"]))
+}
+
+fn header_v3(l: &Value) -> Value {
+    json!({
+        "lsa_id": l["linkStateId"],
+        "advertising_router_id": l["advertisingRouter"],
+        "sequence_number": l["lsSequenceNumber"],
+        "age": l["age"],
+    })
+}
+
+/// A prefix (`2001:db8::/64`) as the model's address and length.
+fn prefix_parts(p: &Value) -> (String, u64) {
+    let s = p.as_str().unwrap_or_default();
+    let (a, l) = s.split_once('/').unwrap_or((s, "0"));
+    (a.to_string(), l.parse().unwrap_or(0))
+}
+
+/// The `ospfv3_lsas` state of router `name` whose id is `own`, from `show ipv6 ospf6 database
+/// router|network|inter-prefix|inter-router|as-external|link|intra-prefix detail json`: the
+/// LSAs learned from other routers, by type.
+pub fn lsas_v3(name: &str, own: &str, db: [&Value; 7]) -> Value {
+    let [router, network, inter_prefix, inter_router, external, link, intra] = db;
+    let each = |v: &Value, f: &dyn Fn(&Value) -> Value| -> Vec<Value> { learned_v3(v, own).map(f).collect() };
+    let with_prefix = |l: &Value, p: &Value, metric: &Value| {
+        let (a, len) = prefix_parts(p);
+        json!({ "header": header_v3(l), "address_prefix": a, "prefix_length": len, "metric": metric })
+    };
+    json!({
+        "router_name": name,
+        "router_lsas": each(router, &|l| {
+            let links: Vec<Value> = l["lsaDescription"].as_array().into_iter().flatten().map(|d| {
+                let t = d["type"].as_str().unwrap_or_default();
+                let kind = if t.contains("Point") { "point_to_point" } else if t.contains("Transit") { "transit" } else { "virtual" };
+                json!({ "type": kind, "metric": d["metric"] })
+            }).collect();
+            let nbr = l["lsaDescription"][0]["neighborRouterId"].clone();
+            json!({ "header": header_v3(l), "neighbor_router_id": nbr, "links": links })
+        }),
+        "network_lsas": each(network, &|l| {
+            let ids: Vec<Value> = l["attachedRouter"].as_array().cloned().unwrap_or_default();
+            json!({ "header": header_v3(l), "attached_router_ids": ids })
+        }),
+        "inter_area_prefix_lsas": each(inter_prefix, &|l| with_prefix(l, &l["prefix"], &l["metric"])),
+        "inter_area_router_lsas": each(inter_router, &|l| json!({
+            "header": header_v3(l), "metric": l["metric"], "destination_router_id": l["destinationRouterId"] })),
+        "external_as_lsas": each(external, &|l| {
+            let mut x = with_prefix(l, &l["prefix"], &l["metric"]);
+            x["referenced_ls_type"] = l["referenceLsType"].clone();
+            x
+        }),
+        "nssa_lsas": [],
+        "link_lsas": each(link, &|l| {
+            let (a, len) = prefix_parts(&l["prefix"][0]["prefix"]);
+            json!({ "header": header_v3(l), "address_prefix": a, "prefix_length": len, "link_local_address": l["linkLocalAddress"] })
+        }),
+        "intra_area_prefix_lsas": each(intra, &|l| with_prefix(l, &l["prefix"][0]["prefix"], &l["prefix"][0]["metric"])),
+    })
+}
+
 /// The option bits of FRR's `options` string (`*|-|-|-|-|-|E|-`: DN O DC L N/P MC E MT,
 /// high bit first).
 fn option_bits(s: &str) -> u32 {
@@ -97,7 +218,7 @@ fn learned<'a>(v: &'a Value, own: &'a str) -> impl Iterator<Item = &'a Value> + 
     lists
         .into_iter()
         .flat_map(|l| l.as_array().into_iter().flatten())
-        .filter(move |l| l["advertisingRouter"].as_str() != Some(own))
+        .filter(move |l| l["advertisingRouter"].as_str() != Some(own) && live(&l["lsaAge"]))
 }
 
 fn link(l: &Value) -> Value {
@@ -193,6 +314,61 @@ mod tests {
         let down = metric("o1", &Value::Null, &Value::Null, 0);
         assert_eq!(down["full_state_count"], 0);
         assert!(down.get("hellos_sent").is_none());
+    }
+
+    #[test]
+    fn ospfv3_metrics_and_lsas_are_read_from_ospf6ds_json() {
+        let v3 = |k: &str| data(&format!("v3/{k}.json"));
+        let m = metric_v3("o6", &v3("neighbor"), &v3("traffic"), 0);
+        assert_eq!(m["full_state_count"], 1);
+        assert!(
+            m["hellos_sent"].as_u64().unwrap() > 0 && m["ls_update_received"].as_u64().unwrap() > 0,
+            "{m}"
+        );
+        let db = [
+            "router",
+            "network",
+            "inter-prefix",
+            "inter-router",
+            "as-external",
+            "link",
+            "intra-prefix",
+        ]
+        .map(v3);
+        let v = lsas_v3(
+            "o6",
+            "1.1.1.1",
+            [&db[0], &db[1], &db[2], &db[3], &db[4], &db[5], &db[6]],
+        );
+        let iap: Vec<(&str, u64, u64)> = v["inter_area_prefix_lsas"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| {
+                (
+                    x["address_prefix"].as_str().unwrap(),
+                    x["prefix_length"].as_u64().unwrap(),
+                    x["metric"].as_u64().unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(iap, vec![("2001:db8:2::", 64, 20)], "{v}");
+        assert_eq!(v["external_as_lsas"][0]["address_prefix"], "2001:db8:29::");
+        assert_eq!(v["external_as_lsas"][0]["metric"], 33);
+        assert_eq!(
+            v["router_lsas"][0]["links"][0],
+            json!({ "type": "point_to_point", "metric": 10 })
+        );
+        assert_eq!(v["router_lsas"][0]["neighbor_router_id"], "1.1.1.1");
+        assert!(v["link_lsas"][0]["link_local_address"]
+            .as_str()
+            .unwrap()
+            .starts_with("fe80::"));
+        assert_eq!(v["intra_area_prefix_lsas"][0]["address_prefix"], "2001:db8::");
+        assert!(
+            v.to_string().matches("\"advertising_router_id\":\"1.1.1.1\"").count() == 0,
+            "only learned LSAs"
+        );
     }
 
     #[test]

@@ -133,3 +133,58 @@ fn frr_takes_every_line_written() {
         );
     }
 }
+
+fn v3_eths() -> Vec<Eth> {
+    let cfg = json!({ "devices": [{ "name": "d1", "ethernets": [{
+        "name": "e1", "connection": { "port_name": "p1" }, "mac": "02:00:00:00:00:01",
+        "ipv6_addresses": [{ "name": "a6", "address": "2001:db8::1:2", "gateway": "2001:db8::2", "prefix": 64 }]
+    }] }] });
+    crate::devices::parse(&cfg).unwrap()
+}
+
+fn v3() -> serde_json::Value {
+    json!({ "devices": [{ "name": "d1", "ospfv3": { "router_id": { "choice": "auto" }, "instances": [{ "name": "o6",
+        "interfaces": [{ "name": "i6", "ipv6_name": "a6", "network_type": { "choice": "point_to_point" },
+                         "advanced": { "hello_interval": 1, "dead_interval": 4, "link_metric": 7 } }],
+        "v6_routes": [
+            { "name": "r6", "metric": 20, "addresses": [{ "address": "2001:db8:10::", "prefix": 64, "count": 2 }] },
+            { "name": "x6", "metric": 33, "route_origin": { "choice": "external_type_2" },
+              "addresses": [{ "address": "2001:db8:19::", "prefix": 64 }] }] }] } }] })
+}
+
+#[test]
+fn an_ospfv3_instance_becomes_ospf6d_configuration_with_an_id_from_its_address() {
+    let r = &parse(&v3(), &v3_eths()).unwrap()[0];
+    assert_eq!(
+        (r.v6, r.router_id, r.name.as_str()),
+        (true, Ipv4Addr::new(0, 1, 0, 2), "o6")
+    );
+    assert_eq!(
+        stubs(r)[0].addrs,
+        vec![
+            ("2001:db8:10::1".parse().unwrap(), 64),
+            ("2001:db8:10:1::1".parse().unwrap(), 64)
+        ]
+    );
+    let [(z, _), (kind, c)] = frr_configs(r, "gd1x0").try_into().unwrap();
+    assert_eq!((z, kind), ("zebra", "ospf6d"));
+    for line in [
+        "interface gd1x0\n ipv6 ospf6 area 0.0.0.0\n ipv6 ospf6 network point-to-point\n ipv6 ospf6 hello-interval 1\n ipv6 ospf6 dead-interval 4\n ipv6 ospf6 cost 7\n",
+        "interface glr0\n ipv6 ospf6 area 0.0.0.1\n ipv6 ospf6 passive\n ipv6 ospf6 cost 20\n",
+        "ipv6 prefix-list GL-OSPF-PL-1 permit 2001:db8:19::/64\n",
+        " match ipv6 address prefix-list GL-OSPF-PL-1\n set metric 33\n set metric-type type-2\n",
+        "router ospf6\n ospf6 router-id 0.1.0.2\n",
+    ] {
+        assert!(c.contains(line), "expected {line:?} in:\n{c}");
+    }
+    let refused = crate::frr_dry::refused("ospf6d", &c);
+    assert!(
+        refused.is_empty(),
+        "expected ospf6d to take every line; it refused {refused:?} of:\n{c}"
+    );
+    let mut two = v3();
+    let inst = two["devices"][0]["ospfv3"]["instances"][0].clone();
+    two["devices"][0]["ospfv3"]["instances"] = json!([inst.clone(), inst]);
+    let e = parse(&two, &v3_eths()).unwrap_err().0;
+    assert!(e.starts_with("devices[0].ospfv3.instances: give one instance"), "{e}");
+}

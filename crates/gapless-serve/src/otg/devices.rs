@@ -133,10 +133,10 @@ fn states_now(s: &Shared, req: &Value) -> Result<Value, OtgError> {
         "bgp_prefixes" => return super::routing::prefix_states(s, &req[choice]),
         "isis_lsps" => return super::isis::lsp_states(s, &req[choice]),
         "lldp_neighbors" => return super::lldp::neighbor_states(s, &req[choice]),
-        "ospfv2_lsas" => return super::ospf::lsa_states(s, &req[choice]),
+        "ospfv2_lsas" | "ospfv3_lsas" => return super::ospf::lsa_states(s, choice == "ospfv3_lsas", &req[choice]),
         other => {
             return Err(OtgError::invalid(format!(
-                "choice: {other:?} states are not served (ipv4_neighbors, ipv6_neighbors, bgp_prefixes, isis_lsps, lldp_neighbors or ospfv2_lsas)"
+                "choice: {other:?} states are not served (ipv4_neighbors, ipv6_neighbors, bgp_prefixes, isis_lsps, lldp_neighbors, ospfv2_lsas or ospfv3_lsas)"
             )))
         }
     };

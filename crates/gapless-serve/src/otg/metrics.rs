@@ -48,7 +48,7 @@ pub(crate) fn metrics_for(s: &Shared, req: &Value) -> Result<Value, OtgError> {
         Metrics::Bgp(v6, names) => super::routing::metrics(s, v6, &names),
         Metrics::Isis(names) => super::isis::metrics(s, &names),
         Metrics::Lldp(names) => super::lldp::metrics(s, &names),
-        Metrics::Ospfv2(names) => super::ospf::metrics(s, &names),
+        Metrics::Ospf(v6, names) => super::ospf::metrics(s, v6, &names),
         Metrics::Convergence(names) => {
             let d = convergence::detector(otg(s).raw.as_ref().unwrap_or(&Value::Null))?;
             let made = otg(s).made.clone();

@@ -36,7 +36,7 @@ pub fn up(plan: &Plan, hosts: &[(String, Arc<Host>)]) -> Result<Vec<Arc<Ospfd>>,
         })?;
         let configs = gapless_otg::ospf::frr_configs(r, host.1.ifname());
         let netns = host.1.netns().to_string();
-        let what = format!("OSPFv2 router {:?}", r.name);
+        let what = format!("OSPFv{} router {:?}", if r.v6 { 3 } else { 2 }, r.name);
         let o = Arc::new(Ospfd {
             router: r.clone(),
             netns: netns.clone(),
@@ -65,30 +65,62 @@ impl Ospfd {
         self.set.stop();
     }
 
-    /// The router's `ospfv2` metric; its sessions down, with a warning, when it cannot answer.
-    fn metric(&self, warnings: &mut Vec<String>) -> Value {
-        let cmds = ["show ip ospf neighbor json", "show ip ospf interface traffic json"].map(String::from);
-        let flaps = frr_json::flaps(&self.set.log("ospfd"));
-        match self.set.vty("ospfd", &cmds) {
-            Ok(out) => {
-                let parse = |s: &str| serde_json::from_str(s).unwrap_or(Value::Null);
-                frr_json::metric(&self.router.name, &parse(&out[0]), &parse(&out[1]), flaps)
-            }
-            Err(e) => {
-                warnings.push(e);
-                frr_json::metric(&self.router.name, &Value::Null, &Value::Null, flaps)
-            }
+    /// The daemon, and its command prefix: ospfd's `show ip ospf`, ospf6d's `show ipv6 ospf6`.
+    fn daemon(&self) -> (&'static str, &'static str) {
+        if self.router.v6 {
+            ("ospf6d", "show ipv6 ospf6")
+        } else {
+            ("ospfd", "show ip ospf")
         }
     }
 
-    /// The router's `ospfv2_lsas` state: the LSAs learned from other routers.
+    /// The router's `ospfv2`/`ospfv3` metric; its sessions down, with a warning, when it
+    /// cannot answer.
+    fn metric(&self, warnings: &mut Vec<String>) -> Value {
+        let (kind, show) = self.daemon();
+        let cmds = [
+            format!("{show} neighbor json"),
+            format!("{show} interface traffic json"),
+        ];
+        let flaps = frr_json::flaps(&self.set.log(kind));
+        let out = self.set.vty(kind, &cmds).unwrap_or_else(|e| {
+            warnings.push(e);
+            Vec::new()
+        });
+        let parse = |i: usize| {
+            out.get(i)
+                .and_then(|s| serde_json::from_str(s).ok())
+                .unwrap_or(Value::Null)
+        };
+        let read = if self.router.v6 {
+            frr_json::metric_v3
+        } else {
+            frr_json::metric
+        };
+        read(&self.router.name, &parse(0), &parse(1), flaps)
+    }
+
+    /// The router's `ospfv2_lsas`/`ospfv3_lsas` state: the LSAs learned from other routers.
     fn lsas(&self) -> Value {
-        let kinds = ["router", "network", "summary", "asbr-summary", "external"];
-        let cmds: Vec<String> = kinds
-            .iter()
-            .map(|k| format!("show ip ospf database {k} json"))
-            .collect();
-        let out = self.set.vty("ospfd", &cmds).unwrap_or_default();
+        let (kind, show) = self.daemon();
+        let (kinds, tail): (&[&str], &str) = if self.router.v6 {
+            (
+                &[
+                    "router",
+                    "network",
+                    "inter-prefix",
+                    "inter-router",
+                    "as-external",
+                    "link",
+                    "intra-prefix",
+                ],
+                " detail json",
+            )
+        } else {
+            (&["router", "network", "summary", "asbr-summary", "external"], " json")
+        };
+        let cmds: Vec<String> = kinds.iter().map(|k| format!("{show} database {k}{tail}")).collect();
+        let out = self.set.vty(kind, &cmds).unwrap_or_default();
         let v: Vec<Value> = (0..kinds.len())
             .map(|i| {
                 out.get(i)
@@ -96,8 +128,22 @@ impl Ospfd {
                     .unwrap_or(Value::Null)
             })
             .collect();
-        let own = self.router.router_id.to_string();
-        frr_json::lsas(&self.router.name, &own, [&v[0], &v[1], &v[2], &v[3], &v[4]])
+        let (name, own) = (&self.router.name, self.router.router_id.to_string());
+        if self.router.v6 {
+            return frr_json::lsas_v3(name, &own, [&v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6]]);
+        }
+        frr_json::lsas(name, &own, [&v[0], &v[1], &v[2], &v[3], &v[4]])
+    }
+}
+
+/// The OSPFv3 (`v6`) or OSPFv2 routers of the config, and the key and word that name them.
+fn version(s: &Shared, v6: bool) -> (Vec<Arc<Ospfd>>, &'static str, &'static str) {
+    let all = otg(s).ospf.clone();
+    let mine = all.into_iter().filter(|r| r.router.v6 == v6).collect();
+    if v6 {
+        (mine, "ospfv3", "OSPFv3 router")
+    } else {
+        (mine, "ospfv2", "OSPFv2 router")
     }
 }
 
@@ -111,20 +157,22 @@ fn names_of(routers: &[Arc<Ospfd>]) -> Vec<String> {
     routers.iter().map(|r| r.router.name.clone()).collect()
 }
 
-/// `ospfv2_metrics` of the routers named (all when none are).
-pub fn metrics(s: &Shared, names: &[String]) -> Result<Value, OtgError> {
-    let routers = otg(s).ospf.clone();
-    check_names(names, &names_of(&routers), "ospfv2.router_names", "OSPFv2 router")?;
+/// `ospfv2_metrics` or `ospfv3_metrics` of the routers named (all when none are).
+pub fn metrics(s: &Shared, v6: bool, names: &[String]) -> Result<Value, OtgError> {
+    let (routers, key, what) = version(s, v6);
+    check_names(names, &names_of(&routers), &format!("{key}.router_names"), what)?;
     let mut warnings = Vec::new();
     let list: Vec<Value> = chosen(&routers, names).map(|r| r.metric(&mut warnings)).collect();
-    Ok(json!({ "choice": "ospfv2_metrics", "ospfv2_metrics": list, "warnings": warnings }))
+    let choice = format!("{key}_metrics");
+    Ok(json!({ "choice": choice, choice.clone(): list, "warnings": warnings }))
 }
 
-/// `ospfv2_lsas` states of the routers named (all when none are).
-pub fn lsa_states(s: &Shared, req: &Value) -> Result<Value, OtgError> {
-    let routers = otg(s).ospf.clone();
+/// `ospfv2_lsas` or `ospfv3_lsas` states of the routers named (all when none are).
+pub fn lsa_states(s: &Shared, v6: bool, req: &Value) -> Result<Value, OtgError> {
+    let (routers, key, what) = version(s, v6);
     let names = strings(&req["router_names"]);
-    check_names(&names, &names_of(&routers), "ospfv2_lsas.router_names", "OSPFv2 router")?;
+    check_names(&names, &names_of(&routers), &format!("{key}_lsas.router_names"), what)?;
     let list: Vec<Value> = chosen(&routers, &names).map(|r| r.lsas()).collect();
-    Ok(json!({ "choice": "ospfv2_lsas", "ospfv2_lsas": list }))
+    let choice = format!("{key}_lsas");
+    Ok(json!({ "choice": choice, choice.clone(): list }))
 }
