@@ -28,59 +28,51 @@ pub fn metric(name: &str, neighbors: &Value, traffic: &Value, flaps: u64) -> Val
                 .to_string()
         })
         .collect();
-    let mut m = Map::new();
-    m.insert("name".into(), json!(name));
-    m.insert(
-        "full_state_count".into(),
-        json!(states.iter().filter(|s| s.starts_with("Full")).count()),
-    );
-    m.insert(
-        "down_state_count".into(),
-        json!(states.iter().filter(|s| s.starts_with("Down")).count()),
-    );
-    m.insert("sessions_flap".into(), json!(flaps));
-    let sum = |k: &str| -> u64 {
-        traffic
-            .as_object()
-            .into_iter()
-            .flat_map(|o| o.values())
-            .filter_map(|i| i[k].as_u64())
-            .sum()
-    };
-    if traffic.is_object() {
-        for (ours, theirs) in [
-            ("hellos", "hello"),
-            ("dbd", "dbDesc"),
-            ("ls_request", "lsReq"),
-            ("ls_update", "lsUpd"),
-            ("ls_ack", "lsAck"),
-        ] {
-            m.insert(format!("{ours}_sent"), json!(sum(&format!("{theirs}Out"))));
-            m.insert(format!("{ours}_received"), json!(sum(&format!("{theirs}In"))));
-        }
-    }
-    Value::Object(m)
+    let keys = [
+        ("hellos", "hello"),
+        ("dbd", "dbDesc"),
+        ("ls_request", "lsReq"),
+        ("ls_update", "lsUpd"),
+        ("ls_ack", "lsAck"),
+    ];
+    counted(name, &states, traffic, flaps, &keys, ("Out", "In"))
 }
 
 /// The `ospfv3` metric: from `show ipv6 ospf6 neighbor json` (a list) and `show ipv6 ospf6
 /// interface traffic json` (`helloRx`, `helloTx`, ...), as [`metric`] reads ospfd's.
 pub fn metric_v3(name: &str, neighbors: &Value, traffic: &Value, flaps: u64) -> Value {
-    let states: Vec<&str> = neighbors["neighbors"]
+    let states: Vec<String> = neighbors["neighbors"]
         .as_array()
         .into_iter()
         .flatten()
-        .map(|n| n["state"].as_str().unwrap_or_default())
+        .map(|n| n["state"].as_str().unwrap_or_default().to_string())
         .collect();
+    let keys = [
+        ("hellos", "hello"),
+        ("dbd", "dbDesc"),
+        ("ls_request", "lsReq"),
+        ("ls_update", "lsUpdate"),
+        ("ls_ack", "lsAck"),
+    ];
+    counted(name, &states, traffic, flaps, &keys, ("Tx", "Rx"))
+}
+
+/// The metric both versions give: neighbours Full and Down, flaps, and each packet counter
+/// (`keys`: ours, FRR's stem; `dirs`: FRR's sent and received suffixes) summed over the
+/// interfaces, absent when FRR gave no traffic table.
+fn counted(
+    name: &str,
+    states: &[String],
+    traffic: &Value,
+    flaps: u64,
+    keys: &[(&str, &str)],
+    dirs: (&str, &str),
+) -> Value {
     let mut m = Map::new();
     m.insert("name".into(), json!(name));
-    m.insert(
-        "full_state_count".into(),
-        json!(states.iter().filter(|s| s.starts_with("Full")).count()),
-    );
-    m.insert(
-        "down_state_count".into(),
-        json!(states.iter().filter(|s| s.starts_with("Down")).count()),
-    );
+    let count = |p: &str| json!(states.iter().filter(|s| s.starts_with(p)).count());
+    m.insert("full_state_count".into(), count("Full"));
+    m.insert("down_state_count".into(), count("Down"));
     m.insert("sessions_flap".into(), json!(flaps));
     let sum = |k: String| -> u64 {
         traffic
@@ -91,15 +83,9 @@ pub fn metric_v3(name: &str, neighbors: &Value, traffic: &Value, flaps: u64) -> 
             .sum()
     };
     if traffic.is_object() {
-        for (ours, theirs) in [
-            ("hellos", "hello"),
-            ("dbd", "dbDesc"),
-            ("ls_request", "lsReq"),
-            ("ls_update", "lsUpdate"),
-            ("ls_ack", "lsAck"),
-        ] {
-            m.insert(format!("{ours}_sent"), json!(sum(format!("{theirs}Tx"))));
-            m.insert(format!("{ours}_received"), json!(sum(format!("{theirs}Rx"))));
+        for (ours, theirs) in keys {
+            m.insert(format!("{ours}_sent"), json!(sum(format!("{theirs}{}", dirs.0))));
+            m.insert(format!("{ours}_received"), json!(sum(format!("{theirs}{}", dirs.1))));
         }
     }
     Value::Object(m)
