@@ -194,23 +194,27 @@ fn a_run_keeps_its_core_while_clients_poll_and_read_its_events() {
     let t0 = Instant::now();
     pin_here(&rest);
     let hs = load(addr, id, stop.clone(), got.clone());
-    // Until the run has ended (6 s + the meter's linger).
+    // The load covers the whole send period (6 s from the run's start, 0.6 s before t0);
+    // it then stops, so that this thread's polls are not refused 429 by the per-address
+    // bound that the 16 pollers keep drained.
+    std::thread::sleep(Duration::from_millis(6000));
+    let secs = t0.elapsed().as_secs_f64();
+    stop.store(true, Ordering::Relaxed);
+    for h in hs {
+        h.join().unwrap();
+    }
     let run = loop {
-        std::thread::sleep(Duration::from_millis(250));
         let (st, b) = http(addr, "GET", &format!("/api/runs/{id}"), b"", None);
         if st == 200 && json(&b)["status"] != "running" {
             break json(&b);
         }
         assert!(
             t0.elapsed() < Duration::from_secs(30),
-            "expected the run to end within 30 s"
+            "expected the run to end within 30 s; got status {st} and {}",
+            b.chars().take(300).collect::<String>()
         );
+        std::thread::sleep(Duration::from_millis(250));
     };
-    let secs = t0.elapsed().as_secs_f64();
-    stop.store(true, Ordering::Relaxed);
-    for h in hs {
-        h.join().unwrap();
-    }
     let (ok, limited, other) = (
         got.ok.load(Ordering::Relaxed),
         got.limited.load(Ordering::Relaxed),
