@@ -2,23 +2,27 @@
 veths in one namespace (`veth-a`, `veth-z`), snappi over HTTPS and gRPC, two devices in eBGP
 with IPv4 and IPv6 route ranges (the IPv6 ones over the IPv4 session), the learned prefixes
 listed with their next hops, a flow to each range with every frame received, a withdrawal
-timed by its UPDATE on the wire (checked against tcpdump), and bad BGP input refused with its
-path before anything starts."""
+timed by its UPDATE on the wire (checked against tcpdump), a withdrawal through a router (FRR
+in a namespace between the ports) that loses the flow's frames until the route is back, timed
+to the frame, and bad BGP input refused with its path before anything starts."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import time
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
 
 from conftest import Server, tcpdump
-from test_otg import api, run_to_stop, transport  # noqa: F401 (transport: a fixture)
-from test_otg_ixia import device_pair, two_veths
+from test_otg import api, run_to_stop, transport, wait_stopped  # noqa: F401 (transport: a fixture)
+from test_otg_ixia import device_pair, sh, two_veths
 
 NS, A, Z = "glbgp", "veth-a", "veth-z"
 MAC = ("02:67:6c:0b:00:01", "02:67:6c:0b:00:02")
@@ -256,3 +260,150 @@ def test_a_killed_servers_daemons_are_stopped_by_the_next(server: Server, wires:
     finally:
         s.stop()
     assert bgpd_pids(s.proc.pid) == [] and daemon_dirs(s.proc.pid) == [], "expected a stopped server to stop its daemons"
+
+
+# A router between the ports, as a tester is wired to the device it accepts: the ports are
+# veth-a and veth-z in one namespace, their peers dut-a and dut-z in the router's, where FRR's
+# zebra and bgpd (AS 65100) learn d2's range and install it in the kernel, which forwards.
+DUT_NS, DUT_AS = "glbgp-dut", 65100
+
+
+@contextmanager
+def frr_router(ns: str, conf: str) -> Iterator[None]:
+    """zebra and bgpd started in `ns` with `conf`, in a directory of /run that FRR's user can
+    reach; stopped by their pids, the directory removed."""
+    run = Path(f"/run/gltest-dut-{os.getpid()}")
+    shutil.rmtree(run, ignore_errors=True)
+    run.mkdir()
+    shutil.chown(run, "frr", "frr")
+    (run / "frr.conf").write_text(conf)
+    pids = []
+    try:
+        for daemon in ("zebra", "bgpd"):
+            sh("ip", "netns", "exec", ns, f"/usr/lib/frr/{daemon}", "-d", "-u", "frr", "-g", "frr", "-N", "gltest-dut",
+               "-f", str(run / "frr.conf"), "-i", str(run / f"{daemon}.pid"), f"--vty_socket={run}",
+               "-z", str(run / "zserv.api"), f"--log=file:{run}/{daemon}.log")
+            t0 = time.monotonic()
+            while not (run / f"{daemon}.pid").exists():
+                assert time.monotonic() - t0 < 5, f"expected {daemon} to write its pid; its log: {(run / f'{daemon}.log').read_text() if (run / f'{daemon}.log').exists() else ''}"
+                time.sleep(0.05)
+            pids.append(int((run / f"{daemon}.pid").read_text()))
+        yield
+    finally:
+        for pid in reversed(pids):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        shutil.rmtree(run, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def dut() -> Iterator[str]:
+    """The tester's namespace (ports veth-a, veth-z) wired to a router namespace running FRR."""
+    ns = "glbgp-t"
+    for n in (ns, DUT_NS):
+        subprocess.run(["ip", "netns", "del", n], capture_output=True)
+        sh("ip", "netns", "add", n)
+    try:
+        for port, side, net in ((A, "dut-a", 1), (Z, "dut-z", 2)):
+            sh("ip", "-n", ns, "link", "add", port, "type", "veth", "peer", "name", side, "netns", DUT_NS)
+            sh("ip", "-n", ns, "link", "set", port, "up")
+            sh("ip", "-n", DUT_NS, "addr", "add", f"198.18.{net}.1/24", "dev", side)
+            sh("ip", "-n", DUT_NS, "link", "set", side, "up")
+        sh("ip", "netns", "exec", DUT_NS, "sysctl", "-qw", "net.ipv4.ip_forward=1")
+        conf = f"""frr defaults traditional
+hostname dut
+router bgp {DUT_AS}
+ bgp router-id 9.9.9.9
+ no bgp ebgp-requires-policy
+ neighbor 198.18.1.2 remote-as external
+ neighbor 198.18.1.2 timers connect 1
+ neighbor 198.18.2.2 remote-as external
+ neighbor 198.18.2.2 timers connect 1
+"""
+        with frr_router(DUT_NS, conf):
+            yield ns
+    finally:
+        for n in (ns, DUT_NS):
+            subprocess.run(["ip", "netns", "del", n], capture_output=True)
+
+
+def dut_config(a: Any, ns: str) -> Any:
+    """d1 (198.18.1.2, AS 65001) and d2 (198.18.2.2, AS 65002), each in eBGP with the router;
+    d2 advertises 10.20.0.0/24; a flow of 30 000 frames at 10 kframes/s from d1 to it,
+    with loss durations and convergence events on."""
+    cfg = a.config()
+    cfg.ports.port(name="p1", location=f"{ns}/{A}").port(name="p2", location=f"{ns}/{Z}")
+    for k in (1, 2):
+        d = cfg.devices.device(name=f"d{k}")[-1]
+        e = d.ethernets.add()
+        e.name, e.mac, e.connection.port_name = f"d{k}.eth", MAC[k - 1], f"p{k}"
+        ip = e.ipv4_addresses.add()
+        ip.name, ip.address, ip.gateway, ip.prefix = f"d{k}.ip4", f"198.18.{k}.2", f"198.18.{k}.1", 24
+        d.bgp.router_id = f"1.1.1.{k}"
+        itf = d.bgp.ipv4_interfaces.add()
+        itf.ipv4_name = f"d{k}.ip4"
+        peer = itf.peers.add()
+        peer.name, peer.peer_address, peer.as_type, peer.as_number = f"d{k}.bgp", f"198.18.{k}.1", "ebgp", 65000 + k
+        r4 = peer.v4_routes.add()
+        r4.name = f"d{k}.r4"
+        r4.addresses.add(address=f"10.{k}0.0.0", prefix=24, count=1, step=1)
+    f = cfg.flows.flow(name="to-d2")[-1]
+    f.tx_rx.device.tx_names, f.tx_rx.device.rx_names = ["d1.r4"], ["d2.r4"]
+    f.size.fixed, f.rate.pps, f.duration.fixed_packets.packets = 128, 10_000, 30_000
+    f.metrics.enable = True
+    f.packet.ethernet().ipv4().udp()
+    cfg.options.flow_options.packet_loss_duration = True
+    cfg.events.dp_events.enable, cfg.events.dp_events.rx_rate_threshold = True, 95
+    cfg.events.cp_events.enable = True
+    return cfg
+
+
+def dut_routes() -> str:
+    return subprocess.run(["ip", "-n", DUT_NS, "route", "show", "10.20.0.0/24"], capture_output=True, text=True).stdout
+
+
+def set_route(a: Any, state: str) -> None:
+    cs = a.control_state()
+    cs.protocol.route.names, cs.protocol.route.state = ["d2.r4"], state
+    assert len(a.set_control_state(cs).warnings) == 0, f"expected the {state}'s UPDATE seen on the wire"
+
+
+def test_a_withdrawal_through_a_router_loses_the_flow_until_the_route_is_back_timed_to_the_frame(
+        server: Server, transport: str, dut: str) -> None:
+    a = api(server, transport)
+    assert len(a.set_config(dut_config(a, dut)).warnings) == 0
+    t0 = time.monotonic()
+    while "198.18.2.2" not in dut_routes():
+        assert time.monotonic() - t0 < 20, f"expected the router to install d2's range via 198.18.2.2; got {dut_routes()!r}"
+        time.sleep(0.2)
+    cs = a.control_state()
+    cs.traffic.flow_transmit.state = cs.traffic.flow_transmit.START
+    a.set_control_state(cs)
+    time.sleep(1.0)
+    set_route(a, "withdraw")
+    time.sleep(0.5)
+    assert dut_routes() == "", f"expected the router to remove d2's range after the withdrawal; got {dut_routes()!r}"
+    set_route(a, "advertise")
+    m = wait_stopped(a)[0]
+    lost = m.frames_tx - m.frames_rx
+    assert m.frames_tx == 30_000 and 0 < lost < 30_000, f"expected the flow to lose frames while the range was withdrawn; got tx {m.frames_tx}, rx {m.frames_rx}"
+    req = a.metrics_request()
+    req.convergence.flow_names = ["to-d2"]
+    c = a.get_metrics(req).convergence_metrics[0]
+    at = {e.type: e.begin_timestamp_ns for e in c.events}
+    assert set(at) >= {"route_withdraw", "route_advertise", "flow_rx_rate_below_threshold", "flow_rx_rate_above_threshold"}, \
+        f"expected both route events and both crossings; got {[(e.type, e.source) for e in c.events]}"
+    below, above = at["flow_rx_rate_below_threshold"], at["flow_rx_rate_above_threshold"]
+    # The last frame before the outage may still arrive after the UPDATE left (the router
+    # needs time to act on it); the first after it arrives only once the route is back.
+    assert at["route_withdraw"] - 100_000 <= below < at["route_advertise"] <= above, \
+        f"expected withdraw <= below threshold < advertise <= above threshold (ns); got {at}"
+    # Exact to a frame: the outage's span is the lost frames' time at the flow's rate.
+    span_ns = above - below
+    assert abs(span_ns - (lost + 1) * 100_000) <= 2 * 100_000, \
+        f"expected the outage's span to be (lost + 1) frame intervals = {(lost + 1) * 100} µs within two frames; got {span_ns / 1e3:.0f} µs"
+    assert c.data_plane_convergence_us == pytest.approx(span_ns / 1e3), f"expected the longest outage's span; got {c.data_plane_convergence_us}"
+    assert c.control_plane_data_plane_convergence_us == pytest.approx((above - at["route_withdraw"]) / 1e3), \
+        f"expected control-plane convergence from the withdrawal to the recovery; got {c.control_plane_data_plane_convergence_us}"
+    print(f"router: outage {span_ns / 1e6:.2f} ms, {lost} frames; recovery {(above - at['route_advertise']) / 1e6:.2f} ms after the advertise's UPDATE,"
+          f" loss {(below - at['route_withdraw']) / 1e6:.2f} ms after the withdrawal's")
