@@ -369,7 +369,8 @@ def report(result: Union[Result, PathLike], out_dir: PathLike = "report") -> int
 
 def summary(result: Union[Result, PathLike]) -> str:
     """The summary the CLI prints for a result: what was sent, what the meter saw, and the
-    verdict (whether the schedule was held, and why not)."""
+    verdict (whether the schedule was held, and why not); for an experiment's result, its
+    figures (NDR and PDR first for MLRsearch) and warnings."""
     return str(_gapless.summary(_load(result)))
 
 

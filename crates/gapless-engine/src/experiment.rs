@@ -149,19 +149,7 @@ pub struct ExperimentFile {
 impl ExperimentFile {
     /// How the report names the device.
     pub fn dut_text(&self) -> Option<String> {
-        self.dut.as_ref().map(|d| {
-            let mut s = d.kind.clone();
-            if let Some(r) = &d.rate {
-                s.push_str(&format!(", egress {r}"));
-            }
-            if let Some(q) = d.queue {
-                s.push_str(&format!(", queue {q} frames"));
-            }
-            if let Some(n) = &d.note {
-                s.push_str(&format!(" ({n})"));
-            }
-            s
-        })
+        self.dut.as_ref().map(DutInfo::text)
     }
 }
 

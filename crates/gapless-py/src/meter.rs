@@ -88,9 +88,20 @@ pub fn report(py: Python<'_>, result: &Bound<'_, PyAny>, dir: &str) -> PyResult<
         .map_err(|e| raise(py, &e))
 }
 
-/// The summary the CLI prints for a result (a run's, or a meter's).
+/// The summary the CLI prints for a result (a run's, a meter's, or an experiment's).
 #[pyfunction]
 pub fn summary(py: Python<'_>, result: &Bound<'_, PyAny>) -> PyResult<String> {
+    if result.get_item("method").is_ok() && result.get_item("trials").is_ok() {
+        // The figures alone: the file's spec (its inline profile) is TOML, which has no null.
+        let r: gapless_core::experiment::ExperimentResult =
+            from_py(result).map_err(|m| option_mismatch(py, "an experiment's result", &m))?;
+        let dut = result
+            .get_item("dut")
+            .ok()
+            .and_then(|d| from_py::<gapless_core::experiment::spec::DutInfo>(&d).ok());
+        let text = dut.as_ref().map(gapless_core::experiment::spec::DutInfo::text);
+        return Ok(gapless_engine::report::experiment::summary_text(&r, text.as_deref()));
+    }
     if result.get_item("sent_frames").is_ok() {
         let run: RunResult = from_py(result).map_err(|m| option_mismatch(py, "a run's result", &m))?;
         let mut s = gapless_engine::report::summary_text(&run);

@@ -240,6 +240,7 @@ fn base(c: &Common, method: Method, final_duration_s: Option<f64>) -> Result<Exp
             .transpose()?,
         rfc2544: None,
         sweep: None,
+        mlrsearch: None,
     })
 }
 

@@ -8,6 +8,9 @@ use super::{
     l1_bps, BackToBack, Curve, ExperimentResult, LossStep, PointResult, SizeResult, Throughput, TrialError, TrialPlan,
     TrialRecord, TrialRun, Trials,
 };
+use super::{LatencyAt, MlrsearchResult, MlrsearchTrial};
+use crate::experiment::mlr::spec::MlrsearchSpec;
+use crate::experiment::mlr::Mlr;
 use crate::experiment::search::{Search, SearchSpec};
 use crate::experiment::stats::{mean_ci, median_range};
 
@@ -26,6 +29,7 @@ pub fn run(spec: &ExperimentSpec, base_seed: u64, trials: &mut dyn Trials) -> Ex
             rfc2544: Vec::new(),
             sweep: Vec::new(),
             repeat: None,
+            mlrsearch: None,
             repeats: 0,
             stopped: false,
             error: None,
@@ -37,6 +41,7 @@ pub fn run(spec: &ExperimentSpec, base_seed: u64, trials: &mut dyn Trials) -> Ex
         Method::Rfc2544 => d.rfc2544(spec.rfc2544.as_ref().expect("checked")),
         Method::Sweep => d.sweep(),
         Method::Repeat => d.point(Vec::new(), "repeat").map(|p| d.out.repeat = Some(p)),
+        Method::Mlrsearch => d.mlrsearch(spec.mlrsearch.as_ref().expect("checked")),
     };
     if let Err(e) = res {
         d.out.stopped = true;
@@ -224,6 +229,82 @@ impl Driver<'_> {
             final_trial,
             final_passed,
         })
+    }
+
+    /// MLRsearch: each trial the search asks for (run again while the sender fell behind),
+    /// the result kept current so that a stop keeps what was found; then latency at the
+    /// fractions asked for.
+    fn mlrsearch(&mut self, m: &MlrsearchSpec) -> Step<()> {
+        let mut search = Mlr::new(m.search(self.spec.final_duration()).expect("checked")).expect("checked");
+        let mut used: Vec<usize> = Vec::new();
+        while let Some(n) = search.next_trial() {
+            let purpose = format!("mlrsearch {}: {:.0} pps for {} s", n.purpose, n.load, n.duration_s);
+            let mut p = self.plan(purpose, &[Setting::Rate(n.load)], 0);
+            p.duration_s = n.duration_s;
+            let i = self.trial(p)?;
+            if !self.out.trials[i].valid {
+                self.out.warnings.push(format!(
+                    "mlrsearch stopped at trial {}: its sender fell behind in every attempt, and its loss is not the device's",
+                    i + 1
+                ));
+                break;
+            }
+            let t = &self.out.trials[i].run;
+            search.record(t.sent, t.received);
+            used.push(i);
+            self.out.mlrsearch = Some(self.mlr_result(&search, &used));
+        }
+        if search.ran_out() {
+            self.out.warnings.push(
+                "mlrsearch reached search_duration_max_s with a goal unmet: its bounds are as far as it got".into(),
+            );
+        }
+        self.latency_at(m, &search)
+    }
+
+    fn mlr_result(&self, search: &Mlr, used: &[usize]) -> MlrsearchResult {
+        let retried: Vec<&TrialRecord> = self.out.trials.iter().filter(|t| t.repeated).collect();
+        MlrsearchResult {
+            goals: search.results(),
+            trials: used
+                .iter()
+                .zip(search.trials())
+                .map(|(&trial, s)| MlrsearchTrial { trial, search: s })
+                .collect(),
+            trial_seconds: search.trial_seconds(),
+            retried_trials: retried.len(),
+            retried_trial_seconds: retried.iter().map(|t| t.plan.duration_s).fold(0.0, |a, b| a + b),
+            ran_out: search.ran_out(),
+            latency: Vec::new(),
+        }
+    }
+
+    /// Trials at `latency_at` fractions of the latency goal's conditional throughput.
+    fn latency_at(&mut self, m: &MlrsearchSpec, search: &Mlr) -> Step<()> {
+        let g = m.latency_goal();
+        let goal = &search.results()[g];
+        for &f in &m.latency_at {
+            let Some(tp) = goal.conditional_throughput_pps else {
+                self.out.warnings.push(format!(
+                    "{} has no conditional throughput, so latency at fractions of it was not measured",
+                    goal.goal.name
+                ));
+                return Ok(());
+            };
+            let rate = tp * f;
+            let what = format!("latency at {:.0} % of {} ({rate:.0} pps)", f * 100.0, goal.goal.name);
+            let point = self.point(vec![Setting::Rate(rate)], &what)?;
+            let entry = LatencyAt {
+                fraction: f,
+                goal: goal.goal.name.clone(),
+                rate_pps: rate,
+                point,
+            };
+            if let Some(r) = self.out.mlrsearch.as_mut() {
+                r.latency.push(entry);
+            }
+        }
+        Ok(())
     }
 
     /// Latency at the first tolerance's throughput, over the repetitions.

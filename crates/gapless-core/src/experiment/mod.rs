@@ -6,6 +6,7 @@
 //! Holds: the experiment spec, the driver, the RFC 2544 [`search`] and the [`stats`] across
 //! repetitions. May import `spec` and `meter`; nothing imports it but the front ends.
 
+pub mod mlr;
 pub mod search;
 pub mod stats;
 
@@ -220,6 +221,8 @@ pub struct ExperimentResult {
     pub sweep: Vec<Curve>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub repeat: Option<PointResult>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mlrsearch: Option<MlrsearchResult>,
     /// Trials run again because the sender fell behind.
     pub repeats: usize,
     /// Stopped (Ctrl-C) or failed before the end: what is here is what was measured.
@@ -227,6 +230,41 @@ pub struct ExperimentResult {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
     pub warnings: Vec<String>,
+}
+
+/// What MLRsearch found: each goal's conditional throughput and bounds, the trials it ran
+/// (indices into the experiment's trials), and what they cost.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MlrsearchResult {
+    pub goals: Vec<mlr::GoalResult>,
+    pub trials: Vec<MlrsearchTrial>,
+    /// Seconds of the trials the search used (full trial durations, warm-ups excluded).
+    pub trial_seconds: f64,
+    /// Trials run again because the sender fell behind, and their seconds: not in the above.
+    pub retried_trials: usize,
+    pub retried_trial_seconds: f64,
+    /// The search stopped at `search_duration_max_s` with a goal unmet.
+    pub ran_out: bool,
+    /// Latency at fractions of the latency goal's conditional throughput.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub latency: Vec<LatencyAt>,
+}
+
+/// One trial of the search: what the search saw, and the experiment's trial.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MlrsearchTrial {
+    pub trial: usize,
+    #[serde(flatten)]
+    pub search: mlr::MlrTrial,
+}
+
+/// Latency at a fraction of a goal's conditional throughput.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LatencyAt {
+    pub fraction: f64,
+    pub goal: String,
+    pub rate_pps: f64,
+    pub point: PointResult,
 }
 
 /// Ethernet's per-frame overhead on the wire beyond the frame with FCS: preamble + SFD (8)

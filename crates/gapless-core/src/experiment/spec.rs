@@ -3,6 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::experiment::mlr::spec::MlrsearchSpec;
 use crate::experiment::search::Resolution;
 use crate::spec::{BackendKind, PatternKind, ProfileSpec};
 
@@ -34,6 +35,8 @@ pub struct ExperimentSpec {
     pub rfc2544: Option<Rfc2544Spec>,
     #[serde(default)]
     pub sweep: Option<SweepSpec>,
+    #[serde(default)]
+    pub mlrsearch: Option<MlrsearchSpec>,
 }
 
 /// What the experiment does.
@@ -43,6 +46,8 @@ pub enum Method {
     Rfc2544,
     Sweep,
     Repeat,
+    /// RFC 9971's Multiple Loss Ratio Search: every goal (NDR, PDR, …) in one search.
+    Mlrsearch,
 }
 
 /// A profile by path, or inline.
@@ -96,6 +101,23 @@ pub struct DutInfo {
     pub queue: Option<u32>,
     #[serde(default)]
     pub note: Option<String>,
+}
+
+impl DutInfo {
+    /// How the report names the device: its kind, egress rate, queue and note.
+    pub fn text(&self) -> String {
+        let mut s = self.kind.clone();
+        if let Some(r) = &self.rate {
+            s.push_str(&format!(", egress {r}"));
+        }
+        if let Some(q) = self.queue {
+            s.push_str(&format!(", queue {q} frames"));
+        }
+        if let Some(n) = &self.note {
+            s.push_str(&format!(" ({n})"));
+        }
+        s
+    }
 }
 
 /// How each trial runs.
@@ -458,6 +480,11 @@ impl Rfc2544Spec {
 }
 
 impl ExperimentSpec {
+    /// The final trial duration where a method needs one and the file gives none there.
+    pub fn final_duration(&self) -> f64 {
+        self.trial.final_duration_s.unwrap_or(self.trial.duration_s)
+    }
+
     /// Parses an experiment file; `origin` names it in errors.
     pub fn from_toml(text: &str, origin: &str) -> Result<ExperimentSpec, String> {
         let spec: ExperimentSpec =
@@ -487,6 +514,12 @@ impl ExperimentSpec {
                         return Err("sweep.curves.parameter is the swept parameter too: give another (e.g. sweep rate, curves burst)".into());
                     }
                 }
+            }
+            Method::Mlrsearch => {
+                self.mlrsearch
+                    .as_ref()
+                    .ok_or("method = \"mlrsearch\" needs an [mlrsearch] table: goals and max_rate_pps")?
+                    .search(self.final_duration())?;
             }
             Method::Repeat => {}
         }

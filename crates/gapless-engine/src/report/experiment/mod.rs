@@ -66,6 +66,9 @@ pub fn summary_text(r: &ExperimentResult, dut: Option<&str>) -> String {
     if let Some(d) = dut {
         let _ = writeln!(s, "device under test: {d}");
     }
+    if let Some(m) = &r.mlrsearch {
+        mlrsearch_text(&mut s, m);
+    }
     for z in &r.rfc2544 {
         rfc2544_text(&mut s, z);
     }
@@ -151,6 +154,56 @@ fn rfc2544_text(s: &mut String, z: &gapless_core::experiment::SizeResult) {
             b.bursts
         );
     }
+}
+
+/// MLRsearch: each goal's conditional throughput first, then latency at the fractions,
+/// then what the search cost.
+fn mlrsearch_text(s: &mut String, m: &gapless_core::experiment::MlrsearchResult) {
+    let _ = writeln!(s, "MLRsearch (RFC 9971):");
+    for g in &m.goals {
+        let bounds = match (g.lower_bound_pps, g.upper_bound_pps) {
+            (Some(l), Some(u)) => format!("between {l:.0} and {u:.0} frames/s"),
+            (Some(l), None) => format!("from {l:.0} frames/s, the maximum load"),
+            (None, Some(u)) => format!("even the minimum load {u:.0} frames/s lost too much"),
+            (None, None) => "no bound found".into(),
+        };
+        let _ = writeln!(
+            s,
+            "  {} (loss ratio ≤ {}, exceed ratio {}): {} ({bounds}{})",
+            g.goal.name,
+            g.goal.loss_ratio,
+            g.goal.exceed_ratio,
+            g.conditional_throughput_pps
+                .map_or("no conditional throughput".into(), |t| format!("{t:.0} frames/s")),
+            if g.met { "" } else { "; goal NOT met" }
+        );
+    }
+    for l in &m.latency {
+        let p = &l.point;
+        let _ = writeln!(
+            s,
+            "  latency at {:.0} % of {} ({:.0} frames/s): p50 {}  p99 {}  p99.9 {}",
+            l.fraction * 100.0,
+            l.goal,
+            l.rate_pps,
+            opt_est(&p.latency_p50_ns, us),
+            opt_est(&p.latency_p99_ns, us),
+            opt_est(&p.latency_p99_9_ns, us)
+        );
+    }
+    let _ = writeln!(
+        s,
+        "  {} trials, {:.1} trial seconds ({} run again because the sender fell behind: {:.1} s more){}",
+        m.trials.len(),
+        m.trial_seconds,
+        m.retried_trials,
+        m.retried_trial_seconds,
+        if m.ran_out {
+            "; STOPPED at search_duration_max_s"
+        } else {
+            ""
+        }
+    );
 }
 
 fn point_header(s: &mut String) {
