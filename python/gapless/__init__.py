@@ -18,7 +18,21 @@ them. Errors are :class:`Error` subclasses carrying the message and its fields.
 """
 
 from ._gapless import __version__
-from .api import Run, analyze, calibrate, experiment, measure, report, rfc2544, run, start, summary, sweep, to_frame
+from .api import (
+    Run,
+    analyze,
+    calibrate,
+    experiment,
+    measure,
+    mlrsearch,
+    report,
+    rfc2544,
+    run,
+    start,
+    summary,
+    sweep,
+    to_frame,
+)
 from .errors import (
     ConfigError,
     Error,
@@ -43,6 +57,7 @@ __all__ = [
     "calibrate",
     "experiment",
     "rfc2544",
+    "mlrsearch",
     "sweep",
     "report",
     "summary",

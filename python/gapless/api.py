@@ -351,6 +351,32 @@ def sweep(
     return _method("sweep", "sweep", profile, tx, rx, tx_netns, rx_netns, common, params)
 
 
+def mlrsearch(
+    profile: ProfileLike,
+    *,
+    tx: Union[str, Mapping[str, Any]],
+    rx: Union[str, Mapping[str, Any]],
+    tx_netns: Optional[str] = None,
+    rx_netns: Optional[str] = None,
+    name: Optional[str] = None,
+    trial: Optional[Mapping[str, Any]] = None,
+    calibration: Optional[str] = None,
+    dut: Optional[Mapping[str, Any]] = None,
+    on_trial: Optional[Callable[[Dict[str, Any]], None]] = None,
+    report_dir: Optional[PathLike] = None,
+    **params: Any,
+) -> Result:
+    """MLRsearch (RFC 9971): every goal's conditional throughput in one search. ``params``
+    are the ``[mlrsearch]`` table's keys: ``goals`` (a list of dicts with ``name`` and
+    ``loss_ratio``, optionally ``exceed_ratio``, ``width``, ``final_trial_duration_s``,
+    ``duration_sum_s``, ...), ``max_rate_pps``, ``min_rate_pps``, ``final_trial_duration_s``,
+    ``width_goal``, ``latency_at``, ... The result's ``mlrsearch`` has ``goals`` (each with
+    ``conditional_throughput_pps``, ``lower_bound_pps``, ``upper_bound_pps``), ``trials``
+    and ``trial_seconds``."""
+    common = dict(name=name, trial=trial, calibration=calibration, dut=dut, on_trial=on_trial, report_dir=report_dir)
+    return _method("mlrsearch", "mlrsearch", profile, tx, rx, tx_netns, rx_netns, common, params)
+
+
 def _load(result: Union[Result, PathLike]) -> Result:
     if isinstance(result, Mapping):
         return dict(result)

@@ -134,6 +134,37 @@ def test_compose_save_reload_run_live_and_open_the_report(server: Server, testbe
         page.wait_for_function("() => document.querySelectorAll('.exp-view .report-plot .uplot').length == 2")
         page.screenshot(path=str(shots / "7-experiment.png"), full_page=True)
 
+        # 7b. MLRsearch from its preset: the goals' table leads the report, with the figures
+        # of the result, and the trials' loads are plotted by goal. The direct link keeps up
+        # with 20 kframes/s, so each goal ends at the maximum load.
+        page.select_option("#exp-preset", "mlrsearch")
+        text = page.locator("#exp-toml").input_value()
+        assert 'method = "mlrsearch"' in text and f'iface = "{testbed.tx}"' in text, text
+        text = text.replace("max_rate_pps = 50000", "max_rate_pps = 20000").replace("duration_s = 1\n", "duration_s = 0.5\n")
+        page.fill("#exp-toml", text)
+        page.click("#exp-start")
+        # The report shown is the sweep's until this one's ends.
+        detail = page.locator(f'.exp-view:not([data-experiment="{exp_id}"])')
+        expect(detail).to_have_count(1, timeout=60000)
+        expect(page.locator("#exp-state")).to_contain_text("finished")
+        exp_id = detail.get_attribute("data-experiment")
+        exp = page.evaluate(f"async () => (await (await fetch('/api/experiments/{exp_id}')).json()).result")
+        goals = exp["mlrsearch"]["goals"]
+        rows = detail.locator(".report-table.mlr-goals tbody tr")
+        expect(rows).to_have_count(len(goals))
+        for k, g in enumerate(goals):
+            v = g["conditional_throughput_pps"]
+            want = "" if v is None else str(v).removesuffix(".0")
+            cell = rows.nth(k).locator("td").nth(2)
+            assert cell.get_attribute("data-v") == want, f"expected {g['name']}'s conditional throughput {v} in the table; got {cell.get_attribute('data-v')}"
+            # A goal is met, or the search stopped because a trial's sender fell behind in
+            # every attempt, which its summary says.
+            assert g["met"] or any("sender fell behind in every attempt" in w for w in exp["warnings"]), (g, exp["warnings"])
+        expect(detail.locator(".report-table.mlr-latency tbody tr")).to_have_count(len(exp["mlrsearch"]["latency"]))
+        expect(detail.locator("pre.summary")).to_contain_text("MLRsearch (RFC 9971)")
+        page.wait_for_function("() => document.querySelectorAll('.exp-view .report-plot .uplot').length == 3")
+        page.screenshot(path=str(shots / "7b-mlrsearch.png"), full_page=True)
+
         # 8. A calibration on the testbed, then a second run that uses it; the two runs side
         # by side.
         page.click('nav .tab[data-tab="calibrations"]')

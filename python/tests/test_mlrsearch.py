@@ -186,3 +186,11 @@ def test_bad_input_is_refused_with_its_key_before_any_trial(router: str, change:
         gapless.experiment(spec, on_trial=heard.append)
     assert want in str(e.value), f"expected {want!r} in the error; got {e.value}"
     assert heard == [], f"expected no trial run; got {len(heard)}"
+
+
+def test_the_python_function_takes_the_tables_keys(router: str) -> None:
+    spec = example(router)
+    with pytest.raises(gapless.Error) as e:
+        gapless.mlrsearch(spec["profile"], tx=spec["tx"], rx=spec["rx"], trial=spec["trial"],
+                          goals=[{"name": "NDR", "loss_ratio": 0.0}], max_rate_pps=1000, min_rate_pps=5000)
+    assert "mlrsearch.min_rate_pps = 5000" in str(e.value), str(e.value)

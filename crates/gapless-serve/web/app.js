@@ -811,6 +811,9 @@ const EXP_PRESETS = {
     '[sweep]\nparameter = "rate"\nvalues = [5000, 10000, 20000]'),
   rfc2544: (tb) => experimentText(tb, "rfc2544-64B", "rfc2544", "max_retries = 2",
     '[rfc2544]\ntests = ["throughput"]\nframe_sizes = [64]\nloss_tolerance_pct = [0]\nmax_rate_pps = 50000\nmin_rate_pps = 1000\nresolution_pct = 2'),
+  mlrsearch: (tb) => experimentText(tb, "mlrsearch-64B", "mlrsearch", "max_retries = 2",
+    '[mlrsearch]\ngoals = [{ name = "NDR", loss_ratio = 0.0 }, { name = "PDR", loss_ratio = 0.005 }]\n' +
+    'final_trial_duration_s = 1\ninitial_trial_duration_s = 0.25\nmax_rate_pps = 50000\nmin_rate_pps = 1000\nwidth_goal = 0.01\nlatency_at = [0.1, 0.5, 0.9]'),
 };
 
 function presetExperiment() {
@@ -884,6 +887,7 @@ function experimentReport(x) {
   const rows = trials.map((t) => { const p = t.plan || {}; return [t.index, p.purpose || "", p.rate_pps, p.size ?? "profile", t.sent, t.received, t.loss_pct, t.valid ? "valid" : t.invalid_reason || "invalid"]; });
   const byRate = [...trials].filter((t) => t.plan && num(t.plan.rate_pps) != null).sort((a, b) => a.plan.rate_pps - b.plan.rate_pps);
   return el("div", { class: "exp-report" },
+    x.result.mlrsearch ? mlrReport(x.result.mlrsearch) : "",
     el("h3", { text: "trials" }),
     table("trials", ["#", "purpose", "rate pps", "size", "sent", "received", "loss %", "judged"], rows),
     el("div", { class: "report-plots" },
@@ -891,6 +895,28 @@ function experimentReport(x) {
         [byRate.map((t) => t.plan.rate_pps), byRate.map((t) => num(t.loss_pct))], ["loss %"], false),
       plotBox("exp-received", "received against offered", "offered frames/s", "received frames",
         [byRate.map((t) => t.plan.rate_pps), byRate.map((t) => num(t.sent)), byRate.map((t) => num(t.received))], ["sent", "received"], false)));
+}
+
+/// MLRsearch first: each goal's conditional throughput and bounds, latency at the fractions,
+/// and every trial's load against the search's time, one series per goal it served.
+function mlrReport(m) {
+  const goals = m.goals.map((g) => [g.name, g.loss_ratio, g.conditional_throughput_pps, g.lower_bound_pps, g.upper_bound_pps, g.met ? "met" : "NOT met"]);
+  const lat = (m.latency || []).map((l) => [`${Math.round(l.fraction * 100)} % of ${l.goal}`, l.rate_pps,
+    ...["latency_p50_ns", "latency_p99_ns", "latency_p99_9_ns"].map((k) => (l.point[k] ? l.point[k].mean / 1e3 : null))]);
+  const names = [...new Set(m.trials.map((t) => t.goal || "initial"))];
+  const xs = [], ys = names.map(() => []);
+  let at = 0;
+  for (const t of m.trials) {
+    xs.push(at);
+    names.forEach((n, k) => ys[k].push((t.goal || "initial") === n ? t.load_pps : null));
+    at += t.duration_s;
+  }
+  return el("div", { class: "mlr-report" },
+    el("h3", { text: `MLRsearch (RFC 9971): ${m.trials.length} trials, ${fmt(m.trial_seconds)} trial seconds` }),
+    table("mlr-goals", ["goal", "loss ratio", "conditional throughput pps", "lower bound pps", "upper bound pps", ""], goals),
+    lat.length ? table("mlr-latency", ["load", "rate pps", "p50 µs", "p99 µs", "p99.9 µs"], lat) : "",
+    el("div", { class: "report-plots" },
+      plotBox("exp-mlr", "each trial's load, by the goal it served", "trial seconds so far", "load frames/s", [xs, ...ys], names, false)));
 }
 
 async function stopExperiment() {

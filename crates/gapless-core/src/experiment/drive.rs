@@ -237,8 +237,11 @@ impl Driver<'_> {
     fn mlrsearch(&mut self, m: &MlrsearchSpec) -> Step<()> {
         let mut search = Mlr::new(m.search(self.spec.final_duration()).expect("checked")).expect("checked");
         let mut used: Vec<usize> = Vec::new();
+        self.out.mlrsearch = Some(self.mlr_result(&search, &used));
         while let Some(n) = search.next_trial() {
-            let purpose = format!("mlrsearch {}: {:.0} pps for {} s", n.purpose, n.load, n.duration_s);
+            let secs = format!("{:.3}", n.duration_s);
+            let secs = secs.trim_end_matches('0').trim_end_matches('.');
+            let purpose = format!("mlrsearch {}: {:.0} pps for {secs} s", n.purpose, n.load);
             let mut p = self.plan(purpose, &[Setting::Rate(n.load)], 0);
             p.duration_s = n.duration_s;
             let i = self.trial(p)?;

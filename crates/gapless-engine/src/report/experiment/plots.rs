@@ -5,7 +5,7 @@ use std::path::Path;
 
 use anyhow::Result;
 use gapless_core::experiment::stats::Estimate;
-use gapless_core::experiment::{Curve, ExperimentResult, PointResult, SizeResult};
+use gapless_core::experiment::{Curve, ExperimentResult, MlrsearchResult, PointResult, SizeResult};
 use plotters::coord::ranged1d::ValueFormatter;
 use plotters::coord::types::RangedCoordf64;
 use plotters::coord::Shift;
@@ -107,6 +107,10 @@ pub fn write(r: &ExperimentResult, dir: &Path) -> Result<usize> {
         n += both(dir, "rfc2544_latency", &latency_by_size(&r.rfc2544))?;
         n += both(dir, "rfc2544_frame_loss", &loss_by_load(&r.rfc2544))?;
     }
+    if let Some(m) = &r.mlrsearch {
+        n += both(dir, "mlrsearch_trials", &mlr_trials(m))?;
+        n += both(dir, "mlrsearch_latency", &mlr_latency(m))?;
+    }
     if !r.sweep.is_empty() {
         let x = r.sweep[0]
             .points
@@ -135,6 +139,54 @@ pub fn write(r: &ExperimentResult, dir: &Path) -> Result<usize> {
         )?;
     }
     Ok(n)
+}
+
+/// MLRsearch's trials as load against the search's time (trial seconds so far), one series
+/// per goal the trials served (the initial ones apart).
+fn mlr_trials(m: &MlrsearchResult) -> Lines {
+    let mut series: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
+    let mut t = 0.0;
+    for x in &m.trials {
+        let name = x.search.goal.clone().unwrap_or_else(|| "initial".into());
+        let at = match series.iter().position(|s| s.0 == name) {
+            Some(i) => i,
+            None => {
+                series.push((name, Vec::new()));
+                series.len() - 1
+            }
+        };
+        series[at].1.push((t, x.search.load_pps));
+        t += x.search.duration_s;
+    }
+    Lines {
+        title: "MLRsearch: each trial's load, by the goal it served".into(),
+        x: "trial seconds so far".into(),
+        y: "load (frames/s)".into(),
+        series,
+        log_x: false,
+    }
+}
+
+/// Latency percentiles at the fractions of the latency goal's throughput.
+fn mlr_latency(m: &MlrsearchResult) -> Lines {
+    let goal = m.latency.first().map_or(String::new(), |l| l.goal.clone());
+    let line = |f: fn(&PointResult) -> Option<&Estimate>| -> Vec<(f64, f64)> {
+        m.latency
+            .iter()
+            .filter_map(|l| f(&l.point).map(|e| (l.fraction * 100.0, e.mean / 1e3)))
+            .collect()
+    };
+    Lines {
+        title: format!("latency at fractions of {goal}"),
+        x: format!("load (% of {goal})"),
+        y: "latency (µs)".into(),
+        series: vec![
+            ("p50".into(), line(p50)),
+            ("p99".into(), line(p99)),
+            ("p99.9".into(), line(p999)),
+        ],
+        log_x: false,
+    }
 }
 
 fn p50(p: &PointResult) -> Option<&Estimate> {
