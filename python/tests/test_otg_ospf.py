@@ -12,7 +12,7 @@ from typing import Any, Iterator
 
 import pytest
 
-from conftest import Server
+from conftest import Server, tcpdump
 from test_otg import api, run_to_stop, transport  # noqa: F401 (transport: a fixture)
 from test_otg_ixia import device_pair, two_veths
 
@@ -109,6 +109,61 @@ def test_protocols_stopped_read_the_sessions_down_and_started_again_come_back(se
     assert m["o1"].full_state_count == 0 and m["o2"].full_state_count == 0, m
     cs.protocol.all.state = cs.protocol.all.START
     a.set_control_state(cs)
+    wait_learned(a)
+
+
+def summary_stamps(pcap: Path, src_mac: str, ids: set[str]) -> list[int]:
+    """The stamps of the OSPFv2 LS Updates `src_mac` sent that carry a summary LSA (type 3)
+    for one of `ids`, in a nanosecond pcap."""
+    import socket
+
+    from scapy.all import RawPcapReader  # type: ignore[import-untyped]
+
+    mac, out = bytes.fromhex(src_mac.replace(":", "")), []
+    for d, m in RawPcapReader(str(pcap)):
+        o = 14 + (d[14] & 0x0F) * 4
+        if d[6:12] != mac or d[12:14] != b"\x08\x00" or d[23] != 89 or d[o + 1] != 4:
+            continue
+        p = o + 28
+        for _ in range(int.from_bytes(d[o + 24:o + 28], "big")):
+            if d[p + 3] == 3 and socket.inet_ntoa(d[p + 4:p + 8]) in ids:
+                out.append(m.sec * 1_000_000_000 + m.usec)
+                break
+            p += int.from_bytes(d[p + 18:p + 20], "big")
+    return out
+
+
+def test_a_range_withdrawal_is_timed_by_the_ls_update_that_flushes_it_and_leaves_the_peers_lsas(
+        server: Server, transport: str, wires: str, tmp_path: Path) -> None:
+    a = api(server, transport)
+    cfg = ospf_config(a)
+    f = cfg.flows.flow(name="to-o2")[-1]  # the convergence metrics are a flow's
+    f.tx_rx.device.tx_names, f.tx_rx.device.rx_names = ["o1.inter"], ["o2.inter"]
+    f.packet.ethernet().ipv4().udp()
+    a.set_config(cfg)
+    wait_learned(a)
+    with tcpdump(NS, Z, tmp_path / "ospf.pcap", "ip proto 89", "--immediate-mode"):
+        cs = a.control_state()
+        cs.protocol.route.names, cs.protocol.route.state = ["o2.inter"], "withdraw"
+        asked = time.time_ns()
+        assert len(a.set_control_state(cs).warnings) == 0, "expected the withdrawal's LS Update seen on the wire"
+        time.sleep(0.3)
+    # o2 floods its router LSA at once, and flushes its summaries at its next ABR task (FRR:
+    # 5 s later): the withdrawal's time is the LS Update that carries them.
+    sent = [t for t in summary_stamps(tmp_path / "ospf.pcap", MAC[1], {"10.20.0.0", "10.20.1.0"}) if t >= asked]
+    assert sent, "expected tcpdump to see o2's LS Update flushing its summaries"
+    req = a.metrics_request()
+    req.convergence.flow_names = ["to-o2"]
+    ev = [e for e in a.get_metrics(req).convergence_metrics[0].events if e.type == "route_withdraw"]
+    assert len(ev) == 1 and ev[0].source == "o2.inter", f"expected one route_withdraw event for o2.inter; got {ev}"
+    assert abs(ev[0].begin_timestamp_ns - sent[0]) < 1_000_000, \
+        f"expected the withdrawal's time within 1 ms of the LS Update tcpdump saw at {sent[0]}; got {ev[0].begin_timestamp_ns}"
+    t0 = time.monotonic()
+    while sums := sorted(x.header.lsa_id for x in lsas(a, "o1").network_summary_lsas):
+        assert time.monotonic() - t0 < 5, f"expected o2's summary LSAs gone from o1 after the withdrawal; got {sums}"
+        time.sleep(0.2)
+    cs.protocol.route.state = "advertise"
+    assert len(a.set_control_state(cs).warnings) == 0, "expected the advertisement's LS Update seen on the wire"
     wait_learned(a)
 
 

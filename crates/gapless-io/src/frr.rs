@@ -294,6 +294,23 @@ fn io(p: &Path, cause: std::io::Error) -> IoError {
 /// Makes (again) a stub interface `name` in `netns`: a veth pair (`name`, `name`p) inside the
 /// namespace, both up, `name` holding `addrs`. A routing daemon announces the prefixes of its
 /// addresses; nothing is sent on it. The namespace's removal removes it.
+/// Sets the stub interface `name` in `netns` up or down: a route range announced from it
+/// comes or goes (its connected routes with its carrier).
+pub fn set_stub(netns: &str, name: &str, up: bool) -> Result<(), IoError> {
+    let state = if up { "up" } else { "down" };
+    let out = Command::new("ip")
+        .args(["-n", netns, "link", "set", name, state])
+        .output()
+        .map_err(|e| io(Path::new("ip"), e))?;
+    if out.status.success() {
+        return Ok(());
+    }
+    Err(IoError::Command {
+        cmd: format!("ip -n {netns} link set {name} {state}"),
+        stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+    })
+}
+
 pub fn stub_interface(netns: &str, name: &str, addrs: &[(std::net::IpAddr, u8)]) -> Result<(), IoError> {
     let ip = |args: &[&str], input: Option<String>| -> Result<(), IoError> {
         let mut c = Command::new("ip");

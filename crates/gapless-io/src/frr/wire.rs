@@ -49,7 +49,7 @@ impl UpdateWatch {
     }
 
     /// The stamp of the first frame the device sent that `wanted` takes.
-    fn first_sent(&self, wanted: impl Fn(&[u8]) -> bool, within: Duration) -> Option<u64> {
+    pub fn first_sent(&self, wanted: impl Fn(&[u8]) -> bool, within: Duration) -> Option<u64> {
         let t0 = Instant::now();
         let mut buf = [0u8; 4096];
         while let Some(left) = within.checked_sub(t0.elapsed()) {

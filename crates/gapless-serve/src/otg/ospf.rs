@@ -65,6 +65,28 @@ impl Ospfd {
         self.set.stop();
     }
 
+    pub fn range_names(&self) -> Vec<String> {
+        self.router.ranges.iter().map(|x| x.name.clone()).collect()
+    }
+
+    /// Withdraws (or advertises again) the ranges named (all when none are): each range's
+    /// stub interface set down (or up), so that the daemon flushes (or originates again) the
+    /// LSAs that carry it; returns the names of the ranges it acted on.
+    pub fn routes(&self, advertise: bool, names: &[String]) -> Result<Vec<String>, OtgError> {
+        let mut acted = Vec::new();
+        let stubs = gapless_otg::ospf::stubs(&self.router);
+        for (x, stub) in self.router.ranges.iter().zip(&stubs) {
+            if !(names.is_empty() || names.contains(&x.name)) {
+                continue;
+            }
+            gapless_io::frr::set_stub(&self.netns, &stub.name, advertise).map_err(|e| {
+                OtgError::internal(format!("OSPF router {:?}: range {:?}: {e}", self.router.name, x.name))
+            })?;
+            acted.push(x.name.clone());
+        }
+        Ok(acted)
+    }
+
     /// The daemon, and its command prefix: ospfd's `show ip ospf`, ospf6d's `show ipv6 ospf6`.
     fn daemon(&self) -> (&'static str, &'static str) {
         if self.router.v6 {

@@ -24,6 +24,10 @@ use crate::Shared;
 /// the command).
 const UPDATE_WITHIN: std::time::Duration = std::time::Duration::from_secs(2);
 
+/// How long an OSPF range's LSAs may take to leave: FRR's area border router originates or
+/// flushes summaries at its next ABR task, 5 s after the change (OSPF_ABR_TASK_DELAY).
+const OSPF_WITHIN: std::time::Duration = std::time::Duration::from_secs(8);
+
 /// A device's BGP router and its daemon.
 pub struct Bgpd {
     pub router: Router,
@@ -258,18 +262,19 @@ pub(crate) fn check_names(names: &[String], known: &[String], at: &str, what: &s
     }
 }
 
-/// `protocol.route` withdraw or advertise of the BGP and IS-IS ranges named (all when none
-/// are). Each is recorded for the convergence metrics (`route_withdraw`, `route_advertise`)
-/// at the time its UPDATE (BGP) or LSP (IS-IS) left on the device's interface, as the kernel
-/// stamped it.
+/// `protocol.route` withdraw or advertise of the BGP, IS-IS and OSPF ranges named (all when
+/// none are). Each is recorded for the convergence metrics (`route_withdraw`,
+/// `route_advertise`) at the time its UPDATE (BGP), LSP (IS-IS) or LS Update (OSPF) left on
+/// the device's interface, as the kernel stamped it.
 pub fn route_control(s: &Shared, advertise: bool, names: &[String]) -> Result<Value, OtgError> {
-    let (routers, isis, hosts) = {
+    let (routers, isis, ospf, hosts) = {
         let st = otg(s);
-        (st.routers.clone(), st.isis.clone(), st.hosts.clone())
+        (st.routers.clone(), st.isis.clone(), st.ospf.clone(), st.hosts.clone())
     };
     let mut known: Vec<String> = routers.iter().flat_map(|r| r.names().1).collect();
     known.extend(isis.iter().flat_map(|r| r.range_names()));
-    check_names(names, &known, "protocol.route.names", "BGP or IS-IS route range")?;
+    known.extend(ospf.iter().flat_map(|r| r.range_names()));
+    check_names(names, &known, "protocol.route.names", "BGP, IS-IS or OSPF route range")?;
     let kind = if advertise { "route_advertise" } else { "route_withdraw" };
     let watch = |eth: &str| {
         let host = hosts.iter().find(|h| h.0 == eth).map(|h| h.1.clone());
@@ -287,23 +292,33 @@ pub fn route_control(s: &Shared, advertise: bool, names: &[String]) -> Result<Va
         if mine.is_empty() {
             continue;
         }
-        let w = watch(&r.router.eth);
-        let acted = r.routes(advertise, names)?;
-        let asked = gapless_engine::clock::RunClock::realtime_now_ns();
-        let wire = w.and_then(|w| mine.iter().find_map(|p| w.first_update(p.address, UPDATE_WITHIN)));
         let what = format!("device {:?}: no BGP UPDATE", r.router.device);
-        made.push(stamped(acted, wire.ok_or(asked), &what, &mut warnings));
+        let change = || r.routes(advertise, names);
+        let seen =
+            |w: &gapless_io::frr::wire::UpdateWatch| mine.iter().find_map(|p| w.first_update(p.address, UPDATE_WITHIN));
+        made.push(on_wire(watch(&r.router.eth), change, seen, &what, &mut warnings)?);
     }
-    for r in &isis {
-        if !r.range_names().iter().any(|n| names.is_empty() || names.contains(n)) {
-            continue;
-        }
-        let w = watch(&r.router.eth);
-        let acted = r.routes(advertise, names)?;
-        let asked = gapless_engine::clock::RunClock::realtime_now_ns();
-        let wire = w.and_then(|w| w.first_lsp(UPDATE_WITHIN));
+    let mine = |ranges: Vec<String>| ranges.iter().any(|n| names.is_empty() || names.contains(n));
+    for r in isis.iter().filter(|r| mine(r.range_names())) {
         let what = format!("IS-IS router {:?}: no LSP", r.router.name);
-        made.push(stamped(acted, wire.ok_or(asked), &what, &mut warnings));
+        let change = || r.routes(advertise, names);
+        made.push(on_wire(
+            watch(&r.router.eth),
+            change,
+            |w| w.first_lsp(UPDATE_WITHIN),
+            &what,
+            &mut warnings,
+        )?);
+    }
+    for r in ospf.iter().filter(|r| mine(r.range_names())) {
+        let what = format!("OSPF router {:?}: no LS Update with the range's LSAs", r.router.name);
+        let change = || r.routes(advertise, names);
+        let ranges: Vec<&gapless_otg::ospf::Range> = (r.router.ranges.iter())
+            .filter(|x| names.is_empty() || names.contains(&x.name))
+            .collect();
+        let carries = |f: &[u8]| gapless_otg::ospf::wire::lsu_carries(f, &r.router, &ranges);
+        let seen = |w: &gapless_io::frr::wire::UpdateWatch| w.first_sent(carries, OSPF_WITHIN);
+        made.push(on_wire(watch(&r.router.eth), change, seen, &what, &mut warnings)?);
     }
     let mut st = otg(s);
     for (names, at) in made {
@@ -317,13 +332,27 @@ pub fn route_control(s: &Shared, advertise: bool, names: &[String]) -> Result<Va
     Ok(requests::ok(warnings))
 }
 
+/// Makes `change` with `w` watching the device's interface: the ranges it acted on, and the
+/// stamp of the first message `seen` takes (else the time of the command, with a warning).
+fn on_wire(
+    w: Option<gapless_io::frr::wire::UpdateWatch>,
+    change: impl FnOnce() -> Result<Vec<String>, OtgError>,
+    seen: impl FnOnce(&gapless_io::frr::wire::UpdateWatch) -> Option<u64>,
+    what: &str,
+    warnings: &mut Vec<String>,
+) -> Result<(Vec<String>, u64), OtgError> {
+    let acted = change()?;
+    let asked = gapless_engine::clock::RunClock::realtime_now_ns();
+    let wire = w.as_ref().and_then(seen);
+    Ok(stamped(acted, wire.ok_or(asked), what, warnings))
+}
+
 /// The ranges acted on, with the wire's stamp of the message that carried the change; or
 /// (Err), with a warning, the time the daemon took the command.
 fn stamped(acted: Vec<String>, wire: Result<u64, u64>, what: &str, warnings: &mut Vec<String>) -> (Vec<String>, u64) {
     let at = wire.unwrap_or_else(|asked| {
         warnings.push(format!(
-            "{what} was seen on its interface within {} s: its time is when the daemon took the command",
-            UPDATE_WITHIN.as_secs()
+            "{what} was seen on its interface in time: its time is when the daemon took the command"
         ));
         asked
     });
