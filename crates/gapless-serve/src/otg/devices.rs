@@ -29,8 +29,8 @@ pub const RESOLVE_IN_BACKGROUND: Duration = Duration::from_secs(30);
 /// A host per device Ethernet, on its port's interface, in a namespace of its own. Interface
 /// names are `gd<pid>x<k>`: unique per server in the port's namespace, at most 15 bytes.
 pub fn up(plan: &Plan) -> Result<Vec<(String, Arc<Host>)>, OtgError> {
-    let mut hosts = Vec::new();
-    for (k, e) in plan.devices.iter().enumerate() {
+    let make = |k: &usize| -> Result<(String, Arc<Host>), OtgError> {
+        let e = &plan.devices[*k];
         let port = plan
             .ports
             .iter()
@@ -40,7 +40,7 @@ pub fn up(plan: &Plan) -> Result<Vec<(String, Arc<Host>)>, OtgError> {
             ifname: format!("gd{}x{k}", std::process::id() % 100_000),
             lower: port.iface.clone(),
             netns: port.netns.clone(),
-            own_netns: netns_name(k),
+            own_netns: netns_name(*k),
             mac: e.mac.clone(),
             mtu: e.mtu,
             vlans: e.vlans.iter().map(|v| (v.id, v.tpid, v.priority)).collect(),
@@ -52,8 +52,13 @@ pub fn up(plan: &Plan) -> Result<Vec<(String, Arc<Host>)>, OtgError> {
                 e.name, e.port
             ))
         })?;
-        hosts.push((e.name.clone(), Arc::new(host)));
-    }
+        Ok((e.name.clone(), Arc::new(host)))
+    };
+    // The first alone: the first `ip netns add` makes /run/netns a shared mount, which
+    // races with another doing the same. The rest a few at a time.
+    let ks: Vec<usize> = (0..plan.devices.len()).collect();
+    let mut hosts = super::chunks::in_chunks(&ks[..ks.len().min(1)], make)?;
+    hosts.extend(super::chunks::in_chunks(&ks[ks.len().min(1)..], make)?);
     Ok(hosts)
 }
 

@@ -41,9 +41,9 @@ pub fn up(plan: &Plan, hosts: &[(String, Arc<Host>)]) -> Result<Vec<Arc<Isisd>>,
             router: r.clone(),
             set: DaemonSet::new(what, host.1.netns().to_string(), configs),
         });
-        i.start()?;
         out.push(i);
     }
+    super::chunks::start_all(&out, |i| i.start())?;
     Ok(out)
 }
 

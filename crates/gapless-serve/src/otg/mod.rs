@@ -14,6 +14,7 @@
 //!
 //! Successes are JSON with a `warnings` list; errors are `{code, kind, errors}`.
 
+mod chunks;
 mod daemons;
 mod devices;
 mod isis;

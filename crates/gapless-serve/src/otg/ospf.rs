@@ -50,9 +50,9 @@ pub fn up(plan: &Plan, hosts: &[(String, Arc<Host>)]) -> Result<Vec<Arc<Ospfd>>,
                 ))
             })?;
         }
-        o.set.start()?;
         out.push(o);
     }
+    super::chunks::start_all(&out, |o| o.start())?;
     Ok(out)
 }
 

@@ -45,14 +45,13 @@ pub fn up(plan: &Plan, hosts: &[(String, Arc<Host>)]) -> Result<Vec<Arc<Bgpd>>, 
         let host = hosts.iter().find(|h| h.0 == r.eth).ok_or_else(|| {
             OtgError::internal(format!("device {:?}: its Ethernet {:?} has no host", r.device, r.eth))
         })?;
-        let b = Arc::new(Bgpd {
+        out.push(Arc::new(Bgpd {
             router: r.clone(),
             netns: host.1.netns().to_string(),
             daemon: Mutex::new(None),
-        });
-        b.start()?;
-        out.push(b);
+        }));
     }
+    super::chunks::start_all(&out, |b| b.start())?;
     Ok(out)
 }
 
