@@ -214,6 +214,47 @@ def test_ospfv3_p2p_reaches_full_lists_the_peers_inter_area_prefixes_and_carries
     assert got == [(500, 500)], f"expected every frame of the flow to o62's range received; got {got}"
 
 
+def v3_prefixes(a: Any) -> list[str]:
+    sreq = a.states_request()
+    sreq.ospfv3_lsas.router_names = ["o61"]
+    return sorted(x.address_prefix for x in a.get_states(sreq).ospfv3_lsas[0].inter_area_prefix_lsas)
+
+
+def test_an_ospfv3_range_withdrawal_is_timed_by_its_inter_area_prefix_lsa_and_comes_back(server: Server, wires: str) -> None:
+    """OSPFv3's inter-area-prefix LSAs carry no prefix in their id: the event's LS Update is
+    told by the prefix inside (no warning means it was seen on the wire in time)."""
+    a = api(server, "https")
+    cfg = ospf3_config(a)
+    f = cfg.flows.flow(name="to-o62")[-1]
+    f.tx_rx.device.tx_names, f.tx_rx.device.rx_names = ["o61.inter"], ["o62.inter"]
+    f.size.fixed = 128  # the convergence metrics are a flow's; it is not started
+    f.packet.ethernet().ipv6().udp()
+    a.set_config(cfg)
+    t0 = time.monotonic()
+    while v3_prefixes(a) != ["2001:db8:20:1::", "2001:db8:20::"]:
+        assert time.monotonic() - t0 < 20, f"expected o62's inter-area prefixes at o61; got {v3_prefixes(a)}"
+        time.sleep(0.3)
+    cs = a.control_state()
+    cs.protocol.route.names, cs.protocol.route.state = ["o62.inter"], "withdraw"
+    asked = time.time_ns()
+    w = a.set_control_state(cs).warnings
+    assert len(w) == 0, f"expected the LS Update flushing o62's inter-area prefixes seen on the wire; got {w}"
+    req = a.metrics_request()
+    req.convergence.flow_names = ["to-o62"]
+    ev = [e for e in a.get_metrics(req).convergence_metrics[0].events if e.type == "route_withdraw"]
+    assert len(ev) == 1 and ev[0].source == "o62.inter" and ev[0].begin_timestamp_ns > asked, f"expected one route_withdraw after the request; got {ev}"
+    t0 = time.monotonic()
+    while got := v3_prefixes(a):
+        assert time.monotonic() - t0 < 5, f"expected o62's inter-area prefixes gone from o61; got {got}"
+        time.sleep(0.2)
+    cs.protocol.route.state = "advertise"
+    assert len(a.set_control_state(cs).warnings) == 0, "expected the advertisement's LS Update seen on the wire"
+    t0 = time.monotonic()
+    while v3_prefixes(a) != ["2001:db8:20:1::", "2001:db8:20::"]:
+        assert time.monotonic() - t0 < 10, f"expected o62's inter-area prefixes back at o61; got {v3_prefixes(a)}"
+        time.sleep(0.3)
+
+
 @pytest.mark.parametrize("change,want", [
     (lambda c: setattr(c.devices[0].ospfv2.interfaces[0], "ipv4_name", "nope"),
      'devices[0].ospfv2.interfaces[0].ipv4_name: no IPv4 address named "nope"'),

@@ -298,15 +298,18 @@ fn io(p: &Path, cause: std::io::Error) -> IoError {
 /// comes or goes (its connected routes with its carrier).
 pub fn set_stub(netns: &str, name: &str, up: bool) -> Result<(), IoError> {
     let state = if up { "up" } else { "down" };
-    let out = Command::new("ip")
-        .args(["-n", netns, "link", "set", name, state])
-        .output()
-        .map_err(|e| io(Path::new("ip"), e))?;
+    succeed(Command::new("ip").args(["-n", netns, "link", "set", name, state]))
+}
+
+/// Runs `cmd`; its stderr in the error when it fails.
+fn succeed(cmd: &mut Command) -> Result<(), IoError> {
+    let shown = format!("{cmd:?}").replace('"', "");
+    let out = cmd.output().map_err(|e| io(Path::new(cmd.get_program()), e))?;
     if out.status.success() {
         return Ok(());
     }
     Err(IoError::Command {
-        cmd: format!("ip -n {netns} link set {name} {state}"),
+        cmd: shown,
         stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
     })
 }
@@ -345,8 +348,16 @@ pub fn stub_interface(netns: &str, name: &str, addrs: &[(std::net::IpAddr, u8)])
         .map(|(a, len)| format!("addr add {a}/{len} dev {name}\n"))
         .collect();
     ip(&["-batch", "-"], Some(batch))?;
+    keep_addresses_when_down(netns, name)?;
     ip(&["link", "set", &peer, "up"], None)?;
     ip(&["link", "set", name, "up"], None)
+}
+
+/// Linux drops an interface's IPv6 addresses when it goes down; a stub set down to withdraw
+/// its range ([`set_stub`]) must find them again when it comes up.
+fn keep_addresses_when_down(netns: &str, name: &str) -> Result<(), IoError> {
+    let key = format!("net.ipv6.conf.{name}.keep_addr_on_down=1");
+    succeed(Command::new("ip").args(["netns", "exec", netns, "sysctl", "-q", "-w", &key]))
 }
 
 /// Stops the daemons of servers that are gone (their PID no longer runs) and removes their
