@@ -24,7 +24,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "python" / "tests"))
 
 import gapless  # noqa: E402
-from test_mlrsearch import GaplessTrials, binary_trial_seconds, example  # noqa: E402
+from test_mlrsearch import binary_trial_seconds, example, package_search, rfc2544_spec  # noqa: E402
 
 BED = "glbm"
 
@@ -39,15 +39,9 @@ def ours() -> Dict[str, Any]:
             "warnings": r["warnings"]}
 
 
-def binary() -> Dict[str, Any]:
-    spec = example(BED)
-    m = spec.pop("mlrsearch")
-    spec["method"] = "rfc2544"
-    spec["trial"]["duration_s"] = m["final_trial_duration_s"]
-    spec["rfc2544"] = {"tests": ["throughput"], "frame_sizes": [64], "loss_tolerance_pct": [0, 0.5],
-                       "max_rate_pps": m["max_rate_pps"], "min_rate_pps": m["min_rate_pps"], "resolution_pct": 0.5}
+def rfc2544() -> Dict[str, Any]:
     t0 = time.monotonic()
-    r = gapless.experiment(spec)
+    r = gapless.experiment(rfc2544_spec(BED))
     tps = r["rfc2544"][0]["throughput"]
     return {"search": "gapless rfc2544 binary", "wall_s": time.monotonic() - t0, "trials": len(r["trials"]),
             "trial_seconds": binary_trial_seconds(r),
@@ -56,30 +50,14 @@ def binary() -> Dict[str, Any]:
 
 
 def package() -> Dict[str, Any]:
-    from MLRsearch import Config, MultipleLossRatioSearch, SearchGoal  # type: ignore[import-untyped]
-
-    goals = [SearchGoal(loss_ratio=x, exceed_ratio=0.5, relative_width=0.005, initial_trial_duration=0.25,
-                        final_trial_duration=1.0, duration_sum=1.0, preceding_targets=2, fail_fast=False)
-             for x in (0.0, 0.005)]
-    cfg = Config()
-    cfg.goals, cfg.min_load, cfg.max_load, cfg.search_duration_max, cfg.warmup_duration = goals, 1_000.0, 50_000.0, 900.0, None
-    trials = GaplessTrials(BED)
-    seconds = []
-    measure = trials.measure
-
-    def counted(intended_duration: float, intended_load: float) -> Any:
-        seconds.append(intended_duration)
-        return measure(intended_duration, intended_load)
-
-    trials.measure = counted  # type: ignore[method-assign]
     t0 = time.monotonic()
-    res = MultipleLossRatioSearch(config=cfg).search(measurer=trials)
+    goals, res, trials = package_search(BED, [0.0, 0.005])
     out = {}
     for name, g in zip(("NDR", "PDR"), goals):
         lo, hi = res[g].relevant_lower_bound, res[g].relevant_upper_bound
         out[name] = [None if lo is None else float(lo), None if hi is None else float(hi)]
     return {"search": "MLRsearch 1.2.1 package", "wall_s": time.monotonic() - t0, "trials": trials.trials,
-            "trial_seconds": sum(seconds), "goals": out}
+            "trial_seconds": trials.seconds, "goals": out}
 
 
 def main() -> None:
@@ -91,7 +69,7 @@ def main() -> None:
     try:
         with out.open("w") as f:
             for rep in range(reps):
-                for run in (ours, binary, package):
+                for run in (ours, rfc2544, package):
                     line = {"rep": rep + 1, **run()}
                     print(json.dumps(line), flush=True)
                     f.write(json.dumps(line) + "\n")

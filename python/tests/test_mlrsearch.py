@@ -62,6 +62,18 @@ def stopped_by_the_sender(r: Dict[str, Any]) -> bool:
     return bool(hit)
 
 
+def rfc2544_spec(bed: str) -> Dict[str, Any]:
+    """RFC 2544's binary search on `bed` for the example's goals: the same loss ratios,
+    resolution and range, trials as long as the final ones."""
+    spec = example(bed)
+    m = spec.pop("mlrsearch")
+    spec["method"] = "rfc2544"
+    spec["trial"]["duration_s"] = m["final_trial_duration_s"]
+    spec["rfc2544"] = {"tests": ["throughput"], "frame_sizes": [64], "loss_tolerance_pct": [0, 0.5],
+                       "max_rate_pps": m["max_rate_pps"], "min_rate_pps": m["min_rate_pps"], "resolution_pct": 0.5}
+    return spec
+
+
 def binary_trial_seconds(r: Dict[str, Any]) -> float:
     return sum(t["plan"]["duration_s"] for t in r["trials"] if not t["repeated"])
 
@@ -113,13 +125,7 @@ def test_mlrsearch_needs_fewer_trial_seconds_than_rfc2544_for_the_same_goals(rou
                                                                           searched: Dict[str, Any]) -> None:
     if stopped_by_the_sender(searched):
         return
-    spec = example(router)
-    m = spec.pop("mlrsearch")
-    spec["method"] = "rfc2544"
-    spec["trial"]["duration_s"] = m["final_trial_duration_s"]
-    spec["rfc2544"] = {"tests": ["throughput"], "frame_sizes": [64], "loss_tolerance_pct": [0, 0.5],
-                       "max_rate_pps": m["max_rate_pps"], "min_rate_pps": m["min_rate_pps"], "resolution_pct": 0.5}
-    b = gapless.experiment(spec)
+    b = gapless.experiment(rfc2544_spec(router))
     binary, mlr = binary_trial_seconds(b), searched["mlrsearch"]["trial_seconds"]
     print(f"trial seconds: MLRsearch {mlr:.2f} ({len(searched['mlrsearch']['trials'])} trials), "
           f"RFC 2544 binary search {binary:.2f} ({len(b['trials'])} trials)")
@@ -134,7 +140,7 @@ class GaplessTrials:
     (method "repeat") at the load and duration asked, on the module's testbed."""
 
     def __init__(self, bed: str) -> None:
-        self.bed, self.trials = bed, 0
+        self.bed, self.trials, self.seconds = bed, 0, 0.0
 
     def measure(self, intended_duration: float, intended_load: float) -> Any:
         from MLRsearch import MeasurementResult  # type: ignore[import-untyped]
@@ -147,8 +153,23 @@ class GaplessTrials:
         r = gapless.experiment(spec)
         t = next(t for t in r["trials"] if not t["repeated"])
         self.trials += 1
+        self.seconds += intended_duration
         return MeasurementResult(intended_duration=intended_duration, intended_load=intended_load,
                                  offered_count=t["sent"], forwarding_count=t["received"])
+
+
+def package_search(bed: str, loss_ratios: List[float]) -> tuple[List[Any], Any, GaplessTrials]:
+    """CSIT's MLRsearch 1.2.1 with the example's goals at `loss_ratios`, driving gapless trials
+    on `bed`: (its goals, its result by goal, the measurer with its counts)."""
+    from MLRsearch import Config, MultipleLossRatioSearch, SearchGoal
+
+    goals = [SearchGoal(loss_ratio=x, exceed_ratio=0.5, relative_width=0.005, initial_trial_duration=0.25,
+                        final_trial_duration=1.0, duration_sum=1.0, preceding_targets=2, fail_fast=False)
+             for x in loss_ratios]
+    cfg = Config()
+    cfg.goals, cfg.min_load, cfg.max_load, cfg.search_duration_max, cfg.warmup_duration = goals, 1_000.0, 50_000.0, 600.0, None
+    trials = GaplessTrials(bed)
+    return goals, MultipleLossRatioSearch(config=cfg).search(measurer=trials), trials
 
 
 def test_the_mlrsearch_package_driving_gapless_trials_agrees(router: str, searched: Dict[str, Any]) -> None:
@@ -156,14 +177,7 @@ def test_the_mlrsearch_package_driving_gapless_trials_agrees(router: str, search
     intervals and ours both hold the device's thresholds, so they overlap."""
     if stopped_by_the_sender(searched):
         return
-    from MLRsearch import Config, MultipleLossRatioSearch, SearchGoal
-
-    goals = [SearchGoal(loss_ratio=g["loss_ratio"], exceed_ratio=0.5, relative_width=0.005, initial_trial_duration=0.25,
-                        final_trial_duration=1.0, duration_sum=1.0, preceding_targets=2, fail_fast=False)
-             for g in searched["mlrsearch"]["goals"]]
-    cfg = Config()
-    cfg.goals, cfg.min_load, cfg.max_load, cfg.search_duration_max, cfg.warmup_duration = goals, 1_000.0, 50_000.0, 600.0, None
-    theirs = MultipleLossRatioSearch(config=cfg).search(measurer=GaplessTrials(router))
+    goals, theirs, _ = package_search(router, [g["loss_ratio"] for g in searched["mlrsearch"]["goals"]])
     for goal, ours in zip(goals, searched["mlrsearch"]["goals"]):
         res = theirs[goal]
         lo, hi = float(res.relevant_lower_bound), float(res.relevant_upper_bound)

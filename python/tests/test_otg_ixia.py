@@ -17,7 +17,7 @@ import time
 import zlib
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import pytest
 import snappi  # type: ignore[import-untyped]
@@ -50,10 +50,12 @@ def two_veths(ns: str) -> Iterator[str]:
         subprocess.run(["ip", "netns", "del", ns], capture_output=True)
 
 
-def device_pair(a: Any, ns: str, macs: tuple[str, str], v6: bool = False) -> tuple[Any, list[Any]]:
+def device_pair(a: Any, ns: str, macs: tuple[str, str], v6: bool = False,
+                ip4: Callable[[int], tuple[str, str]] = lambda k: (f"1.1.1.{k}", f"1.1.1.{3 - k}")) -> tuple[Any, list[Any]]:
     """A config with p1 and p2 on `veth-a` and `veth-z` in `ns`, and devices d1 and d2 on them
-    (`d{k}.eth`, IPv4 `d{k}.ip4` 1.1.1.k/24, with `v6` IPv6 `d{k}.ip6` 2001:db8::k/64), each
-    the other's gateway: the set-up of the routing protocol tests."""
+    (`d{k}.eth`, IPv4 `d{k}.ip4` /24 with address and gateway `ip4(k)`, by default 1.1.1.k,
+    each the other's gateway; with `v6` IPv6 `d{k}.ip6` 2001:db8::k/64): the set-up of the
+    routing protocol tests."""
     cfg = a.config()
     cfg.ports.port(name="p1", location=f"{ns}/{A}").port(name="p2", location=f"{ns}/{Z}")
     devices = []
@@ -62,12 +64,25 @@ def device_pair(a: Any, ns: str, macs: tuple[str, str], v6: bool = False) -> tup
         e = d.ethernets.add()
         e.name, e.mac, e.connection.port_name = f"d{k}.eth", macs[k - 1], f"p{k}"
         ip = e.ipv4_addresses.add()
-        ip.name, ip.address, ip.gateway, ip.prefix = f"d{k}.ip4", f"1.1.1.{k}", f"1.1.1.{3 - k}", 24
+        (ip.name, ip.prefix), (ip.address, ip.gateway) = (f"d{k}.ip4", 24), ip4(k)
         if v6:
             ip6 = e.ipv6_addresses.add()
             ip6.name, ip6.address, ip6.gateway, ip6.prefix = f"d{k}.ip6", f"2001:db8::{k}", f"2001:db8::{3 - k}", 64
         devices.append(d)
     return cfg, devices
+
+
+def withdrawal(a: Any, flow: str, source: str, wire: int | None = None, what: str = "") -> int:
+    """The time of the one `route_withdraw` event of `source` in `flow`'s convergence metric;
+    with `wire`, checked within 1 ms of the `what` tcpdump saw then (ns)."""
+    req = a.metrics_request()
+    req.convergence.flow_names = [flow]
+    ev = [e for e in a.get_metrics(req).convergence_metrics[0].events if e.type == "route_withdraw"]
+    assert len(ev) == 1 and ev[0].source == source, f"expected one route_withdraw event for {source}; got {ev}"
+    at = int(ev[0].begin_timestamp_ns)
+    if wire is not None:
+        assert abs(at - wire) < 1_000_000, f"expected the withdrawal's time within 1 ms of the {what} tcpdump saw at {wire}; got {at}"
+    return at
 
 
 @pytest.fixture(scope="module")

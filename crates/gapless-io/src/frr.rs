@@ -291,20 +291,34 @@ fn io(p: &Path, cause: std::io::Error) -> IoError {
     }
 }
 
-/// Makes (again) a stub interface `name` in `netns`: a veth pair (`name`, `name`p) inside the
-/// namespace, both up, `name` holding `addrs`. A routing daemon announces the prefixes of its
-/// addresses; nothing is sent on it. The namespace's removal removes it.
 /// Sets the stub interface `name` in `netns` up or down: a route range announced from it
 /// comes or goes (its connected routes with its carrier).
 pub fn set_stub(netns: &str, name: &str, up: bool) -> Result<(), IoError> {
     let state = if up { "up" } else { "down" };
-    succeed(Command::new("ip").args(["-n", netns, "link", "set", name, state]))
+    succeed(Command::new("ip").args(["-n", netns, "link", "set", name, state]), None)
 }
 
-/// Runs `cmd`; its stderr in the error when it fails.
-fn succeed(cmd: &mut Command) -> Result<(), IoError> {
+/// Runs `cmd`, with `input` on its standard input; its stderr in the error when it fails.
+fn succeed(cmd: &mut Command, input: Option<&str>) -> Result<(), IoError> {
     let shown = format!("{cmd:?}").replace('"', "");
-    let out = cmd.output().map_err(|e| io(Path::new(cmd.get_program()), e))?;
+    let program = std::path::PathBuf::from(cmd.get_program());
+    let failed = |e| io(&program, e);
+    let out = match input {
+        None => cmd.output().map_err(failed)?,
+        Some(text) => {
+            use std::process::Stdio;
+            let mut child = cmd
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .map_err(failed)?;
+            if let Some(mut i) = child.stdin.take() {
+                let _ = i.write_all(text.as_bytes());
+            }
+            child.wait_with_output().map_err(failed)?
+        }
+    };
     if out.status.success() {
         return Ok(());
     }
@@ -314,31 +328,12 @@ fn succeed(cmd: &mut Command) -> Result<(), IoError> {
     })
 }
 
+/// Makes (again) a stub interface `name` in `netns`: a veth pair (`name`, `name`p) inside the
+/// namespace, both up, `name` holding `addrs`. A routing daemon announces the prefixes of its
+/// addresses; nothing is sent on it. The namespace's removal removes it.
 pub fn stub_interface(netns: &str, name: &str, addrs: &[(std::net::IpAddr, u8)]) -> Result<(), IoError> {
-    let ip = |args: &[&str], input: Option<String>| -> Result<(), IoError> {
-        let mut c = Command::new("ip");
-        c.args(["-n", netns]).args(args);
-        let out = match input {
-            None => c.output(),
-            Some(text) => {
-                c.stdin(std::process::Stdio::piped())
-                    .stdout(std::process::Stdio::piped())
-                    .stderr(std::process::Stdio::piped());
-                let mut child = c.spawn().map_err(|e| io(Path::new("ip"), e))?;
-                if let Some(mut i) = child.stdin.take() {
-                    let _ = i.write_all(text.as_bytes());
-                }
-                child.wait_with_output()
-            }
-        }
-        .map_err(|e| io(Path::new("ip"), e))?;
-        if out.status.success() {
-            return Ok(());
-        }
-        Err(IoError::Command {
-            cmd: format!("ip -n {netns} {}", args.join(" ")),
-            stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
-        })
+    let ip = |args: &[&str], input: Option<String>| {
+        succeed(Command::new("ip").args(["-n", netns]).args(args), input.as_deref())
     };
     let _ = ip(&["link", "del", name], None);
     let peer = format!("{name}p");
@@ -357,7 +352,10 @@ pub fn stub_interface(netns: &str, name: &str, addrs: &[(std::net::IpAddr, u8)])
 /// its range ([`set_stub`]) must find them again when it comes up.
 fn keep_addresses_when_down(netns: &str, name: &str) -> Result<(), IoError> {
     let key = format!("net.ipv6.conf.{name}.keep_addr_on_down=1");
-    succeed(Command::new("ip").args(["netns", "exec", netns, "sysctl", "-q", "-w", &key]))
+    succeed(
+        Command::new("ip").args(["netns", "exec", netns, "sysctl", "-q", "-w", &key]),
+        None,
+    )
 }
 
 /// Stops the daemons of servers that are gone (their PID no longer runs) and removes their

@@ -315,6 +315,11 @@ pub fn stub_area(interface_area: Ipv4Addr) -> Ipv4Addr {
     }
 }
 
+/// The stub interface of the router's range `k`.
+pub fn stub_name(k: usize) -> String {
+    format!("glr{k}")
+}
+
 /// The stub interfaces the router's ranges need, one per range (`glr<k>`): an address in
 /// each prefix (its first host address; the prefix itself for a /31 or /32).
 pub fn stubs(r: &Router) -> Vec<Stub> {
@@ -322,7 +327,7 @@ pub fn stubs(r: &Router) -> Vec<Stub> {
         .iter()
         .enumerate()
         .map(|(k, x)| Stub {
-            name: format!("glr{k}"),
+            name: stub_name(k),
             addrs: x
                 .blocks
                 .iter()
@@ -366,7 +371,10 @@ fn ospf6d(r: &Router, ifname: &str) -> String {
     }
     c.push_str("!\n");
     let external = stub_lines(&mut c, r, |area, k, cost| {
-        format!("interface glr{k}\n ipv6 ospf6 area {area}\n ipv6 ospf6 passive\n ipv6 ospf6 cost {cost}\n!")
+        format!(
+            "interface {}\n ipv6 ospf6 area {area}\n ipv6 ospf6 passive\n ipv6 ospf6 cost {cost}\n!",
+            stub_name(k)
+        )
     });
     let _ = writeln!(c, "router ospf6\n ospf6 router-id {}", r.router_id);
     c.push_str(" log-adjacency-changes\n timers lsa min-arrival 0\n");
@@ -425,7 +433,10 @@ fn ospfd(r: &Router, ifname: &str) -> String {
     }
     c.push_str("!\n");
     let external = stub_lines(&mut c, r, |area, k, cost| {
-        format!("interface glr{k}\n ip ospf area {area}\n ip ospf passive\n ip ospf cost {cost}\n!")
+        format!(
+            "interface {}\n ip ospf area {area}\n ip ospf passive\n ip ospf cost {cost}\n!",
+            stub_name(k)
+        )
     });
     let _ = writeln!(
         c,

@@ -57,8 +57,9 @@ pub fn up(plan: &Plan) -> Result<Vec<(String, Arc<Host>)>, OtgError> {
     // The first alone: the first `ip netns add` makes /run/netns a shared mount, which
     // races with another doing the same. The rest a few at a time.
     let ks: Vec<usize> = (0..plan.devices.len()).collect();
-    let mut hosts = super::chunks::in_chunks(&ks[..ks.len().min(1)], make)?;
-    hosts.extend(super::chunks::in_chunks(&ks[ks.len().min(1)..], make)?);
+    let (first, rest) = ks.split_at(ks.len().min(1));
+    let mut hosts = super::chunks::in_chunks(first, make)?;
+    hosts.extend(super::chunks::in_chunks(rest, make)?);
     Ok(hosts)
 }
 

@@ -74,12 +74,12 @@ impl Ospfd {
     /// LSAs that carry it; returns the names of the ranges it acted on.
     pub fn routes(&self, advertise: bool, names: &[String]) -> Result<Vec<String>, OtgError> {
         let mut acted = Vec::new();
-        let stubs = gapless_otg::ospf::stubs(&self.router);
-        for (x, stub) in self.router.ranges.iter().zip(&stubs) {
+        for (k, x) in self.router.ranges.iter().enumerate() {
             if !(names.is_empty() || names.contains(&x.name)) {
                 continue;
             }
-            gapless_io::frr::set_stub(&self.netns, &stub.name, advertise).map_err(|e| {
+            let stub = gapless_otg::ospf::stub_name(k);
+            gapless_io::frr::set_stub(&self.netns, &stub, advertise).map_err(|e| {
                 OtgError::internal(format!("OSPF router {:?}: range {:?}: {e}", self.router.name, x.name))
             })?;
             acted.push(x.name.clone());
