@@ -14,7 +14,7 @@ import pytest
 
 from conftest import Server, tcpdump
 from test_otg import api, run_to_stop, transport  # noqa: F401 (transport: a fixture)
-from test_otg_ixia import device_pair, two_veths
+from test_otg_ixia import device_pair, two_veths, withdrawal
 
 NS, A, Z = "glospf", "veth-a", "veth-z"
 MAC = ("02:67:6c:0f:00:01", "02:67:6c:0f:00:02")
@@ -152,12 +152,7 @@ def test_a_range_withdrawal_is_timed_by_the_ls_update_that_flushes_it_and_leaves
     # 5 s later): the withdrawal's time is the LS Update that carries them.
     sent = [t for t in summary_stamps(tmp_path / "ospf.pcap", MAC[1], {"10.20.0.0", "10.20.1.0"}) if t >= asked]
     assert sent, "expected tcpdump to see o2's LS Update flushing its summaries"
-    req = a.metrics_request()
-    req.convergence.flow_names = ["to-o2"]
-    ev = [e for e in a.get_metrics(req).convergence_metrics[0].events if e.type == "route_withdraw"]
-    assert len(ev) == 1 and ev[0].source == "o2.inter", f"expected one route_withdraw event for o2.inter; got {ev}"
-    assert abs(ev[0].begin_timestamp_ns - sent[0]) < 1_000_000, \
-        f"expected the withdrawal's time within 1 ms of the LS Update tcpdump saw at {sent[0]}; got {ev[0].begin_timestamp_ns}"
+    withdrawal(a, "to-o2", "o2.inter", sent[0], "LS Update")
     t0 = time.monotonic()
     while sums := sorted(x.header.lsa_id for x in lsas(a, "o1").network_summary_lsas):
         assert time.monotonic() - t0 < 5, f"expected o2's summary LSAs gone from o1 after the withdrawal; got {sums}"
@@ -212,47 +207,6 @@ def test_ospfv3_p2p_reaches_full_lists_the_peers_inter_area_prefixes_and_carries
     f.packet.ethernet().ipv6().udp()
     got = [(x.frames_tx, x.frames_rx) for x in run_to_stop(a, cfg)]
     assert got == [(500, 500)], f"expected every frame of the flow to o62's range received; got {got}"
-
-
-def v3_prefixes(a: Any) -> list[str]:
-    sreq = a.states_request()
-    sreq.ospfv3_lsas.router_names = ["o61"]
-    return sorted(x.address_prefix for x in a.get_states(sreq).ospfv3_lsas[0].inter_area_prefix_lsas)
-
-
-def test_an_ospfv3_range_withdrawal_is_timed_by_its_inter_area_prefix_lsa_and_comes_back(server: Server, wires: str) -> None:
-    """OSPFv3's inter-area-prefix LSAs carry no prefix in their id: the event's LS Update is
-    told by the prefix inside (no warning means it was seen on the wire in time)."""
-    a = api(server, "https")
-    cfg = ospf3_config(a)
-    f = cfg.flows.flow(name="to-o62")[-1]
-    f.tx_rx.device.tx_names, f.tx_rx.device.rx_names = ["o61.inter"], ["o62.inter"]
-    f.size.fixed = 128  # the convergence metrics are a flow's; it is not started
-    f.packet.ethernet().ipv6().udp()
-    a.set_config(cfg)
-    t0 = time.monotonic()
-    while v3_prefixes(a) != ["2001:db8:20:1::", "2001:db8:20::"]:
-        assert time.monotonic() - t0 < 20, f"expected o62's inter-area prefixes at o61; got {v3_prefixes(a)}"
-        time.sleep(0.3)
-    cs = a.control_state()
-    cs.protocol.route.names, cs.protocol.route.state = ["o62.inter"], "withdraw"
-    asked = time.time_ns()
-    w = a.set_control_state(cs).warnings
-    assert len(w) == 0, f"expected the LS Update flushing o62's inter-area prefixes seen on the wire; got {w}"
-    req = a.metrics_request()
-    req.convergence.flow_names = ["to-o62"]
-    ev = [e for e in a.get_metrics(req).convergence_metrics[0].events if e.type == "route_withdraw"]
-    assert len(ev) == 1 and ev[0].source == "o62.inter" and ev[0].begin_timestamp_ns > asked, f"expected one route_withdraw after the request; got {ev}"
-    t0 = time.monotonic()
-    while got := v3_prefixes(a):
-        assert time.monotonic() - t0 < 5, f"expected o62's inter-area prefixes gone from o61; got {got}"
-        time.sleep(0.2)
-    cs.protocol.route.state = "advertise"
-    assert len(a.set_control_state(cs).warnings) == 0, "expected the advertisement's LS Update seen on the wire"
-    t0 = time.monotonic()
-    while v3_prefixes(a) != ["2001:db8:20:1::", "2001:db8:20::"]:
-        assert time.monotonic() - t0 < 10, f"expected o62's inter-area prefixes back at o61; got {v3_prefixes(a)}"
-        time.sleep(0.3)
 
 
 @pytest.mark.parametrize("change,want", [
