@@ -36,6 +36,9 @@ pub enum EngineError {
         "metering while sending needs an interface target (a pcap file or the null backend puts nothing on a wire)"
     )]
     RxWithoutInterface,
+    /// Several TX ports asked of a run that cannot serve them from one loop.
+    #[error("several TX ports (more_tx) {0}")]
+    TxPorts(String),
     /// A pcap target with a stream that never ends.
     #[error(
         "a pcap target needs every stream to end. Fix: give each stream a count or a duration, or the run a duration"

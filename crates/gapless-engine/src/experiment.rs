@@ -14,7 +14,7 @@ use gapless_core::experiment::{
 use gapless_core::meter::report::MeterReport;
 use gapless_core::spec::BackendKind;
 
-use crate::spec::{MeterSetup, ProfileSource, RunSpec, RxSpec, TxSocket, TxTarget};
+use crate::spec::{MeterSetup, PortRef, ProfileSource, RunSpec, RxSpec, TxSocket, TxTarget};
 use crate::{EngineError, Run, RunReport};
 
 /// An experiment ready to run: the file, its profile, and the calibration it names.
@@ -25,6 +25,8 @@ pub struct Experiment {
     pub calibration: Option<(gapless_core::meter::Calibration, String)>,
     /// How results name the experiment (its path).
     pub label: String,
+    /// Several ports: the directions, and where each stream leaves and is metered.
+    pub ports: Option<crate::experiment_ports::PortsPlan>,
 }
 
 impl Experiment {
@@ -59,7 +61,7 @@ impl Experiment {
             experiment: label.clone(),
             inner: Box::new(e),
         };
-        let profile = match &spec.profile {
+        let mut profile = match &spec.profile {
             ProfileRef::Path(p) => ProfileSource::from_file(&dir.join(p)).map_err(in_profile)?,
             ProfileRef::Inline(p) => ProfileSource {
                 spec: (**p).clone(),
@@ -74,6 +76,14 @@ impl Experiment {
                 fix: "give the experiment's profile one stream (its rate and size are set per trial)".into(),
             });
         }
+        let ports = match spec.multi_port() {
+            true => {
+                let (plan, p) = crate::experiment_ports::plan(&spec, &profile.spec, &label)?;
+                profile.spec = p;
+                Some(plan)
+            }
+            false => None,
+        };
         let calibration = match &spec.calibration {
             Some(c) => {
                 let p: PathBuf = dir.join(c);
@@ -88,6 +98,7 @@ impl Experiment {
             profile,
             calibration,
             label,
+            ports,
         })
     }
 
@@ -155,7 +166,8 @@ impl ExperimentFile {
 
 /// The reference device of the testbed the sender's namespace belongs to (`NAME-tx`).
 fn testbed_dut(spec: &ExperimentSpec) -> Option<DutInfo> {
-    let name = spec.tx.netns.as_deref()?.strip_suffix("-tx")?;
+    let name = spec.port_list().first()?.netns.clone()?;
+    let name = name.strip_suffix("-tx")?;
     let d = gapless_io::testbed::Testbed::new(name).ok()?.dut()?;
     Some(DutInfo {
         kind: match d.kind {
@@ -193,7 +205,11 @@ impl Trials for EngineTrials<'_> {
         if let Some(e) = report.backend_error.as_ref().or(report.meter_error.as_ref()) {
             return Err(TrialError::Failed(format!("trial {}: {e}", index + 1)));
         }
-        let run = trial_run(&report);
+        let mut run = trial_run(&report);
+        if let Some(p) = &self.x.ports {
+            run.directions = p.directions_of(&report.result, report.result.rx.as_ref());
+            run.latency = None;
+        }
         self.machine.get_or_insert_with(|| report.result.environment.clone());
         Ok(run)
     }
@@ -224,15 +240,22 @@ impl EngineTrials<'_> {
             dir: x.profile.dir.clone(),
             label: format!("{} ({})", x.profile.label, plan.purpose),
         };
-        let socket = x.spec.tx.backend.map(|b| match b {
+        let ports = x.spec.port_list();
+        let (tx, mut rx) = match &x.ports {
+            Some(p) => (p.tx[0].clone(), p.rx_spec()),
+            None => {
+                let mut rx = RxSpec::new(ports[1].iface.clone());
+                rx.netns = ports[1].netns.clone();
+                (PortRef::from(&ports[0]), rx)
+            }
+        };
+        let socket = ports[0].backend.map(|b| match b {
             BackendKind::Afxdp => TxSocket::AfXdp {
                 mode: gapless_io::xdp::XdpMode::Auto,
                 queue: 0,
             },
             _ => TxSocket::AfPacket(crate::spec::TxMethod::Sendmmsg),
         });
-        let mut rx = RxSpec::new(x.spec.rx.iface.clone());
-        rx.netns = x.spec.rx.netns.clone();
         // Frames the device still holds when the sender ends arrive within the settle time.
         rx.linger = Duration::from_secs_f64(x.spec.trial.settle_s.max(0.3));
         rx.meter = MeterSetup {
@@ -240,17 +263,13 @@ impl EngineTrials<'_> {
             ..MeterSetup::default()
         };
         Ok(RunSpec {
-            netns: x.spec.tx.netns.clone(),
+            netns: tx.netns.clone(),
             rx: Some(rx),
             warmup: (plan.warmup_s > 0.0).then(|| Duration::from_secs_f64(plan.warmup_s)),
             core: sender_core(),
-            ..RunSpec::new(
-                profile,
-                TxTarget::Iface {
-                    name: x.spec.tx.iface.clone(),
-                    socket,
-                },
-            )
+            more_tx: x.ports.as_ref().map(|p| p.tx[1..].to_vec()).unwrap_or_default(),
+            stream_ports: x.ports.as_ref().map(|p| p.stream_tx.clone()).unwrap_or_default(),
+            ..RunSpec::new(profile, TxTarget::Iface { name: tx.iface, socket })
         })
     }
 }
@@ -289,6 +308,7 @@ fn trial_run(r: &RunReport) -> TrialRun {
                 .and_then(|s| s.latency.clone())
         }),
         warnings: res.warnings.clone(),
+        directions: Vec::new(),
     }
 }
 
@@ -301,7 +321,12 @@ fn schedule_text(v: &gapless_core::result::verdict::Verdict) -> String {
 
 /// Received frames per second between the first and last metered arrival.
 fn rx_rate(m: &MeterReport) -> Option<f64> {
-    let s: Vec<_> = m.streams.iter().filter(|s| s.id.is_some() && s.rx_frames > 1).collect();
+    rx_rate_of(&m.streams.iter().collect::<Vec<_>>())
+}
+
+/// The same over some of the meter's streams.
+pub(crate) fn rx_rate_of(streams: &[&gapless_core::meter::report::StreamRx]) -> Option<f64> {
+    let s: Vec<_> = streams.iter().filter(|s| s.id.is_some() && s.rx_frames > 1).collect();
     let first = s.iter().map(|s| s.first_rx_ns).min()?;
     let last = s.iter().map(|s| s.last_rx_ns).max()?;
     let n: u64 = s.iter().map(|s| s.rx_frames).sum();

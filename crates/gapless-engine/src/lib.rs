@@ -45,6 +45,7 @@ pub mod cpu;
 pub mod error;
 pub mod events;
 pub mod experiment;
+pub mod experiment_ports;
 pub mod live;
 pub mod metering;
 pub mod ratectl;
@@ -55,6 +56,7 @@ pub mod rx;
 pub mod session;
 pub mod snapshot;
 pub mod spec;
+mod tx_ports;
 
 pub use error::EngineError;
 pub use experiment::Experiment;

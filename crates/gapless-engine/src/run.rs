@@ -452,6 +452,7 @@ fn send_loop(
     let max_batch = backend.max_batch().max(1);
     let mut bufs = ChunkBufs::with_capacity(max_batch);
     let stop = &*opts.stop;
+    let ports = backend.routes_streams();
     loop {
         if stop.load(Ordering::Relaxed) {
             return (true, None);
@@ -470,6 +471,9 @@ fn send_loop(
         if live.paused.load(Ordering::Relaxed) {
             hold(sched, due, clock);
             continue;
+        }
+        if ports {
+            backend.select_stream(due.stream);
         }
         let served = sched.serve(
             due,

@@ -269,6 +269,7 @@ fn check_spec(spec: &RunSpec) -> Result<(), EngineError> {
     if spec.batch == 0 || spec.batch > 256 {
         return Err(EngineError::Batch(spec.batch));
     }
+    crate::tx_ports::check(spec)?;
     match (&spec.target, spec.pacing) {
         (TxTarget::Pcap(_), Pacing::On) => Err(EngineError::PacedPcap),
         _ => Ok(()),
@@ -285,7 +286,8 @@ fn check_caps(spec: &RunSpec) -> Result<(), IoError> {
     if spec.rx.is_some() {
         need.push(Cap::NetAdmin);
     }
-    if spec.netns.is_some() || spec.rx.as_ref().is_some_and(|r| r.netns.is_some()) {
+    let rx_ns = spec.rx.as_ref().is_some_and(|r| r.netns.is_some());
+    if spec.netns.is_some() || rx_ns || spec.more_tx.iter().any(|p| p.netns.is_some()) {
         need.push(Cap::SysAdmin);
     }
     if spec.rt_priority.is_some() {
@@ -313,6 +315,7 @@ fn prepare(spec: RunSpec) -> Result<Prepared, EngineError> {
     let method = crate::ratectl::method_of(&spec);
     let socket = iface.as_ref().map(|_| socket_of(&spec, &profile));
     crate::ratectl::check(&spec, method, socket)?;
+    crate::tx_ports::check_method(&spec, method)?;
     check_tx_stamps(&spec, socket)?;
     let pace = match spec.pacing {
         Pacing::Auto => iface.is_some(),
@@ -342,15 +345,15 @@ fn prepare(spec: RunSpec) -> Result<Prepared, EngineError> {
     for w in 0..plan.loops.len() {
         let filler = method == gapless_core::spec::RateControlKind::Filler;
         let open = |o| open_backend(&spec, &plan.profile, w, o, filler);
-        backends.push(
-            match ratectl
-                .as_mut()
-                .filter(|r| r.kind == gapless_core::spec::RateControlKind::Filler)
-            {
-                Some(rc) => crate::ratectl::with_fillers(rc, &spec, &plan.profile, info.as_ref(), opts, open)?,
-                None => open(opts)?,
-            },
-        );
+        let first = match ratectl
+            .as_mut()
+            .filter(|r| r.kind == gapless_core::spec::RateControlKind::Filler)
+        {
+            Some(rc) => crate::ratectl::with_fillers(rc, &spec, &plan.profile, info.as_ref(), opts, open)?,
+            None => open(opts)?,
+        };
+        let sizes = (plan.profile.max_frame() as usize, buffers_of(&spec, &plan.profile));
+        backends.push(crate::tx_ports::with_more_ports(&spec, &plan, w, first, sizes, opts)?);
     }
     let rx = match (rx, &spec.rx) {
         (Some(src), Some(r)) => {
@@ -489,6 +492,11 @@ fn socket_of(spec: &RunSpec, profile: &Profile) -> TxSocket {
     }
 }
 
+/// Buffers a backend opens: the most frames of one departure, or the batch asked.
+fn buffers_of(spec: &RunSpec, profile: &Profile) -> usize {
+    max_departure_frames(profile).max(spec.batch)
+}
+
 /// Frames one departure may carry: the backend's batch size.
 fn max_departure_frames(p: &Profile) -> usize {
     p.streams
@@ -514,7 +522,7 @@ fn open_backend(
     opts: gapless_io::tx::afpacket::AfPacketOptions,
     filler: bool,
 ) -> Result<Box<dyn TxBackend>, EngineError> {
-    let mut batch = max_departure_frames(profile).max(spec.batch);
+    let mut batch = buffers_of(spec, profile);
     let mut max_frame = profile.max_frame() as usize;
     if filler {
         // Fillers up to the largest frame the link takes (a jumbo MTU included), several
@@ -549,7 +557,7 @@ const NULL_CHUNK: usize = 64;
 const FILLER_BUF: usize = 9000 + 18;
 
 /// Every frame fits the interface's MTU (and an AF_XDP UMEM frame).
-fn check_frames(p: &Profile, info: &IfaceInfo, socket: TxSocket) -> Result<(), IoError> {
+pub(crate) fn check_frames(p: &Profile, info: &IfaceInfo, socket: TxSocket) -> Result<(), IoError> {
     for s in &p.streams {
         for v in &s.variants {
             check_frame(&s.name, v, info, socket)?;

@@ -370,6 +370,26 @@ pub struct RunSpec {
     pub gate: Option<std::sync::Arc<crate::run::StartGate>>,
     /// Link and route changes made during the run, at their times ([`crate::events`]).
     pub events: Vec<crate::events::EventSpec>,
+    /// More interfaces the send loops send on, each in its own namespace: stream `s` of the
+    /// profile leaves through port `stream_ports[s]` (0: the target; k: `more_tx[k - 1]`;
+    /// streams past the list: the target). Every port's streams share the loops' schedule
+    /// ([`gapless_io::tx::ports`]). AF_PACKET sendmmsg with software pacing only.
+    pub more_tx: Vec<PortRef>,
+    pub stream_ports: Vec<usize>,
+}
+
+/// An interface in a network namespace (None: the run's own).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PortRef {
+    pub iface: String,
+    pub netns: Option<String>,
+}
+
+impl PortRef {
+    /// How results name it.
+    pub fn source(&self) -> String {
+        iface_source(&self.iface, self.netns.as_deref())
+    }
 }
 
 impl RunSpec {
@@ -392,6 +412,8 @@ impl RunSpec {
             warmup: None,
             gate: None,
             events: Vec::new(),
+            more_tx: Vec::new(),
+            stream_ports: Vec::new(),
         }
     }
 }

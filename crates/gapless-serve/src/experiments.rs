@@ -61,10 +61,11 @@ pub async fn start(State(s): State<Shared>, body: Bytes) -> Result<Response, Api
         .to_string();
     let spec = read(&text)?;
     let name = spec.name.clone().unwrap_or_else(|| "experiment".into());
-    let ifaces = vec![
-        iface_key(spec.tx.netns.as_deref(), &spec.tx.iface),
-        iface_key(spec.rx.netns.as_deref(), &spec.rx.iface),
-    ];
+    let ifaces = spec
+        .port_list()
+        .iter()
+        .map(|p| iface_key(p.netns.as_deref(), &p.iface))
+        .collect();
     let x = Experiment::new(spec, &s.reports, name.clone())
         .map_err(|e| engine_error(StatusCode::UNPROCESSABLE_ENTITY, &e))?;
     let stop = Arc::new(AtomicBool::new(false));

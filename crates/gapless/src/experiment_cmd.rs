@@ -212,16 +212,11 @@ fn base(c: &Common, method: Method, final_duration_s: Option<f64>) -> Result<Exp
         name: Some(format!("{method:?}").to_lowercase()),
         method,
         profile,
-        tx: Port {
-            iface: t.tx_if(),
-            netns: Some(t.tx_ns()),
-            backend: None,
-        },
-        rx: Port {
-            iface: t.rx_if(),
-            netns: Some(t.rx_ns()),
-            backend: None,
-        },
+        tx: Some(Port::new(t.tx_if(), Some(t.tx_ns()))),
+        rx: Some(Port::new(t.rx_if(), Some(t.rx_ns()))),
+        ports: Vec::new(),
+        pairs: None,
+        pair: Vec::new(),
         dut: None,
         trial: TrialSpec {
             duration_s: c.duration,

@@ -112,6 +112,10 @@ enum TestbedCmd {
         /// The device's shaper: tbf or htb.
         #[arg(long, default_value = "tbf", value_parser = ["tbf", "htb"], requires = "dut_rate")]
         dut_qdisc: String,
+        /// Ends around the device (2 to 16): end k ≥ 2 is netns NAME-pK, iface NAME-pK,
+        /// 198.18.0.(K+1). Every port's egress is shaped.
+        #[arg(long, default_value_t = 2, requires = "dut", value_parser = clap::value_parser!(u32).range(2..=16))]
+        ports: u32,
     },
     /// Remove the testbed (idempotent).
     Down {
@@ -209,6 +213,7 @@ fn cmd_testbed(action: TestbedCmd) -> Result<i32> {
             dut_rate,
             dut_queue,
             dut_qdisc,
+            ports,
         } => {
             let t = Testbed::new(&name).map_err(|e| anyhow!("{e}"))?;
             let outcome = match dut {
@@ -233,6 +238,7 @@ fn cmd_testbed(action: TestbedCmd) -> Result<i32> {
                         rate_bps,
                         queue: dut_queue,
                         qdisc: dut_qdisc,
+                        ports: ports as usize,
                     })?
                 }
             };
@@ -270,6 +276,13 @@ fn dut_text(t: &Testbed, d: &Dut) -> String {
         t.dut_ns(),
         gapless_io::testbed::dut::dut_cpu()
     );
+    for k in 2..d.ports {
+        let e = t.end(k);
+        s.push_str(&format!(
+            "  end {k}:    netns {} iface {} ({}, {}) on {}\n",
+            e.netns, e.iface, e.ip4, e.mac, e.dut_port
+        ));
+    }
     if d.kind == DutKind::RouterFailover {
         let (d2, rx1) = t.backup_ports();
         s.push_str(&format!(

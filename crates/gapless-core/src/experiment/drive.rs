@@ -30,6 +30,7 @@ pub fn run(spec: &ExperimentSpec, base_seed: u64, trials: &mut dyn Trials) -> Ex
             sweep: Vec::new(),
             repeat: None,
             mlrsearch: None,
+            directions: Vec::new(),
             repeats: 0,
             stopped: false,
             error: None,
@@ -47,6 +48,11 @@ pub fn run(spec: &ExperimentSpec, base_seed: u64, trials: &mut dyn Trials) -> Ex
         d.out.stopped = true;
         if let TrialError::Failed(m) = e {
             d.out.error = Some(m);
+        }
+    }
+    if spec.multi_port() {
+        if let Ok(dirs) = spec.directions() {
+            super::directions::summarize(&mut d.out, &dirs);
         }
     }
     d.out

@@ -6,7 +6,9 @@
 //! Holds: the experiment spec, the driver, the RFC 2544 [`search`] and the [`stats`] across
 //! repetitions. May import `spec` and `meter`; nothing imports it but the front ends.
 
+pub mod directions;
 pub mod mlr;
+pub mod ports;
 pub mod search;
 pub mod stats;
 
@@ -94,6 +96,10 @@ pub struct TrialRun {
     pub latency: Option<LatencySummary>,
     /// The run's warnings.
     pub warnings: Vec<String>,
+    /// Each direction's figures (experiments over several ports; the fields above are
+    /// their aggregate).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub directions: Vec<directions::DirectionRun>,
 }
 
 /// A trial as the result keeps it.
@@ -223,6 +229,9 @@ pub struct ExperimentResult {
     pub repeat: Option<PointResult>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mlrsearch: Option<MlrsearchResult>,
+    /// Each direction at the trials the results rest on (experiments over several ports).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub directions: Vec<directions::DirectionSummary>,
     /// Trials run again because the sender fell behind.
     pub repeats: usize,
     /// Stopped (Ctrl-C) or failed before the end: what is here is what was measured.

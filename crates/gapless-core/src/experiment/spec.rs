@@ -4,6 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::experiment::mlr::spec::MlrsearchSpec;
+use crate::experiment::ports::{directions, Direction, Pair, Pairs, PairsKind, PortId};
 use crate::experiment::search::Resolution;
 use crate::spec::{BackendKind, PatternKind, ProfileSpec};
 
@@ -19,10 +20,21 @@ pub struct ExperimentSpec {
     pub method: Method,
     /// The profile: a path (relative to the experiment file) or an inline table.
     pub profile: ProfileRef,
-    /// Where the frames leave.
-    pub tx: Port,
+    /// Where the frames leave (the one-way form; or `ports`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tx: Option<Port>,
     /// Where they are metered.
-    pub rx: Port,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rx: Option<Port>,
+    /// Several ports, each sending and metering (`pairs` says which sends to which).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ports: Vec<Port>,
+    /// `"bidirectional"` (the default for two ports), `"full-mesh"`, or a list of pairs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pairs: Option<Pairs>,
+    /// `[[pair]]` tables: the pairs as tables (instead of `pairs`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pair: Vec<Pair>,
     /// What is under test, for the report (`gapless testbed up --dut ...` makes one).
     #[serde(default)]
     pub dut: Option<DutInfo>,
@@ -85,6 +97,31 @@ pub struct Port {
     /// The sender's socket (tx only): afpacket (default) or afxdp.
     #[serde(default)]
     pub backend: Option<BackendKind>,
+    /// In `ports`: the port's MAC and IP address as its frames carry them (default: the
+    /// interface's MAC and first IPv4 address, read from the kernel).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mac: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ip: Option<String>,
+    /// In `ports`: the MAC this port sends every direction's frames to (a router's port).
+    /// Default: the port's neighbour entry for the receiving port's address, else the
+    /// receiving port's MAC (a bridge).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_hop_mac: Option<String>,
+}
+
+impl Port {
+    /// An interface in a namespace, with every other key at its default.
+    pub fn new(iface: String, netns: Option<String>) -> Port {
+        Port {
+            iface,
+            netns,
+            backend: None,
+            mac: None,
+            ip: None,
+            next_hop_mac: None,
+        }
+    }
 }
 
 /// The device under test, as the report names it.
@@ -523,14 +560,91 @@ impl ExperimentSpec {
             }
             Method::Repeat => {}
         }
-        for (k, p) in [("tx", &self.tx), ("rx", &self.rx)] {
+        self.check_ports()
+    }
+
+    /// The one-way `tx`/`rx`, or `ports` with their pairs; errors name the key.
+    fn check_ports(&self) -> Result<(), String> {
+        if !self.ports.is_empty() {
+            return self.check_port_list();
+        }
+        if self.pairs.is_some() || !self.pair.is_empty() {
+            return Err("pairs: give the ports they pair (ports = [{ iface = ..., netns = ... }, ...]); tx and rx are the one-way form".into());
+        }
+        let (Some(tx), Some(rx)) = (&self.tx, &self.rx) else {
+            return Err("give tx and rx ({ iface = ..., netns = ... }), or ports = [...] with pairs".into());
+        };
+        for (k, p) in [("tx", tx), ("rx", rx)] {
             if p.iface.is_empty() {
                 return Err(format!("{k}.iface is empty: give the interface name"));
             }
+            if p.mac.is_some() || p.ip.is_some() || p.next_hop_mac.is_some() {
+                return Err(format!(
+                    "{k}: mac, ip and next_hop_mac are keys of `ports`; the one-way form sends the profile's own addresses"
+                ));
+            }
         }
-        if self.rx.backend.is_some() {
+        if rx.backend.is_some() {
             return Err("rx.backend: the meter's socket is AF_PACKET; drop the key".into());
         }
         Ok(())
+    }
+
+    fn check_port_list(&self) -> Result<(), String> {
+        if self.tx.is_some() || self.rx.is_some() {
+            return Err("give tx and rx (one way), or ports (several directions), not both".into());
+        }
+        if self.ports.len() < 2 {
+            return Err(format!("ports has {}: give at least two", self.ports.len()));
+        }
+        for (i, p) in self.ports.iter().enumerate() {
+            if p.iface.is_empty() {
+                return Err(format!("ports[{i}].iface is empty: give the interface name"));
+            }
+            if p.backend.is_some_and(|b| b != BackendKind::Afpacket) {
+                return Err(format!(
+                    "ports[{i}].backend: one send loop serves every port over AF_PACKET; drop the key"
+                ));
+            }
+        }
+        if self.pairs.is_some() && !self.pair.is_empty() {
+            return Err("give pairs or [[pair]] tables, not both".into());
+        }
+        self.directions().map(|_| ())
+    }
+
+    /// The ports: `ports`, or the one-way form's tx and rx.
+    pub fn port_list(&self) -> Vec<Port> {
+        match (&self.tx, &self.rx) {
+            (Some(t), Some(r)) if self.ports.is_empty() => vec![t.clone(), r.clone()],
+            _ => self.ports.clone(),
+        }
+    }
+
+    /// Whether the experiment names `ports` (its profile is made per direction).
+    pub fn multi_port(&self) -> bool {
+        !self.ports.is_empty()
+    }
+
+    /// Which port sends to which: `pairs` over `ports` (two ports: both ways by default),
+    /// or the one-way form's tx → rx.
+    pub fn directions(&self) -> Result<Vec<Direction>, String> {
+        let ports = self.port_list();
+        let pairs = match (&self.pairs, self.pair.is_empty()) {
+            _ if !self.multi_port() => Pairs::List(vec![Pair {
+                from: PortId::Index(0),
+                to: PortId::Index(1),
+            }]),
+            (Some(p), _) => p.clone(),
+            (None, false) => Pairs::List(self.pair.clone()),
+            (None, true) if ports.len() == 2 => Pairs::Named(PairsKind::Bidirectional),
+            (None, true) => {
+                return Err(format!(
+                    "{} ports: say which sends to which with pairs = \"full-mesh\", \"bidirectional\", or a list of {{ from, to }}",
+                    ports.len()
+                ))
+            }
+        };
+        directions(&ports, &pairs)
     }
 }

@@ -58,7 +58,12 @@ pub struct Dut {
     pub queue: u32,
     /// "tbf" or "htb".
     pub qdisc: String,
+    /// Ends around the device (2: the sender and the receiver; more: [`super::ends`]).
+    pub ports: usize,
 }
+
+/// Most ends a testbed has around its device.
+pub const MAX_PORTS: usize = 16;
 
 /// The router's own addresses on its two ports (host routes only: the ends keep their /24).
 const DUT_IP_TX_SIDE: &str = "198.18.0.253";
@@ -114,7 +119,7 @@ impl Testbed {
         let ns = self.dut_ns();
         let kind = if ip(&["-n", &ns, "link", "show", "br0"]).is_ok() {
             DutKind::Bridge
-        } else if ip(&["-n", &ns, "link", "show", &self.backup_ports().0]).is_ok() {
+        } else if ip(&["-n", &self.rx_ns(), "link", "show", &self.backup_ports().1]).is_ok() {
             DutKind::RouterFailover
         } else {
             DutKind::Router
@@ -125,6 +130,7 @@ impl Testbed {
             rate_bps,
             queue,
             qdisc,
+            ports: self.port_count(),
         })
     }
 
@@ -134,8 +140,23 @@ impl Testbed {
         if !crate::kernel::nic::is_root() {
             return Err(IoError::NotRoot("gapless testbed up --dut"));
         }
+        if !(2..=MAX_PORTS).contains(&dut.ports) {
+            return Err(IoError::Host {
+                iface: self.dut_ns(),
+                what: format!("--ports {}: the testbed takes 2 to {MAX_PORTS} ends", dut.ports),
+                fix: format!("give --ports from 2 to {MAX_PORTS}"),
+            });
+        }
+        if dut.ports > 2 && dut.kind == DutKind::RouterFailover {
+            return Err(IoError::Host {
+                iface: self.dut_ns(),
+                what: "--ports above 2 with --dut router-failover: the failover router has one sender and a primary and a backup receiver".into(),
+                fix: "use --dut router or bridge for more ends".into(),
+            });
+        }
         let same = |d: Dut| {
             d.kind == dut.kind
+                && d.ports == dut.ports
                 && d.rate_bps == dut.rate_bps
                 && (dut.rate_bps.is_none() || d.queue == dut.queue && d.qdisc == dut.qdisc)
         };
@@ -190,21 +211,34 @@ impl Testbed {
         for p in [&d0, &d1] {
             ip(&["-n", &dn, "link", "set", p, "addrgenmode", "none"])?;
         }
+        self.extra_ends(dut.ports)?;
+        let ports: Vec<String> = (0..dut.ports).map(|k| self.end(k).dut_port).collect();
         match dut.kind {
-            DutKind::Bridge => bridge(&dn, &d0, &d1)?,
-            DutKind::Router => router(&dn, &d0, &d1)?,
+            DutKind::Bridge => bridge(&dn, &ports)?,
+            DutKind::Router => {
+                router(&dn, &d0, &d1)?;
+                for k in 2..dut.ports {
+                    router_port(&dn, &self.end(k), k)?;
+                }
+            }
             DutKind::RouterFailover => {
                 router(&dn, &d0, &d1)?;
                 self.backup_path()?;
             }
         }
-        if let Some(rate) = dut.rate_bps {
-            shape(&dn, &d1, rate, dut.queue, &dut.qdisc)?;
-            if dut.kind == DutKind::RouterFailover {
-                shape(&dn, &self.backup_ports().0, rate, dut.queue, &dut.qdisc)?;
-            }
+        self.neighbours(dut.ports, dut.kind)?;
+        let mut egress = ports.clone();
+        if dut.kind == DutKind::RouterFailover {
+            egress.push(self.backup_ports().0);
         }
-        steer(&dn, &d0, dut_cpu())
+        // Every port's egress is shaped: each direction meets the same capacity.
+        for p in &egress {
+            if let Some(rate) = dut.rate_bps {
+                shape(&dn, p, rate, dut.queue, &dut.qdisc)?;
+            }
+            steer(&dn, p, dut_cpu())?;
+        }
+        Ok(())
     }
 
     /// The failover router's backup: a veth to `NAME-rx1`, the receiver's host route
@@ -245,8 +279,8 @@ impl Testbed {
     }
 }
 
-/// A bridge of the two ports, STP off, waited for until both ports forward.
-fn bridge(ns: &str, d0: &str, d1: &str) -> Result<(), IoError> {
+/// A bridge of the ports, STP off, waited for until every port forwards.
+fn bridge(ns: &str, ports: &[String]) -> Result<(), IoError> {
     ip(&[
         "-n",
         ns,
@@ -261,7 +295,7 @@ fn bridge(ns: &str, d0: &str, d1: &str) -> Result<(), IoError> {
         "0",
     ])?;
     ip(&["-n", ns, "link", "set", "br0", "addrgenmode", "none"])?;
-    for p in [d0, d1] {
+    for p in ports {
         ip(&["-n", ns, "link", "set", p, "master", "br0"])?;
         ip(&["-n", ns, "link", "set", p, "up"])?;
     }
@@ -272,7 +306,7 @@ fn bridge(ns: &str, d0: &str, d1: &str) -> Result<(), IoError> {
         let text = out
             .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
             .unwrap_or_default();
-        if text.matches("state forwarding").count() >= 2 {
+        if text.matches("state forwarding").count() >= ports.len() {
             return Ok(());
         }
         if t0.elapsed() > Duration::from_secs(10) {
@@ -322,6 +356,30 @@ fn router(ns: &str, d0: &str, d1: &str) -> Result<(), IoError> {
         sysctl(ns, &format!("net.ipv4.conf.{p}.rp_filter=0"))?;
     }
     Ok(())
+}
+
+/// The router's port to end `k` ≥ 2: its MAC, an address, the end's host route and
+/// permanent neighbour.
+fn router_port(ns: &str, end: &crate::testbed::ends::End, k: usize) -> Result<(), IoError> {
+    let p = end.dut_port.as_str();
+    ip(&["-n", ns, "link", "set", p, "address", &end.router_mac])?;
+    ip(&["-n", ns, "addr", "add", &format!("198.18.0.{}/32", 250 - k), "dev", p])?;
+    ip(&["-n", ns, "link", "set", p, "up"])?;
+    ip(&["-n", ns, "route", "replace", &format!("{}/32", end.ip4), "dev", p])?;
+    ip(&[
+        "-n",
+        ns,
+        "neigh",
+        "replace",
+        &end.ip4,
+        "lladdr",
+        &end.mac,
+        "dev",
+        p,
+        "nud",
+        "permanent",
+    ])?;
+    sysctl(ns, &format!("net.ipv4.conf.{p}.rp_filter=0"))
 }
 
 /// The CPU the device forwards on: the last one. Frames from the sender are handed to it

@@ -6,10 +6,12 @@
 //! The sender is reached from the root namespace with `gapless run --netns NAME-tx`, or with
 //! `ip netns exec NAME-tx gapless run ...`.
 //!
-//! Holds the testbed (this file) and the reference device under test ([`dut`]). May import
+//! Holds the testbed (this file), the reference device under test ([`dut`]) and the ends
+//! beyond two around it ([`ends`]). May import
 //! `kernel` and `error`.
 
 pub mod dut;
+pub mod ends;
 
 use crate::error::IoError;
 use crate::kernel::nic::is_root;
@@ -172,7 +174,9 @@ impl Testbed {
         let list = ip(&["netns", "list"])?;
         let names: Vec<&str> = list.lines().filter_map(|l| l.split_whitespace().next()).collect();
         let mut removed = false;
-        for ns in [self.tx_ns(), self.rx_ns(), self.dut_ns()] {
+        let mut all = vec![self.tx_ns(), self.rx_ns(), self.dut_ns()];
+        all.extend(self.extra_end_namespaces());
+        for ns in all {
             if names.contains(&ns.as_str()) {
                 ip(&["netns", "del", &ns])?;
                 removed = true;

@@ -1,5 +1,6 @@
 //! TX backends under one trait, [`TxBackend`]: AF_PACKET ([`afpacket`], `sendmmsg`), a pcap
-//! file ([`pcap`]), [`null`], and the [`filler`] wrapper (`rate_control = "filler"`).
+//! file ([`pcap`]), [`null`], the [`filler`] wrapper (`rate_control = "filler"`), and
+//! several ports under one send loop ([`ports`]).
 //! AF_XDP's TX is in [`crate::xdp`], beside its RX.
 //!
 //! May import `socket`, `kernel` and `files`; never `rx`.
@@ -8,6 +9,7 @@ pub mod afpacket;
 pub mod filler;
 pub mod null;
 pub mod pcap;
+pub mod ports;
 
 use crate::error::IoError;
 
@@ -67,6 +69,13 @@ pub trait TxBackend: Send {
     fn tx_stamp_source(&self) -> Option<&'static str> {
         None
     }
+    /// Whether the loop must name each departure's stream ([`TxBackend::select_stream`]):
+    /// several ports under one loop ([`ports::TxPorts`]).
+    fn routes_streams(&self) -> bool {
+        false
+    }
+    /// The next frames built and sent are stream `stream`'s (the loop's index).
+    fn select_stream(&mut self, _stream: usize) {}
     /// What the filler wrapper did (rate_control = "filler").
     fn filler_stats(&self) -> Option<gapless_core::packet::filler::FillerCounts> {
         None

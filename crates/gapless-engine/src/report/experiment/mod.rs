@@ -17,6 +17,10 @@ pub fn trial_line(r: &TrialRecord) -> String {
             us(l.percentiles_ns.p99 as f64)
         )
     });
+    let lat = match r.run.directions.is_empty() {
+        true => lat,
+        false => directions_line(r),
+    };
     format!(
         "trial {:>3}: {:<52} sent {:>9} received {:>9} loss {:>8.4} %  latency {lat}{}",
         r.index + 1,
@@ -30,6 +34,47 @@ pub fn trial_line(r: &TrialRecord) -> String {
             "  INVALID (sender fell behind), run again".into()
         }
     )
+}
+
+/// Each direction's loss and p99 latency, for a trial's line.
+fn directions_line(r: &TrialRecord) -> String {
+    let each: Vec<String> = r
+        .run
+        .directions
+        .iter()
+        .map(|d| {
+            let p99 = d
+                .latency
+                .as_ref()
+                .map_or("-".into(), |l| us(l.percentiles_ns.p99 as f64));
+            format!("{} loss {:.4} % p99 {p99}", d.direction, d.loss_ratio * 100.0)
+        })
+        .collect();
+    format!("by direction: {}", each.join("; "))
+}
+
+/// Each direction at the trials the results rest on.
+fn directions_text(s: &mut String, r: &ExperimentResult) {
+    let _ = writeln!(s, "by direction (the search judged their aggregate):");
+    for d in &r.directions {
+        let _ = writeln!(s, "  {}:", d.name);
+        for a in &d.at {
+            let l = a.latency.as_ref().map(|l| &l.percentiles_ns);
+            let lat = |f: &dyn Fn(&gapless_core::meter::report::Percentiles) -> i64| {
+                l.map_or("-".into(), |p| us(f(p) as f64))
+            };
+            let _ = writeln!(
+                s,
+                "    {:<36} {:>9.0} frames/s offered, loss ratio {:.6}, latency p50 {}  p99 {}  p99.9 {}",
+                format!("{}:", a.what),
+                a.offered_pps,
+                a.loss_ratio,
+                lat(&|p| p.p50),
+                lat(&|p| p.p99),
+                lat(&|p| p.p99_9)
+            );
+        }
+    }
 }
 
 fn us(ns: f64) -> String {
@@ -71,6 +116,9 @@ pub fn summary_text(r: &ExperimentResult, dut: Option<&str>) -> String {
     }
     for z in &r.rfc2544 {
         rfc2544_text(&mut s, z);
+    }
+    if !r.directions.is_empty() {
+        directions_text(&mut s, r);
     }
     for c in &r.sweep {
         let _ = writeln!(
@@ -178,7 +226,8 @@ fn mlrsearch_text(s: &mut String, m: &gapless_core::experiment::MlrsearchResult)
             if g.met { "" } else { "; goal NOT met" }
         );
     }
-    for l in &m.latency {
+    // Over several ports each direction's latency is its own (below).
+    for l in m.latency.iter().filter(|l| l.point.latency_p50_ns.is_some()) {
         let p = &l.point;
         let _ = writeln!(
             s,
@@ -234,12 +283,12 @@ fn point_row(s: &mut String, p: &PointResult) {
 
 /// The trace of every trial, one CSV row each.
 pub fn trials_csv(r: &ExperimentResult) -> String {
-    let mut s = String::from("trial,purpose,rate_pps,size,burst,seed,sent,received,loss_pct,warmup_sent,late_share,valid,repeated,latency_p50_ns,latency_p99_ns,latency_p99_9_ns\n");
+    let mut s = String::from("trial,purpose,rate_pps,size,burst,seed,sent,received,loss_pct,warmup_sent,late_share,valid,repeated,latency_p50_ns,latency_p99_ns,latency_p99_9_ns,directions\n");
     for t in &r.trials {
         let l = t.run.latency.as_ref().map(|l| &l.percentiles_ns);
         let _ = writeln!(
             s,
-            "{},\"{}\",{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+            "{},\"{}\",{},{},{},{},{},{},{},{},{},{},{},{},{},{},\"{}\"",
             t.index + 1,
             t.plan.purpose.replace('"', "'"),
             t.plan.rate_pps.map_or(String::new(), |v| format!("{v:.1}")),
@@ -256,6 +305,12 @@ pub fn trials_csv(r: &ExperimentResult) -> String {
             l.map_or(String::new(), |l| l.p50.to_string()),
             l.map_or(String::new(), |l| l.p99.to_string()),
             l.map_or(String::new(), |l| l.p99_9.to_string()),
+            t.run
+                .directions
+                .iter()
+                .map(|d| format!("{} {}/{}", d.direction, d.received, d.sent))
+                .collect::<Vec<_>>()
+                .join("; "),
         );
     }
     s

@@ -1,0 +1,188 @@
+//! An experiment over several ports (`ports` and `pairs`): each port's addresses read once,
+//! the profile made per direction ([`gapless_core::experiment::ports::expand`]), where each
+//! stream leaves and is metered, and each direction's figures of a trial.
+
+use gapless_core::experiment::directions::DirectionRun;
+use gapless_core::experiment::ports::{expand, stream_directions, Direction, DirectionAddrs};
+use gapless_core::experiment::spec::Port;
+use gapless_core::experiment::ExperimentSpec;
+use gapless_core::meter::report::{MeterReport, StreamRx};
+use gapless_core::result::RunResult;
+use gapless_core::ProfileSpec;
+use gapless_io::kernel::addrs::{neighbour_mac, port_addrs};
+
+use crate::spec::{PortRef, RxPort, RxSpec};
+use crate::EngineError;
+
+/// Where each stream of the experiment's profile leaves and is metered.
+#[derive(Debug, Clone)]
+pub struct PortsPlan {
+    pub directions: Vec<Direction>,
+    /// The direction of each stream of the profile.
+    pub stream_dirs: Vec<usize>,
+    /// The sending ports, in order of first use, and each stream's index among them.
+    pub tx: Vec<PortRef>,
+    pub stream_tx: Vec<usize>,
+    /// The receiving ports, in order of first use, and each direction's index among them.
+    pub rx: Vec<PortRef>,
+    pub dir_rx: Vec<usize>,
+}
+
+/// The plan and the profile for `spec`'s ports; `base` is the user's profile. Reads every
+/// port's addresses: a port that is not there is refused here, before any trial.
+pub fn plan(spec: &ExperimentSpec, base: &ProfileSpec, label: &str) -> Result<(PortsPlan, ProfileSpec), EngineError> {
+    let bad = |problem: String, fix: &str| EngineError::BadFile {
+        path: label.to_string(),
+        problem,
+        fix: fix.to_string(),
+    };
+    let ports = spec.port_list();
+    let directions = spec
+        .directions()
+        .map_err(|e| bad(e, "see the experiments guide's ports and pairs"))?;
+    let addrs: Vec<(String, String)> = ports
+        .iter()
+        .enumerate()
+        .map(|(i, p)| own_addrs(i, p).map_err(|(what, fix)| bad(what, &fix)))
+        .collect::<Result<_, _>>()?;
+    let dir_addrs: Vec<DirectionAddrs> = directions
+        .iter()
+        .map(|d| {
+            let from = &ports[d.from];
+            let eth_dst = from
+                .next_hop_mac
+                .clone()
+                .or_else(|| neighbour_mac(from.netns.as_deref(), &from.iface, &addrs[d.to].1))
+                .unwrap_or_else(|| addrs[d.to].0.clone());
+            DirectionAddrs {
+                eth_src: addrs[d.from].0.clone(),
+                eth_dst,
+                ip_src: addrs[d.from].1.clone(),
+                ip_dst: addrs[d.to].1.clone(),
+            }
+        })
+        .collect();
+    let profile =
+        expand(base, &directions, &dir_addrs).map_err(|e| bad(e, "see the experiments guide's ports and pairs"))?;
+    let stream_dirs = stream_directions(base.streams.len(), directions.len());
+    let (tx, dir_tx) = first_use(&ports, directions.iter().map(|d| d.from));
+    let (rx, dir_rx) = first_use(&ports, directions.iter().map(|d| d.to));
+    let stream_tx = stream_dirs.iter().map(|&d| dir_tx[d]).collect();
+    let plan = PortsPlan {
+        directions,
+        stream_dirs,
+        tx,
+        stream_tx,
+        rx,
+        dir_rx,
+    };
+    Ok((plan, profile))
+}
+
+/// Port `i`'s MAC and IP address: as given, else as the kernel has them.
+fn own_addrs(i: usize, p: &Port) -> Result<(String, String), (String, String)> {
+    let read = || {
+        port_addrs(p.netns.as_deref(), &p.iface).map_err(|e| {
+            (
+                format!("ports[{i}] ({}): {e}", PortRef::from(p).source()),
+                "name an interface that exists (gapless testbed up --ports N makes N ends)".to_string(),
+            )
+        })
+    };
+    let kernel = match (&p.mac, &p.ip) {
+        (Some(_), Some(_)) => None,
+        _ => Some(read()?),
+    };
+    let mac = p.mac.clone().or_else(|| kernel.as_ref().map(|k| k.mac.clone()));
+    let ip =
+        p.ip.clone()
+            .or_else(|| kernel.as_ref().and_then(|k| k.ipv4).map(|a| a.to_string()));
+    match (mac, ip) {
+        (Some(m), Some(a)) => Ok((m, a)),
+        _ => Err((
+            format!("ports[{i}] ({}) has no IPv4 address", p.iface),
+            format!("give the port's ip = \"...\", or add an address to {}", p.iface),
+        )),
+    }
+}
+
+impl From<&Port> for PortRef {
+    fn from(p: &Port) -> PortRef {
+        PortRef {
+            iface: p.iface.clone(),
+            netns: p.netns.clone(),
+        }
+    }
+}
+
+/// The distinct ports `of` names, in order of first use, and each one's index among them.
+fn first_use(ports: &[Port], of: impl Iterator<Item = usize>) -> (Vec<PortRef>, Vec<usize>) {
+    let mut used: Vec<usize> = Vec::new();
+    let idx = of
+        .map(|p| match used.iter().position(|&u| u == p) {
+            Some(k) => k,
+            None => {
+                used.push(p);
+                used.len() - 1
+            }
+        })
+        .collect();
+    (used.iter().map(|&p| PortRef::from(&ports[p])).collect(), idx)
+}
+
+impl PortsPlan {
+    /// The meter: every receiving port, read as one.
+    pub fn rx_spec(&self) -> RxSpec {
+        let mut rx = RxSpec::new(self.rx[0].iface.clone());
+        rx.netns = self.rx[0].netns.clone();
+        rx.more = self.rx[1..].iter().map(|p| RxPort::parse(&p.iface)).collect();
+        for (m, p) in rx.more.iter_mut().zip(&self.rx[1..]) {
+            m.netns = p.netns.clone();
+        }
+        rx
+    }
+
+    /// Each direction's figures of a trial: its streams' frames after the warm-up.
+    pub fn directions_of(&self, res: &RunResult, rx: Option<&MeterReport>) -> Vec<DirectionRun> {
+        self.directions
+            .iter()
+            .enumerate()
+            .map(|(d, dir)| {
+                let streams = |k: &usize| self.stream_dirs.get(*k) == Some(&d);
+                let sent: u64 = (0..res.streams.len())
+                    .filter(streams)
+                    .map(|k| res.streams[k].sent_frames.saturating_sub(res.streams[k].warmup_frames))
+                    .sum();
+                let got: Vec<&StreamRx> = rx
+                    .map(|m| {
+                        m.streams
+                            .iter()
+                            .filter(|s| s.id.is_some_and(|id| streams(&(id as usize))))
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                let received = got
+                    .iter()
+                    .map(|s| s.seq.as_ref().map_or(s.rx_frames, |q| q.unique))
+                    .sum();
+                DirectionRun {
+                    direction: dir.name.clone(),
+                    sent,
+                    received,
+                    loss_ratio: DirectionRun::ratio(sent, received),
+                    rx_pps: crate::experiment::rx_rate_of(&got),
+                    latency: got.iter().find_map(|s| s.latency.clone()),
+                    misdelivered: misdelivered(&got, self.dir_rx[d]),
+                }
+            })
+            .collect()
+    }
+}
+
+/// Frames of a direction that arrived on another receiving port than its own.
+fn misdelivered(got: &[&StreamRx], own: usize) -> u64 {
+    got.iter()
+        .flat_map(|s| s.rx_ports.iter().enumerate().filter(|(p, _)| *p != own))
+        .map(|(_, t)| t.rx_frames)
+        .sum()
+}
