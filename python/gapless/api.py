@@ -14,7 +14,7 @@ import os
 import tempfile
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Type, Union
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Type, Union
 
 from . import _gapless
 from .profile import PathLike, Profile, ProfileLike, as_profile
@@ -288,15 +288,19 @@ def _method(
     method: str,
     table: str,
     profile: ProfileLike,
-    tx: Union[str, Mapping[str, Any]],
-    rx: Union[str, Mapping[str, Any]],
+    tx: Optional[Union[str, Mapping[str, Any]]],
+    rx: Optional[Union[str, Mapping[str, Any]]],
     tx_netns: Optional[str],
     rx_netns: Optional[str],
     common: Dict[str, Any],
     params: Dict[str, Any],
 ) -> Result:
-    spec: Dict[str, Any] = {"method": method, "profile": profile, "tx": _port(tx, tx_netns), "rx": _port(rx, rx_netns)}
-    for k in ("name", "trial", "calibration", "dut"):
+    spec: Dict[str, Any] = {"method": method, "profile": profile}
+    if tx is not None:
+        spec["tx"] = _port(tx, tx_netns)
+    if rx is not None:
+        spec["rx"] = _port(rx, rx_netns)
+    for k in ("name", "trial", "calibration", "dut", "ports", "pairs"):
         if common.get(k) is not None:
             spec[k] = common[k]
     if params:
@@ -307,10 +311,12 @@ def _method(
 def rfc2544(
     profile: ProfileLike,
     *,
-    tx: Union[str, Mapping[str, Any]],
-    rx: Union[str, Mapping[str, Any]],
+    tx: Optional[Union[str, Mapping[str, Any]]] = None,
+    rx: Optional[Union[str, Mapping[str, Any]]] = None,
     tx_netns: Optional[str] = None,
     rx_netns: Optional[str] = None,
+    ports: Optional[Sequence[Mapping[str, Any]]] = None,
+    pairs: Optional[Union[str, Sequence[Mapping[str, Any]]]] = None,
     name: Optional[str] = None,
     trial: Optional[Mapping[str, Any]] = None,
     calibration: Optional[str] = None,
@@ -323,18 +329,24 @@ def rfc2544(
     between ``tx`` and ``rx``. ``params`` are the ``[rfc2544]`` table's keys:
     ``tests``, ``frame_sizes``, ``loss_tolerance_pct``, ``max_rate_pps`` or
     ``max_rate_bps``, ``min_rate_pps``, ``resolution_pct``/``resolution_pps``, ... ;
-    ``trial`` is the ``[trial]`` table (``duration_s``, ``warmup_s``, ``repetitions``, ...)."""
-    common = dict(name=name, trial=trial, calibration=calibration, dut=dut, on_trial=on_trial, report_dir=report_dir)
+    ``trial`` is the ``[trial]`` table (``duration_s``, ``warmup_s``, ``repetitions``, ...).
+    Instead of ``tx``/``rx``, ``ports`` (a list of ``{"iface", "netns"}``) with ``pairs``
+    ("bidirectional", "full-mesh", or ``[{"from": 0, "to": 1}, ...]``) runs every direction
+    at once; the result's ``directions`` has each one's figures."""
+    common = dict(name=name, trial=trial, calibration=calibration, dut=dut, on_trial=on_trial, report_dir=report_dir,
+                  ports=None if ports is None else [dict(p) for p in ports], pairs=pairs)
     return _method("rfc2544", "rfc2544", profile, tx, rx, tx_netns, rx_netns, common, params)
 
 
 def sweep(
     profile: ProfileLike,
     *,
-    tx: Union[str, Mapping[str, Any]],
-    rx: Union[str, Mapping[str, Any]],
+    tx: Optional[Union[str, Mapping[str, Any]]] = None,
+    rx: Optional[Union[str, Mapping[str, Any]]] = None,
     tx_netns: Optional[str] = None,
     rx_netns: Optional[str] = None,
+    ports: Optional[Sequence[Mapping[str, Any]]] = None,
+    pairs: Optional[Union[str, Sequence[Mapping[str, Any]]]] = None,
     name: Optional[str] = None,
     trial: Optional[Mapping[str, Any]] = None,
     calibration: Optional[str] = None,
@@ -347,17 +359,20 @@ def sweep(
     "burst", "size" or "pattern"; ``values`` or ``from``/``to``/``steps``; ``curves``).
     Each point runs ``trial["repetitions"]`` trials; the result has latency percentiles and
     loss per point with confidence intervals."""
-    common = dict(name=name, trial=trial, calibration=calibration, dut=dut, on_trial=on_trial, report_dir=report_dir)
+    common = dict(name=name, trial=trial, calibration=calibration, dut=dut, on_trial=on_trial, report_dir=report_dir,
+                  ports=None if ports is None else [dict(p) for p in ports], pairs=pairs)
     return _method("sweep", "sweep", profile, tx, rx, tx_netns, rx_netns, common, params)
 
 
 def mlrsearch(
     profile: ProfileLike,
     *,
-    tx: Union[str, Mapping[str, Any]],
-    rx: Union[str, Mapping[str, Any]],
+    tx: Optional[Union[str, Mapping[str, Any]]] = None,
+    rx: Optional[Union[str, Mapping[str, Any]]] = None,
     tx_netns: Optional[str] = None,
     rx_netns: Optional[str] = None,
+    ports: Optional[Sequence[Mapping[str, Any]]] = None,
+    pairs: Optional[Union[str, Sequence[Mapping[str, Any]]]] = None,
     name: Optional[str] = None,
     trial: Optional[Mapping[str, Any]] = None,
     calibration: Optional[str] = None,
@@ -372,8 +387,10 @@ def mlrsearch(
     ``duration_sum_s``, ...), ``max_rate_pps``, ``min_rate_pps``, ``final_trial_duration_s``,
     ``width_goal``, ``latency_at``, ... The result's ``mlrsearch`` has ``goals`` (each with
     ``conditional_throughput_pps``, ``lower_bound_pps``, ``upper_bound_pps``), ``trials``
-    and ``trial_seconds``."""
-    common = dict(name=name, trial=trial, calibration=calibration, dut=dut, on_trial=on_trial, report_dir=report_dir)
+    and ``trial_seconds``. With ``ports`` and ``pairs`` (see :func:`rfc2544`) the loads are
+    the aggregate over the directions, and ``directions`` has each one's loss and latency."""
+    common = dict(name=name, trial=trial, calibration=calibration, dut=dut, on_trial=on_trial, report_dir=report_dir,
+                  ports=None if ports is None else [dict(p) for p in ports], pairs=pairs)
     return _method("mlrsearch", "mlrsearch", profile, tx, rx, tx_netns, rx_netns, common, params)
 
 

@@ -207,8 +207,7 @@ impl Trials for EngineTrials<'_> {
         }
         let mut run = trial_run(&report);
         if let Some(p) = &self.x.ports {
-            run.directions = p.directions_of(&report.result, report.result.rx.as_ref());
-            run.latency = None;
+            with_directions(&mut run, p.directions_of(&report.result, report.result.rx.as_ref()));
         }
         self.machine.get_or_insert_with(|| report.result.environment.clone());
         Ok(run)
@@ -272,6 +271,20 @@ impl EngineTrials<'_> {
             ..RunSpec::new(profile, TxTarget::Iface { name: tx.iface, socket })
         })
     }
+}
+
+/// A trial over several ports: what each direction delivered to its own port is what the
+/// aggregate received; latency is each direction's own.
+fn with_directions(run: &mut TrialRun, dirs: Vec<gapless_core::experiment::directions::DirectionRun>) {
+    run.received = dirs.iter().map(|d| d.received).sum();
+    run.latency = None;
+    for d in dirs.iter().filter(|d| d.misdelivered > 0) {
+        run.warnings.push(format!(
+            "{}: {} frames also or only reached another port than their own (flooded or misrouted); only those at their own port count as received",
+            d.direction, d.misdelivered
+        ));
+    }
+    run.directions = dirs;
 }
 
 /// The send loop's core: off the reference device's forwarding CPU when there is another.

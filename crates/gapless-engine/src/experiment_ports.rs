@@ -161,10 +161,7 @@ impl PortsPlan {
                             .collect()
                     })
                     .unwrap_or_default();
-                let received = got
-                    .iter()
-                    .map(|s| s.seq.as_ref().map_or(s.rx_frames, |q| q.unique))
-                    .sum();
+                let received = got.iter().map(|s| at_own_port(s, self.dir_rx[d])).sum();
                 DirectionRun {
                     direction: dir.name.clone(),
                     sent,
@@ -176,6 +173,17 @@ impl PortsPlan {
                 }
             })
             .collect()
+    }
+}
+
+/// A stream's distinct frames, counted only as far as its own receiving port took them
+/// (a frame that reached only another port was not delivered).
+fn at_own_port(s: &StreamRx, own: usize) -> u64 {
+    let unique = s.seq.as_ref().map_or(s.rx_frames, |q| q.unique);
+    match s.rx_ports.get(own) {
+        Some(t) => unique.min(t.rx_frames),
+        None if s.rx_ports.is_empty() => unique,
+        None => 0,
     }
 }
 

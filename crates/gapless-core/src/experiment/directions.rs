@@ -14,7 +14,8 @@ use crate::meter::report::LatencySummary;
 pub struct DirectionRun {
     /// "gl-tx0→gl-rx0".
     pub direction: String,
-    /// Frames sent after the warm-up, and distinct frames received of them.
+    /// Frames sent after the warm-up, and distinct frames of them received at the
+    /// direction's own port.
     pub sent: u64,
     pub received: u64,
     /// (sent − received) / sent (0 when nothing was sent).
@@ -22,8 +23,8 @@ pub struct DirectionRun {
     /// Received frames per second over the metered part.
     pub rx_pps: Option<f64>,
     pub latency: Option<LatencySummary>,
-    /// Frames of the direction that also or instead arrived on another receiving port (a
-    /// bridge that flooded them), the warm-up's included.
+    /// Metered frames of the direction (after the warm-up) that arrived on another
+    /// receiving port than its own (a bridge that flooded them, a misroute).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub misdelivered: u64,
 }
@@ -59,7 +60,8 @@ pub struct DirectionAt {
     /// What the trial stands for: "NDR lower bound", "latency at 50 % of PDR", ….
     pub what: String,
     pub trial: usize,
-    /// This direction's share of the trial's offered load.
+    /// This direction's share of the trial's offered load (the trial's rate split evenly;
+    /// with the profile's own rates, what the direction sent per metered second).
     pub offered_pps: f64,
     pub sent: u64,
     pub received: u64,
@@ -90,7 +92,11 @@ fn at(trials: &[TrialRecord], i: usize, d: &Direction, what: &str, n: usize) -> 
     Some(DirectionAt {
         what: what.to_string(),
         trial: i,
-        offered_pps: t.plan.rate_pps.unwrap_or(0.0) / n as f64,
+        offered_pps: match t.plan.rate_pps {
+            Some(r) => r / n as f64,
+            // The profile's own rates (a repeat): what the direction sent over the trial.
+            None => run.sent as f64 / t.plan.duration_s,
+        },
         sent: run.sent,
         received: run.received,
         loss_ratio: run.loss_ratio,

@@ -75,16 +75,22 @@ pub enum LinkState {
 /// The link state of `iface` in the calling thread's network namespace.
 pub fn link_state(iface: &str) -> LinkState {
     let Ok(fd) = dgram() else { return LinkState::Gone };
+    link_state_by(&fd, iface)
+}
+
+/// The link state of `iface` in the network namespace of socket `fd` (an interface ioctl
+/// on a socket looks names up in the socket's namespace, whichever the thread is in).
+pub fn link_state_by(fd: &OwnedFd, iface: &str) -> LinkState {
     let Ok(mut r) = IfReq::new(iface) else {
         return LinkState::Gone;
     };
-    if ioctl(&fd, libc::SIOCGIFFLAGS, &mut r).is_err() {
+    if ioctl(fd, libc::SIOCGIFFLAGS, &mut r).is_err() {
         return LinkState::Gone;
     }
     let flags = i16::from_ne_bytes([r.data[0], r.data[1]]) as i32;
     if flags & libc::IFF_UP == 0 {
         LinkState::Down
-    } else if carrier(&fd, iface) == Some(false) || flags & libc::IFF_RUNNING == 0 {
+    } else if carrier(fd, iface) == Some(false) || flags & libc::IFF_RUNNING == 0 {
         LinkState::NoCarrier
     } else {
         LinkState::Up
@@ -105,12 +111,20 @@ fn carrier(fd: &OwnedFd, iface: &str) -> Option<bool> {
 /// Why `iface` cannot send now, or None when it can. A link being removed is set down
 /// first: a fault is looked at again 20 ms later, so that it is named by how it ended.
 pub fn link_fault(iface: &str) -> Option<IoError> {
-    let first = link_state(iface);
+    match dgram() {
+        Ok(fd) => link_fault_by(&fd, iface),
+        Err(_) => LinkState::Gone.fault(iface),
+    }
+}
+
+/// As [`link_fault`], in the network namespace of socket `fd`.
+pub fn link_fault_by(fd: &OwnedFd, iface: &str) -> Option<IoError> {
+    let first = link_state_by(fd, iface);
     if first == LinkState::Up {
         return None;
     }
     std::thread::sleep(std::time::Duration::from_millis(20));
-    match link_state(iface) {
+    match link_state_by(fd, iface) {
         LinkState::Up => first.fault(iface),
         later => later.fault(iface),
     }

@@ -156,7 +156,7 @@ impl TxSocket {
         if !gone && errno != libc::ENOBUFS {
             return None;
         }
-        crate::kernel::nic::link_fault(&self.info.name).or_else(|| {
+        crate::kernel::nic::link_fault_by(&self.fd, &self.info.name).or_else(|| {
             gone.then(|| IoError::LinkLost {
                 iface: self.info.name.clone(),
                 what: format!("failed to send ({})", std::io::Error::from_raw_os_error(errno)),

@@ -56,7 +56,7 @@ fn directions_line(r: &TrialRecord) -> String {
 /// Each direction at the trials the results rest on.
 fn directions_text(s: &mut String, r: &ExperimentResult) {
     let _ = writeln!(s, "by direction (the search judged their aggregate):");
-    for d in &r.directions {
+    for d in r.directions.iter().filter(|d| !d.at.is_empty()) {
         let _ = writeln!(s, "  {}:", d.name);
         for a in &d.at {
             let l = a.latency.as_ref().map(|l| &l.percentiles_ns);

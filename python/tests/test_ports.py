@@ -1,0 +1,206 @@
+"""Experiments over several ports, as FD.io CSIT runs its benchmarks: both directions at once
+through the reference router (`gapless testbed up --dut router --ports 4`), every port's
+egress shaped to 25 kframes/s of 64 B, so the bidirectional aggregate is 50 kframes/s.
+
+- MLRsearch finds a bidirectional NDR within 3 % of the aggregate capacity, and PDR ≥ NDR,
+  each direction carrying its half; latency at three fractions of PDR, per direction.
+- RFC 2544's binary search for the same goals needs more trial seconds.
+- CSIT's `MLRsearch` package, driving bidirectional gapless trials, agrees.
+- Four ends in full mesh: every one of the 12 directions metered, tx = rx below capacity.
+- Bad input is refused with its key before any trial.
+
+The module's one testbed has four ends; the bidirectional trials use the first two. The
+capacity is 25 kframes/s per port, not 50: this 2-core machine's reference router forwards
+at most about 35 kframes/s in all (DESIGN-NOTES 72), and one direction's 50 would be over."""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Iterator, List
+
+import pytest
+
+import gapless
+from conftest import gapless_cli, require_root
+from test_mlrsearch import GaplessTrials, agree_within_width, binary_trial_seconds, package_search
+
+BED = "glpt"
+CAP = 25_000  # frames/s of 64 B per direction through a 12 Mbit/s tbf as it counts
+
+
+@pytest.fixture(scope="module")
+def router() -> Iterator[str]:
+    require_root()
+    gapless_cli("testbed", "up", "--name", BED, "--dut", "router", "--dut-rate", "12mbit", "--ports", "4")
+    try:
+        yield BED
+    finally:
+        gapless_cli("testbed", "down", "--name", BED)
+
+
+def ends(bed: str, n: int) -> List[Dict[str, str]]:
+    names = [f"{bed}-tx0", f"{bed}-rx0"] + [f"{bed}-p{k}" for k in range(2, n)]
+    spaces = [f"{bed}-tx", f"{bed}-rx"] + [f"{bed}-p{k}" for k in range(2, n)]
+    return [{"iface": i, "netns": s} for i, s in zip(names, spaces)]
+
+
+def bidir(bed: str) -> Dict[str, Any]:
+    """The issue's shape: two ports both ways, NDR and PDR, aggregate loads. The late limit
+    is test_mlrsearch's (this VM's host stalls the sender 0.2-1.7 % of a trial); 1 s final
+    trials for CI's time."""
+    return {
+        "name": "mlr-bidir",
+        "method": "mlrsearch",
+        "ports": ends(bed, 2),
+        "pairs": "bidirectional",
+        "trial": {"warmup_s": 0.3, "settle_s": 0.3, "late_limit": 0.02, "duration_s": 1},
+        "mlrsearch": {
+            "goals": [{"name": "NDR", "loss_ratio": 0.0}, {"name": "PDR", "loss_ratio": 0.005}],
+            "final_trial_duration_s": 1, "initial_trial_duration_s": 0.25,
+            "min_rate_pps": 2_000, "max_rate_pps": 100_000, "width_goal": 0.005,
+            "latency_at": [0.1, 0.5, 0.9],
+        },
+        "profile": {"stream": [{"name": "m", "size": 64, "timing": {"rate_pps": 1000}}]},
+    }
+
+
+def stopped_by_the_sender(r: Dict[str, Any]) -> bool:
+    """As test_mlrsearch's: a search stopped by a sender that fell behind in every attempt,
+    with that trial's verdict saying so."""
+    hit = [w for w in r["warnings"] if "its sender fell behind in every attempt" in w]
+    if hit:
+        last = r["trials"][-1]
+        assert not last["valid"] and "NOT held" in last["invalid_reason"], last
+    return bool(hit)
+
+
+@pytest.fixture(scope="module")
+def searched(router: str) -> Dict[str, Any]:
+    return gapless.experiment(bidir(router))
+
+
+def test_bidirectional_ndr_is_the_aggregate_of_both_directions(searched: Dict[str, Any]) -> None:
+    r = searched
+    if stopped_by_the_sender(r):
+        return
+    goals = {g["name"]: g for g in r["mlrsearch"]["goals"]}
+    ndr, pdr = goals["NDR"]["conditional_throughput_pps"], goals["PDR"]["conditional_throughput_pps"]
+    assert abs(ndr - 2 * CAP) <= 0.03 * 2 * CAP, f"expected NDR within 3 % of {2 * CAP} frames/s aggregate; got {ndr:.0f}"
+    assert pdr >= ndr, f"expected PDR ≥ NDR; got {pdr:.0f} < {ndr:.0f}"
+    names = [d["name"] for d in r["directions"]]
+    assert names == [f"{BED}-tx0→{BED}-rx0", f"{BED}-rx0→{BED}-tx0"], names
+    for d in r["directions"]:
+        at = {a["what"]: a for a in d["at"]}
+        lb = at["NDR lower bound"]
+        assert lb["offered_pps"] == pytest.approx(goals["NDR"]["lower_bound_pps"] / 2), lb
+        assert lb["loss_ratio"] == 0 and lb["sent"] == lb["received"] > 0.9 * CAP * 0.97, lb
+    for t in r["trials"]:
+        dirs = t["directions"]
+        assert sum(d["sent"] for d in dirs) == t["sent"], t
+        assert sum(d["received"] for d in dirs) == t["received"], t
+        assert abs(dirs[0]["sent"] - dirs[1]["sent"]) <= 2, f"expected the load split evenly; got {dirs}"
+
+
+def test_latency_at_fractions_is_given_per_direction(searched: Dict[str, Any]) -> None:
+    r = searched
+    if stopped_by_the_sender(r):
+        return
+    pdr = next(g for g in r["mlrsearch"]["goals"] if g["name"] == "PDR")["conditional_throughput_pps"]
+    for d in r["directions"]:
+        lat = [a for a in d["at"] if a["what"].startswith("latency at")]
+        assert [a["what"] for a in lat] == [f"latency at {p} % of PDR" for p in (10, 50, 90)], d["at"]
+        for a, f in zip(lat, (0.1, 0.5, 0.9)):
+            assert a["offered_pps"] == pytest.approx(f * pdr / 2), a
+            p = a["latency"]["percentiles_ns"]
+            assert 0 < p["p50"] <= p["p99"] <= p["p99_9"] <= p["p99_9999"], p
+            assert a["latency"]["count"] == a["received"], a
+    s = gapless.summary(r)
+    assert s.index("NDR") < s.index("PDR") < s.index("by direction") < s.index("latency at 10 % of PDR"), s
+
+
+def test_mlrsearch_needs_fewer_trial_seconds_than_rfc2544_both_ways(router: str, searched: Dict[str, Any]) -> None:
+    if stopped_by_the_sender(searched):
+        return
+    spec = bidir(router)
+    m = spec.pop("mlrsearch")
+    spec["method"], spec["trial"]["duration_s"] = "rfc2544", 1
+    spec["rfc2544"] = {"tests": ["throughput"], "frame_sizes": [64], "loss_tolerance_pct": [0, 0.5],
+                       "max_rate_pps": m["max_rate_pps"], "min_rate_pps": m["min_rate_pps"], "resolution_pct": 0.5}
+    b = gapless.experiment(spec)
+    binary, mlr = binary_trial_seconds(b), searched["mlrsearch"]["trial_seconds"]
+    print(f"bidirectional trial seconds: MLRsearch {mlr:.2f}, RFC 2544 binary search {binary:.2f}")
+    assert mlr < binary, f"expected MLRsearch to need fewer trial seconds than RFC 2544's {binary}; got {mlr}"
+    tp = b["rfc2544"][0]["throughput"][0]
+    assert [d["name"] for d in b["directions"]] == [d["name"] for d in searched["directions"]], b["directions"]
+    assert b["directions"][0]["at"][0]["what"].startswith("throughput 64 B"), b["directions"][0]
+    assert abs(tp["throughput_pps"] - 2 * CAP) <= 0.03 * 2 * CAP, tp
+
+
+class BidirTrials(GaplessTrials):
+    """The package's measurer over both directions: a one-trial "repeat" experiment whose
+    stream rate is each direction's half of the aggregate load asked."""
+
+    def measure(self, intended_duration: float, intended_load: float) -> Any:
+        from MLRsearch import MeasurementResult  # type: ignore[import-untyped]
+
+        spec = bidir(self.bed)
+        spec.pop("mlrsearch")
+        spec["method"] = "repeat"
+        spec["trial"].update(duration_s=intended_duration, repetitions=1)
+        spec["profile"]["stream"][0]["timing"]["rate_pps"] = intended_load / 2
+        r = gapless.experiment(spec)
+        t = next(t for t in r["trials"] if not t["repeated"])
+        self.trials += 1
+        self.seconds += intended_duration
+        return MeasurementResult(intended_duration=intended_duration, intended_load=intended_load,
+                                 offered_count=t["sent"], forwarding_count=t["received"])
+
+
+def test_the_mlrsearch_package_agrees_both_ways(router: str, searched: Dict[str, Any]) -> None:
+    if stopped_by_the_sender(searched):
+        return
+    goals, theirs, t = package_search(router, [g["loss_ratio"] for g in searched["mlrsearch"]["goals"]],
+                                      measurer=BidirTrials(router), max_load=100_000.0)
+    for goal, ours in zip(goals, searched["mlrsearch"]["goals"]):
+        lo, hi = float(theirs[goal].relevant_lower_bound), float(theirs[goal].relevant_upper_bound)
+        print(f"{ours['name']} both ways: package [{lo:.0f}, {hi:.0f}] in {t.seconds:.2f} trial s, "
+              f"gapless [{ours['lower_bound_pps']:.0f}, {ours['upper_bound_pps']:.0f}]")
+        agree_within_width(ours["name"], (lo, hi), ours)
+
+
+def test_four_ends_in_full_mesh_meter_every_pair(router: str) -> None:
+    """12 directions at 1500 frames/s each: each router port carries 4500 of its 25000."""
+    spec = {
+        "method": "repeat", "ports": ends(router, 4), "pairs": "full-mesh",
+        "trial": {"warmup_s": 0.3, "settle_s": 0.3, "duration_s": 1, "late_limit": 0.02},
+        "profile": {"stream": [{"name": "m", "size": 64, "timing": {"rate_pps": 1500}}]},
+    }
+    r = gapless.experiment(spec)
+    t = next(t for t in r["trials"] if t["valid"] or not t["repeated"])
+    if not t["valid"]:
+        assert "NOT held" in t["invalid_reason"], t
+        return
+    dirs = t["directions"]
+    names = {(d["from"], d["to"]) for d in r["directions"]}
+    assert names == {(a, b) for a in range(4) for b in range(4) if a != b}, names
+    for d in dirs:
+        assert d["sent"] == d["received"] and abs(d["sent"] - 1500) <= 2, f"expected tx = rx ≈ 1500 per pair; got {d}"
+        assert d.get("misdelivered", 0) == 0, d
+        assert d["latency"]["count"] == d["received"], d
+
+
+@pytest.mark.parametrize("change,want", [
+    (lambda s: s["ports"][1].update(iface="nosuch0"), "ports[1]"),
+    (lambda s: s.update(pairs="both"), "pairs = \"both\""),
+    (lambda s: s.update(pairs=[{"from": 0, "to": 0}]), "pairs[0]: from and to are both port 0"),
+    (lambda s: s["ports"].append(s["ports"][0]) or s.update(pairs="bidirectional"), "even number of ports"),
+    (lambda s: s.update(tx=s["ports"][0]), "not both"),
+    (lambda s: s["mlrsearch"].update(min_rate_pps=200_000), "mlrsearch.min_rate_pps = 200000"),
+], ids=["no-such-port", "bad-pairs", "self-pair", "odd-bidirectional", "tx-and-ports", "min-above-max"])
+def test_bad_input_is_refused_with_its_key_before_any_trial(router: str, change: Any, want: str) -> None:
+    spec = bidir(router)
+    change(spec)
+    heard: List[Dict[str, Any]] = []
+    with pytest.raises(gapless.Error) as e:
+        gapless.experiment(spec, on_trial=heard.append)
+    assert want in str(e.value), f"expected {want!r} in the error; got {e.value}"
+    assert heard == [], f"expected no trial run; got {len(heard)}"
