@@ -27,6 +27,8 @@ pub struct Experiment {
     pub label: String,
     /// Several ports: the directions, and where each stream leaves and is metered.
     pub ports: Option<crate::experiment_ports::PortsPlan>,
+    /// RFC 2889: how the switch's table is emptied between iterations.
+    pub age_out: Option<crate::rfc2889::AgeOut>,
 }
 
 impl Experiment {
@@ -93,13 +95,23 @@ impl Experiment {
         };
         // Every trial's profile must compile: check the first one now.
         profile.compile(None).map_err(in_profile)?;
-        Ok(Experiment {
+        let mut x = Experiment {
             spec,
             profile,
             calibration,
             label,
             ports,
-        })
+            age_out: None,
+        };
+        if x.spec.method == gapless_core::experiment::Method::Rfc2889 {
+            let a = crate::rfc2889::age_out(&x).map_err(|problem| EngineError::BadFile {
+                path: x.label.clone(),
+                problem,
+                fix: "see the experiments guide's RFC 2889 section".into(),
+            })?;
+            x.age_out = Some(a);
+        }
+        Ok(x)
     }
 
     /// Runs every trial; `on_trial` hears of each as it is judged. Stops early (keeping what
@@ -112,6 +124,7 @@ impl Experiment {
             last_end: None,
             on_trial,
             machine: None,
+            aged: false,
         };
         let mut r = gapless_core::experiment::run(&self.spec, seed, &mut t);
         let machine = t.machine.take();
@@ -164,11 +177,19 @@ impl ExperimentFile {
     }
 }
 
+/// The testbed the first port's namespace belongs to (`NAME-tx`), and its device.
+pub(crate) fn reference_testbed(
+    spec: &ExperimentSpec,
+) -> Option<(gapless_io::testbed::Testbed, gapless_io::testbed::dut::Dut)> {
+    let name = spec.port_list().first()?.netns.clone()?;
+    let t = gapless_io::testbed::Testbed::new(name.strip_suffix("-tx")?).ok()?;
+    let d = t.dut()?;
+    Some((t, d))
+}
+
 /// The reference device of the testbed the sender's namespace belongs to (`NAME-tx`).
 fn testbed_dut(spec: &ExperimentSpec) -> Option<DutInfo> {
-    let name = spec.port_list().first()?.netns.clone()?;
-    let name = name.strip_suffix("-tx")?;
-    let d = gapless_io::testbed::Testbed::new(name).ok()?.dut()?;
+    let (_, d) = reference_testbed(spec)?;
     Some(DutInfo {
         kind: match d.kind {
             gapless_io::testbed::dut::DutKind::Bridge => "reference bridge (gapless testbed --dut bridge)".into(),
@@ -189,11 +210,25 @@ struct EngineTrials<'a> {
     last_end: Option<Instant>,
     on_trial: &'a mut dyn FnMut(&TrialRecord),
     machine: Option<gapless_core::host::Environment>,
+    /// RFC 2889 on a real switch: its table was aged out since the last address test.
+    aged: bool,
 }
 
 impl Trials for EngineTrials<'_> {
     fn run(&mut self, index: usize, plan: &TrialPlan) -> Result<TrialRun, TrialError> {
         self.settle()?;
+        if let Some(l) = &plan.learning {
+            let run = crate::rfc2889::iteration(self.x, plan, l, &self.stop);
+            self.last_end = Some(Instant::now());
+            self.aged = false;
+            return run;
+        }
+        if let Some(a) = self.x.age_out.as_ref().filter(|_| !self.aged) {
+            // The address tests filled the table: the ports' own addresses are learned
+            // again from the warm-up only when there is room.
+            crate::rfc2889::empty_table(a, &self.stop)?;
+            self.aged = !matches!(a, crate::rfc2889::AgeOut::Flush(_));
+        }
         let spec = self.run_spec(plan).map_err(|e| TrialError::Failed(e.to_string()))?;
         let report = Run::start_with_stop(spec, self.stop.clone())
             .and_then(|h| h.wait())
@@ -277,6 +312,7 @@ impl EngineTrials<'_> {
 /// aggregate received; latency is each direction's own.
 fn with_directions(run: &mut TrialRun, dirs: Vec<gapless_core::experiment::directions::DirectionRun>) {
     run.received = dirs.iter().map(|d| d.received).sum();
+    run.rx_pps = dirs.iter().map(|d| d.rx_pps).sum();
     run.latency = None;
     for d in dirs.iter().filter(|d| d.misdelivered > 0) {
         run.warnings.push(format!(
@@ -288,13 +324,13 @@ fn with_directions(run: &mut TrialRun, dirs: Vec<gapless_core::experiment::direc
 }
 
 /// The send loop's core: off the reference device's forwarding CPU when there is another.
-fn sender_core() -> Option<usize> {
+pub(crate) fn sender_core() -> Option<usize> {
     let dut = gapless_io::testbed::dut::dut_cpu();
     crate::rx::allowed_cores().into_iter().find(|&c| c != dut)
 }
 
 /// A trial's counts from the joined run: after the warm-up, by stream, added up.
-fn trial_run(r: &RunReport) -> TrialRun {
+pub(crate) fn trial_run(r: &RunReport) -> TrialRun {
     let res = &r.result;
     let warmup_sent: u64 = res.streams.iter().map(|s| s.warmup_frames).sum();
     let rx = res.rx.as_ref();
@@ -322,6 +358,7 @@ fn trial_run(r: &RunReport) -> TrialRun {
         }),
         warnings: res.warnings.clone(),
         directions: Vec::new(),
+        flooded: None,
     }
 }
 

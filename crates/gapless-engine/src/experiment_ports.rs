@@ -26,6 +26,9 @@ pub struct PortsPlan {
     /// The receiving ports, in order of first use, and each direction's index among them.
     pub rx: Vec<PortRef>,
     pub dir_rx: Vec<usize>,
+    /// Every port, and its MAC.
+    pub all: Vec<PortRef>,
+    pub macs: Vec<String>,
 }
 
 /// The plan and the profile for `spec`'s ports; `base` is the user's profile. Reads every
@@ -75,6 +78,8 @@ pub fn plan(spec: &ExperimentSpec, base: &ProfileSpec, label: &str) -> Result<(P
         stream_tx,
         rx,
         dir_rx,
+        all: ports.iter().map(PortRef::from).collect(),
+        macs: addrs.iter().map(|a| a.0.clone()).collect(),
     };
     Ok((plan, profile))
 }
@@ -167,7 +172,7 @@ impl PortsPlan {
                     sent,
                     received,
                     loss_ratio: DirectionRun::ratio(sent, received),
-                    rx_pps: crate::experiment::rx_rate_of(&got),
+                    rx_pps: own_port_rate(&got, self.dir_rx[d]),
                     latency: got.iter().find_map(|s| s.latency.clone()),
                     misdelivered: misdelivered(&got, self.dir_rx[d]),
                 }
@@ -185,6 +190,23 @@ fn at_own_port(s: &StreamRx, own: usize) -> u64 {
         None if s.rx_ports.is_empty() => unique,
         None => 0,
     }
+}
+
+/// Frames per second of the streams at their own port, between its first and last
+/// arrival (a flooded copy on another port is not forwarding).
+fn own_port_rate(got: &[&StreamRx], own: usize) -> Option<f64> {
+    let tallies: Vec<(u64, u64, u64)> = got
+        .iter()
+        .map(|s| match s.rx_ports.get(own) {
+            Some(t) => (t.rx_frames, t.first_rx_ns, t.last_rx_ns),
+            None => (s.rx_frames, s.first_rx_ns, s.last_rx_ns),
+        })
+        .filter(|t| t.0 > 1)
+        .collect();
+    let first = tallies.iter().map(|t| t.1).min()?;
+    let last = tallies.iter().map(|t| t.2).max()?;
+    let n: u64 = tallies.iter().map(|t| t.0).sum();
+    (last > first).then(|| (n - 1) as f64 * 1e9 / (last - first) as f64)
 }
 
 /// Frames of a direction that arrived on another receiving port than its own.

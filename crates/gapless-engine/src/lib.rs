@@ -51,6 +51,7 @@ pub mod metering;
 pub mod ratectl;
 pub mod report;
 pub mod request;
+pub mod rfc2889;
 pub mod run;
 pub mod rx;
 pub mod session;

@@ -236,6 +236,7 @@ fn base(c: &Common, method: Method, final_duration_s: Option<f64>) -> Result<Exp
         rfc2544: None,
         sweep: None,
         mlrsearch: None,
+        rfc2889: None,
     })
 }
 

@@ -116,6 +116,10 @@ enum TestbedCmd {
         /// 198.18.0.(K+1). Every port's egress is shaped.
         #[arg(long, default_value_t = 2, requires = "dut", value_parser = clap::value_parser!(u32).range(2..=16))]
         ports: u32,
+        /// The bridge's bound on learned MAC addresses (IFLA_BR_FDB_MAX_LEARNED, Linux 6.8+):
+        /// gives RFC 2889's address caching test a finite answer.
+        #[arg(long, requires = "dut", value_parser = clap::value_parser!(u32).range(1..))]
+        fdb_max_learned: Option<u32>,
     },
     /// Remove the testbed (idempotent).
     Down {
@@ -214,6 +218,7 @@ fn cmd_testbed(action: TestbedCmd) -> Result<i32> {
             dut_queue,
             dut_qdisc,
             ports,
+            fdb_max_learned,
         } => {
             let t = Testbed::new(&name).map_err(|e| anyhow!("{e}"))?;
             let outcome = match dut {
@@ -239,6 +244,7 @@ fn cmd_testbed(action: TestbedCmd) -> Result<i32> {
                         queue: dut_queue,
                         qdisc: dut_qdisc,
                         ports: ports as usize,
+                        fdb_max_learned,
                     })?
                 }
             };
@@ -276,6 +282,11 @@ fn dut_text(t: &Testbed, d: &Dut) -> String {
         t.dut_ns(),
         gapless_io::testbed::dut::dut_cpu()
     );
+    if let Some(m) = d.fdb_max_learned {
+        s.push_str(&format!(
+            "  fdb:      at most {m} learned MAC addresses (fdb_max_learned)\n"
+        ));
+    }
     for k in 2..d.ports {
         let e = t.end(k);
         s.push_str(&format!(

@@ -137,6 +137,19 @@ fn key_trials(r: &ExperimentResult) -> Vec<(String, usize)> {
             out.extend(l.trials.iter().map(|&i| (format!("latency {} B", s.frame_size), i)));
         }
     }
+    if let Some(m) = r.rfc2889.as_ref().and_then(|x| x.fully_meshed.as_ref()) {
+        out.extend(
+            m.trials
+                .first()
+                .map(|&i| ("fully meshed, the maximum offered load".to_string(), i)),
+        );
+        let at_tp = m.trials.iter().rev().find(|&&i| {
+            r.trials
+                .iter()
+                .any(|x| x.index == i && x.plan.rate_pps == m.throughput_pps)
+        });
+        out.extend(at_tp.map(|&i| ("fully meshed throughput".to_string(), i)));
+    }
     if let Some(p) = &r.repeat {
         out.extend(p.trials.iter().map(|&i| ("repeat".to_string(), i)));
     }

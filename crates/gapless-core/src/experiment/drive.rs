@@ -30,6 +30,7 @@ pub fn run(spec: &ExperimentSpec, base_seed: u64, trials: &mut dyn Trials) -> Ex
             sweep: Vec::new(),
             repeat: None,
             mlrsearch: None,
+            rfc2889: None,
             directions: Vec::new(),
             repeats: 0,
             stopped: false,
@@ -43,6 +44,7 @@ pub fn run(spec: &ExperimentSpec, base_seed: u64, trials: &mut dyn Trials) -> Ex
         Method::Sweep => d.sweep(),
         Method::Repeat => d.point(Vec::new(), "repeat").map(|p| d.out.repeat = Some(p)),
         Method::Mlrsearch => d.mlrsearch(spec.mlrsearch.as_ref().expect("checked")),
+        Method::Rfc2889 => d.rfc2889(spec.rfc2889.as_ref().expect("checked")),
     };
     if let Err(e) = res {
         d.out.stopped = true;
@@ -58,19 +60,19 @@ pub fn run(spec: &ExperimentSpec, base_seed: u64, trials: &mut dyn Trials) -> Ex
     d.out
 }
 
-type Step<T> = Result<T, TrialError>;
+pub(super) type Step<T> = Result<T, TrialError>;
 
-struct Driver<'a> {
-    spec: &'a ExperimentSpec,
-    base_seed: u64,
-    trials: &'a mut dyn Trials,
-    out: ExperimentResult,
+pub(super) struct Driver<'a> {
+    pub(super) spec: &'a ExperimentSpec,
+    pub(super) base_seed: u64,
+    pub(super) trials: &'a mut dyn Trials,
+    pub(super) out: ExperimentResult,
     /// Search trials by (size, rate bits): a rate tried for one tolerance serves the others.
-    cache: HashMap<(u32, u64), usize>,
+    pub(super) cache: HashMap<(u32, u64), usize>,
 }
 
 impl Driver<'_> {
-    fn plan(&self, purpose: String, settings: &[Setting], rep: u32) -> TrialPlan {
+    pub(super) fn plan(&self, purpose: String, settings: &[Setting], rep: u32) -> TrialPlan {
         let mut p = TrialPlan {
             purpose,
             rate_pps: None,
@@ -81,6 +83,7 @@ impl Driver<'_> {
             warmup_s: self.spec.trial.warmup_s,
             count: None,
             seed: self.base_seed + u64::from(rep),
+            learning: None,
         };
         for s in settings {
             match *s {
@@ -95,7 +98,7 @@ impl Driver<'_> {
 
     /// Runs `plan`, and again while the sender fell behind, up to the retry limit. Returns
     /// the index of the attempt that counts (the first valid one, else the last).
-    fn trial(&mut self, plan: TrialPlan) -> Step<usize> {
+    pub(super) fn trial(&mut self, plan: TrialPlan) -> Step<usize> {
         let mut attempt = 0;
         loop {
             let index = self.out.trials.len();
@@ -188,7 +191,7 @@ impl Driver<'_> {
     }
 
     /// The binary search at one tolerance; rates already tried at this size are not run again.
-    fn throughput(&mut self, r: &Rfc2544Spec, size: u32, tol_pct: f64) -> Step<Throughput> {
+    pub(super) fn throughput(&mut self, r: &Rfc2544Spec, size: u32, tol_pct: f64) -> Step<Throughput> {
         let mut search = Search::new(SearchSpec {
             min_pps: r.min_rate(size),
             max_pps: r.max_rate(size),

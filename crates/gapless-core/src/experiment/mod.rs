@@ -9,10 +9,12 @@
 pub mod directions;
 pub mod mlr;
 pub mod ports;
+pub mod rfc2889;
 pub mod search;
 pub mod stats;
 
 mod drive;
+mod drive_rfc2889;
 pub mod spec;
 #[cfg(test)]
 mod tests;
@@ -43,6 +45,9 @@ pub struct TrialPlan {
     /// Frames per stream instead of a duration (back-to-back bursts).
     pub count: Option<u64>,
     pub seed: u64,
+    /// An iteration of RFC 2889's address tests instead of the profile's streams.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub learning: Option<rfc2889::LearningPlan>,
 }
 
 impl TrialPlan {
@@ -100,6 +105,9 @@ pub struct TrialRun {
     /// their aggregate).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub directions: Vec<directions::DirectionRun>,
+    /// RFC 2889's address tests: test frames flooded to the monitor port.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flooded: Option<u64>,
 }
 
 /// A trial as the result keeps it.
@@ -229,6 +237,8 @@ pub struct ExperimentResult {
     pub repeat: Option<PointResult>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mlrsearch: Option<MlrsearchResult>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rfc2889: Option<rfc2889::Rfc2889Result>,
     /// Each direction at the trials the results rest on (experiments over several ports).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub directions: Vec<directions::DirectionSummary>,

@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::experiment::mlr::spec::MlrsearchSpec;
 use crate::experiment::ports::{directions, Direction, Pair, Pairs, PairsKind, PortId};
+use crate::experiment::rfc2889::Rfc2889Spec;
 use crate::experiment::search::Resolution;
 use crate::spec::{BackendKind, PatternKind, ProfileSpec};
 
@@ -49,6 +50,8 @@ pub struct ExperimentSpec {
     pub sweep: Option<SweepSpec>,
     #[serde(default)]
     pub mlrsearch: Option<MlrsearchSpec>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rfc2889: Option<Rfc2889Spec>,
 }
 
 /// What the experiment does.
@@ -60,6 +63,9 @@ pub enum Method {
     Repeat,
     /// RFC 9971's Multiple Loss Ratio Search: every goal (NDR, PDR, …) in one search.
     Mlrsearch,
+    /// RFC 2889's switch tests: address caching capacity, address learning rate, fully
+    /// meshed forwarding.
+    Rfc2889,
 }
 
 /// A profile by path, or inline.
@@ -558,6 +564,16 @@ impl ExperimentSpec {
                     .ok_or("method = \"mlrsearch\" needs an [mlrsearch] table: goals and max_rate_pps")?
                     .search(self.final_duration())?;
             }
+            Method::Rfc2889 => {
+                let r = self
+                    .rfc2889
+                    .as_ref()
+                    .ok_or("method = \"rfc2889\" needs an [rfc2889] table: tests, and max_rate_pps for fully_meshed")?;
+                if !self.multi_port() {
+                    return Err("method = \"rfc2889\" tests a switch between ports: give ports = [{ iface = ..., netns = ... }, ...] (three or more for the address tests)".into());
+                }
+                r.check(self.ports.len())?;
+            }
             Method::Repeat => {}
         }
         self.check_ports()
@@ -637,6 +653,7 @@ impl ExperimentSpec {
             }]),
             (Some(p), _) => p.clone(),
             (None, false) => Pairs::List(self.pair.clone()),
+            (None, true) if self.method == Method::Rfc2889 => Pairs::Named(PairsKind::FullMesh),
             (None, true) if ports.len() == 2 => Pairs::Named(PairsKind::Bidirectional),
             (None, true) => {
                 return Err(format!(

@@ -211,6 +211,7 @@ fn a_plan_sets_every_stream() {
         warmup_s: 0.5,
         count: None,
         seed: 3,
+        learning: None,
     };
     let p = plan.apply(&base);
     assert_eq!(p.seed, Some(3));
@@ -300,4 +301,81 @@ fn bad_experiment_files_name_the_key() {
             "for {extra:?}: expected an error with {want:?}, got {e:?}"
         );
     }
+}
+
+/// A bridge whose table holds `table` learned addresses and which learns at most
+/// `learn_pps` source addresses per second; it forwards `cap` frames/s in all.
+struct FakeBridge {
+    table: u32,
+    learn_pps: f64,
+    cap: f64,
+}
+
+impl Trials for FakeBridge {
+    fn run(&mut self, _index: usize, plan: &TrialPlan) -> Result<TrialRun, TrialError> {
+        let Some(l) = &plan.learning else {
+            return dut(self.cap).run(0, plan);
+        };
+        // The test port's own address takes one entry first.
+        let room = self.table.saturating_sub(1);
+        let learned = if l.learning_pps <= self.learn_pps { l.addresses.min(room) } else { 0 };
+        let n = u64::from(l.addresses);
+        Ok(TrialRun {
+            sent: n,
+            sent_total: n,
+            received: n,
+            flooded: Some(n - u64::from(learned)),
+            schedule: "held".into(),
+            held: true,
+            ..Default::default()
+        })
+    }
+}
+
+const RFC2889: &str = r#"
+method = "rfc2889"
+profile = "p.toml"
+ports = [{ iface = "a" }, { iface = "b" }, { iface = "c" }]
+[rfc2889]
+max_addresses = 100
+max_rate_pps = 30000
+learning_max_rate_pps = 10000
+learning_rate_pps = 1000
+"#;
+
+#[test]
+fn rfc2889_finds_the_table_less_the_test_port_and_the_learning_rate() {
+    let spec = ExperimentSpec::from_toml(RFC2889, "e.toml").expect("valid");
+    assert_eq!(spec.directions().unwrap().len(), 6, "rfc2889's ports default to a full mesh");
+    let mut b = FakeBridge {
+        table: 40,
+        learn_pps: 2000.0,
+        cap: 20_000.0,
+    };
+    let r = run(&spec, 1, &mut b);
+    let x = r.rfc2889.as_ref().expect("rfc2889 result");
+    let c = x.address_caching.as_ref().unwrap();
+    assert_eq!((c.addresses, c.capacity, c.own_entries), (Some(39), Some(40), 1), "{c:?}");
+    assert!(c.procedure.starts_with("RFC 2889 §5.7"), "{}", c.procedure);
+    let l = x.address_learning_rate.as_ref().unwrap();
+    assert_eq!(l.addresses, 39);
+    let rate = l.rate_pps.expect("a learning rate");
+    assert!((1990.0..=2000.0).contains(&rate), "expected the learning rate within 1 % below 2000; got {rate}");
+    let m = x.fully_meshed.as_ref().unwrap();
+    let tp = m.throughput_pps.expect("a throughput");
+    assert!((19_800.0..=20_000.0).contains(&tp), "expected the mesh throughput near 20000; got {tp}");
+    assert!(m.loss_pct > 30.0, "at 30000 offered, a third is lost; got {}", m.loss_pct);
+}
+
+#[test]
+fn rfc2889_is_refused_without_ports_or_its_roles() {
+    let one_way = RFC2889.replace(
+        "ports = [{ iface = \"a\" }, { iface = \"b\" }, { iface = \"c\" }]",
+        "tx = { iface = \"a\" }\nrx = { iface = \"b\" }",
+    );
+    let e = ExperimentSpec::from_toml(&one_way, "e.toml").unwrap_err();
+    assert!(e.contains("tests a switch between ports"), "{e}");
+    let two = RFC2889.replace(", { iface = \"c\" }", "");
+    let e = ExperimentSpec::from_toml(&two, "e.toml").unwrap_err();
+    assert!(e.contains("rfc2889.monitor_port = 2: there are 2 ports"), "{e}");
 }

@@ -2,11 +2,13 @@
 //! [`qdisc`]s (launch time, the shaper), the NIC's per-queue rate limiter ([`maxrate`]),
 //! [`caps`] (capabilities), kernel/NIC TX [`timestamping`], the host's [`clock`] state
 //! (read, never set), and link and route changes over rtnetlink stamped at their ACK
-//! ([`rtnl`]), and a port's addresses ([`addrs`]).
+//! ([`rtnl`]), a port's addresses ([`addrs`]), and a bridge's forwarding database
+//! ([`bridge`]).
 //!
 //! May import `socket` and `error`; nothing here sends or receives traffic.
 
 pub mod addrs;
+pub mod bridge;
 pub mod caps;
 pub mod clock;
 pub mod maxrate;

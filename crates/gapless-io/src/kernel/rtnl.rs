@@ -116,7 +116,7 @@ pub fn parse_prefix(p: &str) -> Result<(IpAddr, u8), String> {
 }
 
 /// Appends a route attribute (rtattr: length, type, value, padded to 4 bytes).
-fn attr(buf: &mut Vec<u8>, ty: u16, value: &[u8]) {
+pub(crate) fn attr(buf: &mut Vec<u8>, ty: u16, value: &[u8]) {
     let len = 4 + value.len();
     buf.extend_from_slice(&(len as u16).to_ne_bytes());
     buf.extend_from_slice(&ty.to_ne_bytes());
@@ -125,7 +125,7 @@ fn attr(buf: &mut Vec<u8>, ty: u16, value: &[u8]) {
 }
 
 /// Sends one rtnetlink request with NLM_F_ACK and waits for its ACK; stamps both ends.
-fn request(ty: u16, flags: u16, body: &[u8], what: &str) -> Result<Change, IoError> {
+pub(crate) fn request(ty: u16, flags: u16, body: &[u8], what: &str) -> Result<Change, IoError> {
     // SAFETY: a plain socket(2); the fd is owned below.
     let fd = unsafe {
         libc::socket(
@@ -174,6 +174,66 @@ fn request(ty: u16, flags: u16, body: &[u8], what: &str) -> Result<Change, IoErr
             cause: std::io::Error::from_raw_os_error(-err),
         });
     }
+}
+
+/// Sends one rtnetlink GET request and returns the body of the kernel's answer (after its
+/// 16-byte header), or the error it answered with.
+pub(crate) fn query(ty: u16, body: &[u8], what: &str) -> Result<Vec<u8>, IoError> {
+    // SAFETY: a plain socket(2); the fd is owned below.
+    let fd = unsafe {
+        libc::socket(
+            libc::AF_NETLINK,
+            libc::SOCK_RAW | libc::SOCK_CLOEXEC,
+            libc::NETLINK_ROUTE,
+        )
+    };
+    if fd < 0 {
+        return Err(os("socket(AF_NETLINK)"));
+    }
+    // SAFETY: fd is a new, valid descriptor that nothing else owns.
+    let sock = unsafe { OwnedFd::from_raw_fd(fd) };
+    let len = 16 + body.len();
+    let mut msg = Vec::with_capacity(len);
+    msg.extend_from_slice(&(len as u32).to_ne_bytes());
+    msg.extend_from_slice(&ty.to_ne_bytes());
+    msg.extend_from_slice(&(libc::NLM_F_REQUEST as u16).to_ne_bytes());
+    msg.extend_from_slice(&1u32.to_ne_bytes());
+    msg.extend_from_slice(&0u32.to_ne_bytes());
+    msg.extend_from_slice(body);
+    // SAFETY: msg is a valid buffer of msg.len() bytes; the kernel is the default destination.
+    if unsafe { libc::send(sock.as_raw_fd(), msg.as_ptr().cast(), msg.len(), 0) } < 0 {
+        return Err(os(&format!("rtnetlink: {what}")));
+    }
+    let mut buf = vec![0u8; 65536];
+    // SAFETY: buf is writable for its whole length.
+    let n = unsafe { libc::recv(sock.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0) };
+    if n < 20 {
+        return Err(os(&format!("rtnetlink: {what} (waiting for the answer)")));
+    }
+    let total = (u32::from_ne_bytes([buf[0], buf[1], buf[2], buf[3]]) as usize).min(n as usize);
+    if u16::from_ne_bytes([buf[4], buf[5]]) == libc::NLMSG_ERROR as u16 {
+        let err = i32::from_ne_bytes([buf[16], buf[17], buf[18], buf[19]]);
+        return Err(IoError::Os {
+            context: format!("rtnetlink: {what}"),
+            cause: std::io::Error::from_raw_os_error(-err),
+        });
+    }
+    Ok(buf[16..total].to_vec())
+}
+
+/// The attributes in `buf` (rtattrs), as (type without its flags, value).
+pub(crate) fn attrs(mut buf: &[u8]) -> Vec<(u16, &[u8])> {
+    let mut out = Vec::new();
+    while buf.len() >= 4 {
+        let len = u16::from_ne_bytes([buf[0], buf[1]]) as usize;
+        let ty = u16::from_ne_bytes([buf[2], buf[3]]) & 0x3fff;
+        if len < 4 || len > buf.len() {
+            break;
+        }
+        out.push((ty, &buf[4..len]));
+        buf = &buf[((len + 3) & !3).min(buf.len())..];
+    }
+    out
 }
 
 #[cfg(test)]

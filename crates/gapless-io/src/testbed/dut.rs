@@ -60,6 +60,8 @@ pub struct Dut {
     pub qdisc: String,
     /// Ends around the device (2: the sender and the receiver; more: [`super::ends`]).
     pub ports: usize,
+    /// The bridge's bound on learned addresses (`IFLA_BR_FDB_MAX_LEARNED`; None: none).
+    pub fdb_max_learned: Option<u32>,
 }
 
 /// Most ends a testbed has around its device.
@@ -131,6 +133,13 @@ impl Testbed {
             queue,
             qdisc,
             ports: self.port_count(),
+            fdb_max_learned: match kind {
+                DutKind::Bridge => crate::kernel::bridge::fdb_count(Some(&ns), "br0")
+                    .ok()
+                    .and_then(|c| c.max_learned)
+                    .filter(|&m| m > 0),
+                _ => None,
+            },
         })
     }
 
@@ -154,9 +163,20 @@ impl Testbed {
                 fix: "use --dut router or bridge for more ends".into(),
             });
         }
+        if dut.fdb_max_learned.is_some() && dut.kind != DutKind::Bridge {
+            return Err(IoError::Host {
+                iface: self.dut_ns(),
+                what: "--fdb-max-learned bounds a bridge's forwarding database; a router has none".into(),
+                fix: "use --dut bridge".into(),
+            });
+        }
+        if dut.fdb_max_learned.is_some() {
+            crate::kernel::bridge::check_fdb_max_learned()?;
+        }
         let same = |d: Dut| {
             d.kind == dut.kind
                 && d.ports == dut.ports
+                && d.fdb_max_learned == dut.fdb_max_learned
                 && d.rate_bps == dut.rate_bps
                 && (dut.rate_bps.is_none() || d.queue == dut.queue && d.qdisc == dut.qdisc)
         };
@@ -214,7 +234,12 @@ impl Testbed {
         self.extra_ends(dut.ports)?;
         let ports: Vec<String> = (0..dut.ports).map(|k| self.end(k).dut_port).collect();
         match dut.kind {
-            DutKind::Bridge => bridge(&dn, &ports)?,
+            DutKind::Bridge => {
+                bridge(&dn, &ports)?;
+                if let Some(m) = dut.fdb_max_learned {
+                    crate::kernel::bridge::set_fdb_max_learned(Some(&dn), "br0", m)?;
+                }
+            }
             DutKind::Router => {
                 router(&dn, &d0, &d1)?;
                 for k in 2..dut.ports {

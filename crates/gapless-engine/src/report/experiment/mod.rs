@@ -17,9 +17,10 @@ pub fn trial_line(r: &TrialRecord) -> String {
             us(l.percentiles_ns.p99 as f64)
         )
     });
-    let lat = match r.run.directions.is_empty() {
-        true => lat,
-        false => directions_line(r),
+    let lat = match (r.run.directions.is_empty(), r.run.flooded) {
+        (_, Some(f)) => format!("-  flooded to the monitor port {f}"),
+        (true, None) => lat,
+        (false, None) => directions_line(r),
     };
     format!(
         "trial {:>3}: {:<52} sent {:>9} received {:>9} loss {:>8.4} %  latency {lat}{}",
@@ -116,6 +117,9 @@ pub fn summary_text(r: &ExperimentResult, dut: Option<&str>) -> String {
     }
     for z in &r.rfc2544 {
         rfc2544_text(&mut s, z);
+    }
+    if let Some(x) = &r.rfc2889 {
+        rfc2889_text(&mut s, x);
     }
     if !r.directions.is_empty() {
         directions_text(&mut s, r);
@@ -253,6 +257,48 @@ fn mlrsearch_text(s: &mut String, m: &gapless_core::experiment::MlrsearchResult)
             ""
         }
     );
+}
+
+/// RFC 2889: each test's figure, then the procedure it came from.
+fn rfc2889_text(s: &mut String, x: &gapless_core::experiment::rfc2889::Rfc2889Result) {
+    let _ = writeln!(s, "RFC 2889:");
+    if let Some(c) = &x.address_caching {
+        let found = match (c.addresses, c.capacity) {
+            (Some(n), Some(cap)) => format!(
+                "{cap} addresses ({n} test addresses + {} of the test ports' own){}",
+                c.own_entries,
+                if c.at_max {
+                    ", at least: every N tried passed"
+                } else {
+                    ""
+                }
+            ),
+            _ => "none: even the fewest addresses tried were flooded".into(),
+        };
+        let _ = writeln!(s, "  address caching capacity: {found}\n    procedure: {}", c.procedure);
+    }
+    if let Some(l) = &x.address_learning_rate {
+        let rate = l
+            .rate_pps
+            .map_or("none in range".into(), |r| format!("{r:.0} frames/s"));
+        let _ = writeln!(
+            s,
+            "  address learning rate ({} addresses): {rate}\n    procedure: {}",
+            l.addresses, l.procedure
+        );
+    }
+    if let Some(m) = &x.fully_meshed {
+        let _ = writeln!(
+            s,
+            "  fully meshed, {} ports: throughput {}; at {:.0} frames/s offered, forwarding rate {} (loss {:.4} %)\n    procedure: {}",
+            m.ports,
+            m.throughput_pps.map_or("none in range".into(), |t| format!("{t:.0} frames/s")),
+            m.offered_pps,
+            m.forwarding_rate_pps.map_or("-".into(), |f| format!("{f:.0} frames/s")),
+            m.loss_pct,
+            m.procedure
+        );
+    }
 }
 
 fn point_header(s: &mut String) {
