@@ -15,6 +15,8 @@ at most about 35 kframes/s in all (DESIGN-NOTES 72), and one direction's 50 woul
 
 from __future__ import annotations
 
+import tomllib
+from pathlib import Path
 from typing import Any, Dict, Iterator, List
 
 import pytest
@@ -25,6 +27,7 @@ from test_mlrsearch import GaplessTrials, agree_within_width, binary_trial_secon
 
 BED = "glpt"
 CAP = 25_000  # frames/s of 64 B per direction through a 12 Mbit/s tbf as it counts
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "mlrsearch_bidir.toml"
 
 
 @pytest.fixture(scope="module")
@@ -44,23 +47,15 @@ def ends(bed: str, n: int) -> List[Dict[str, str]]:
 
 
 def bidir(bed: str) -> Dict[str, Any]:
-    """The issue's shape: two ports both ways, NDR and PDR, aggregate loads. The late limit
-    is test_mlrsearch's (this VM's host stalls the sender 0.2-1.7 % of a trial); 1 s final
-    trials for CI's time."""
-    return {
-        "name": "mlr-bidir",
-        "method": "mlrsearch",
-        "ports": ends(bed, 2),
-        "pairs": "bidirectional",
-        "trial": {"warmup_s": 0.3, "settle_s": 0.3, "late_limit": 0.02, "duration_s": 1},
-        "mlrsearch": {
-            "goals": [{"name": "NDR", "loss_ratio": 0.0}, {"name": "PDR", "loss_ratio": 0.005}],
-            "final_trial_duration_s": 1, "initial_trial_duration_s": 0.25,
-            "min_rate_pps": 2_000, "max_rate_pps": 100_000, "width_goal": 0.005,
-            "latency_at": [0.1, 0.5, 0.9],
-        },
-        "profile": {"stream": [{"name": "m", "size": 64, "timing": {"rate_pps": 1000}}]},
-    }
+    """The example `examples/mlrsearch_bidir.toml` (the issue's shape: two ports both ways,
+    NDR and PDR, aggregate loads) on `bed`, with 1 s final trials for CI's time and
+    test_mlrsearch's late limit (this VM's host stalls the sender for 0.2-1.7 % of a trial;
+    the router's queue absorbs the bursts, and NDR within 3 % is what shows it)."""
+    spec = tomllib.loads(EXAMPLE.read_text().replace("gl-", f"{bed}-"))
+    spec["trial"]["late_limit"] = 0.02
+    m = spec["mlrsearch"]
+    m["final_trial_duration_s"], m["initial_trial_duration_s"] = 1, 0.25
+    return spec
 
 
 def stopped_by_the_sender(r: Dict[str, Any]) -> bool:
@@ -75,7 +70,7 @@ def stopped_by_the_sender(r: Dict[str, Any]) -> bool:
 
 @pytest.fixture(scope="module")
 def searched(router: str) -> Dict[str, Any]:
-    return gapless.experiment(bidir(router))
+    return gapless.experiment(bidir(router), base_dir=EXAMPLE.parent)
 
 
 def test_bidirectional_ndr_is_the_aggregate_of_both_directions(searched: Dict[str, Any]) -> None:

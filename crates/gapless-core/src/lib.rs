@@ -20,7 +20,7 @@
 //! | [`meter`] | the RX meter and its report |
 //! | [`generator`] | a send loop's streams and scheduler |
 //! | [`result`] | the result model, the verdict, TX-stamp departure errors |
-//! | [`experiment`] | RFC 2544 searches, sweeps, statistics across repetitions |
+//! | [`experiment`] | RFC 2544 searches, MLRsearch, RFC 2889, sweeps, several ports' directions, statistics across repetitions |
 
 pub mod experiment;
 pub mod generator;

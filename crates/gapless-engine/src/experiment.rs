@@ -11,11 +11,10 @@ use gapless_core::experiment::spec::{DutInfo, ProfileRef};
 use gapless_core::experiment::{
     ExperimentResult, ExperimentSpec, TrialError, TrialPlan, TrialRecord, TrialRun, Trials,
 };
-use gapless_core::meter::report::MeterReport;
 use gapless_core::spec::BackendKind;
 
 use crate::spec::{MeterSetup, PortRef, ProfileSource, RunSpec, RxSpec, TxSocket, TxTarget};
-use crate::{EngineError, Run, RunReport};
+use crate::{EngineError, Run};
 
 /// An experiment ready to run: the file, its profile, and the calibration it names.
 #[derive(Debug, Clone)]
@@ -104,7 +103,7 @@ impl Experiment {
             age_out: None,
         };
         if x.spec.method == gapless_core::experiment::Method::Rfc2889 {
-            let a = crate::rfc2889::age_out(&x).map_err(|problem| EngineError::BadFile {
+            let a = crate::rfc2889::age_out(&x.spec).map_err(|problem| EngineError::BadFile {
                 path: x.label.clone(),
                 problem,
                 fix: "see the experiments guide's RFC 2889 section".into(),
@@ -177,19 +176,9 @@ impl ExperimentFile {
     }
 }
 
-/// The testbed the first port's namespace belongs to (`NAME-tx`), and its device.
-pub(crate) fn reference_testbed(
-    spec: &ExperimentSpec,
-) -> Option<(gapless_io::testbed::Testbed, gapless_io::testbed::dut::Dut)> {
-    let name = spec.port_list().first()?.netns.clone()?;
-    let t = gapless_io::testbed::Testbed::new(name.strip_suffix("-tx")?).ok()?;
-    let d = t.dut()?;
-    Some((t, d))
-}
-
 /// The reference device of the testbed the sender's namespace belongs to (`NAME-tx`).
 fn testbed_dut(spec: &ExperimentSpec) -> Option<DutInfo> {
-    let (_, d) = reference_testbed(spec)?;
+    let (_, d) = crate::trials::reference_testbed(spec)?;
     Some(DutInfo {
         kind: match d.kind {
             gapless_io::testbed::dut::DutKind::Bridge => "reference bridge (gapless testbed --dut bridge)".into(),
@@ -218,7 +207,12 @@ impl Trials for EngineTrials<'_> {
     fn run(&mut self, index: usize, plan: &TrialPlan) -> Result<TrialRun, TrialError> {
         self.settle()?;
         if let Some(l) = &plan.learning {
-            let run = crate::rfc2889::iteration(self.x, plan, l, &self.stop);
+            let rig = crate::rfc2889::Rig {
+                ports: self.x.ports.as_ref().expect("rfc2889 runs on ports"),
+                age_out: self.x.age_out.as_ref().expect("checked when the experiment was made"),
+                label: &self.x.label,
+            };
+            let run = crate::rfc2889::iteration(&rig, plan, l, &self.stop);
             self.last_end = Some(Instant::now());
             self.aged = false;
             return run;
@@ -229,7 +223,16 @@ impl Trials for EngineTrials<'_> {
             crate::rfc2889::empty_table(a, &self.stop)?;
             self.aged = !matches!(a, crate::rfc2889::AgeOut::Flush(_));
         }
-        let spec = self.run_spec(plan).map_err(|e| TrialError::Failed(e.to_string()))?;
+        let mut spec = self.run_spec(plan).map_err(|e| TrialError::Failed(e.to_string()))?;
+        // The sender's core is fixed: its load is probed (and warned of) before the first trial.
+        spec.probe_cores = self.machine.is_none();
+        spec.close_later = !matches!(
+            spec.target,
+            TxTarget::Iface {
+                socket: Some(TxSocket::AfXdp { .. }),
+                ..
+            }
+        );
         let report = Run::start_with_stop(spec, self.stop.clone())
             .and_then(|h| h.wait())
             .map_err(|e| TrialError::Failed(format!("trial {}: {e}", index + 1)))?;
@@ -240,7 +243,7 @@ impl Trials for EngineTrials<'_> {
         if let Some(e) = report.backend_error.as_ref().or(report.meter_error.as_ref()) {
             return Err(TrialError::Failed(format!("trial {}: {e}", index + 1)));
         }
-        let mut run = trial_run(&report);
+        let mut run = crate::trials::trial_run(&report);
         if let Some(p) = &self.x.ports {
             with_directions(&mut run, p.directions_of(&report.result, report.result.rx.as_ref()));
         }
@@ -290,6 +293,19 @@ impl EngineTrials<'_> {
             },
             _ => TxSocket::AfPacket(crate::spec::TxMethod::Sendmmsg),
         });
+        let rate = plan
+            .rate_pps
+            .unwrap_or_else(|| profile.spec.streams.iter().filter_map(|s| s.timing.rate_pps).sum());
+        let fixed = |s: &gapless_core::spec::StreamSpec| match s.size {
+            Some(gapless_core::spec::SizeSpec::Fixed(n)) if s.variants.is_empty() => Some(n),
+            _ => None,
+        };
+        // The largest frame, when every stream's size is fixed; else the largest Ethernet's.
+        let size = plan.size.or_else(|| {
+            let sizes: Option<Vec<u32>> = profile.spec.streams.iter().map(fixed).collect();
+            sizes.and_then(|v| v.into_iter().max())
+        });
+        rx.ring_blocks = (rate > 0.0).then(|| crate::spec::ring_blocks_for(rate, size.unwrap_or(1518)));
         // Frames the device still holds when the sender ends arrive within the settle time.
         rx.linger = Duration::from_secs_f64(x.spec.trial.settle_s.max(0.3));
         rx.meter = MeterSetup {
@@ -300,7 +316,7 @@ impl EngineTrials<'_> {
             netns: tx.netns.clone(),
             rx: Some(rx),
             warmup: (plan.warmup_s > 0.0).then(|| Duration::from_secs_f64(plan.warmup_s)),
-            core: sender_core(),
+            core: crate::trials::sender_core(),
             more_tx: x.ports.as_ref().map(|p| p.tx[1..].to_vec()).unwrap_or_default(),
             stream_ports: x.ports.as_ref().map(|p| p.stream_tx.clone()).unwrap_or_default(),
             ..RunSpec::new(profile, TxTarget::Iface { name: tx.iface, socket })
@@ -321,64 +337,4 @@ fn with_directions(run: &mut TrialRun, dirs: Vec<gapless_core::experiment::direc
         ));
     }
     run.directions = dirs;
-}
-
-/// The send loop's core: off the reference device's forwarding CPU when there is another.
-pub(crate) fn sender_core() -> Option<usize> {
-    let dut = gapless_io::testbed::dut::dut_cpu();
-    crate::rx::allowed_cores().into_iter().find(|&c| c != dut)
-}
-
-/// A trial's counts from the joined run: after the warm-up, by stream, added up.
-pub(crate) fn trial_run(r: &RunReport) -> TrialRun {
-    let res = &r.result;
-    let warmup_sent: u64 = res.streams.iter().map(|s| s.warmup_frames).sum();
-    let rx = res.rx.as_ref();
-    let signed = |f: &dyn Fn(&gapless_core::meter::report::StreamRx) -> u64| -> u64 {
-        rx.map_or(0, |m| m.streams.iter().filter(|s| s.id.is_some()).map(f).sum())
-    };
-    let received = signed(&|s| s.seq.as_ref().map_or(s.rx_frames, |q| q.unique));
-    let sent_total = res.sent_frames;
-    TrialRun {
-        // Frames the device refused at its door (the send failed) were offered and lost.
-        sent: sent_total.saturating_sub(warmup_sent) + res.send_errors,
-        sent_total,
-        received,
-        warmup_sent,
-        warmup_received: rx.map_or(0, |m| m.warmup_frames),
-        late_over_gap: res.lateness.late_over_one_gap,
-        schedule: schedule_text(&res.verdict),
-        held: res.verdict.held.unwrap_or(true),
-        rx_pps: rx.and_then(rx_rate),
-        latency: rx.and_then(|m| {
-            m.streams
-                .iter()
-                .find(|s| s.id.is_some())
-                .and_then(|s| s.latency.clone())
-        }),
-        warnings: res.warnings.clone(),
-        directions: Vec::new(),
-        flooded: None,
-    }
-}
-
-fn schedule_text(v: &gapless_core::result::verdict::Verdict) -> String {
-    match v.causes.first() {
-        Some(c) if v.held == Some(false) => format!("{}: {c}", v.schedule),
-        _ => v.schedule.clone(),
-    }
-}
-
-/// Received frames per second between the first and last metered arrival.
-fn rx_rate(m: &MeterReport) -> Option<f64> {
-    rx_rate_of(&m.streams.iter().collect::<Vec<_>>())
-}
-
-/// The same over some of the meter's streams.
-pub(crate) fn rx_rate_of(streams: &[&gapless_core::meter::report::StreamRx]) -> Option<f64> {
-    let s: Vec<_> = streams.iter().filter(|s| s.id.is_some() && s.rx_frames > 1).collect();
-    let first = s.iter().map(|s| s.first_rx_ns).min()?;
-    let last = s.iter().map(|s| s.last_rx_ns).max()?;
-    let n: u64 = s.iter().map(|s| s.rx_frames).sum();
-    (last > first).then(|| (n - 1) as f64 * 1e9 / (last - first) as f64)
 }

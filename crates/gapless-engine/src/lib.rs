@@ -46,6 +46,7 @@ pub mod error;
 pub mod events;
 pub mod experiment;
 pub mod experiment_ports;
+mod frame_check;
 pub mod live;
 pub mod metering;
 pub mod ratectl;
@@ -57,6 +58,7 @@ pub mod rx;
 pub mod session;
 pub mod snapshot;
 pub mod spec;
+mod trials;
 mod tx_ports;
 
 pub use error::EngineError;

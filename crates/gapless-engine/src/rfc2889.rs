@@ -15,7 +15,7 @@ use gapless_core::ProfileSpec;
 use gapless_io::testbed::dut::DutKind;
 use gapless_io::testbed::Testbed;
 
-use crate::experiment::Experiment;
+use crate::experiment_ports::PortsPlan;
 use crate::spec::{PortRef, ProfileSource, RunSpec, RxPort, RxSpec, TxTarget};
 use crate::{Run, RunReport};
 
@@ -32,9 +32,9 @@ pub enum AgeOut {
 }
 
 /// How the experiment's switch is aged out, or why RFC 2889 cannot run on it.
-pub fn age_out(x: &crate::experiment::Experiment) -> Result<AgeOut, String> {
-    let r = x.spec.rfc2889.as_ref().expect("checked");
-    let bridge = crate::experiment::reference_testbed(&x.spec).filter(|(_, d)| d.kind == DutKind::Bridge);
+pub fn age_out(spec: &gapless_core::experiment::ExperimentSpec) -> Result<AgeOut, String> {
+    let r = spec.rfc2889.as_ref().expect("checked");
+    let bridge = crate::trials::reference_testbed(spec).filter(|(_, d)| d.kind == DutKind::Bridge);
     if r.tests
         .contains(&gapless_core::experiment::rfc2889::Rfc2889Test::CongestionControl)
     {
@@ -43,7 +43,7 @@ pub fn age_out(x: &crate::experiment::Experiment) -> Result<AgeOut, String> {
             None => "rfc2889.tests: congestion_control (§5.5) is not built in this version; the other tests are. Fix: drop it from tests".into(),
         });
     }
-    match (bridge, r.aging_time_s, &x.spec.dut) {
+    match (bridge, r.aging_time_s, &spec.dut) {
         (Some((t, _)), _, _) => Ok(AgeOut::Flush(t)),
         (None, Some(a), Some(_)) => Ok(AgeOut::Wait(a)),
         _ => Err("method = \"rfc2889\" needs a bridge: the testbed's reference bridge (gapless testbed up --dut bridge --ports 3, its ports given in `ports`), or a switch described in [dut] with rfc2889.aging_time_s (its table is aged out between iterations)".into()),
@@ -59,17 +59,25 @@ pub(crate) fn empty_table(a: &AgeOut, stop: &AtomicBool) -> Result<(), TrialErro
     }
 }
 
+/// What an iteration runs on: the experiment's ports, how its switch is aged out, and how
+/// its runs are named.
+pub(crate) struct Rig<'a> {
+    pub ports: &'a PortsPlan,
+    pub age_out: &'a AgeOut,
+    pub label: &'a str,
+}
+
 /// One iteration of the address tests.
 pub(crate) fn iteration(
-    x: &Experiment,
+    x: &Rig<'_>,
     plan: &TrialPlan,
     l: &LearningPlan,
     stop: &Arc<AtomicBool>,
 ) -> Result<TrialRun, TrialError> {
     let failed = |e: String| TrialError::Failed(format!("{}: {e}", plan.purpose));
-    let ports = x.ports.as_ref().expect("rfc2889 runs on ports");
+    let ports = x.ports;
     let size = plan.size.unwrap_or(64);
-    empty_table(x.age_out.as_ref().expect("checked when the experiment was made"), stop)?;
+    empty_table(x.age_out, stop)?;
     let (lm, tm) = (&ports.macs[l.learning_port], &ports.macs[l.test_port]);
     let tport = &ports.all[l.test_port];
     let lport = &ports.all[l.learning_port];
@@ -94,6 +102,7 @@ pub(crate) fn iteration(
         capture: None,
     }];
     rx.linger = Duration::from_millis(300);
+    rx.ring_blocks = Some(crate::spec::ring_blocks_for(l.test_pps, size));
     let report = send(x, tport, test, Some(rx), stop).map_err(failed)?;
     Ok(tested(&report))
 }
@@ -101,7 +110,7 @@ pub(crate) fn iteration(
 /// The test frames' run as the trial: received at the learning port, flooded to the
 /// monitor port.
 fn tested(r: &RunReport) -> TrialRun {
-    let mut run = crate::experiment::trial_run(r);
+    let mut run = crate::trials::trial_run(r);
     let s = r
         .result
         .rx
@@ -139,7 +148,7 @@ fn mac_text(m: u64) -> String {
 
 /// Sends `profile` from `port` to its end (and meters with `rx`).
 fn send(
-    x: &Experiment,
+    x: &Rig<'_>,
     port: &PortRef,
     profile: ProfileSpec,
     rx: Option<RxSpec>,
@@ -147,13 +156,15 @@ fn send(
 ) -> Result<RunReport, String> {
     let src = ProfileSource {
         spec: profile,
-        dir: x.profile.dir.clone(),
+        dir: std::path::PathBuf::new(),
         label: format!("{} (rfc2889)", x.label),
     };
     let spec = RunSpec {
         netns: port.netns.clone(),
         rx,
-        core: crate::experiment::sender_core(),
+        core: crate::trials::sender_core(),
+        probe_cores: false,
+        close_later: true,
         ..RunSpec::new(
             src,
             TxTarget::Iface {

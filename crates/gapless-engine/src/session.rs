@@ -13,7 +13,6 @@ use std::time::Duration;
 
 use gapless_core::host::CoreLoad;
 use gapless_core::meter::{Meter, MeterReport};
-use gapless_core::packet::variant::Variant;
 use gapless_core::profile::plan::{self, Plan};
 use gapless_core::result::RunResult;
 use gapless_core::spec::BackendKind;
@@ -25,7 +24,7 @@ use gapless_io::tx::afpacket::{AfPacketRingTx, AfPacketTx};
 use gapless_io::tx::null::NullTx;
 use gapless_io::tx::pcap::PcapTx;
 use gapless_io::tx::TxBackend;
-use gapless_io::xdp::{AfXdpTx, XdpMode, UMEM_FRAME};
+use gapless_io::xdp::{AfXdpTx, XdpMode};
 use gapless_io::IoError;
 
 use crate::live::{Live, RxLive};
@@ -326,7 +325,7 @@ fn prepare(spec: RunSpec) -> Result<Prepared, EngineError> {
     let (plan, mut warnings, core_probe) = plan_loops(&spec, profile, pace)?;
     let cores = hold_cores(&spec, &plan, &mut warnings)?;
     if let Some(inf) = &info {
-        check_frames(&plan.profile, inf, socket_of(&spec, &plan.profile))?;
+        crate::frame_check::check_frames(&plan.profile, inf, socket_of(&spec, &plan.profile))?;
     }
     let mut ratectl = match &iface {
         Some(name) => {
@@ -448,7 +447,7 @@ fn plan_loops(
     plan::check_cores(&profile, &cores)?;
     // A loop goes on a core no other run holds.
     let free = crate::cores::available();
-    let (cores, warnings, probe) = crate::cpu::choose_cores(cores, &free, pace);
+    let (cores, warnings, probe) = crate::cpu::choose_cores(cores, &free, pace && spec.probe_cores);
     let cores = resolve_cores(cores, &free);
     Ok((plan::plan(profile, &cores)?, warnings, probe))
 }
@@ -556,40 +555,6 @@ const NULL_CHUNK: usize = 64;
 /// A filler buffer: room for the largest frame of a 9000 B jumbo MTU.
 const FILLER_BUF: usize = 9000 + 18;
 
-/// Every frame fits the interface's MTU (and an AF_XDP UMEM frame).
-pub(crate) fn check_frames(p: &Profile, info: &IfaceInfo, socket: TxSocket) -> Result<(), IoError> {
-    for s in &p.streams {
-        for v in &s.variants {
-            check_frame(&s.name, v, info, socket)?;
-        }
-    }
-    Ok(())
-}
-
-fn check_frame(stream: &str, v: &Variant, info: &IfaceInfo, socket: TxSocket) -> Result<(), IoError> {
-    let vlan_extra = if v.template.layout.vlan_tci.is_empty() { 0 } else { 4 };
-    let max = info.mtu as usize + 14 + vlan_extra + 4;
-    let frame = v.sizes.max() as usize;
-    if frame > max {
-        return Err(IoError::FrameTooLarge {
-            stream: stream.to_string(),
-            iface: info.name.clone(),
-            frame,
-            mtu: info.mtu,
-            max,
-            need: frame - 14 - vlan_extra - 4,
-        });
-    }
-    if matches!(socket, TxSocket::AfXdp { .. }) && frame - 4 > UMEM_FRAME {
-        return Err(IoError::XdpFrameTooLarge {
-            stream: stream.to_string(),
-            frame,
-            max: UMEM_FRAME + 4,
-        });
-    }
-    Ok(())
-}
-
 /// What the threads of a run hand back.
 struct Ran {
     stats: RunStats,
@@ -638,10 +603,18 @@ fn execute(mut p: Prepared, stop: &Arc<AtomicBool>) -> Result<RunReport, EngineE
         }
     }
     let meter_error = ran.rx.as_ref().and_then(|o| o.error.clone());
+    let mut sockets: Vec<Box<dyn Send>> = Vec::new();
     if let (Some(out), Some((src, meter, cal))) = (ran.rx, p.rx.take()) {
         let rep = rx_report(&p, &result, src.as_ref(), &meter, cal, out, ran.stats.interrupted);
         join(&mut result, rep);
         gapless_core::result::mark_sender_stalls(&mut result);
+        sockets.push(Box::new(src));
+    }
+    if p.spec.close_later {
+        // Closing an AF_PACKET socket waits for an RCU grace period (synchronize_net): 8-40
+        // ms each on this VM, most of a short trial's turnaround. Nothing waits on them.
+        sockets.push(Box::new(std::mem::take(&mut p.backends)));
+        std::thread::spawn(move || drop(sockets));
     }
     let pcap = match &p.spec.target {
         TxTarget::Pcap(path) if pcap_error.is_none() => Some(path.clone()),

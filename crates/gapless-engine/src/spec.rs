@@ -229,6 +229,16 @@ pub struct RxSpec {
     /// one to another, as after a failover, stays one sequence, and each stream's report
     /// counts what each port took (`rx_ports`).
     pub more: Vec<RxPort>,
+    /// 1 MiB blocks of each AF_PACKET ring (None: 64). A smaller ring is made faster: an
+    /// experiment sizes it by its trial's rate ([`ring_blocks_for`]).
+    pub ring_blocks: Option<u32>,
+}
+
+/// Ring blocks that hold a quarter second of `pps` frames of `size` bytes (with the ring's
+/// per-frame header and alignment), within the ring's bounds.
+pub fn ring_blocks_for(pps: f64, size: u32) -> u32 {
+    let bytes = pps * f64::from(size + 96) * 0.25;
+    ((bytes / f64::from(1u32 << 20)).ceil() as u32).clamp(gapless_io::rx::MIN_BLOCKS, gapless_io::rx::BLOCK_NR)
 }
 
 /// Another port a meter reads (see [`RxSpec::more`]).
@@ -265,6 +275,7 @@ impl RxSpec {
             linger: Duration::from_millis(500),
             capture: None,
             more: Vec::new(),
+            ring_blocks: None,
         }
     }
 
@@ -288,7 +299,12 @@ impl RxSpec {
         if let Some(ns) = netns {
             enter_netns(ns)?;
         }
-        let rx = open_rx(iface, self.timestamps, self.socket);
+        let rx = match (self.socket, self.ring_blocks) {
+            (RxSocket::AfPacket, Some(b)) => AfPacketRx::open_with(iface, self.timestamps, b)
+                .map(|r| Box::new(r) as Box<dyn RxSource>)
+                .map_err(EngineError::from),
+            _ => open_rx(iface, self.timestamps, self.socket),
+        };
         return_to_netns(&home)?;
         rx
     }
@@ -376,6 +392,13 @@ pub struct RunSpec {
     /// ([`gapless_io::tx::ports`]). AF_PACKET sendmmsg with software pacing only.
     pub more_tx: Vec<PortRef>,
     pub stream_ports: Vec<usize>,
+    /// Probe the cores' load (100 ms) before a paced run, to pick the quietest or warn of a
+    /// busy one. Experiments probe before their first trial only: the probe was most of a
+    /// trial's set-up (bench/ports.py).
+    pub probe_cores: bool,
+    /// Close the run's sockets on a thread of their own after the report is made (the next
+    /// trial of an experiment need not wait for them). AF_PACKET only.
+    pub close_later: bool,
 }
 
 /// An interface in a network namespace (None: the run's own).
@@ -414,6 +437,8 @@ impl RunSpec {
             events: Vec::new(),
             more_tx: Vec::new(),
             stream_ports: Vec::new(),
+            probe_cores: true,
+            close_later: false,
         }
     }
 }

@@ -79,7 +79,7 @@ pub(crate) fn with_more_ports(
         let iface = p.iface.clone();
         let tx = in_netns(p.netns.as_deref(), move || {
             let info = iface_info(&iface)?;
-            crate::session::check_frames(profile, &info, TxSocket::AfPacket(TxMethod::Sendmmsg))?;
+            crate::frame_check::check_frames(profile, &info, TxSocket::AfPacket(TxMethod::Sendmmsg))?;
             AfPacketTx::open(&iface, max_frame, batch, opts)
         })?;
         ports.push(Box::new(tx));

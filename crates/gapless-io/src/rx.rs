@@ -32,7 +32,11 @@ const TP_STATUS_VLAN_VALID: u32 = 1 << 4;
 const TP_STATUS_TS_RAW_HARDWARE: u32 = 1 << 31;
 
 const BLOCK_SIZE: u32 = 1 << 20;
-const BLOCK_NR: u32 = 64;
+/// Blocks of the ring by default (64 MiB): its allocation takes the kernel 15-25 ms on this
+/// VM (and over 100 ms on a cold start), so a meter that knows its rate asks fewer.
+pub const BLOCK_NR: u32 = 64;
+/// The fewest blocks a ring is given: 16 block timeouts (128 ms) of a meter held back.
+pub const MIN_BLOCKS: u32 = 16;
 const FRAME_SIZE: u32 = 2048;
 /// A block is handed over after this long even when not full (ms).
 const BLOCK_TIMEOUT_MS: u32 = 8;
@@ -95,6 +99,7 @@ pub struct AfPacketRx {
     ring: *mut u8,
     ring_len: usize,
     block: u32,
+    blocks: u32,
     pub info: IfaceInfo,
     pub timestamps: RxTimestamps,
     /// The interface is in promiscuous mode for this socket.
@@ -108,6 +113,13 @@ unsafe impl Send for AfPacketRx {}
 impl AfPacketRx {
     /// Opens the ring on `iface` (in the caller's network namespace).
     pub fn open(iface: &str, ts: RxTimestamps) -> Result<AfPacketRx, IoError> {
+        Self::open_with(iface, ts, BLOCK_NR)
+    }
+
+    /// As [`AfPacketRx::open`], with a ring of `blocks` 1 MiB blocks (at least
+    /// [`MIN_BLOCKS`], at most [`BLOCK_NR`]).
+    pub fn open_with(iface: &str, ts: RxTimestamps, blocks: u32) -> Result<AfPacketRx, IoError> {
+        let blocks = blocks.clamp(MIN_BLOCKS, BLOCK_NR);
         let info = iface_info(iface)?;
         if !info.up {
             return Err(IoError::InterfaceDown(iface.to_string()));
@@ -155,15 +167,15 @@ impl AfPacketRx {
             .map_err(os("SO_TIMESTAMPING"))?;
         let req = libc::tpacket_req3 {
             tp_block_size: BLOCK_SIZE,
-            tp_block_nr: BLOCK_NR,
+            tp_block_nr: blocks,
             tp_frame_size: FRAME_SIZE,
-            tp_frame_nr: BLOCK_SIZE / FRAME_SIZE * BLOCK_NR,
+            tp_frame_nr: BLOCK_SIZE / FRAME_SIZE * blocks,
             tp_retire_blk_tov: BLOCK_TIMEOUT_MS,
             tp_sizeof_priv: 0,
             tp_feature_req_word: 0,
         };
         sockopt(&fd, libc::SOL_PACKET, libc::PACKET_RX_RING, &req).map_err(os("PACKET_RX_RING (TPACKET_V3)"))?;
-        let ring_len = (BLOCK_SIZE * BLOCK_NR) as usize;
+        let ring_len = (BLOCK_SIZE * blocks) as usize;
         // SAFETY: mapping the ring the kernel just allocated for this socket.
         let ring = unsafe {
             libc::mmap(
@@ -217,6 +229,7 @@ impl AfPacketRx {
             ring: ring as *mut u8,
             ring_len,
             block: 0,
+            blocks,
             info,
             timestamps: ts,
             stats: RxStats::default(),
@@ -276,7 +289,7 @@ impl AfPacketRx {
             }
             fence(Ordering::Release);
             self.block_status(self.block).store(TP_STATUS_KERNEL, Ordering::Release);
-            self.block = (self.block + 1) % BLOCK_NR;
+            self.block = (self.block + 1) % self.blocks;
         }
         Ok(n)
     }
@@ -323,7 +336,7 @@ impl RxSource for AfPacketRx {
         format!(
             "AF_PACKET TPACKET_V3 ring on {} ({} x {} KiB blocks, {} ms block timeout{})",
             self.info.name,
-            BLOCK_NR,
+            self.blocks,
             BLOCK_SIZE >> 10,
             BLOCK_TIMEOUT_MS,
             if self.promisc { ", promiscuous" } else { "" }

@@ -308,10 +308,11 @@ fn dut_text(t: &Testbed, d: &Dut) -> String {
     match d.rate_bps {
         Some(r) => {
             s.push_str(&format!(
-                "  capacity: {} {:.3} Mbit/s as it counts (frames without FCS), queue {} frames, on {d1}; in frames/s:\n           ",
+                "  capacity: {} {:.3} Mbit/s as it counts (frames without FCS), queue {} frames, on the egress of each of its {} ports (each direction meets it); in frames/s:\n           ",
                 d.qdisc,
                 r as f64 / 1e6,
-                d.queue
+                d.queue,
+                d.ports
             ));
             for size in gapless_core::experiment::spec::RFC2544_SIZES {
                 s.push_str(&format!(" {size} B {:.0}", gapless_io::testbed::dut::pps_at(r, size)));

@@ -9,7 +9,6 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::experiment::spec::Port;
 use crate::spec::{FieldSpec, ProfileSpec, TemplateSpec};
 
 /// `pairs`: which ports send to which.
@@ -68,7 +67,7 @@ pub enum PortId {
 }
 
 impl PortId {
-    fn resolve(&self, ports: &[Port], path: &str) -> Result<usize, String> {
+    fn resolve(&self, ports: &[&str], path: &str) -> Result<usize, String> {
         match self {
             PortId::Index(i) if *i < ports.len() => Ok(*i),
             PortId::Index(i) => Err(format!(
@@ -76,10 +75,10 @@ impl PortId {
                 ports.len(),
                 ports.len() - 1
             )),
-            PortId::Iface(n) => ports.iter().position(|p| &p.iface == n).ok_or_else(|| {
-                let names: Vec<&str> = ports.iter().map(|p| p.iface.as_str()).collect();
-                format!("{path} = {n:?}: no port has that iface (ports: {names:?})")
-            }),
+            PortId::Iface(n) => ports
+                .iter()
+                .position(|p| p == n)
+                .ok_or_else(|| format!("{path} = {n:?}: no port has that iface (ports: {ports:?})")),
         }
     }
 }
@@ -93,8 +92,9 @@ pub struct Direction {
     pub to: usize,
 }
 
-/// The directions `pairs` asks of `ports`; errors name the key.
-pub fn directions(ports: &[Port], pairs: &Pairs) -> Result<Vec<Direction>, String> {
+/// The directions `pairs` asks of the ports (their interfaces' names, in order); errors name
+/// the key.
+pub fn directions(ports: &[&str], pairs: &Pairs) -> Result<Vec<Direction>, String> {
     let n = ports.len();
     let list: Vec<(usize, usize)> = match pairs {
         Pairs::Named(PairsKind::Bidirectional) if n % 2 == 1 => {
@@ -129,7 +129,7 @@ pub fn directions(ports: &[Port], pairs: &Pairs) -> Result<Vec<Direction>, Strin
     Ok(list
         .into_iter()
         .map(|(from, to)| Direction {
-            name: format!("{}→{}", ports[from].iface, ports[to].iface),
+            name: format!("{}→{}", ports[from], ports[to]),
             from,
             to,
         })
@@ -227,13 +227,9 @@ fn swap_field(f: &mut FieldSpec) {
 mod tests {
     use super::*;
 
-    fn port(i: &str) -> Port {
-        Port::new(i.into(), None)
-    }
-
     #[test]
     fn pairs_name_the_directions() {
-        let ports: Vec<Port> = ["a", "b", "c", "d"].map(port).to_vec();
+        let ports = ["a", "b", "c", "d"];
         let d = directions(&ports, &Pairs::Named(PairsKind::Bidirectional)).unwrap();
         let got: Vec<(usize, usize)> = d.iter().map(|d| (d.from, d.to)).collect();
         assert_eq!(got, vec![(0, 1), (1, 0), (2, 3), (3, 2)]);
@@ -263,7 +259,7 @@ mod tests {
             "[[stream]]\nname = \"m\"\n[stream.template]\nsrc_port = 1000\ndst_port = 2000\n[[stream.field]]\nfield = \"src_port\"\nop = \"inc\"\nfrom = 1000\nto = 1009\n[stream.timing]\nrate_pps = 10\n",
         )
         .unwrap();
-        let ports = [port("a"), port("b")];
+        let ports = ["a", "b"];
         let dirs = directions(&ports, &Pairs::Named(PairsKind::Bidirectional)).unwrap();
         let ab = DirectionAddrs {
             eth_src: "02:00:00:00:00:0a".into(),

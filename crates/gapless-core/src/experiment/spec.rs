@@ -662,6 +662,7 @@ impl ExperimentSpec {
                 ))
             }
         };
-        directions(&ports, &pairs)
+        let names: Vec<&str> = ports.iter().map(|p| p.iface.as_str()).collect();
+        directions(&names, &pairs)
     }
 }

@@ -318,7 +318,11 @@ impl Trials for FakeBridge {
         };
         // The test port's own address takes one entry first.
         let room = self.table.saturating_sub(1);
-        let learned = if l.learning_pps <= self.learn_pps { l.addresses.min(room) } else { 0 };
+        let learned = if l.learning_pps <= self.learn_pps {
+            l.addresses.min(room)
+        } else {
+            0
+        };
         let n = u64::from(l.addresses);
         Ok(TrialRun {
             sent: n,
@@ -346,7 +350,11 @@ learning_rate_pps = 1000
 #[test]
 fn rfc2889_finds_the_table_less_the_test_port_and_the_learning_rate() {
     let spec = ExperimentSpec::from_toml(RFC2889, "e.toml").expect("valid");
-    assert_eq!(spec.directions().unwrap().len(), 6, "rfc2889's ports default to a full mesh");
+    assert_eq!(
+        spec.directions().unwrap().len(),
+        6,
+        "rfc2889's ports default to a full mesh"
+    );
     let mut b = FakeBridge {
         table: 40,
         learn_pps: 2000.0,
@@ -355,16 +363,30 @@ fn rfc2889_finds_the_table_less_the_test_port_and_the_learning_rate() {
     let r = run(&spec, 1, &mut b);
     let x = r.rfc2889.as_ref().expect("rfc2889 result");
     let c = x.address_caching.as_ref().unwrap();
-    assert_eq!((c.addresses, c.capacity, c.own_entries), (Some(39), Some(40), 1), "{c:?}");
+    assert_eq!(
+        (c.addresses, c.capacity, c.own_entries),
+        (Some(39), Some(40), 1),
+        "{c:?}"
+    );
     assert!(c.procedure.starts_with("RFC 2889 §5.7"), "{}", c.procedure);
     let l = x.address_learning_rate.as_ref().unwrap();
     assert_eq!(l.addresses, 39);
     let rate = l.rate_pps.expect("a learning rate");
-    assert!((1990.0..=2000.0).contains(&rate), "expected the learning rate within 1 % below 2000; got {rate}");
+    assert!(
+        (1990.0..=2000.0).contains(&rate),
+        "expected the learning rate within 1 % below 2000; got {rate}"
+    );
     let m = x.fully_meshed.as_ref().unwrap();
     let tp = m.throughput_pps.expect("a throughput");
-    assert!((19_800.0..=20_000.0).contains(&tp), "expected the mesh throughput near 20000; got {tp}");
-    assert!(m.loss_pct > 30.0, "at 30000 offered, a third is lost; got {}", m.loss_pct);
+    assert!(
+        (19_800.0..=20_000.0).contains(&tp),
+        "expected the mesh throughput near 20000; got {tp}"
+    );
+    assert!(
+        m.loss_pct > 30.0,
+        "at 30000 offered, a third is lost; got {}",
+        m.loss_pct
+    );
 }
 
 #[test]
@@ -378,4 +400,28 @@ fn rfc2889_is_refused_without_ports_or_its_roles() {
     let two = RFC2889.replace(", { iface = \"c\" }", "");
     let e = ExperimentSpec::from_toml(&two, "e.toml").unwrap_err();
     assert!(e.contains("rfc2889.monitor_port = 2: there are 2 ports"), "{e}");
+}
+
+#[test]
+fn every_example_experiment_parses() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");
+    let mut n = 0;
+    for e in std::fs::read_dir(&dir).unwrap() {
+        let path = e.unwrap().path();
+        let text = std::fs::read_to_string(&path).unwrap_or_default();
+        if path.extension().and_then(|x| x.to_str()) != Some("toml")
+            || !text.lines().any(|l| l.starts_with("method = "))
+        {
+            continue;
+        }
+        let spec = ExperimentSpec::from_toml(&text, &path.display().to_string());
+        assert!(
+            spec.is_ok(),
+            "expected {} to parse; got {:?}",
+            path.display(),
+            spec.err()
+        );
+        n += 1;
+    }
+    assert!(n >= 4, "expected the four example experiments; found {n}");
 }

@@ -32,6 +32,7 @@ use std::time::{Duration, Instant};
 
 use crate::error::IoError;
 use crate::kernel::qdisc::tc;
+use crate::testbed::ends::End;
 use crate::testbed::{end, ip, Testbed, RX_IP4, RX_MAC, TX_IP4, TX_MAC};
 
 /// What forwards between the ends.
@@ -251,7 +252,7 @@ impl Testbed {
                 self.backup_path()?;
             }
         }
-        self.neighbours(dut.ports, dut.kind)?;
+        self.neighbours(dut.ports, dut.kind == DutKind::Bridge)?;
         let mut egress = ports.clone();
         if dut.kind == DutKind::RouterFailover {
             egress.push(self.backup_ports().0);
@@ -385,7 +386,7 @@ fn router(ns: &str, d0: &str, d1: &str) -> Result<(), IoError> {
 
 /// The router's port to end `k` ≥ 2: its MAC, an address, the end's host route and
 /// permanent neighbour.
-fn router_port(ns: &str, end: &crate::testbed::ends::End, k: usize) -> Result<(), IoError> {
+fn router_port(ns: &str, end: &End, k: usize) -> Result<(), IoError> {
     let p = end.dut_port.as_str();
     ip(&["-n", ns, "link", "set", p, "address", &end.router_mac])?;
     ip(&["-n", ns, "addr", "add", &format!("198.18.0.{}/32", 250 - k), "dev", p])?;

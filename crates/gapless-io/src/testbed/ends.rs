@@ -9,7 +9,6 @@
 //! a permanent neighbour for each end, and shapes every port's egress.
 
 use crate::error::IoError;
-use crate::testbed::dut::DutKind;
 use crate::testbed::{ip, Testbed, RX_IP4, RX_MAC, TX_IP4, TX_MAC};
 
 /// An end of the testbed: where it is and its addresses.
@@ -107,16 +106,13 @@ impl Testbed {
     }
 
     /// Every end's permanent neighbour entries for every other end (ends 0 and 1 have each
-    /// other's already).
-    pub(crate) fn neighbours(&self, n: usize, kind: DutKind) -> Result<(), IoError> {
+    /// other's already): the other end's MAC across a `bridge`, else the router's port's.
+    pub(crate) fn neighbours(&self, n: usize, bridge: bool) -> Result<(), IoError> {
         for a in 0..n {
             let ea = self.end(a);
             for b in (0..n).filter(|&b| b != a && (a >= 2 || b >= 2)) {
                 let eb = self.end(b);
-                let mac = match kind {
-                    DutKind::Bridge => &eb.mac,
-                    _ => &ea.router_mac,
-                };
+                let mac = if bridge { &eb.mac } else { &ea.router_mac };
                 ip(&[
                     "-n",
                     &ea.netns,
