@@ -99,8 +99,12 @@ def stream(name: str = "a", rate: float = 100_000, count: int = 1000, **extra: o
 
 
 def examples_checked_alone() -> List[Path]:
-    """Example profiles that compile without an interface (no `%` rate)."""
-    return sorted(p for p in EXAMPLES.glob("*.toml") if p.name not in {"link_pct.toml", "rfc2544_dut.toml", "mlrsearch_dut.toml"})
+    """Example profiles that compile without an interface (no `%` rate); experiment files
+    (a line starting `method = `) are not profiles."""
+    def experiment(p: Path) -> bool:
+        return any(line.startswith("method = ") for line in p.read_text().splitlines())
+
+    return sorted(p for p in EXAMPLES.glob("*.toml") if p.name != "link_pct.toml" and not experiment(p))
 
 
 def free_port() -> int:

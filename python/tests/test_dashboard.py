@@ -165,6 +165,30 @@ def test_compose_save_reload_run_live_and_open_the_report(server: Server, testbe
         page.wait_for_function("() => document.querySelectorAll('.exp-view .report-plot .uplot').length == 3")
         page.screenshot(path=str(shots / "7b-mlrsearch.png"), full_page=True)
 
+        # 7c. The same both ways at once: each direction's row at each goal's bound and each
+        # latency fraction, with its loss and percentiles from the result.
+        page.select_option("#exp-preset", "mlrsearch-bidir")
+        text = page.locator("#exp-toml").input_value()
+        assert 'pairs = "bidirectional"' in text and f'iface = "{testbed.rx}"' in text, text
+        text = text.replace("max_rate_pps = 100000", "max_rate_pps = 20000").replace("duration_s = 1\n", "duration_s = 0.5\n")
+        page.fill("#exp-toml", text)
+        page.click("#exp-start")
+        detail = page.locator(f'.exp-view:not([data-experiment="{exp_id}"])')
+        expect(detail).to_have_count(1, timeout=60000)
+        expect(page.locator("#exp-state")).to_contain_text("finished")
+        exp_id = detail.get_attribute("data-experiment")
+        exp = page.evaluate(f"async () => (await (await fetch('/api/experiments/{exp_id}')).json()).result")
+        want = [(d["name"], a) for d in exp["directions"] for a in d["at"]]
+        assert len(exp["directions"]) == 2 and want, exp["directions"]
+        rows = detail.locator(".report-table.directions tbody tr")
+        expect(rows).to_have_count(len(want))
+        for k, (name, a) in enumerate(want):
+            cells = rows.nth(k).locator("td")
+            assert cells.nth(0).get_attribute("data-v") == name, (k, name)
+            assert cells.nth(5).get_attribute("data-v") == str(a["loss_ratio"]).removesuffix(".0"), (k, a)
+        expect(detail.locator("pre.summary")).to_contain_text("by direction")
+        page.screenshot(path=str(shots / "7c-mlrsearch-bidir.png"), full_page=True)
+
         # 8. A calibration on the testbed, then a second run that uses it; the two runs side
         # by side.
         page.click('nav .tab[data-tab="calibrations"]')

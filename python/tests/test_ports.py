@@ -69,8 +69,13 @@ def stopped_by_the_sender(r: Dict[str, Any]) -> bool:
 
 
 @pytest.fixture(scope="module")
-def searched(router: str) -> Dict[str, Any]:
-    return gapless.experiment(bidir(router), base_dir=EXAMPLE.parent)
+def report_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("bidir-report")
+
+
+@pytest.fixture(scope="module")
+def searched(router: str, report_dir: Path) -> Dict[str, Any]:
+    return gapless.experiment(bidir(router), base_dir=EXAMPLE.parent, report_dir=report_dir)
 
 
 def test_bidirectional_ndr_is_the_aggregate_of_both_directions(searched: Dict[str, Any]) -> None:
@@ -95,7 +100,7 @@ def test_bidirectional_ndr_is_the_aggregate_of_both_directions(searched: Dict[st
         assert abs(dirs[0]["sent"] - dirs[1]["sent"]) <= 2, f"expected the load split evenly; got {dirs}"
 
 
-def test_latency_at_fractions_is_given_per_direction(searched: Dict[str, Any]) -> None:
+def test_latency_at_fractions_is_given_per_direction(searched: Dict[str, Any], report_dir: Path) -> None:
     r = searched
     if stopped_by_the_sender(r):
         return
@@ -110,6 +115,10 @@ def test_latency_at_fractions_is_given_per_direction(searched: Dict[str, Any]) -
             assert a["latency"]["count"] == a["received"], a
     s = gapless.summary(r)
     assert s.index("NDR") < s.index("PDR") < s.index("by direction") < s.index("latency at 10 % of PDR"), s
+    plots = sorted(p.name for p in report_dir.iterdir())
+    assert "mlrsearch_latency_by_direction.png" in plots and "mlrsearch_latency.png" not in plots, plots
+    csv = (report_dir / "trials.csv").read_text().splitlines()
+    assert csv[0].endswith(",directions") and f"{BED}-rx0→{BED}-tx0" in csv[1], csv[:2]
 
 
 def test_mlrsearch_needs_fewer_trial_seconds_than_rfc2544_both_ways(router: str, searched: Dict[str, Any]) -> None:

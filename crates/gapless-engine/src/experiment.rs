@@ -207,15 +207,7 @@ impl Trials for EngineTrials<'_> {
     fn run(&mut self, index: usize, plan: &TrialPlan) -> Result<TrialRun, TrialError> {
         self.settle()?;
         if let Some(l) = &plan.learning {
-            let rig = crate::rfc2889::Rig {
-                ports: self.x.ports.as_ref().expect("rfc2889 runs on ports"),
-                age_out: self.x.age_out.as_ref().expect("checked when the experiment was made"),
-                label: &self.x.label,
-            };
-            let run = crate::rfc2889::iteration(&rig, plan, l, &self.stop);
-            self.last_end = Some(Instant::now());
-            self.aged = false;
-            return run;
+            return self.address_iteration(plan, l);
         }
         if let Some(a) = self.x.age_out.as_ref().filter(|_| !self.aged) {
             // The address tests filled the table: the ports' own addresses are learned
@@ -223,16 +215,7 @@ impl Trials for EngineTrials<'_> {
             crate::rfc2889::empty_table(a, &self.stop)?;
             self.aged = !matches!(a, crate::rfc2889::AgeOut::Flush(_));
         }
-        let mut spec = self.run_spec(plan).map_err(|e| TrialError::Failed(e.to_string()))?;
-        // The sender's core is fixed: its load is probed (and warned of) before the first trial.
-        spec.probe_cores = self.machine.is_none();
-        spec.close_later = !matches!(
-            spec.target,
-            TxTarget::Iface {
-                socket: Some(TxSocket::AfXdp { .. }),
-                ..
-            }
-        );
+        let spec = self.run_spec(plan).map_err(|e| TrialError::Failed(e.to_string()))?;
         let report = Run::start_with_stop(spec, self.stop.clone())
             .and_then(|h| h.wait())
             .map_err(|e| TrialError::Failed(format!("trial {}: {e}", index + 1)))?;
@@ -257,6 +240,23 @@ impl Trials for EngineTrials<'_> {
 }
 
 impl EngineTrials<'_> {
+    /// An iteration of RFC 2889's address tests.
+    fn address_iteration(
+        &mut self,
+        plan: &TrialPlan,
+        l: &gapless_core::experiment::rfc2889::LearningPlan,
+    ) -> Result<TrialRun, TrialError> {
+        let rig = crate::rfc2889::Rig {
+            ports: self.x.ports.as_ref().expect("rfc2889 runs on ports"),
+            age_out: self.x.age_out.as_ref().expect("checked when the experiment was made"),
+            label: &self.x.label,
+        };
+        let run = crate::rfc2889::iteration(&rig, plan, l, &self.stop);
+        self.last_end = Some(Instant::now());
+        self.aged = false;
+        run
+    }
+
     /// Waits the settle time after the previous trial (queues drain), or until stopped.
     fn settle(&self) -> Result<(), TrialError> {
         let Some(end) = self.last_end else { return Ok(()) };
@@ -293,19 +293,7 @@ impl EngineTrials<'_> {
             },
             _ => TxSocket::AfPacket(crate::spec::TxMethod::Sendmmsg),
         });
-        let rate = plan
-            .rate_pps
-            .unwrap_or_else(|| profile.spec.streams.iter().filter_map(|s| s.timing.rate_pps).sum());
-        let fixed = |s: &gapless_core::spec::StreamSpec| match s.size {
-            Some(gapless_core::spec::SizeSpec::Fixed(n)) if s.variants.is_empty() => Some(n),
-            _ => None,
-        };
-        // The largest frame, when every stream's size is fixed; else the largest Ethernet's.
-        let size = plan.size.or_else(|| {
-            let sizes: Option<Vec<u32>> = profile.spec.streams.iter().map(fixed).collect();
-            sizes.and_then(|v| v.into_iter().max())
-        });
-        rx.ring_blocks = (rate > 0.0).then(|| crate::spec::ring_blocks_for(rate, size.unwrap_or(1518)));
+        rx.ring_blocks = ring_blocks(plan, &profile.spec);
         // Frames the device still holds when the sender ends arrive within the settle time.
         rx.linger = Duration::from_secs_f64(x.spec.trial.settle_s.max(0.3));
         rx.meter = MeterSetup {
@@ -319,9 +307,31 @@ impl EngineTrials<'_> {
             core: crate::trials::sender_core(),
             more_tx: x.ports.as_ref().map(|p| p.tx[1..].to_vec()).unwrap_or_default(),
             stream_ports: x.ports.as_ref().map(|p| p.stream_tx.clone()).unwrap_or_default(),
+            // The sender's core is fixed: its load is probed (and warned of) before the first
+            // trial only.
+            probe_cores: self.machine.is_none(),
+            close_later: !matches!(socket, Some(TxSocket::AfXdp { .. })),
             ..RunSpec::new(profile, TxTarget::Iface { name: tx.iface, socket })
         })
     }
+}
+
+/// The meter's ring for a trial: a quarter second of its frames (None: its rate is not in
+/// frames/s, so the default ring).
+fn ring_blocks(plan: &TrialPlan, p: &gapless_core::ProfileSpec) -> Option<u32> {
+    let rate = plan
+        .rate_pps
+        .unwrap_or_else(|| p.streams.iter().filter_map(|s| s.timing.rate_pps).sum());
+    let fixed = |s: &gapless_core::spec::StreamSpec| match s.size {
+        Some(gapless_core::spec::SizeSpec::Fixed(n)) if s.variants.is_empty() => Some(n),
+        _ => None,
+    };
+    // The largest frame, when every stream's size is fixed; else the largest Ethernet's.
+    let size = plan.size.or_else(|| {
+        let sizes: Option<Vec<u32>> = p.streams.iter().map(fixed).collect();
+        sizes.and_then(|v| v.into_iter().max())
+    });
+    (rate > 0.0).then(|| crate::spec::ring_blocks_for(rate, size.unwrap_or(1518)))
 }
 
 /// A trial over several ports: what each direction delivered to its own port is what the

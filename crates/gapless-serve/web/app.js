@@ -784,10 +784,12 @@ function compareCdf(runs) {
 
 // An experiment file on testbed `tb`: `method`, its own [trial] keys and method table, and a
 // one-stream profile (its rate and size are set per trial).
-const experimentText = (tb, name, method, trial, table) => `name = "${name}"
+// With `both`, the testbed's two ends send to each other at once (ports, pairs).
+const experimentText = (tb, name, method, trial, table, both = false) => `name = "${name}"
 method = "${method}"
-tx = { iface = "${tb}-tx0", netns = "${tb}-tx" }
-rx = { iface = "${tb}-rx0", netns = "${tb}-rx" }
+${both ? `ports = [{ iface = "${tb}-tx0", netns = "${tb}-tx" }, { iface = "${tb}-rx0", netns = "${tb}-rx" }]
+pairs = "bidirectional"` : `tx = { iface = "${tb}-tx0", netns = "${tb}-tx" }
+rx = { iface = "${tb}-rx0", netns = "${tb}-rx" }`}
 
 [trial]
 duration_s = 1
@@ -814,6 +816,9 @@ const EXP_PRESETS = {
   mlrsearch: (tb) => experimentText(tb, "mlrsearch-64B", "mlrsearch", "max_retries = 2",
     '[mlrsearch]\ngoals = [{ name = "NDR", loss_ratio = 0.0 }, { name = "PDR", loss_ratio = 0.005 }]\n' +
     'final_trial_duration_s = 1\ninitial_trial_duration_s = 0.25\nmax_rate_pps = 50000\nmin_rate_pps = 1000\nwidth_goal = 0.01\nlatency_at = [0.1, 0.5, 0.9]'),
+  "mlrsearch-bidir": (tb) => experimentText(tb, "mlrsearch-bidirectional-64B", "mlrsearch", "max_retries = 2",
+    '[mlrsearch]\ngoals = [{ name = "NDR", loss_ratio = 0.0 }, { name = "PDR", loss_ratio = 0.005 }]\n' +
+    'final_trial_duration_s = 1\ninitial_trial_duration_s = 0.25\nmax_rate_pps = 100000   # aggregate over both directions\nmin_rate_pps = 2000\nwidth_goal = 0.01\nlatency_at = [0.1, 0.5, 0.9]', true),
 };
 
 function presetExperiment() {
@@ -888,6 +893,8 @@ function experimentReport(x) {
   const byRate = [...trials].filter((t) => t.plan && num(t.plan.rate_pps) != null).sort((a, b) => a.plan.rate_pps - b.plan.rate_pps);
   return el("div", { class: "exp-report" },
     x.result.mlrsearch ? mlrReport(x.result.mlrsearch) : "",
+    x.result.rfc2889 ? rfc2889Report(x.result.rfc2889) : "",
+    (x.result.directions || []).length ? directionsReport(x.result.directions) : "",
     el("h3", { text: "trials" }),
     table("trials", ["#", "purpose", "rate pps", "size", "sent", "received", "loss %", "judged"], rows),
     el("div", { class: "report-plots" },
@@ -917,6 +924,26 @@ function mlrReport(m) {
     lat.length ? table("mlr-latency", ["load", "rate pps", "p50 µs", "p99 µs", "p99.9 µs"], lat) : "",
     el("div", { class: "report-plots" },
       plotBox("exp-mlr", "each trial's load, by the goal it served", "trial seconds so far", "load frames/s", [xs, ...ys], names, false)));
+}
+
+/// Each direction at the trials the results rest on: its load, loss and latency.
+function directionsReport(dirs) {
+  const us = (a, k) => (a.latency ? a.latency.percentiles_ns[k] / 1e3 : null);
+  const rows = dirs.flatMap((d) => d.at.map((a) => [d.name, a.what, a.offered_pps, a.sent, a.received, a.loss_ratio,
+    us(a, "p50"), us(a, "p99"), us(a, "p99_9"), us(a, "p99_9999")]));
+  return el("div", { class: "directions-report" },
+    el("h3", { text: `by direction (${dirs.length}): the search judged their aggregate` }),
+    table("directions", ["direction", "at", "offered pps", "sent", "received", "loss ratio", "p50 µs", "p99 µs", "p99.9 µs", "p99.9999 µs"], rows));
+}
+
+/// RFC 2889: each test's figure and the procedure it came from.
+function rfc2889Report(x) {
+  const rows = [];
+  const c = x.address_caching, l = x.address_learning_rate, m = x.fully_meshed;
+  if (c) rows.push(["address caching capacity", c.capacity, `${c.addresses} test addresses + ${c.own_entries} own`, c.procedure]);
+  if (l) rows.push(["address learning rate (frames/s)", l.rate_pps, `${l.addresses} addresses`, l.procedure]);
+  if (m) rows.push(["fully meshed throughput (frames/s)", m.throughput_pps, `forwarding ${fmt(m.forwarding_rate_pps)} at ${fmt(m.offered_pps)} offered`, m.procedure]);
+  return el("div", { class: "rfc2889-report" }, el("h3", { text: "RFC 2889" }), table("rfc2889", ["test", "result", "detail", "procedure"], rows));
 }
 
 async function stopExperiment() {

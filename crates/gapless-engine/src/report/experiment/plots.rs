@@ -109,7 +109,11 @@ pub fn write(r: &ExperimentResult, dir: &Path) -> Result<usize> {
     }
     if let Some(m) = &r.mlrsearch {
         n += both(dir, "mlrsearch_trials", &mlr_trials(m))?;
-        n += both(dir, "mlrsearch_latency", &mlr_latency(m))?;
+        match r.directions.is_empty() {
+            true => n += both(dir, "mlrsearch_latency", &mlr_latency(m))?,
+            // Over several ports each direction has its own latency.
+            false => n += both(dir, "mlrsearch_latency_by_direction", &direction_latency(r, m))?,
+        }
     }
     if !r.sweep.is_empty() {
         let x = r.sweep[0]
@@ -185,6 +189,34 @@ fn mlr_latency(m: &MlrsearchResult) -> Lines {
             ("p99".into(), line(p99)),
             ("p99.9".into(), line(p999)),
         ],
+        log_x: false,
+    }
+}
+
+/// Each direction's p50 and p99 at the fractions of the latency goal's throughput.
+fn direction_latency(r: &ExperimentResult, m: &MlrsearchResult) -> Lines {
+    let goal = m.latency.first().map_or(String::new(), |l| l.goal.clone());
+    let mut series = Vec::new();
+    for d in &r.directions {
+        for (what, pick) in [("p50", 0usize), ("p99", 1)] {
+            let points = m
+                .latency
+                .iter()
+                .filter_map(|l| {
+                    let trial = *l.point.trials.first()?;
+                    let lat = d.at.iter().find(|a| a.trial == trial)?.latency.as_ref()?;
+                    let ns = [lat.percentiles_ns.p50, lat.percentiles_ns.p99][pick];
+                    Some((l.fraction * 100.0, ns as f64 / 1e3))
+                })
+                .collect();
+            series.push((format!("{} {what}", d.name), points));
+        }
+    }
+    Lines {
+        title: format!("latency at fractions of {goal}, by direction"),
+        x: format!("load (% of {goal})"),
+        y: "latency (µs)".into(),
+        series,
         log_x: false,
     }
 }
