@@ -908,8 +908,10 @@ function experimentReport(x) {
 /// and every trial's load against the search's time, one series per goal it served.
 function mlrReport(m) {
   const goals = m.goals.map((g) => [g.name, g.loss_ratio, g.conditional_throughput_pps, g.lower_bound_pps, g.upper_bound_pps, g.met ? "met" : "NOT met"]);
+  // Over several ports the latency is each direction's (the table by direction), not here.
   const lat = (m.latency || []).map((l) => [`${Math.round(l.fraction * 100)} % of ${l.goal}`, l.rate_pps,
-    ...["latency_p50_ns", "latency_p99_ns", "latency_p99_9_ns"].map((k) => (l.point[k] ? l.point[k].mean / 1e3 : null))]);
+    ...["latency_p50_ns", "latency_p99_ns", "latency_p99_9_ns"].map((k) => (l.point[k] ? l.point[k].mean / 1e3 : null))])
+    .filter((r) => r.slice(2).some((v) => v != null));
   const names = [...new Set(m.trials.map((t) => t.goal || "initial"))];
   const xs = [], ys = names.map(() => []);
   let at = 0;
