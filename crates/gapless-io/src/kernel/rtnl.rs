@@ -124,8 +124,10 @@ pub(crate) fn attr(buf: &mut Vec<u8>, ty: u16, value: &[u8]) {
     buf.resize(buf.len() + (4 - len % 4) % 4, 0);
 }
 
-/// Sends one rtnetlink request with NLM_F_ACK and waits for its ACK; stamps both ends.
-pub(crate) fn request(ty: u16, flags: u16, body: &[u8], what: &str) -> Result<Change, IoError> {
+/// Opens an rtnetlink socket and sends one message of type `ty` with `flags` (besides
+/// NLM_F_REQUEST) and `body`; returns the socket to read the answer from, and when the
+/// message was sent (CLOCK_REALTIME ns, read just before the send).
+fn send(ty: u16, flags: u16, body: &[u8], what: &str) -> Result<(OwnedFd, u64), IoError> {
     // SAFETY: a plain socket(2); the fd is owned below.
     let fd = unsafe {
         libc::socket(
@@ -143,7 +145,7 @@ pub(crate) fn request(ty: u16, flags: u16, body: &[u8], what: &str) -> Result<Ch
     let mut msg = Vec::with_capacity(len);
     msg.extend_from_slice(&(len as u32).to_ne_bytes());
     msg.extend_from_slice(&ty.to_ne_bytes());
-    msg.extend_from_slice(&((libc::NLM_F_REQUEST | libc::NLM_F_ACK) as u16 | flags).to_ne_bytes());
+    msg.extend_from_slice(&(libc::NLM_F_REQUEST as u16 | flags).to_ne_bytes());
     msg.extend_from_slice(&1u32.to_ne_bytes()); // sequence number
     msg.extend_from_slice(&0u32.to_ne_bytes()); // port id: the kernel's
     msg.extend_from_slice(body);
@@ -153,6 +155,20 @@ pub(crate) fn request(ty: u16, flags: u16, body: &[u8], what: &str) -> Result<Ch
     if rc < 0 {
         return Err(os(&format!("rtnetlink: {what}")));
     }
+    Ok((sock, sent_ns))
+}
+
+/// The error an NLMSG_ERROR carries (`err` is the kernel's negative errno).
+fn nl_error(err: i32, what: &str) -> IoError {
+    IoError::Os {
+        context: format!("rtnetlink: {what}"),
+        cause: std::io::Error::from_raw_os_error(-err),
+    }
+}
+
+/// Sends one rtnetlink request with NLM_F_ACK and waits for its ACK; stamps both ends.
+pub(crate) fn request(ty: u16, flags: u16, body: &[u8], what: &str) -> Result<Change, IoError> {
+    let (sock, sent_ns) = send(ty, libc::NLM_F_ACK as u16 | flags, body, what)?;
     let mut buf = [0u8; 4096];
     loop {
         // SAFETY: buf is writable for its whole length.
@@ -165,45 +181,17 @@ pub(crate) fn request(ty: u16, flags: u16, body: &[u8], what: &str) -> Result<Ch
         if n < 20 || u16::from_ne_bytes([buf[4], buf[5]]) != libc::NLMSG_ERROR as u16 {
             continue;
         }
-        let err = i32::from_ne_bytes([buf[16], buf[17], buf[18], buf[19]]);
-        if err == 0 {
-            return Ok(Change { sent_ns, acked_ns });
-        }
-        return Err(IoError::Os {
-            context: format!("rtnetlink: {what}"),
-            cause: std::io::Error::from_raw_os_error(-err),
-        });
+        return match i32::from_ne_bytes([buf[16], buf[17], buf[18], buf[19]]) {
+            0 => Ok(Change { sent_ns, acked_ns }),
+            err => Err(nl_error(err, what)),
+        };
     }
 }
 
 /// Sends one rtnetlink GET request and returns the body of the kernel's answer (after its
 /// 16-byte header), or the error it answered with.
 pub(crate) fn query(ty: u16, body: &[u8], what: &str) -> Result<Vec<u8>, IoError> {
-    // SAFETY: a plain socket(2); the fd is owned below.
-    let fd = unsafe {
-        libc::socket(
-            libc::AF_NETLINK,
-            libc::SOCK_RAW | libc::SOCK_CLOEXEC,
-            libc::NETLINK_ROUTE,
-        )
-    };
-    if fd < 0 {
-        return Err(os("socket(AF_NETLINK)"));
-    }
-    // SAFETY: fd is a new, valid descriptor that nothing else owns.
-    let sock = unsafe { OwnedFd::from_raw_fd(fd) };
-    let len = 16 + body.len();
-    let mut msg = Vec::with_capacity(len);
-    msg.extend_from_slice(&(len as u32).to_ne_bytes());
-    msg.extend_from_slice(&ty.to_ne_bytes());
-    msg.extend_from_slice(&(libc::NLM_F_REQUEST as u16).to_ne_bytes());
-    msg.extend_from_slice(&1u32.to_ne_bytes());
-    msg.extend_from_slice(&0u32.to_ne_bytes());
-    msg.extend_from_slice(body);
-    // SAFETY: msg is a valid buffer of msg.len() bytes; the kernel is the default destination.
-    if unsafe { libc::send(sock.as_raw_fd(), msg.as_ptr().cast(), msg.len(), 0) } < 0 {
-        return Err(os(&format!("rtnetlink: {what}")));
-    }
+    let (sock, _) = send(ty, 0, body, what)?;
     let mut buf = vec![0u8; 65536];
     // SAFETY: buf is writable for its whole length.
     let n = unsafe { libc::recv(sock.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0) };
@@ -212,11 +200,7 @@ pub(crate) fn query(ty: u16, body: &[u8], what: &str) -> Result<Vec<u8>, IoError
     }
     let total = (u32::from_ne_bytes([buf[0], buf[1], buf[2], buf[3]]) as usize).min(n as usize);
     if u16::from_ne_bytes([buf[4], buf[5]]) == libc::NLMSG_ERROR as u16 {
-        let err = i32::from_ne_bytes([buf[16], buf[17], buf[18], buf[19]]);
-        return Err(IoError::Os {
-            context: format!("rtnetlink: {what}"),
-            cause: std::io::Error::from_raw_os_error(-err),
-        });
+        return Err(nl_error(i32::from_ne_bytes([buf[16], buf[17], buf[18], buf[19]]), what));
     }
     Ok(buf[16..total].to_vec())
 }
