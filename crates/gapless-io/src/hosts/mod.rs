@@ -16,7 +16,7 @@ pub mod vlan;
 use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::time::{Duration, Instant};
 
-use crate::kernel::nic::{in_netns, ip};
+use crate::kernel::nic::{in_netns, ip, ip_batch};
 use crate::IoError;
 
 /// The prefix of every host's namespace; the rest is `<pid>-<k>`, the server's pid first.
@@ -58,6 +58,35 @@ pub struct Host {
     removed: std::sync::atomic::AtomicBool,
 }
 
+/// The `ip -batch` lines that bring the host up, with a default route per family through its
+/// first gateway (onlink: a gateway outside the prefix is still asked for on the link, as a
+/// host configured so would).
+fn up_and_routes(spec: &HostSpec) -> String {
+    let name = spec.ifname.as_str();
+    let mut lines = format!("link set lo up\nlink set {name} up\n");
+    for v6 in [false, true] {
+        let first = spec.addrs.iter().find(|a| a.0.is_ipv6() == v6);
+        if let Some((_, _, gw)) = first.filter(|a| !a.2.is_unspecified()) {
+            // The family is the gateway's (`ip -batch` takes no -4/-6 on a line).
+            lines += &format!("route replace default via {gw} dev {name} onlink\n");
+        }
+    }
+    lines
+}
+
+/// A macvlan whose MAC another on the same lower interface has is refused when set up
+/// ("Address already in use"): the error says so, and how to fix it.
+fn mac_taken(e: IoError, spec: &HostSpec) -> IoError {
+    match e {
+        IoError::Command { stderr, .. } if stderr.contains("Address already in use") => IoError::Host {
+            iface: spec.lower.clone(),
+            what: format!("another interface on it already has the MAC {}", spec.mac),
+            fix: "give each device on a port its own MAC; a device of another server's config on the same port holds it until that server sets another config or stops".into(),
+        },
+        e => e,
+    }
+}
+
 /// `ip` in namespace `ns` (this process's own when None).
 fn ip_in(ns: Option<&str>, args: &[&str]) -> Result<String, IoError> {
     match ns {
@@ -67,7 +96,8 @@ fn ip_in(ns: Option<&str>, args: &[&str]) -> Result<String, IoError> {
 }
 
 impl Host {
-    /// Brings the host up in its own namespace (replacing a leftover of the same names).
+    /// Brings the host up in its own namespace (replacing a leftover of the same name): three
+    /// `ip` commands, the macvlan made straight into the namespace.
     pub fn create(spec: HostSpec) -> Result<Host, IoError> {
         let mut host = Host {
             spec,
@@ -76,67 +106,57 @@ impl Host {
             removed: std::sync::atomic::AtomicBool::new(false),
         };
         let spec = &host.spec;
-        let (port_ns, own) = (spec.netns.as_deref(), spec.own_netns.as_str());
-        let name = spec.ifname.as_str();
-        let _ = ip_in(port_ns, &["link", "del", name]);
-        let _ = ip(&["netns", "del", own]);
+        let own = spec.own_netns.as_str();
+        if std::path::Path::new("/run/netns").join(own).exists() {
+            let _ = ip(&["netns", "del", own]);
+        }
         ip(&["netns", "add", own])?;
         host.made = true;
-        let mac = spec.mac.as_str();
-        let lower = spec.lower.as_str();
         let add = [
-            "link", "add", name, "link", lower, "address", mac, "type", "macvlan", "mode", "bridge",
+            "link",
+            "add",
+            spec.ifname.as_str(),
+            "link",
+            spec.lower.as_str(),
+            "address",
+            spec.mac.as_str(),
+            "netns",
+            own,
+            "type",
+            "macvlan",
+            "mode",
+            "bridge",
         ];
-        ip_in(port_ns, &add)?;
-        ip_in(port_ns, &["link", "set", name, "netns", own])?;
+        ip_in(spec.netns.as_deref(), &add)?;
         host.configure()?;
         Ok(host)
     }
 
-    /// The host's settings inside its own namespace: MTU, addresses, VLAN tagger, up, routes.
+    /// The host's settings inside its own namespace: MTU and addresses, the VLAN tagger, then
+    /// up and routes, each part one `ip -batch`.
     fn configure(&mut self) -> Result<(), IoError> {
         let spec = &self.spec;
         let ns = Some(spec.own_netns.as_str());
         let name = spec.ifname.as_str();
+        let mut first = String::new();
         if let Some(m) = spec.mtu {
-            ip_in(ns, &["link", "set", name, "mtu", &m.to_string()])?;
+            first += &format!("link set {name} mtu {m}\n");
         }
         for (a, p, _) in &spec.addrs {
-            let cidr = format!("{a}/{p}");
-            let mut args = vec!["addr", "add", cidr.as_str(), "dev", name];
-            if a.is_ipv6() {
-                args.push("nodad");
-            }
-            ip_in(ns, &args)?;
+            let nodad = if a.is_ipv6() { " nodad" } else { "" };
+            first += &format!("addr add {a}/{p} dev {name}{nodad}\n");
         }
-        if !spec.vlans.is_empty() {
-            let (iface, tags) = (name.to_string(), spec.vlans.clone());
-            let tagger = in_netns(ns, move || vlan::Tagger::attach(&iface, &tags))?;
-            *self.tagger.get_mut().unwrap_or_else(|e| e.into_inner()) = Some(tagger);
+        let up = up_and_routes(spec);
+        if spec.vlans.is_empty() {
+            return ip_batch(ns, &(first + &up)).map_err(|e| mac_taken(e, spec));
         }
-        ip_in(ns, &["link", "set", "lo", "up"])?;
-        ip_in(ns, &["link", "set", name, "up"]).map_err(|e| match e {
-            IoError::Command { stderr, .. } if stderr.contains("Address already in use") => IoError::Host {
-                iface: spec.lower.clone(),
-                what: format!("another interface on it already has the MAC {}", spec.mac),
-                fix: "give each device on a port its own MAC; a device of another server's config on the same port holds it until that server sets another config or stops".into(),
-            },
-            e => e,
-        })?;
-        // A default route per family through its first gateway (onlink: a gateway outside
-        // the prefix is still asked for on the link, as a host configured so would).
-        for v6 in [false, true] {
-            let first = spec.addrs.iter().find(|a| a.0.is_ipv6() == v6);
-            if let Some((_, _, gw)) = first.filter(|a| !a.2.is_unspecified()) {
-                let gw = gw.to_string();
-                let fam = if v6 { "-6" } else { "-4" };
-                ip_in(
-                    ns,
-                    &[fam, "route", "replace", "default", "via", &gw, "dev", name, "onlink"],
-                )?;
-            }
+        if !first.is_empty() {
+            ip_batch(ns, &first)?;
         }
-        Ok(())
+        let (iface, tags) = (name.to_string(), spec.vlans.clone());
+        let tagger = in_netns(ns, move || vlan::Tagger::attach(&iface, &tags))?;
+        *self.tagger.get_mut().unwrap_or_else(|e| e.into_inner()) = Some(tagger);
+        ip_batch(ns, &up).map_err(|e| mac_taken(e, spec))
     }
 
     /// The host's own namespace.

@@ -404,6 +404,45 @@ pub fn ip(args: &[&str]) -> Result<String, IoError> {
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
+/// Runs `ip [-n NS] -batch -` with `lines` on its standard input: many changes for the cost of
+/// one `ip` (a device's set-up took nine, 7 ms each from the server). The error has the
+/// failing line's message, as `ip` prints it.
+pub fn ip_batch(ns: Option<&str>, lines: &str) -> Result<(), IoError> {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    let mut cmd = Command::new("ip");
+    if let Some(n) = ns {
+        cmd.args(["-n", n]);
+    }
+    let shown = format!(
+        "ip{} -batch - <<< {:?}",
+        ns.map(|n| format!(" -n {n}")).unwrap_or_default(),
+        lines
+    );
+    let failed = |e: std::io::Error| IoError::Command {
+        cmd: shown.clone(),
+        stderr: format!("cannot run ip: {e}"),
+    };
+    let mut child = cmd
+        .args(["-batch", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(failed)?;
+    if let Some(mut i) = child.stdin.take() {
+        let _ = i.write_all(lines.as_bytes());
+    }
+    let out = child.wait_with_output().map_err(failed)?;
+    if !out.status.success() {
+        return Err(IoError::Command {
+            cmd: shown,
+            stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        });
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
