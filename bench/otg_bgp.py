@@ -55,6 +55,25 @@ def metrics(api):  # type: ignore[no-untyped-def]
     return api.get_metrics(req).bgpv4_metrics
 
 
+def withdraw_and_advertise(api, routes: int) -> dict:  # type: ignore[no-untyped-def, type-arg]
+    """Device d0.0 withdraws its range, then advertises it again: the time `set_control_state`
+    took, and until d0.1 had received none of it (then all of it)."""
+    out = {}
+    for state, want in (("withdraw", 0), ("advertise", routes)):
+        t0 = time.monotonic()
+        cs = api.control_state()
+        cs.protocol.route.state = state
+        cs.protocol.route.names = ["d0.0.r"]
+        api.set_control_state(cs)
+        t1 = time.monotonic()
+        while next(x.routes_received for x in metrics(api) if x.name == "d0.1.bgp") != want:
+            assert time.monotonic() - t0 < 300, f"{state}: d0.1 did not reach {want} routes within 300 s"
+            time.sleep(0.1)
+        out[f"{state}_control_ms"] = round((t1 - t0) * 1e3, 1)
+        out[f"{state}_until_peer_ms"] = round((time.monotonic() - t0) * 1e3, 1)
+    return out
+
+
 def pss_kb(server_pid: int) -> list[int]:
     out = []
     for pidfile in Path("/run/gapless-frr").glob(f"{server_pid}-*/bgpd.pid"):
@@ -120,9 +139,12 @@ def main() -> int:
                     time.sleep(0.1)
                 t3 = time.monotonic()
                 pss = pss_kb(srv.pid)
-                emit({"pairs": pairs, "routes_per_peer": routes, "round": r, "set_config_and_start_ms": round((t1 - t0) * 1e3, 1),
-                      "all_established_ms": round((t2 - t0) * 1e3, 1), "all_routes_received_ms": round((t3 - t0) * 1e3, 1),
-                      "bgpd_pss_kb_max": max(pss, default=0), "bgpd_pss_kb_mean": round(sum(pss) / max(len(pss), 1))})
+                row = {"pairs": pairs, "routes_per_peer": routes, "round": r, "set_config_and_start_ms": round((t1 - t0) * 1e3, 1),
+                       "all_established_ms": round((t2 - t0) * 1e3, 1), "all_routes_received_ms": round((t3 - t0) * 1e3, 1),
+                       "bgpd_pss_kb_max": max(pss, default=0), "bgpd_pss_kb_mean": round(sum(pss) / max(len(pss), 1))}
+                if routes > 1:
+                    row.update(withdraw_and_advertise(api, routes))
+                emit(row)
                 api.set_config(api.config())
         print(f"wrote {out}")
     finally:
