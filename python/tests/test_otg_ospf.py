@@ -209,6 +209,77 @@ def test_ospfv3_p2p_reaches_full_lists_the_peers_inter_area_prefixes_and_carries
     assert got == [(500, 500)], f"expected every frame of the flow to o62's range received; got {got}"
 
 
+def inter_area_prefix_stamps(pcap: Path, src_mac: str, prefixes: set[str]) -> list[int]:
+    """The stamps of the OSPFv3 LS Updates `src_mac` sent that carry an inter-area-prefix LSA
+    (0x2003) for one of `prefixes` ("2001:db8:20::/64"), in a nanosecond pcap."""
+    import ipaddress
+
+    from scapy.all import RawPcapReader  # type: ignore[import-untyped]
+
+    mac, out = bytes.fromhex(src_mac.replace(":", "")), []
+    for d, m in RawPcapReader(str(pcap)):
+        o = 14 + 40  # Ethernet, IPv6 (ospf6d sends no extension headers)
+        if d[6:12] != mac or d[12:14] != b"\x86\xdd" or d[20] != 89 or d[o + 1] != 4:
+            continue
+        p = o + 20
+        for _ in range(int.from_bytes(d[o + 16:o + 20], "big")):
+            if d[p + 2:p + 4] == b"\x20\x03":
+                plen = d[p + 24]
+                words = d[p + 28:p + 28 + (plen + 31) // 32 * 4]
+                net = ipaddress.IPv6Address(words.ljust(16, b"\0"))
+                if f"{net}/{plen}" in prefixes:
+                    out.append(m.sec * 1_000_000_000 + m.usec)
+                    break
+            p += int.from_bytes(d[p + 18:p + 20], "big")
+    return out
+
+
+def v3_inter_area(a: Any) -> list[str]:
+    sreq = a.states_request()
+    sreq.ospfv3_lsas.router_names = ["o61"]
+    return sorted(x.address_prefix for x in a.get_states(sreq).ospfv3_lsas[0].inter_area_prefix_lsas)
+
+
+def test_an_ospfv3_range_withdrawal_is_timed_by_its_ls_update_and_the_range_comes_back(
+        server: Server, transport: str, wires: str, tmp_path: Path) -> None:
+    """ospf6d takes the range's stub out of its area over the vty (a stub set down was
+    sometimes never flushed: DESIGN-NOTES 76); the LS Update that flushes the inter-area
+    prefixes is the withdrawal's time, checked against tcpdump's."""
+    a = api(server, transport)
+    cfg = ospf3_config(a)
+    f = cfg.flows.flow(name="to-o62")[-1]
+    f.tx_rx.device.tx_names, f.tx_rx.device.rx_names = ["o61.inter"], ["o62.inter"]
+    f.size.fixed = 128
+    f.packet.ethernet().ipv6().udp()
+    a.set_config(cfg)
+    both = ["2001:db8:20:1::", "2001:db8:20::"]
+    t0 = time.monotonic()
+    while (got := v3_inter_area(a)) != both:
+        assert time.monotonic() - t0 < 20, f"expected o62's inter-area prefixes {both} at o61; got {got}"
+        time.sleep(0.3)
+    with tcpdump(NS, Z, tmp_path / "ospf6.pcap", "ip6 proto 89", "--immediate-mode"):
+        cs = a.control_state()
+        cs.protocol.route.names, cs.protocol.route.state = ["o62.inter"], "withdraw"
+        asked = time.time_ns()
+        w = a.set_control_state(cs).warnings
+        assert len(w) == 0, f"expected the withdrawal's LS Update seen on the wire; got warnings {w}"
+        time.sleep(0.3)
+    sent = [t for t in inter_area_prefix_stamps(tmp_path / "ospf6.pcap", MAC[1], {"2001:db8:20::/64", "2001:db8:20:1::/64"}) if t >= asked]
+    assert sent, "expected tcpdump to see o62's LS Update flushing its inter-area prefixes"
+    withdrawal(a, "to-o62", "o62.inter", sent[0], "LS Update")
+    t0 = time.monotonic()
+    while got := v3_inter_area(a):
+        assert time.monotonic() - t0 < 10, f"expected o62's inter-area prefixes gone from o61 after the withdrawal; got {got}"
+        time.sleep(0.2)
+    cs.protocol.route.state = "advertise"
+    w = a.set_control_state(cs).warnings
+    assert len(w) == 0, f"expected the advertisement's LS Update seen on the wire; got warnings {w}"
+    t0 = time.monotonic()
+    while (got := v3_inter_area(a)) != both:
+        assert time.monotonic() - t0 < 10, f"expected o62's inter-area prefixes back at o61 after the advertisement; got {got}"
+        time.sleep(0.2)
+
+
 @pytest.mark.parametrize("change,want", [
     (lambda c: setattr(c.devices[0].ospfv2.interfaces[0], "ipv4_name", "nope"),
      'devices[0].ospfv2.interfaces[0].ipv4_name: no IPv4 address named "nope"'),

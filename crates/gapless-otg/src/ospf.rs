@@ -315,6 +315,18 @@ pub fn stub_area(interface_area: Ipv4Addr) -> Ipv4Addr {
     }
 }
 
+/// The area of the stub interface of the router's range `k`: the interface's for an
+/// intra-area range, [`stub_area`] for an inter-area one, none for an external one (its stub
+/// is in no area; it is redistributed).
+pub fn range_area(r: &Router, k: usize) -> Option<Ipv4Addr> {
+    let itf_area = r.interfaces.first()?.area;
+    match r.ranges.get(k)?.origin {
+        Origin::IntraArea => Some(itf_area),
+        Origin::InterArea => Some(stub_area(itf_area)),
+        Origin::External(_) => None,
+    }
+}
+
 /// The stub interface of the router's range `k`.
 pub fn stub_name(k: usize) -> String {
     format!("glr{k}")
@@ -393,8 +405,7 @@ fn stub_lines(c: &mut String, r: &Router, stub: impl Fn(Ipv4Addr, usize, u32) ->
     let mut maps = String::new();
     for (k, x) in r.ranges.iter().enumerate() {
         let area = match x.origin {
-            Origin::IntraArea => itf.area,
-            Origin::InterArea => stub_area(itf.area),
+            Origin::IntraArea | Origin::InterArea => range_area(r, k).unwrap_or(itf.area),
             Origin::External(t) => {
                 for b in &x.blocks {
                     for (net, len) in b.prefixes() {
