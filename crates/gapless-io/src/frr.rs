@@ -13,6 +13,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use crate::error::IoError;
+use crate::kernel::nic;
 
 pub mod wire;
 
@@ -297,67 +298,40 @@ fn io(p: &Path, cause: std::io::Error) -> IoError {
 /// comes or goes (its connected routes with its carrier).
 pub fn set_stub(netns: &str, name: &str, up: bool) -> Result<(), IoError> {
     let state = if up { "up" } else { "down" };
-    succeed(Command::new("ip").args(["-n", netns, "link", "set", name, state]), None)
-}
-
-/// Runs `cmd`, with `input` on its standard input; its stderr in the error when it fails.
-fn succeed(cmd: &mut Command, input: Option<&str>) -> Result<(), IoError> {
-    let shown = format!("{cmd:?}").replace('"', "");
-    let program = std::path::PathBuf::from(cmd.get_program());
-    let failed = |e| io(&program, e);
-    let out = match input {
-        None => cmd.output().map_err(failed)?,
-        Some(text) => {
-            use std::process::Stdio;
-            let mut child = cmd
-                .stdin(Stdio::piped())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .map_err(failed)?;
-            if let Some(mut i) = child.stdin.take() {
-                let _ = i.write_all(text.as_bytes());
-            }
-            child.wait_with_output().map_err(failed)?
-        }
-    };
-    if out.status.success() {
-        return Ok(());
-    }
-    Err(IoError::Command {
-        cmd: shown,
-        stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
-    })
+    nic::ip(&["-n", netns, "link", "set", name, state]).map(drop)
 }
 
 /// Makes (again) a stub interface `name` in `netns`: a veth pair (`name`, `name`p) inside the
 /// namespace, both up, `name` holding `addrs`. A routing daemon announces the prefixes of its
 /// addresses; nothing is sent on it. The namespace's removal removes it.
 pub fn stub_interface(netns: &str, name: &str, addrs: &[(std::net::IpAddr, u8)]) -> Result<(), IoError> {
-    let ip = |args: &[&str], input: Option<String>| {
-        succeed(Command::new("ip").args(["-n", netns]).args(args), input.as_deref())
-    };
-    let _ = ip(&["link", "del", name], None);
+    let _ = nic::ip(&["-n", netns, "link", "del", name]);
     let peer = format!("{name}p");
-    ip(&["link", "add", name, "type", "veth", "peer", "name", &peer], None)?;
-    let batch: String = addrs
+    nic::ip(&["-n", netns, "link", "add", name, "type", "veth", "peer", "name", &peer])?;
+    keep_addresses_when_down(netns, name)?;
+    let mut batch: String = addrs
         .iter()
         .map(|(a, len)| format!("addr add {a}/{len} dev {name}\n"))
         .collect();
-    ip(&["-batch", "-"], Some(batch))?;
-    keep_addresses_when_down(netns, name)?;
-    ip(&["link", "set", &peer, "up"], None)?;
-    ip(&["link", "set", name, "up"], None)
+    batch += &format!("link set {peer} up\nlink set {name} up\n");
+    nic::ip_batch(Some(netns), &batch)
 }
 
 /// Linux drops an interface's IPv6 addresses when it goes down; a stub set down to withdraw
 /// its range ([`set_stub`]) must find them again when it comes up.
 fn keep_addresses_when_down(netns: &str, name: &str) -> Result<(), IoError> {
     let key = format!("net.ipv6.conf.{name}.keep_addr_on_down=1");
-    succeed(
-        Command::new("ip").args(["netns", "exec", netns, "sysctl", "-q", "-w", &key]),
-        None,
-    )
+    let out = Command::new("ip")
+        .args(["netns", "exec", netns, "sysctl", "-q", "-w", &key])
+        .output()
+        .map_err(|e| io(Path::new("sysctl"), e))?;
+    if out.status.success() {
+        return Ok(());
+    }
+    Err(IoError::Command {
+        cmd: format!("ip netns exec {netns} sysctl -q -w {key}"),
+        stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+    })
 }
 
 /// Stops the daemons of servers that are gone (their PID no longer runs) and removes their
