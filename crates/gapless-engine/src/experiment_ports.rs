@@ -156,7 +156,11 @@ impl PortsPlan {
                 let streams = |k: &usize| self.stream_dirs.get(*k) == Some(&d);
                 let sent: u64 = (0..res.streams.len())
                     .filter(streams)
-                    .map(|k| res.streams[k].sent_frames.saturating_sub(res.streams[k].warmup_frames))
+                    .map(|k| {
+                        let s = &res.streams[k];
+                        // A frame the kernel refused was offered and lost, as in the aggregate.
+                        s.sent_frames.saturating_sub(s.warmup_frames) + s.send_errors
+                    })
                     .sum();
                 let got: Vec<&StreamRx> = rx
                     .map(|m| {

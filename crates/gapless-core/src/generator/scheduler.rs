@@ -27,6 +27,8 @@ pub use crate::generator::stream::Frames;
 #[derive(Debug, Clone)]
 pub struct StreamStats {
     pub sent: u64,
+    /// Frames the backend refused or failed to send (not in `sent`).
+    pub failed: u64,
     pub bytes: u64,
     /// How late frames left (ns after their scheduled time), paced runs.
     pub lateness: LazyHist,
@@ -78,6 +80,7 @@ impl StreamStats {
     pub fn with_digits(sigfig: u8) -> StreamStats {
         StreamStats {
             sent: 0,
+            failed: 0,
             bytes: 0,
             lateness: LazyHist::new(sigfig),
             late_over_gap: 0,
@@ -111,6 +114,7 @@ impl StreamStats {
     /// Adds another part of the same stream (a lane on another send loop).
     pub fn absorb(&mut self, o: &StreamStats) {
         self.sent += o.sent;
+        self.failed += o.failed;
         self.warmup_sent += o.warmup_sent;
         self.paused_ns = self.paused_ns.max(o.paused_ns);
         self.rate_changes = self.rate_changes.max(o.rate_changes);
@@ -576,6 +580,7 @@ fn count(st: &mut StreamStats, ats: &[u64], s: &Sent) {
     }
     st.last_frames = s.left as u64;
     st.sent += s.left as u64;
+    st.failed += ats.len().saturating_sub(s.left) as u64;
     st.warmup_sent += s.warmup as u64;
 }
 

@@ -143,6 +143,10 @@ pub struct StreamTx {
     /// Frames sent during the warm-up (by their TX time): sent, and not metered.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub warmup_frames: u64,
+    /// Frames of the stream the backend refused or failed to send (not in `sent_frames`; the
+    /// run's `send_errors` is their sum over the streams).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub send_errors: u64,
     /// How long the stream was paused (OTG `flow_transmit` pause), ns: its schedule moved on
     /// by this much, so the meter sees one gap this long.
     #[serde(default, skip_serializing_if = "is_zero")]

@@ -208,6 +208,7 @@ pub fn build_result(profile: &Profile, stats: &RunStats, meta: &RunMeta) -> RunR
             pattern: cfg.pattern_report.clone(),
             signed_frames: st.signed,
             warmup_frames: st.warmup_sent,
+            send_errors: st.failed,
             paused_ns: st.paused_ns,
             rate_changes: st.rate_changes,
             size_changes: st.size_changes,

@@ -313,3 +313,35 @@ fn in_order_chunks_end_a_timed_stream_and_break_at_ties_as_one_per_step_does() {
     let sent: Vec<u64> = chunked.stats().iter().map(|st| st.sent).collect();
     assert_eq!(sent, vec![31, 12]);
 }
+
+#[test]
+fn frames_the_backend_refused_are_counted_per_stream_apart_from_those_sent() {
+    let p = profile(
+        "phases = \"aligned\"\n[[stream]]\n[stream.timing]\nrate_pps = 1000\ncount = 6\n\
+         [[stream]]\n[stream.timing]\nrate_pps = 1000\ncount = 6\n",
+    );
+    let mut s = Scheduler::new(&p, false, 1);
+    let mut out = vec![vec![0u8; 2048]; 4];
+    let mut bufs = ChunkBufs::with_capacity(4);
+    let mut k = 0;
+    while let Some(due) = s.next_due(|| 0) {
+        // Stream 1's every other departure is refused (a full socket buffer, a link down).
+        let refuse = due.stream == 1 && k % 2 == 0;
+        let r: Result<_, ()> = s.serve(due, &mut out, &mut bufs, 4, |c| {
+            Ok(Sent {
+                t_send: c.at,
+                when: c.at,
+                left: if refuse { 0 } else { c.lens.len() },
+                timed: true,
+                warmup: 0,
+            })
+        });
+        assert!(r.is_ok());
+        if due.stream == 1 {
+            k += 1;
+        }
+    }
+    let st = s.into_stats(None);
+    let got: Vec<(u64, u64)> = st.iter().map(|x| (x.sent, x.failed)).collect();
+    assert_eq!(got, [(6, 0), (3, 3)], "expected (sent, failed) per stream");
+}
