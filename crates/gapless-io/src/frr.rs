@@ -95,7 +95,7 @@ impl Daemon {
             });
         }
         daemon.pid = wait_for_pid(&pidfile, &daemon.file("vty"))?;
-        daemon.check_config(&conf)?;
+        daemon.check_config(&conf, config.lines().count())?;
         Ok(daemon)
     }
 
@@ -136,10 +136,14 @@ impl Daemon {
     /// Runs `commands` in one vty session, after `enable`; returns each reply. A command
     /// the daemon refuses (a status byte other than 0) is an error naming it.
     pub fn vty(&self, commands: &[String]) -> Result<Vec<String>, IoError> {
+        self.vty_within(commands, Duration::from_secs(10))
+    }
+
+    /// [`Daemon::vty`], each reply awaited up to `within`.
+    fn vty_within(&self, commands: &[String], within: Duration) -> Result<Vec<String>, IoError> {
         let path = self.file("vty");
         let mut s = UnixStream::connect(&path).map_err(|e| io(&path, e))?;
-        s.set_read_timeout(Some(Duration::from_secs(10)))
-            .map_err(|e| io(&path, e))?;
+        s.set_read_timeout(Some(within)).map_err(|e| io(&path, e))?;
         let mut out = Vec::with_capacity(commands.len());
         for c in std::iter::once("enable").chain(commands.iter().map(String::as_str)) {
             let (text, status) = exchange(&mut s, c).map_err(|e| io(&path, e))?;
@@ -214,8 +218,14 @@ impl Daemon {
     /// reads it in its first event, before it answers its vty, so one vty exchange waits for
     /// it. A daemon that refused a line is stopped. This replaced a dry run (`-C`) before the
     /// start, which cost a process of 20–40 ms a device (DESIGN-NOTES 75).
-    fn check_config(&mut self, conf: &Path) -> Result<(), IoError> {
-        self.vty(&[])?;
+    /// The wait grows with the configuration: staticd's load time grows with the square of
+    /// its routes (1 000 took 8.6 s here), so its first answer may be that late.
+    fn check_config(&mut self, conf: &Path, lines: usize) -> Result<(), IoError> {
+        let within = Duration::from_secs(10) + Duration::from_millis(30 * lines as u64);
+        if let Err(e) = self.vty_within(&[], within) {
+            self.stop();
+            return Err(e);
+        }
         let log = self.log();
         let refused = refused_lines(&log);
         if refused.is_empty() {
