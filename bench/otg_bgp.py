@@ -13,14 +13,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import socket
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-from otg_devices import REPO, free_port, sh
+from otg_devices import REPO, serving
 
 NS = "glbgpbench"
 
@@ -83,24 +80,11 @@ def pss_kb(server_pid: int) -> list[int]:
 
 
 def main() -> int:
-    import snappi  # type: ignore[import-untyped]
-
     ap = argparse.ArgumentParser()
     ap.add_argument("--pairs", type=int, nargs="*", default=[1, 10, 100])
     ap.add_argument("--routes", type=int, default=100_000)
     ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
-    subprocess.run(["ip", "netns", "del", NS], capture_output=True)
-    sh("ip", "netns", "add", NS)
-    sh("ip", "-n", NS, "link", "add", "veth-a", "type", "veth", "peer", "name", "veth-z")
-    for d in ("lo", "veth-a", "veth-z"):
-        sh("ip", "-n", NS, "link", "set", d, "up")
-    tmp = Path(tempfile.mkdtemp())
-    otg = free_port()
-    binary = REPO / "target" / "ci" / "gapless"
-    srv = subprocess.Popen([str(binary) if binary.exists() else "gapless", "serve", "--listen", f"127.0.0.1:{free_port()}",
-                            "--otg-listen", f"127.0.0.1:{otg}", "--db", str(tmp / "g.db")],
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     out = REPO / "bench" / "results" / f"otg-bgp-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}.jsonl"
     lines = []
 
@@ -109,16 +93,7 @@ def main() -> int:
         lines.append(json.dumps(row))
         out.write_text("\n".join(lines) + "\n")
 
-    try:
-        t0 = time.monotonic()
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", otg), timeout=1).close()
-                break
-            except OSError:
-                assert srv.poll() is None and time.monotonic() - t0 < 30, "gapless serve did not listen within 30 s"
-                time.sleep(0.05)
-        api = snappi.api(location=f"https://127.0.0.1:{otg}", verify=False)
+    with serving(NS) as (api, srv):
         for pairs, routes in [(p, 1) for p in args.pairs] + [(1, args.routes)]:
             for r in range(args.rounds if routes == 1 else 1):
                 t0 = time.monotonic()
@@ -147,10 +122,6 @@ def main() -> int:
                 emit(row)
                 api.set_config(api.config())
         print(f"wrote {out}")
-    finally:
-        srv.terminate()
-        srv.wait(timeout=30)
-        subprocess.run(["ip", "netns", "del", NS], capture_output=True)
     return 0
 
 

@@ -18,7 +18,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any, Iterator
 
 REPO = Path(__file__).resolve().parents[1]
 NS = "glbench"
@@ -32,6 +34,39 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+@contextmanager
+def serving(ns: str) -> Iterator[tuple[Any, subprocess.Popen]]:  # type: ignore[type-arg]
+    """Two veths, `veth-a` and `veth-z`, in namespace `ns` (ixia-c's wiring), and a `gapless
+    serve` (target/ci/gapless when built, else the one on PATH) listening for snappi over
+    HTTPS: yields (the snappi api, the server's process); both go at the end."""
+    import snappi  # type: ignore[import-untyped]
+
+    subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+    sh("ip", "netns", "add", ns)
+    sh("ip", "-n", ns, "link", "add", "veth-a", "type", "veth", "peer", "name", "veth-z")
+    for d in ("lo", "veth-a", "veth-z"):
+        sh("ip", "-n", ns, "link", "set", d, "up")
+    tmp, otg = Path(tempfile.mkdtemp()), free_port()
+    binary = REPO / "target" / "ci" / "gapless"
+    srv = subprocess.Popen([str(binary) if binary.exists() else "gapless", "serve", "--listen", f"127.0.0.1:{free_port()}",
+                            "--otg-listen", f"127.0.0.1:{otg}", "--otg-grpc-listen", f"127.0.0.1:{free_port()}",
+                            "--db", str(tmp / "g.db")], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        t0 = time.monotonic()
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", otg), timeout=1).close()
+                break
+            except OSError:
+                assert srv.poll() is None and time.monotonic() - t0 < 30, "gapless serve did not listen within 30 s"
+                time.sleep(0.05)
+        yield snappi.api(location=f"https://127.0.0.1:{otg}", verify=False), srv
+    finally:
+        srv.terminate()
+        srv.wait(timeout=30)
+        subprocess.run(["ip", "netns", "del", ns], capture_output=True)
 
 
 def config(api, pairs: int):  # type: ignore[no-untyped-def]
@@ -54,26 +89,12 @@ def resolved(api, pairs: int) -> bool:  # type: ignore[no-untyped-def]
 
 
 def main() -> int:
-    import snappi  # type: ignore[import-untyped]
-
     ap = argparse.ArgumentParser()
     ap.add_argument("--pairs", type=int, nargs="+", default=[1, 5])
     ap.add_argument("--rounds", type=int, default=5)
     args = ap.parse_args()
-    subprocess.run(["ip", "netns", "del", NS], capture_output=True)
-    sh("ip", "netns", "add", NS)
-    sh("ip", "-n", NS, "link", "add", "veth-a", "type", "veth", "peer", "name", "veth-z")
-    for d in ("lo", "veth-a", "veth-z"):
-        sh("ip", "-n", NS, "link", "set", d, "up")
-    tmp = Path(tempfile.mkdtemp())
-    otg = free_port()
-    srv = subprocess.Popen([str(REPO / "target" / "ci" / "gapless") if (REPO / "target/ci/gapless").exists() else "gapless",
-                            "serve", "--listen", f"127.0.0.1:{free_port()}", "--otg-listen", f"127.0.0.1:{otg}",
-                            "--db", str(tmp / "g.db")], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     out = REPO / "bench" / "results" / f"otg-devices-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}.jsonl"
-    try:
-        time.sleep(1.0)
-        api = snappi.api(location=f"https://127.0.0.1:{otg}", verify=False)
+    with serving(NS) as (api, _):
         lines = []
         for pairs in args.pairs:
             for r in range(args.rounds):
@@ -92,10 +113,6 @@ def main() -> int:
                 lines.append(json.dumps(row))
         out.write_text("\n".join(lines) + "\n")
         print(f"wrote {out}")
-    finally:
-        srv.terminate()
-        srv.wait(timeout=10)
-        subprocess.run(["ip", "netns", "del", NS], capture_output=True)
     return 0
 
 

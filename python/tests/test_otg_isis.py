@@ -1,4 +1,4 @@
-"""IS-IS behind OTG, driven through FRR's zebra, staticd and isisd per device, as ixia-c's
+"""IS-IS behind OTG, driven through FRR's zebra and isisd per device (ranges as kernel routes), as ixia-c's
 users script it: two veths in one namespace, snappi over HTTPS and gRPC, two routers L1/L2 on
 a point-to-point link with IPv4 and IPv6 route ranges. Each lists only its peer's LSPs, with
 the peer's ranges in them; a flow to each range has every frame received; a router set down

@@ -85,6 +85,33 @@ impl Block {
             })
             .collect()
     }
+
+    /// The fewest aligned networks whose `prefix`-long subnets are exactly the block's
+    /// prefixes, as (network, length): consecutive prefixes (step 1) merge into their
+    /// supernets, others stay one each. A prefix list of `network/length ge P le P` entries
+    /// then matches a block of 100 000 prefixes in a few entries (FRR's load time grows with
+    /// the square of a prefix list's entries, DESIGN-NOTES 75).
+    pub fn cover(&self) -> Vec<(IpAddr, u8)> {
+        if self.step != 1 || self.prefix == 0 {
+            return self.prefixes();
+        }
+        let v6 = self.first.is_ipv6();
+        let bits: u32 = if v6 { 128 } else { 32 };
+        let shift = bits - u32::from(self.prefix);
+        let mut at = as_u128(self.first) >> shift;
+        let end = at + u128::from(self.count);
+        let mut out = Vec::new();
+        while at < end {
+            // The largest aligned run that starts at `at` and ends by `end`.
+            let mut k = at.trailing_zeros().min(u32::from(self.prefix)).min(40);
+            while at + (1u128 << k) > end {
+                k -= 1;
+            }
+            out.push((from_u128(at << shift, v6), self.prefix - k as u8));
+            at += 1u128 << k;
+        }
+        out
+    }
 }
 
 fn as_u128(ip: IpAddr) -> u128 {

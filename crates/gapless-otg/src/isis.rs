@@ -1,7 +1,8 @@
 //! OTG IS-IS (`devices[].isis`) read and checked, and written as the configurations of the
-//! FRR daemons that run it: zebra (isisd learns its interfaces from it), staticd (each route
-//! range a blackhole static route, redistributed) and isisd, in the namespace of the device
-//! Ethernet its interfaces are on (DESIGN-NOTES 69). What a tester needs from isisd, each
+//! FRR daemons that run it: zebra (isisd learns its interfaces from it) and isisd, in the
+//! namespace of the device Ethernet its interfaces are on (DESIGN-NOTES 69); each route range
+//! is a set of blackhole routes in that namespace's kernel table ([`kernel_routes`]), which
+//! zebra reads and isisd redistributes (DESIGN-NOTES 77). What a tester needs from isisd, each
 //! measured in ../shared/FRR.md or here: LSPs regenerated 1 s after a change rather than 30
 //! (`lsp-gen-interval 1`), each range's metric set by a route-map on redistribution, the
 //! levels a range is announced at those the router runs.
@@ -317,25 +318,30 @@ pub fn find_range<'a>(routers: &'a [Router], name: &str) -> Option<(&'a Router, 
         .find_map(|r| r.ranges.iter().find(|x| x.name == name).map(|x| (r, x)))
 }
 
-/// The configurations of zebra, staticd and isisd, in the order they start; `ifname` is the
-/// router's Ethernet's interface in its namespace.
-pub fn frr_configs(r: &Router, ifname: &str) -> [(&'static str, String); 3] {
+/// The configurations of zebra and isisd, in the order they start; `ifname` is the router's
+/// Ethernet's interface in its namespace.
+pub fn frr_configs(r: &Router, ifname: &str) -> [(&'static str, String); 2] {
     let zebra = format!("hostname {}\n!\n", r.hostname);
-    [("zebra", zebra), ("staticd", statics(r)), ("isisd", isisd(r, ifname))]
+    [("zebra", zebra), ("isisd", isisd(r, ifname))]
 }
 
-/// Each range's prefixes as blackhole static routes.
-fn statics(r: &Router) -> String {
-    let mut c = String::new();
-    for x in &r.ranges {
-        let kw = if x.v6 { "ipv6" } else { "ip" };
+/// The `ip -batch` lines that add (`replace`: again is no error) or delete the blackhole
+/// routes of the ranges named (all when none are), and the names of those ranges. Kernel
+/// routes, not staticd's: staticd's load time grows with the square of its routes (1 000 took
+/// 8.6 s), `ip -batch` puts 100 000 in the kernel in about a second.
+pub fn kernel_routes(r: &Router, names: &[String], add: bool) -> (String, Vec<String>) {
+    let verb = if add { "replace" } else { "del" };
+    let mut lines = String::new();
+    let mut acted = Vec::new();
+    for x in r.ranges.iter().filter(|x| names.is_empty() || names.contains(&x.name)) {
         for b in &x.blocks {
             for (net, len) in b.prefixes() {
-                let _ = writeln!(c, "{kw} route {net}/{len} blackhole");
+                let _ = writeln!(lines, "route {verb} blackhole {net}/{len}");
             }
         }
+        acted.push(x.name.clone());
     }
-    c
+    (lines, acted)
 }
 
 fn isisd(r: &Router, ifname: &str) -> String {
@@ -363,7 +369,7 @@ fn isisd(r: &Router, ifname: &str) -> String {
     for (v6, af) in [(false, "ipv4"), (true, "ipv6")] {
         if r.ranges.iter().any(|x| x.v6 == v6) {
             for level in levels_of(r.levels()) {
-                let _ = writeln!(c, " redistribute {af} static level-{level} route-map GL-ISIS-{af}");
+                let _ = writeln!(c, " redistribute {af} kernel level-{level} route-map GL-ISIS-{af}");
             }
         }
     }
@@ -409,14 +415,20 @@ fn interface_lines(c: &mut String, i: &Interface, ifname: &str) {
     c.push_str("!\n");
 }
 
-/// A route-map per family that sets each range's metric, matched by a prefix-list per range.
+/// A route-map per family that sets each range's metric, matched by a prefix-list per range
+/// that holds its blocks' covers ([`Block::cover`]: a few entries for a long range).
 fn range_maps(c: &mut String, r: &Router) {
     for (v6, af, kw) in [(false, "ipv4", "ip"), (true, "ipv6", "ipv6")] {
         let mine: Vec<(usize, &Range)> = r.ranges.iter().enumerate().filter(|(_, x)| x.v6 == v6).collect();
         for (j, x) in &mine {
             for b in &x.blocks {
-                for (net, len) in b.prefixes() {
-                    let _ = writeln!(c, "{kw} prefix-list GL-ISIS-PL-{j} permit {net}/{len}");
+                for (net, len) in b.cover() {
+                    let exact = if len < b.prefix {
+                        format!(" ge {0} le {0}", b.prefix)
+                    } else {
+                        String::new()
+                    };
+                    let _ = writeln!(c, "{kw} prefix-list GL-ISIS-PL-{j} permit {net}/{len}{exact}");
                 }
             }
         }

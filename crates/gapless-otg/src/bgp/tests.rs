@@ -116,3 +116,49 @@ fn bgpd_takes_every_line_written() {
         "expected bgpd to take every line; it refused {refused:?} of:\n{text}"
     );
 }
+
+#[test]
+fn a_block_is_covered_by_the_fewest_aligned_networks_holding_exactly_its_prefixes() {
+    let b = |first: &str, prefix: u8, count: u32, step: u32| Block {
+        first: first.parse().unwrap(),
+        prefix,
+        count,
+        step,
+    };
+    let show = |v: Vec<(IpAddr, u8)>| v.iter().map(|(a, l)| format!("{a}/{l}")).collect::<Vec<_>>();
+    assert_eq!(show(b("10.10.0.0", 24, 3, 1).cover()), ["10.10.0.0/23", "10.10.2.0/24"]);
+    assert_eq!(
+        show(b("10.10.1.0", 24, 4, 1).cover()),
+        ["10.10.1.0/24", "10.10.2.0/23", "10.10.4.0/24"]
+    );
+    assert_eq!(
+        show(b("10.10.0.0", 24, 3, 2).cover()),
+        ["10.10.0.0/24", "10.10.2.0/24", "10.10.4.0/24"],
+        "step 2: one each"
+    );
+    assert_eq!(show(b("2001:db8::", 64, 2, 1).cover()), ["2001:db8::/63"]);
+    // 100 000 /32s: every prefix inside the cover, and the cover no larger than the block.
+    let big = b("20.0.0.0", 32, 100_000, 1);
+    let cover = big.cover();
+    assert!(
+        cover.len() <= 2 * 17,
+        "expected a few entries for 100 000 prefixes; got {}",
+        cover.len()
+    );
+    let inside: u64 = cover.iter().map(|(_, l)| 1u64 << (32 - u32::from(*l))).sum();
+    assert_eq!(
+        inside, 100_000,
+        "expected the cover to hold exactly the block's prefixes"
+    );
+    let last = big.prefixes().last().copied().unwrap();
+    let (net, len) = cover.last().copied().unwrap();
+    let (IpAddr::V4(n), IpAddr::V4(l)) = (net, last.0) else {
+        unreachable!()
+    };
+    let mask = u32::MAX << (32 - u32::from(len));
+    assert_eq!(
+        u32::from(l) & mask,
+        u32::from(n),
+        "expected the last prefix in the last network"
+    );
+}

@@ -25,7 +25,7 @@ fn base() -> serde_json::Value {
 }
 
 #[test]
-fn a_router_becomes_zebra_staticd_and_isisd_configurations() {
+fn a_router_becomes_zebra_and_isisd_configurations_and_kernel_routes() {
     let (rs, warnings) = parse(&cfg(base()), &eths()).unwrap();
     assert!(warnings.is_empty(), "{warnings:?}");
     let r = &rs[0];
@@ -33,19 +33,25 @@ fn a_router_becomes_zebra_staticd_and_isisd_configurations() {
         (r.eth.as_str(), r.levels(), r.dotted_id().as_str()),
         ("e1", 3, "6400.0000.0001")
     );
-    let [(_, zebra), (_, statics), (_, isisd)] = frr_configs(r, "gd1x0");
+    let [(_, zebra), (_, isisd)] = frr_configs(r, "gd1x0");
     assert!(zebra.starts_with("hostname d1"), "{zebra}");
+    let (lines, acted) = kernel_routes(r, &[], true);
     assert_eq!(
-        statics,
-        "ip route 10.1.0.0/24 blackhole\nip route 10.1.1.0/24 blackhole\nipv6 route 2001:db8:1::/64 blackhole\n"
+        (lines.as_str(), acted),
+        (
+            "route replace blackhole 10.1.0.0/24\nroute replace blackhole 10.1.1.0/24\nroute replace blackhole 2001:db8:1::/64\n",
+            vec!["v4r".to_string(), "v6r".to_string()]
+        )
     );
+    let (lines, _) = kernel_routes(r, &["v6r".to_string()], false);
+    assert_eq!(lines, "route del blackhole 2001:db8:1::/64\n");
     for line in [
         "interface gd1x0\n ip router isis gl\n ipv6 router isis gl\n isis circuit-type level-1-2\n isis network point-to-point\n isis metric 10\n",
         " isis hello-interval level-1 1\n isis hello-multiplier level-1 3\n isis priority 0 level-1\n",
         " isis hello-interval level-2 10\n",
         " net 49.0001.6400.0000.0001.00\n is-type level-1-2\n metric-style wide\n lsp-gen-interval 1\n",
-        " redistribute ipv4 static level-1 route-map GL-ISIS-ipv4\n redistribute ipv4 static level-2 route-map GL-ISIS-ipv4\n",
-        "ip prefix-list GL-ISIS-PL-0 permit 10.1.1.0/24\n",
+        " redistribute ipv4 kernel level-1 route-map GL-ISIS-ipv4\n redistribute ipv4 kernel level-2 route-map GL-ISIS-ipv4\n",
+        "ip prefix-list GL-ISIS-PL-0 permit 10.1.0.0/23 ge 24 le 24\n",
         "route-map GL-ISIS-ipv4 permit 10\n match ip address prefix-list GL-ISIS-PL-0\n set metric 20\n",
         "route-map GL-ISIS-ipv6 permit 11\n match ipv6 address prefix-list GL-ISIS-PL-1\n set metric 0\n",
     ] {
@@ -63,7 +69,7 @@ fn defaults_are_the_models_level_2_broadcast_and_area_49_0001() {
     x["interfaces"][0] = json!({ "eth_name": "e1", "name": "i1" });
     x["advanced"] = json!({ "area_addresses": ["490002", "39.0840.0001"] });
     let r = &parse(&cfg(x), &eths()).unwrap().0[0];
-    let isisd = &frr_configs(r, "x")[2].1;
+    let isisd = &frr_configs(r, "x")[1].1;
     assert!(isisd.contains(" is-type level-2-only\n"), "{isisd}");
     assert!(!isisd.contains("point-to-point"), "{isisd}");
     assert!(

@@ -1,6 +1,7 @@
-//! The config's IS-IS routers: per device, FRR's zebra, staticd and isisd in the namespace of
-//! the device Ethernet its interfaces are on (`gapless_io::frr`), sharing one directory and
-//! zebra socket; started when the config is set, on `protocol.all start` and on
+//! The config's IS-IS routers: per device, FRR's zebra and isisd in the namespace of the
+//! device Ethernet its interfaces are on (`gapless_io::frr`), sharing one directory and zebra
+//! socket, with each route range as blackhole routes in that namespace's kernel table
+//! (`gapless_otg::isis::kernel_routes`), which isisd redistributes; started when the config is set, on `protocol.all start` and on
 //! `protocol.isis.routers` up, stopped on `protocol.all stop`, `protocol.isis.routers` down,
 //! a new config and the server's end. Their configurations are
 //! `gapless_otg::isis::frr_configs`; isisd's answers are read by `gapless_otg::isis::frr_text`.
@@ -19,9 +20,10 @@ use super::otg;
 use super::routing::{check_names, strings};
 use crate::Shared;
 
-/// A device's IS-IS router and its daemons (zebra, staticd, isisd).
+/// A device's IS-IS router and its daemons (zebra, isisd).
 pub struct Isisd {
     pub router: Router,
+    netns: String,
     set: DaemonSet,
 }
 
@@ -37,10 +39,14 @@ pub fn up(plan: &Plan, hosts: &[(String, Arc<Host>)]) -> Result<Vec<Arc<Isisd>>,
         })?;
         let configs = gapless_otg::isis::frr_configs(r, host.1.ifname()).to_vec();
         let what = format!("IS-IS router {:?}", r.name);
+        let netns = host.1.netns().to_string();
         let i = Arc::new(Isisd {
             router: r.clone(),
-            set: DaemonSet::new(what, host.1.netns().to_string(), configs),
+            netns: netns.clone(),
+            set: DaemonSet::new(what, netns, configs),
         });
+        i.set_routes(&[], true)
+            .map_err(|e| OtgError::invalid(format!("devices: IS-IS router {:?}: its ranges' routes: {e}", r.name)))?;
         out.push(i);
     }
     super::chunks::start_all(&out, |i| i.start())?;
@@ -48,7 +54,7 @@ pub fn up(plan: &Plan, hosts: &[(String, Arc<Host>)]) -> Result<Vec<Arc<Isisd>>,
 }
 
 impl Isisd {
-    /// Starts the daemons unless all three run.
+    /// Starts the daemons unless both run.
     pub fn start(&self) -> Result<(), OtgError> {
         self.set.start()
     }
@@ -73,35 +79,18 @@ impl Isisd {
     }
 
     /// Withdraws (or advertises again) the ranges named (all when none are): their
-    /// blackhole routes removed from (or added to) staticd, which isisd redistributes; returns
-    /// the names of the ranges it acted on.
+    /// blackhole routes deleted from (or put back in) the namespace's kernel table, which
+    /// isisd redistributes; returns the names of the ranges it acted on.
     pub fn routes(&self, advertise: bool, names: &[String]) -> Result<Vec<String>, OtgError> {
-        let mut cmds = vec!["configure terminal".to_string()];
-        let mut acted = Vec::new();
-        for x in self
-            .router
-            .ranges
-            .iter()
-            .filter(|x| names.is_empty() || names.contains(&x.name))
-        {
-            let kw = if x.v6 { "ipv6" } else { "ip" };
-            for b in &x.blocks {
-                for (net, len) in b.prefixes() {
-                    let no = if advertise { "" } else { "no " };
-                    cmds.push(format!("{no}{kw} route {net}/{len} blackhole"));
-                }
-            }
-            acted.push(x.name.clone());
+        self.set_routes(names, advertise)
+            .map_err(|e| OtgError::internal(format!("IS-IS router {:?}: its ranges' routes: {e}", self.router.name)))
+    }
+
+    fn set_routes(&self, names: &[String], add: bool) -> Result<Vec<String>, gapless_io::IoError> {
+        let (lines, acted) = gapless_otg::isis::kernel_routes(&self.router, names, add);
+        if !lines.is_empty() {
+            gapless_io::kernel::nic::ip_batch(Some(&self.netns), &lines)?;
         }
-        cmds.push("end".into());
-        if acted.is_empty() {
-            return Ok(acted);
-        }
-        self.set.vty("staticd", &cmds).map_err(|e| {
-            OtgError::invalid(format!(
-                "{e}: start it (protocol.all or protocol.isis.routers) before its routes are changed"
-            ))
-        })?;
         Ok(acted)
     }
 

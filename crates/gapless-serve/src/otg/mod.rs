@@ -61,7 +61,7 @@ pub struct OtgState {
     pub hosts: Vec<(String, Arc<gapless_io::hosts::Host>)>,
     /// The devices' BGP routers, each a bgpd in its host's namespace.
     pub routers: Vec<Arc<routing::Bgpd>>,
-    /// The devices' IS-IS routers, each a zebra, staticd and isisd in its host's namespace.
+    /// The devices' IS-IS routers, each a zebra and isisd in its host's namespace.
     pub isis: Vec<Arc<isis::Isisd>>,
     /// The devices' OSPFv2 routers, each a zebra and ospfd in its host's namespace.
     pub ospf: Vec<Arc<ospf::Ospfd>>,
