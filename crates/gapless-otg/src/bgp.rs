@@ -194,7 +194,25 @@ pub fn parse(cfg: &Value, eths: &[Eth]) -> Result<Vec<Router>, Invalid> {
     if let Some(w) = names.windows(2).find(|w| w[0] == w[1]) {
         return Err(Invalid(format!("devices: the BGP peer name {:?} is used twice", w[0])));
     }
+    uncross(&mut out);
     Ok(out)
+}
+
+/// Where two of the config's own devices peer with each other, the side with the higher
+/// address waits for the other's connection (`passive`) instead of opening one too. Their
+/// bgpds start together, so both connected at the same moment, and FRR's collision handling
+/// then sometimes closed both connections and tried again a second later (4 OPENs sent
+/// instead of 1, seen in CI). A session with a peer outside the config is left as written.
+fn uncross(routers: &mut [Router]) {
+    let sessions: Vec<(IpAddr, IpAddr)> = routers
+        .iter()
+        .flat_map(|r| r.peers.iter().map(|p| (p.local, p.address)))
+        .collect();
+    for p in routers.iter_mut().flat_map(|r| r.peers.iter_mut()) {
+        if p.local > p.address && sessions.contains(&(p.address, p.local)) {
+            p.passive = true;
+        }
+    }
 }
 
 /// Keys of a peer or a range that gapless does not emulate: refused when set.

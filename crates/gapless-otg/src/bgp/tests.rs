@@ -162,3 +162,23 @@ fn a_block_is_covered_by_the_fewest_aligned_networks_holding_exactly_its_prefixe
         "expected the last prefix in the last network"
     );
 }
+
+#[test]
+fn of_two_own_devices_peering_with_each_other_the_higher_address_waits_for_the_connection() {
+    let dev = |k: u8, peer: &str| {
+        json!({ "name": format!("d{k}"), "ethernets": [{ "name": format!("d{k}.eth"), "mac": format!("02:00:00:00:00:0{k}"),
+            "connection": { "port_name": format!("p{k}") },
+            "ipv4_addresses": [{ "name": format!("d{k}.v4"), "address": format!("1.1.1.{k}"), "prefix": 24, "gateway": peer }] }],
+            "bgp": { "router_id": format!("1.1.1.{k}"), "ipv4_interfaces": [{ "ipv4_name": format!("d{k}.v4"),
+                "peers": [{ "name": format!("d{k}.peer"), "peer_address": peer, "as_type": "ebgp", "as_number": 65000 + u32::from(k) }] }] } })
+    };
+    // d1 and d2 peer with each other; d3's peer (1.1.1.9) is outside the config.
+    let c = json!({ "devices": [dev(1, "1.1.1.2"), dev(2, "1.1.1.1"), dev(3, "1.1.1.9")] });
+    let r = routers(&c).unwrap();
+    let passive: Vec<bool> = r.iter().map(|x| x.peers[0].passive).collect();
+    assert_eq!(
+        passive,
+        [false, true, false],
+        "expected only d2 (1.1.1.2, peering with d1) passive"
+    );
+}
