@@ -137,18 +137,8 @@ def test_compose_save_reload_run_live_and_open_the_report(server: Server, testbe
         # 7b. MLRsearch from its preset: the goals' table leads the report, with the figures
         # of the result, and the trials' loads are plotted by goal. The direct link keeps up
         # with 20 kframes/s, so each goal ends at the maximum load.
-        page.select_option("#exp-preset", "mlrsearch")
-        text = page.locator("#exp-toml").input_value()
-        assert 'method = "mlrsearch"' in text and f'iface = "{testbed.tx}"' in text, text
-        text = text.replace("max_rate_pps = 50000", "max_rate_pps = 20000").replace("duration_s = 1\n", "duration_s = 0.5\n")
-        page.fill("#exp-toml", text)
-        page.click("#exp-start")
-        # The report shown is the sweep's until this one's ends.
-        detail = page.locator(f'.exp-view:not([data-experiment="{exp_id}"])')
-        expect(detail).to_have_count(1, timeout=60000)
-        expect(page.locator("#exp-state")).to_contain_text("finished")
-        exp_id = detail.get_attribute("data-experiment")
-        exp = page.evaluate(f"async () => (await (await fetch('/api/experiments/{exp_id}')).json()).result")
+        detail, exp_id, exp = run_preset(page, "mlrsearch", ['method = "mlrsearch"', f'iface = "{testbed.tx}"'],
+                                         {"max_rate_pps = 50000": "max_rate_pps = 20000"}, exp_id)
         goals = exp["mlrsearch"]["goals"]
         rows = detail.locator(".report-table.mlr-goals tbody tr")
         expect(rows).to_have_count(len(goals))
@@ -167,17 +157,8 @@ def test_compose_save_reload_run_live_and_open_the_report(server: Server, testbe
 
         # 7c. The same both ways at once: each direction's row at each goal's bound and each
         # latency fraction, with its loss and percentiles from the result.
-        page.select_option("#exp-preset", "mlrsearch-bidir")
-        text = page.locator("#exp-toml").input_value()
-        assert 'pairs = "bidirectional"' in text and f'iface = "{testbed.rx}"' in text, text
-        text = text.replace("max_rate_pps = 100000", "max_rate_pps = 20000").replace("duration_s = 1\n", "duration_s = 0.5\n")
-        page.fill("#exp-toml", text)
-        page.click("#exp-start")
-        detail = page.locator(f'.exp-view:not([data-experiment="{exp_id}"])')
-        expect(detail).to_have_count(1, timeout=60000)
-        expect(page.locator("#exp-state")).to_contain_text("finished")
-        exp_id = detail.get_attribute("data-experiment")
-        exp = page.evaluate(f"async () => (await (await fetch('/api/experiments/{exp_id}')).json()).result")
+        detail, exp_id, exp = run_preset(page, "mlrsearch-bidir", ['pairs = "bidirectional"', f'iface = "{testbed.rx}"'],
+                                         {"max_rate_pps = 100000": "max_rate_pps = 20000"}, exp_id)
         want = [(d["name"], a) for d in exp["directions"] for a in d["at"]]
         stopped = any("sender fell behind in every attempt" in w for w in exp["warnings"])
         assert len(exp["directions"]) == 2 and (want or stopped), (exp["directions"], exp["warnings"])
@@ -237,6 +218,25 @@ def test_compose_save_reload_run_live_and_open_the_report(server: Server, testbe
         page.screenshot(path=str(shots / "9-compare.png"), full_page=True)
         browser.close()
     assert errors == [], f"expected no JavaScript errors on the page; got {errors}"
+
+
+def run_preset(page: Any, preset: str, holds: List[str], changes: dict, previous: str | None) -> tuple:  # type: ignore[type-arg]
+    """Runs the experiment preset `preset` (its TOML must hold each of `holds`) with `changes`
+    made to its TOML and 0.5 s final trials, and waits for it to finish: the report shown is
+    experiment `previous`'s until this one's ends. Returns its view, its id and its result."""
+    page.select_option("#exp-preset", preset)
+    text = page.locator("#exp-toml").input_value()
+    assert all(h in text for h in holds), f"expected {holds} in the preset {preset!r}; got {text}"
+    for old, new in {**changes, "duration_s = 1\n": "duration_s = 0.5\n"}.items():
+        text = text.replace(old, new)
+    page.fill("#exp-toml", text)
+    page.click("#exp-start")
+    detail = page.locator(f'.exp-view:not([data-experiment="{previous}"])')
+    expect(detail).to_have_count(1, timeout=60000)
+    expect(page.locator("#exp-state")).to_contain_text("finished")
+    exp_id = detail.get_attribute("data-experiment")
+    exp = page.evaluate(f"async () => (await (await fetch('/api/experiments/{exp_id}')).json()).result")
+    return detail, exp_id, exp
 
 
 def tile_values(result: dict) -> dict:  # type: ignore[type-arg]
