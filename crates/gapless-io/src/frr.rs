@@ -216,28 +216,29 @@ impl Daemon {
     /// Whether the running daemon took every line of its configuration: a line it refuses
     /// is logged and skipped, so its log is read once the configuration is in. The daemon
     /// reads it in its first event, before it answers its vty, so one vty exchange waits for
-    /// it. A daemon that refused a line is stopped. This replaced a dry run (`-C`) before the
-    /// start, which cost a process of 20–40 ms a device (DESIGN-NOTES 75).
+    /// it. A daemon that refused a line, or did not answer, is stopped. This replaced a dry
+    /// run (`-C`) before the start, which cost a process of 20–40 ms a device (DESIGN-NOTES 75).
+    ///
     /// The wait grows with the configuration: staticd's load time grows with the square of
-    /// its routes (1 000 took 8.6 s here), so its first answer may be that late.
+    /// its routes (1 000 took 8.6 s here), so a daemon's first answer may be that late.
     fn check_config(&mut self, conf: &Path, lines: usize) -> Result<(), IoError> {
         let within = Duration::from_secs(10) + Duration::from_millis(30 * lines as u64);
-        if let Err(e) = self.vty_within(&[], within) {
+        let checked = self.vty_within(&[], within).and_then(|_| {
+            let log = self.log();
+            let refused = refused_lines(&log);
+            if refused.is_empty() {
+                return Ok(());
+            }
+            Err(IoError::Input {
+                path: conf.display().to_string(),
+                message: format!("FRR's {} refused its configuration: {}", self.kind, refused.join(" | ")),
+                fix: "the value on that line is one FRR does not take (gapless writes configurations for Debian's FRR 8.4.4; another version may differ): change it in the config, or report the line".into(),
+            })
+        });
+        if checked.is_err() {
             self.stop();
-            return Err(e);
         }
-        let log = self.log();
-        let refused = refused_lines(&log);
-        if refused.is_empty() {
-            return Ok(());
-        }
-        let e = IoError::Input {
-            path: conf.display().to_string(),
-            message: format!("FRR's {} refused its configuration: {}", self.kind, refused.join(" | ")),
-            fix: "the value on that line is one FRR does not take (gapless writes configurations for Debian's FRR 8.4.4; another version may differ): change it in the config, or report the line".into(),
-        };
-        self.stop();
-        Err(e)
+        checked
     }
 }
 
@@ -331,17 +332,7 @@ pub fn stub_interface(netns: &str, name: &str, addrs: &[(std::net::IpAddr, u8)])
 /// its range ([`set_stub`]) must find them again when it comes up.
 fn keep_addresses_when_down(netns: &str, name: &str) -> Result<(), IoError> {
     let key = format!("net.ipv6.conf.{name}.keep_addr_on_down=1");
-    let out = Command::new("ip")
-        .args(["netns", "exec", netns, "sysctl", "-q", "-w", &key])
-        .output()
-        .map_err(|e| io(Path::new("sysctl"), e))?;
-    if out.status.success() {
-        return Ok(());
-    }
-    Err(IoError::Command {
-        cmd: format!("ip netns exec {netns} sysctl -q -w {key}"),
-        stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
-    })
+    nic::ip(&["netns", "exec", netns, "sysctl", "-q", "-w", &key]).map(drop)
 }
 
 /// Stops the daemons of servers that are gone (their PID no longer runs) and removes their

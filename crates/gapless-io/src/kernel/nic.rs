@@ -414,10 +414,12 @@ pub fn ip_batch(ns: Option<&str>, lines: &str) -> Result<(), IoError> {
     if let Some(n) = ns {
         cmd.args(["-n", n]);
     }
+    // Named by its size, not echoed: a batch may hold 100 000 routes. `ip` names the failing
+    // line's number in its message ("Command failed -:N").
     let shown = format!(
-        "ip{} -batch - <<< {:?}",
+        "ip{} -batch - ({} lines)",
         ns.map(|n| format!(" -n {n}")).unwrap_or_default(),
-        lines
+        lines.lines().count()
     );
     let failed = |e: std::io::Error| IoError::Command {
         cmd: shown.clone(),
