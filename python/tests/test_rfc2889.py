@@ -119,7 +119,7 @@ def test_flooded_frames_are_not_delivered(bridge: str) -> None:
 
 @pytest.mark.parametrize("change,want", [
     (lambda s: s["ports"].insert(0, s["ports"].pop(2)), "needs a bridge"),
-    (lambda s: s["rfc2889"].update(tests=["congestion_control"]), "no shared buffer"),
+    (lambda s: s["rfc2889"].update(tests=["congestion_control"]), "congestion_control needs four (0 to 2)"),
     (lambda s: s["rfc2889"].update(monitor_port=1), "three different ports"),
     (lambda s: s["ports"].pop(), "rfc2889.monitor_port = 2: there are 2 ports"),
     (lambda s: s["rfc2889"].pop("max_rate_pps"), "fully_meshed needs max_rate_pps"),

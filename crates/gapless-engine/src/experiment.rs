@@ -108,7 +108,7 @@ impl Experiment {
                 problem,
                 fix: "see the experiments guide's RFC 2889 section".into(),
             })?;
-            x.age_out = Some(a);
+            x.age_out = a;
         }
         Ok(x)
     }
@@ -215,7 +215,8 @@ impl Trials for EngineTrials<'_> {
             crate::rfc2889::empty_table(a, &self.stop)?;
             self.aged = !matches!(a, crate::rfc2889::AgeOut::Flush(_));
         }
-        let spec = self.run_spec(plan).map_err(|e| TrialError::Failed(e.to_string()))?;
+        let (spec, kept) = self.run_spec(plan).map_err(|e| TrialError::Failed(e.to_string()))?;
+        self.announce(plan, &kept)?;
         let report = Run::start_with_stop(spec, self.stop.clone())
             .and_then(|h| h.wait())
             .map_err(|e| TrialError::Failed(format!("trial {}: {e}", index + 1)))?;
@@ -228,7 +229,10 @@ impl Trials for EngineTrials<'_> {
         }
         let mut run = crate::trials::trial_run(&report);
         if let Some(p) = &self.x.ports {
-            with_directions(&mut run, p.directions_of(&report.result, report.result.rx.as_ref()));
+            with_directions(
+                &mut run,
+                p.directions_of(&report.result, report.result.rx.as_ref(), &kept),
+            );
         }
         self.machine.get_or_insert_with(|| report.result.environment.clone());
         Ok(run)
@@ -257,6 +261,18 @@ impl EngineTrials<'_> {
         run
     }
 
+    /// A trial that sends only some directions (loads) on a switch: the ports that only
+    /// receive announce their addresses first, so that the switch does not flood to them.
+    fn announce(&self, plan: &TrialPlan, kept: &[usize]) -> Result<(), TrialError> {
+        let Some(p) = self.x.ports.as_ref().filter(|_| !plan.loads.is_empty()) else {
+            return Ok(());
+        };
+        let silent = p.silent_receivers(kept);
+        let to = p.directions[p.stream_dirs[kept[0]]].from;
+        crate::rfc2889::announce(p, &silent, to, &self.x.label, &self.stop)
+            .map_err(|e| TrialError::Failed(format!("{}: announcing the receiving ports: {e}", plan.purpose)))
+    }
+
     /// Waits the settle time after the previous trial (queues drain), or until stopped.
     fn settle(&self) -> Result<(), TrialError> {
         let Some(end) = self.last_end else { return Ok(()) };
@@ -270,17 +286,21 @@ impl EngineTrials<'_> {
         Ok(())
     }
 
-    fn run_spec(&self, plan: &TrialPlan) -> Result<RunSpec, EngineError> {
+    /// The trial's run, and which of the profile's streams it sends.
+    fn run_spec(&self, plan: &TrialPlan) -> Result<(RunSpec, Vec<usize>), EngineError> {
         let x = self.x;
+        let pairs = x.ports.as_ref().map(|p| p.stream_pairs()).unwrap_or_default();
+        let (spec, kept) = plan.apply_loads(&x.profile.spec, &pairs);
         let profile = ProfileSource {
-            spec: plan.apply(&x.profile.spec),
+            spec,
             dir: x.profile.dir.clone(),
             label: format!("{} ({})", x.profile.label, plan.purpose),
         };
         let ports = x.spec.port_list();
-        let (tx, mut rx) = match &x.ports {
-            Some(p) => (p.tx[0].clone(), p.rx_spec()),
-            None => {
+        let sending = x.ports.as_ref().map(|p| p.trial_ports(&kept));
+        let (tx, mut rx) = match (&x.ports, &sending) {
+            (Some(p), Some(t)) => (t.tx[0].clone(), p.rx_spec()),
+            _ => {
                 let mut rx = RxSpec::new(ports[1].iface.clone());
                 rx.netns = ports[1].netns.clone();
                 (PortRef::from(&ports[0]), rx)
@@ -300,19 +320,20 @@ impl EngineTrials<'_> {
             calibration: x.calibration.clone(),
             ..MeterSetup::default()
         };
-        Ok(RunSpec {
+        let spec = RunSpec {
             netns: tx.netns.clone(),
             rx: Some(rx),
             warmup: (plan.warmup_s > 0.0).then(|| Duration::from_secs_f64(plan.warmup_s)),
             core: crate::trials::sender_core(),
-            more_tx: x.ports.as_ref().map(|p| p.tx[1..].to_vec()).unwrap_or_default(),
-            stream_ports: x.ports.as_ref().map(|p| p.stream_tx.clone()).unwrap_or_default(),
+            more_tx: sending.as_ref().map(|t| t.tx[1..].to_vec()).unwrap_or_default(),
+            stream_ports: sending.map(|t| t.stream_tx).unwrap_or_default(),
             // The sender's core is fixed: its load is probed (and warned of) before the first
             // trial only.
             probe_cores: self.machine.is_none(),
             close_later: !matches!(socket, Some(TxSocket::AfXdp { .. })),
             ..RunSpec::new(profile, TxTarget::Iface { name: tx.iface, socket })
-        })
+        };
+        Ok((spec, kept))
     }
 }
 

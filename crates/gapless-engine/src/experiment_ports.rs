@@ -20,9 +20,6 @@ pub struct PortsPlan {
     pub directions: Vec<Direction>,
     /// The direction of each stream of the profile.
     pub stream_dirs: Vec<usize>,
-    /// The sending ports, in order of first use, and each stream's index among them.
-    pub tx: Vec<PortRef>,
-    pub stream_tx: Vec<usize>,
     /// The receiving ports, in order of first use, and each direction's index among them.
     pub rx: Vec<PortRef>,
     pub dir_rx: Vec<usize>,
@@ -68,14 +65,10 @@ pub fn plan(spec: &ExperimentSpec, base: &ProfileSpec, label: &str) -> Result<(P
     let profile =
         expand(base, &directions, &dir_addrs).map_err(|e| bad(e, "see the experiments guide's ports and pairs"))?;
     let stream_dirs = stream_directions(base.streams.len(), directions.len());
-    let (tx, dir_tx) = first_use(&ports, directions.iter().map(|d| d.from));
     let (rx, dir_rx) = first_use(&ports, directions.iter().map(|d| d.to));
-    let stream_tx = stream_dirs.iter().map(|&d| dir_tx[d]).collect();
     let plan = PortsPlan {
         directions,
         stream_dirs,
-        tx,
-        stream_tx,
         rx,
         dir_rx,
         all: ports.iter().map(PortRef::from).collect(),
@@ -135,7 +128,54 @@ fn first_use(ports: &[Port], of: impl Iterator<Item = usize>) -> (Vec<PortRef>, 
     (used.iter().map(|&p| PortRef::from(&ports[p])).collect(), idx)
 }
 
+/// A trial's share of the plan (a trial with loads sends only some directions): the
+/// profile's streams it keeps, the ports that send them, and each kept stream's index
+/// among those ports.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TrialPorts {
+    pub kept: Vec<usize>,
+    pub tx: Vec<PortRef>,
+    pub stream_tx: Vec<usize>,
+}
+
 impl PortsPlan {
+    /// Each stream's (from, to), as indices into the experiment's ports.
+    pub fn stream_pairs(&self) -> Vec<(usize, usize)> {
+        let d = &self.directions;
+        self.stream_dirs.iter().map(|&k| (d[k].from, d[k].to)).collect()
+    }
+
+    /// The ports that send the `kept` streams, in order of first use.
+    pub fn trial_ports(&self, kept: &[usize]) -> TrialPorts {
+        let from = |k: usize| self.directions[self.stream_dirs[k]].from;
+        let mut senders: Vec<usize> = Vec::new();
+        let stream_tx = kept
+            .iter()
+            .map(|&k| match senders.iter().position(|&p| p == from(k)) {
+                Some(i) => i,
+                None => {
+                    senders.push(from(k));
+                    senders.len() - 1
+                }
+            })
+            .collect();
+        TrialPorts {
+            kept: kept.to_vec(),
+            tx: senders.iter().map(|&p| self.all[p].clone()).collect(),
+            stream_tx,
+        }
+    }
+
+    /// The ports the `kept` streams go to that send none of them.
+    pub fn silent_receivers(&self, kept: &[usize]) -> Vec<usize> {
+        let pairs = self.stream_pairs();
+        let sends = |p: usize| kept.iter().any(|&k| pairs[k].0 == p);
+        let mut out: Vec<usize> = kept.iter().map(|&k| pairs[k].1).filter(|&p| !sends(p)).collect();
+        out.sort_unstable();
+        out.dedup();
+        out
+    }
+
     /// The meter: every receiving port, read as one.
     pub fn rx_spec(&self) -> RxSpec {
         let mut rx = RxSpec::new(self.rx[0].iface.clone());
@@ -147,21 +187,26 @@ impl PortsPlan {
         rx
     }
 
-    /// Each direction's figures of a trial: its streams' frames after the warm-up.
-    pub fn directions_of(&self, res: &RunResult, rx: Option<&MeterReport>) -> Vec<DirectionRun> {
+    /// Each direction's figures of a trial that sent the `kept` streams (`res.streams[j]`
+    /// is stream `kept[j]`): its streams' frames after the warm-up. Directions with no kept
+    /// stream are left out.
+    pub fn directions_of(&self, res: &RunResult, rx: Option<&MeterReport>, kept: &[usize]) -> Vec<DirectionRun> {
         self.directions
             .iter()
             .enumerate()
+            .filter(|(d, _)| kept.iter().any(|&k| self.stream_dirs.get(k) == Some(d)))
             .map(|(d, dir)| {
                 let streams = |k: &usize| self.stream_dirs.get(*k) == Some(&d);
-                let sent: u64 = (0..res.streams.len())
-                    .filter(streams)
-                    .map(|k| {
-                        let s = &res.streams[k];
-                        // A frame the kernel refused was offered and lost, as in the aggregate.
-                        s.sent_frames.saturating_sub(s.warmup_frames) + s.send_errors
-                    })
+                let mine: Vec<_> = (0..res.streams.len())
+                    .filter(|&j| kept.get(j).is_some_and(streams))
+                    .map(|j| &res.streams[j])
+                    .collect();
+                // A frame the kernel refused was offered and lost, as in the aggregate.
+                let sent: u64 = mine
+                    .iter()
+                    .map(|s| s.sent_frames.saturating_sub(s.warmup_frames) + s.send_errors)
                     .sum();
+                let refused = mine.iter().map(|s| s.send_errors).sum();
                 let got: Vec<&StreamRx> = rx
                     .map(|m| {
                         m.streams
@@ -179,6 +224,7 @@ impl PortsPlan {
                     rx_pps: own_port_rate(&got, self.dir_rx[d]),
                     latency: got.iter().find_map(|s| s.latency.clone()),
                     misdelivered: misdelivered(&got, self.dir_rx[d]),
+                    refused,
                 }
             })
             .collect()
@@ -219,4 +265,52 @@ fn misdelivered(got: &[&StreamRx], own: usize) -> u64 {
         .flat_map(|s| s.rx_ports.iter().enumerate().filter(|(p, _)| *p != own))
         .map(|(_, t)| t.rx_frames)
         .sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Four ports in full mesh, one stream per direction.
+    fn mesh() -> PortsPlan {
+        let names = ["a", "b", "c", "d"];
+        let pairs = gapless_core::experiment::ports::Pairs::Named(gapless_core::experiment::ports::PairsKind::FullMesh);
+        let directions = gapless_core::experiment::ports::directions(&names, &pairs).unwrap();
+        let all: Vec<PortRef> = names
+            .iter()
+            .map(|n| PortRef {
+                iface: n.to_string(),
+                netns: None,
+            })
+            .collect();
+        PortsPlan {
+            stream_dirs: (0..directions.len()).collect(),
+            dir_rx: directions.iter().map(|d| d.to).collect(),
+            directions,
+            rx: all.clone(),
+            macs: vec![String::new(); 4],
+            all,
+        }
+    }
+
+    #[test]
+    fn a_trial_of_some_directions_sends_from_their_ports_only_and_names_the_silent_receivers() {
+        let p = mesh();
+        let pairs = p.stream_pairs();
+        let pick = |want: &[(usize, usize)]| -> Vec<usize> {
+            want.iter()
+                .map(|w| pairs.iter().position(|x| x == w).unwrap())
+                .collect()
+        };
+        // Congestion control: A→C, A→D, B→C.
+        let kept = pick(&[(0, 2), (0, 3), (1, 2)]);
+        let t = p.trial_ports(&kept);
+        let tx: Vec<&str> = t.tx.iter().map(|r| r.iface.as_str()).collect();
+        assert_eq!(tx, ["a", "b"], "expected only A and B to send");
+        assert_eq!(t.stream_tx, [0, 0, 1]);
+        assert_eq!(p.silent_receivers(&kept), [2, 3], "C and D only receive");
+        let all: Vec<usize> = (0..pairs.len()).collect();
+        assert_eq!(p.trial_ports(&all).tx.len(), 4);
+        assert!(p.silent_receivers(&all).is_empty());
+    }
 }

@@ -31,22 +31,21 @@ pub enum AgeOut {
     Wait(f64),
 }
 
-/// How the experiment's switch is aged out, or why RFC 2889 cannot run on it.
-pub fn age_out(spec: &gapless_core::experiment::ExperimentSpec) -> Result<AgeOut, String> {
+/// How the experiment's switch is aged out (None: no test needs it emptied), or why RFC
+/// 2889 cannot run on it.
+pub fn age_out(spec: &gapless_core::experiment::ExperimentSpec) -> Result<Option<AgeOut>, String> {
+    use gapless_core::experiment::rfc2889::Rfc2889Test;
     let r = spec.rfc2889.as_ref().expect("checked");
     let bridge = crate::trials::reference_testbed(spec).filter(|(_, d)| d.kind == DutKind::Bridge);
-    if r.tests
-        .contains(&gapless_core::experiment::rfc2889::Rfc2889Test::CongestionControl)
-    {
-        return Err(match bridge {
-            Some(_) => "rfc2889.tests: congestion_control (§5.5) shows head-of-line blocking in a switch's shared buffer; the reference bridge forwards between veths, which have no shared buffer, so it would pass without meaning anything. Fix: drop it here, and run it against a switch".into(),
-            None => "rfc2889.tests: congestion_control (§5.5) is not built in this version; the other tests are. Fix: drop it from tests".into(),
-        });
+    if bridge.is_some() && r.tests.contains(&Rfc2889Test::CongestionControl) {
+        return Err("rfc2889.tests: congestion_control (§5.5) shows head-of-line blocking in a switch's shared buffer; the reference bridge forwards between veths, which have no shared buffer, so it would pass without meaning anything. Fix: drop it here, and run it against a switch (described in [dut])".into());
     }
+    let only_congestion = r.tests.iter().all(|t| *t == Rfc2889Test::CongestionControl);
     match (bridge, r.aging_time_s, &spec.dut) {
-        (Some((t, _)), _, _) => Ok(AgeOut::Flush(t)),
-        (None, Some(a), Some(_)) => Ok(AgeOut::Wait(a)),
-        _ => Err("method = \"rfc2889\" needs a bridge: the testbed's reference bridge (gapless testbed up --dut bridge --ports 3, its ports given in `ports`), or a switch described in [dut] with rfc2889.aging_time_s (its table is aged out between iterations)".into()),
+        (Some((t, _)), _, _) => Ok(Some(AgeOut::Flush(t))),
+        (None, Some(a), Some(_)) => Ok(Some(AgeOut::Wait(a))),
+        (None, None, Some(_)) if only_congestion => Ok(None),
+        _ => Err("method = \"rfc2889\" needs a bridge: the testbed's reference bridge (gapless testbed up --dut bridge --ports 3, its ports given in `ports`), or a switch described in [dut] with rfc2889.aging_time_s (its table is aged out between iterations; congestion_control alone needs only [dut])".into()),
     }
 }
 
@@ -57,6 +56,22 @@ pub(crate) fn empty_table(a: &AgeOut, stop: &AtomicBool) -> Result<(), TrialErro
             .map_err(|e| TrialError::Failed(format!("RFC 2889: {e}"))),
         AgeOut::Wait(s) => wait(Duration::from_secs_f64(s + 1.0), stop),
     }
+}
+
+/// Has the switch learn the addresses of `ports` (each sends three frames to port `to`), so
+/// that frames to them are not flooded: ports that only receive in a trial.
+pub(crate) fn announce(
+    plan: &PortsPlan,
+    ports: &[usize],
+    to: usize,
+    label: &str,
+    stop: &Arc<AtomicBool>,
+) -> Result<(), String> {
+    for &p in ports {
+        let frames = profile(64, &plan.macs[p], &plan.macs[to], 1000.0, 3, None);
+        send(label, &plan.all[p], frames, None, stop)?;
+    }
+    wait(Duration::from_millis(20), stop).map_err(|_| "stopped".to_string())
 }
 
 /// What an iteration runs on: the experiment's ports, how its switch is aged out, and how
@@ -81,7 +96,7 @@ pub(crate) fn iteration(
     let (lm, tm) = (&ports.macs[l.learning_port], &ports.macs[l.test_port]);
     let tport = &ports.all[l.test_port];
     let lport = &ports.all[l.learning_port];
-    send(x, tport, profile(size, tm, lm, 1000.0, 3, None), None, stop).map_err(failed)?;
+    send(x.label, tport, profile(size, tm, lm, 1000.0, 3, None), None, stop).map_err(failed)?;
     let learn = profile(
         size,
         &mac_text(BASE_MAC),
@@ -90,7 +105,7 @@ pub(crate) fn iteration(
         l.addresses,
         Some("mac_src"),
     );
-    send(x, lport, learn, None, stop).map_err(failed)?;
+    send(x.label, lport, learn, None, stop).map_err(failed)?;
     wait(Duration::from_millis(50), stop)?;
     let test = profile(size, tm, &mac_text(BASE_MAC), l.test_pps, l.addresses, Some("mac_dst"));
     let mut rx = RxSpec::new(lport.iface.clone());
@@ -103,7 +118,7 @@ pub(crate) fn iteration(
     }];
     rx.linger = Duration::from_millis(300);
     rx.ring_blocks = Some(crate::spec::ring_blocks_for(l.test_pps, size));
-    let report = send(x, tport, test, Some(rx), stop).map_err(failed)?;
+    let report = send(x.label, tport, test, Some(rx), stop).map_err(failed)?;
     Ok(tested(&report))
 }
 
@@ -148,7 +163,7 @@ fn mac_text(m: u64) -> String {
 
 /// Sends `profile` from `port` to its end (and meters with `rx`).
 fn send(
-    x: &Rig<'_>,
+    label: &str,
     port: &PortRef,
     profile: ProfileSpec,
     rx: Option<RxSpec>,
@@ -157,7 +172,7 @@ fn send(
     let src = ProfileSource {
         spec: profile,
         dir: std::path::PathBuf::new(),
-        label: format!("{} (rfc2889)", x.label),
+        label: format!("{label} (rfc2889)"),
     };
     let spec = RunSpec {
         netns: port.netns.clone(),

@@ -945,6 +945,9 @@ function rfc2889Report(x) {
   if (c) rows.push(["address caching capacity", c.capacity, `${c.addresses} test addresses + ${c.own_entries} own`, c.procedure]);
   if (l) rows.push(["address learning rate (frames/s)", l.rate_pps, `${l.addresses} addresses`, l.procedure]);
   if (m) rows.push(["fully meshed throughput (frames/s)", m.throughput_pps, `forwarding ${fmt(m.forwarding_rate_pps)} at ${fmt(m.offered_pps)} offered`, m.procedure]);
+  const cc = x.congestion_control, yn = (b) => b == null ? "not judged" : (b ? "yes" : "no");
+  if (cc) rows.push(["congestion control", `head-of-line blocking ${yn(cc.head_of_line_blocking)}, back pressure ${yn(cc.back_pressure)}`,
+    `lost: uncongested ${fmt(cc.uncongested_loss_pct)} %, congested ${fmt(cc.congested_loss_pct)} % (expected ${fmt(cc.expected_congested_loss_pct)} %)${cc.not_judged ? "; not judged: " + cc.not_judged : ""}`, cc.procedure]);
   return el("div", { class: "rfc2889-report" }, el("h3", { text: "RFC 2889" }), table("rfc2889", ["test", "result", "detail", "procedure"], rows));
 }
 

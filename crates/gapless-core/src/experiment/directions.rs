@@ -27,6 +27,10 @@ pub struct DirectionRun {
     /// receiving port than its own (a bridge that flooded them, a misroute).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub misdelivered: u64,
+    /// Frames of `sent` that the sending device refused (ENOBUFS: its queue was full, as
+    /// when flow control pauses the port).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub refused: u64,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -93,6 +97,12 @@ fn at(trials: &[TrialRecord], i: usize, d: &Direction, what: &str, n: usize) -> 
         what: what.to_string(),
         trial: i,
         offered_pps: match t.plan.rate_pps {
+            _ if !t.plan.loads.is_empty() => t
+                .plan
+                .loads
+                .iter()
+                .find(|l| (l.from, l.to) == (d.from, d.to))
+                .map_or(0.0, |l| l.pps),
             Some(r) => r / n as f64,
             // The profile's own rates (a repeat): what the direction sent over the trial.
             None => run.sent as f64 / t.plan.duration_s,
@@ -149,6 +159,9 @@ fn key_trials(r: &ExperimentResult) -> Vec<(String, usize)> {
                 .any(|x| x.index == i && x.plan.rate_pps == m.throughput_pps)
         });
         out.extend(at_tp.map(|&i| ("fully meshed throughput".to_string(), i)));
+    }
+    if let Some(c) = r.rfc2889.as_ref().and_then(|x| x.congestion_control.as_ref()) {
+        out.extend(c.trials.last().map(|&i| ("congestion control".to_string(), i)));
     }
     if let Some(p) = &r.repeat {
         out.extend(p.trials.iter().map(|&i| ("repeat".to_string(), i)));

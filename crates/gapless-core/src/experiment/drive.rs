@@ -84,6 +84,7 @@ impl Driver<'_> {
             count: None,
             seed: self.base_seed + u64::from(rep),
             learning: None,
+            loads: Vec::new(),
         };
         for s in settings {
             match *s {

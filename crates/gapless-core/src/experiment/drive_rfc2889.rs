@@ -2,14 +2,15 @@
 //! learning and test frames, and fully meshed forwarding as the throughput search over the
 //! aggregate load of every direction.
 
+use super::directions::DirectionRun;
 use super::drive::{Driver, Step};
 use super::rfc2889::{
-    caching_procedure, learning_procedure, mesh_procedure, Bisect, CachingResult, LearningPlan, LearningRateResult,
-    MeshResult, Rfc2889Result, Rfc2889Spec, Rfc2889Test,
+    caching_procedure, congestion_procedure, learning_procedure, mesh_procedure, Bisect, CachingResult,
+    CongestionResult, LearningPlan, LearningRateResult, MeshResult, Rfc2889Result, Rfc2889Spec, Rfc2889Test,
 };
 use super::search::{Resolution, Search, SearchSpec};
 use super::spec::{Rfc2544Spec, Rfc2544Test};
-use super::{Setting, TrialRecord};
+use super::{DirectionLoad, Setting, TrialRecord};
 
 /// The test port's own address, learned before the learning frames: one table entry.
 const OWN_ENTRIES: u32 = 1;
@@ -32,6 +33,10 @@ impl Driver<'_> {
         if r.tests.contains(&Rfc2889Test::FullyMeshed) {
             let m = self.fully_meshed(r)?;
             self.rfc2889_out().fully_meshed = Some(m);
+        }
+        if r.tests.contains(&Rfc2889Test::CongestionControl) {
+            let c = self.congestion(r)?;
+            self.rfc2889_out().congestion_control = Some(c);
         }
         Ok(())
     }
@@ -152,6 +157,72 @@ impl Driver<'_> {
             search: t.search,
             trials: t.trials,
         })
+    }
+}
+
+impl Driver<'_> {
+    /// Congestion control: one trial of the three directions at their loads (run again
+    /// while the sender fell behind, as every trial is).
+    fn congestion(&mut self, r: &Rfc2889Spec) -> Step<CongestionResult> {
+        let mut p = self.plan(
+            "congestion control: 150 % to the congested port".into(),
+            &[Setting::Size(r.frame_size)],
+            0,
+        );
+        p.loads = r
+            .congestion_loads()
+            .into_iter()
+            .map(|(from, to, pps)| DirectionLoad { from, to, pps })
+            .collect();
+        let first = self.out.trials.len();
+        let i = self.trial(p)?;
+        let names = self.spec.directions().unwrap_or_default();
+        let t = &self.out.trials[i];
+        // The trial's directions in the order A→C, A→D, B→C.
+        let dirs: Vec<DirectionRun> = r
+            .congestion_loads()
+            .iter()
+            .map(|&(from, to, _)| {
+                let name = names.iter().find(|d| (d.from, d.to) == (from, to)).map(|d| &d.name);
+                let run = t.run.directions.iter().find(|x| Some(&x.direction) == name);
+                run.cloned().unwrap_or_default()
+            })
+            .collect();
+        Ok(congestion_result(r, t, &dirs, (first..=i).collect()))
+    }
+}
+
+/// What the congestion trial `t` shows; `dirs` are its directions A→C, A→D, B→C.
+fn congestion_result(r: &Rfc2889Spec, t: &TrialRecord, dirs: &[DirectionRun], trials: Vec<usize>) -> CongestionResult {
+    let loads = r.congestion_loads();
+    let sum = |idx: &[usize], f: &dyn Fn(&DirectionRun) -> u64| -> u64 {
+        idx.iter().filter_map(|&k| dirs.get(k)).map(f).sum()
+    };
+    let loss_pct = |idx: &[usize]| {
+        let sent = sum(idx, &|d| d.sent);
+        100.0 * DirectionRun::ratio(sent, sum(idx, &|d| d.received))
+    };
+    let rate = |idx: &[usize]| -> Option<f64> { idx.iter().map(|&k| dirs.get(k).and_then(|d| d.rx_pps)).sum() };
+    // Frames each source offered per metered second: sent less what its device refused.
+    let offered = |idx: &[usize]| sum(idx, &|d| d.sent - d.refused.min(d.sent)) as f64 / t.plan.duration_s;
+    let intended = [loads[0].2 + loads[1].2, loads[2].2];
+    let offered_pps = [offered(&[0, 1]), offered(&[2])];
+    let refused = sum(&[0, 1, 2], &|d| d.refused);
+    CongestionResult {
+        ports: r.congestion_ports,
+        load_pps: r.congestion_load_pps.unwrap_or(0.0),
+        uncongested_loss_pct: loss_pct(&[1]),
+        congested_loss_pct: loss_pct(&[0, 2]),
+        expected_congested_loss_pct: 100.0 / 3.0,
+        congested_rate_pps: rate(&[0, 2]),
+        uncongested_rate_pps: rate(&[1]),
+        offered_pps,
+        intended_pps: intended,
+        head_of_line_blocking: t.valid.then(|| sum(&[1], &|d| d.sent - d.received.min(d.sent)) > 0),
+        back_pressure: t.valid.then_some(refused > 0),
+        not_judged: t.invalid_reason.clone(),
+        procedure: congestion_procedure(r, t.plan.duration_s),
+        trials,
     }
 }
 

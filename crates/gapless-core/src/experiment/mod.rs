@@ -48,9 +48,50 @@ pub struct TrialPlan {
     /// An iteration of RFC 2889's address tests instead of the profile's streams.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub learning: Option<rfc2889::LearningPlan>,
+    /// Only these directions send, each at its own rate (RFC 2889's congestion control);
+    /// empty: every direction, `rate_pps` split evenly over the streams.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub loads: Vec<DirectionLoad>,
+}
+
+/// A direction that sends in a trial, and its rate.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct DirectionLoad {
+    /// Indices into the experiment's ports.
+    pub from: usize,
+    pub to: usize,
+    pub pps: f64,
 }
 
 impl TrialPlan {
+    /// The profile for this trial over several ports, `stream_dirs` giving each stream's
+    /// (from, to): with `loads`, only the loaded directions' streams, each direction's rate
+    /// split over its streams; else [`TrialPlan::apply`]. Also the kept streams' indices in
+    /// `base` (their signature ids stay theirs).
+    pub fn apply_loads(&self, base: &ProfileSpec, stream_dirs: &[(usize, usize)]) -> (ProfileSpec, Vec<usize>) {
+        let mut p = self.apply(base);
+        if self.loads.is_empty() {
+            let all = (0..p.streams.len()).collect();
+            return (p, all);
+        }
+        let load = |k: usize| {
+            let d = stream_dirs.get(k)?;
+            self.loads.iter().find(|l| (l.from, l.to) == *d)
+        };
+        let kept: Vec<usize> = (0..p.streams.len()).filter(|&k| load(k).is_some()).collect();
+        let mut streams = Vec::with_capacity(kept.len());
+        for &k in &kept {
+            let l = load(k).expect("kept");
+            let same = kept.iter().filter(|&&j| stream_dirs[j] == stream_dirs[k]).count();
+            let mut s = p.streams[k].clone();
+            let t = &mut s.timing;
+            (t.rate_pps, t.rate_bps_l1, t.rate_bps_l2, t.rate_pct) = (Some(l.pps / same as f64), None, None, None);
+            streams.push(s);
+        }
+        p.streams = streams;
+        (p, kept)
+    }
+
     /// The profile for this trial: every stream gets the settings.
     pub fn apply(&self, base: &ProfileSpec) -> ProfileSpec {
         let mut p = base.clone();

@@ -13,8 +13,13 @@
 //! - **Fully meshed** (§5.1): every port sends to every other at once; the throughput (no
 //!   loss) by binary search over the aggregate load, and the forwarding rate at the
 //!   maximum offered load.
-//! - **Congestion control** (§5.5) needs a device with a shared buffer to show head-of-line
-//!   blocking; a veth bridge has none, so it is refused there.
+//! - **Congestion control** (§5.5): four ports with the same maximum offered load (MOL).
+//!   Source A sends half its MOL to C and half to D; source B sends its whole MOL to C. C is
+//!   congested (150 % of its MOL), D is not (50 %). Frames lost on the way to D are
+//!   head-of-line blocking; sources held back below their intended load (the sending device
+//!   refused frames, as a port paused by flow control does) are back pressure. It needs a
+//!   device with a shared buffer to mean anything; a veth bridge has none, so the engine
+//!   refuses it on the reference bridge.
 
 use serde::{Deserialize, Serialize};
 
@@ -71,6 +76,17 @@ pub struct Rfc2889Spec {
     pub min_rate_pps: Option<f64>,
     #[serde(default = "default_resolution")]
     pub resolution_pct: f64,
+    /// Congestion control: indices into `ports` of source A, source B, the congested port C
+    /// and the uncongested port D.
+    #[serde(default = "default_congestion_ports")]
+    pub congestion_ports: [usize; 4],
+    /// Congestion control: every port's maximum offered load (MOL), frames/s: what one of
+    /// the switch's ports forwards at most.
+    pub congestion_load_pps: Option<f64>,
+}
+
+fn default_congestion_ports() -> [usize; 4] {
+    [0, 1, 2, 3]
 }
 
 fn default_tests() -> Vec<Rfc2889Test> {
@@ -176,7 +192,37 @@ impl Rfc2889Spec {
                     .into(),
             );
         }
+        if self.tests.contains(&Rfc2889Test::CongestionControl) {
+            self.check_congestion(ports)?;
+        }
         Ok(())
+    }
+
+    fn check_congestion(&self, ports: usize) -> Result<(), String> {
+        let c = self.congestion_ports;
+        if let Some(p) = c.iter().find(|&&p| p >= ports) {
+            return Err(format!(
+                "rfc2889.congestion_ports = {c:?}: port {p} is not among the {ports} ports; congestion_control needs four (0 to {})",
+                ports.saturating_sub(1)
+            ));
+        }
+        if (0..4).any(|i| c[i + 1..].contains(&c[i])) {
+            return Err(format!(
+                "rfc2889.congestion_ports = {c:?}: give four different ports (source A, source B, congested C, uncongested D)"
+            ));
+        }
+        match self.congestion_load_pps {
+            Some(m) if m.is_finite() && m > 0.0 => Ok(()),
+            _ => Err("rfc2889: congestion_control needs congestion_load_pps, every port's maximum offered load (frames/s): what one port of the switch forwards at most".into()),
+        }
+    }
+
+    /// Congestion control's directions as (from, to, frames/s): A→C and A→D at half the
+    /// MOL, B→C at the whole MOL.
+    pub fn congestion_loads(&self) -> Vec<(usize, usize, f64)> {
+        let [a, b, c, d] = self.congestion_ports;
+        let mol = self.congestion_load_pps.unwrap_or(0.0);
+        vec![(a, c, mol / 2.0), (a, d, mol / 2.0), (b, c, mol)]
     }
 
     /// Whether a test learns addresses (and needs the three port roles).
@@ -255,6 +301,8 @@ pub struct Rfc2889Result {
     pub address_learning_rate: Option<LearningRateResult>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fully_meshed: Option<MeshResult>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub congestion_control: Option<CongestionResult>,
 }
 
 /// Address caching capacity.
@@ -296,6 +344,55 @@ pub struct MeshResult {
     pub procedure: String,
     pub search: SearchResult,
     pub trials: Vec<usize>,
+}
+
+/// Congestion control (§5.5).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CongestionResult {
+    /// Indices into `ports`: source A, source B, congested C, uncongested D.
+    pub ports: [usize; 4],
+    /// Every port's maximum offered load (MOL), frames/s.
+    pub load_pps: f64,
+    /// Frames lost on the way to the uncongested port (A→D), and to the congested one
+    /// (A→C and B→C together), as % of those sent.
+    pub uncongested_loss_pct: f64,
+    pub congested_loss_pct: f64,
+    /// What the congested port loses when it forwards exactly its MOL and nothing holds the
+    /// sources back: 1 − 1/1.5 = 33.3 %.
+    pub expected_congested_loss_pct: f64,
+    /// Frames per second the congested port and the uncongested port received.
+    pub congested_rate_pps: Option<f64>,
+    pub uncongested_rate_pps: Option<f64>,
+    /// Each source's offered load against its intended load (frames/s over the metered
+    /// part; frames the sending device refused are not offered).
+    pub offered_pps: [f64; 2],
+    pub intended_pps: [f64; 2],
+    /// Frames lost to the uncongested port: congestion elsewhere blocked them. None: not
+    /// judged (see `not_judged`).
+    pub head_of_line_blocking: Option<bool>,
+    /// A source offered less than intended: its device refused frames, as a port paused by
+    /// flow control does. None: not judged.
+    pub back_pressure: Option<bool>,
+    /// Why neither could be judged: the trial's sender fell behind its schedule on every
+    /// attempt (the verdict's reason). A source blocked by flow control also falls behind,
+    /// so on a real switch this can itself be back pressure; the trial's warnings and the
+    /// sending host's load tell which.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_judged: Option<String>,
+    pub procedure: String,
+    pub trials: Vec<usize>,
+}
+
+/// The procedure text of congestion control.
+pub fn congestion_procedure(s: &Rfc2889Spec, duration_s: f64) -> String {
+    let [a, b, c, d] = s.congestion_ports;
+    let mol = s.congestion_load_pps.unwrap_or(0.0);
+    format!(
+        "RFC 2889 §5.5: every port's maximum offered load (MOL) {mol} frames/s, {} B frames, {duration_s} s; port {a} sends {} frames/s to port {c} and {} to port {d}, port {b} sends {mol} to port {c} (port {c} congested at 150 % of its MOL, port {d} not at 50 %); the receiving ports announce their addresses first; head-of-line blocking when port {d} lost frames, back pressure when a source offered less than intended",
+        s.frame_size,
+        mol / 2.0,
+        mol / 2.0
+    )
 }
 
 /// The procedure text of address caching.

@@ -573,6 +573,14 @@ impl ExperimentSpec {
                     return Err("method = \"rfc2889\" tests a switch between ports: give ports = [{ iface = ..., netns = ... }, ...] (three or more for the address tests)".into());
                 }
                 r.check(self.ports.len())?;
+                if r.tests.contains(&super::rfc2889::Rfc2889Test::CongestionControl) {
+                    let dirs = self.directions()?;
+                    for (from, to, _) in r.congestion_loads() {
+                        if !dirs.iter().any(|d| (d.from, d.to) == (from, to)) {
+                            return Err(format!("pairs: congestion_control sends from port {from} to port {to}, which pairs leaves out. Fix: leave pairs out (a full mesh), or add {{ from = {from}, to = {to} }}"));
+                        }
+                    }
+                }
             }
             Method::Repeat => {}
         }

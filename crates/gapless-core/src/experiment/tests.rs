@@ -212,6 +212,7 @@ fn a_plan_sets_every_stream() {
         count: None,
         seed: 3,
         learning: None,
+        loads: Vec::new(),
     };
     let p = plan.apply(&base);
     assert_eq!(p.seed, Some(3));
@@ -424,4 +425,176 @@ fn every_example_experiment_parses() {
         n += 1;
     }
     assert!(n >= 4, "expected the four example experiments; found {n}");
+}
+
+#[test]
+fn loads_keep_only_their_directions_streams_each_at_its_share_with_their_ids() {
+    let mut base = crate::ProfileSpec::from_toml(
+        "[[stream]]\nsize = 64\n[stream.timing]\nrate_bps_l1 = 1e6\n[[stream]]\nsize = 64\n[stream.timing]\nrate_pps = 5\n[[stream]]\nsize = 64\n[stream.timing]\nrate_pps = 5\n[[stream]]\nsize = 64\n[stream.timing]\nrate_pps = 5\n",
+        "p",
+    )
+    .unwrap();
+    for (k, s) in base.streams.iter_mut().enumerate() {
+        s.id = Some(k as u16);
+    }
+    // Streams 0 and 1 go 0→2, stream 2 goes 0→3, stream 3 goes 1→2.
+    let dirs = [(0, 2), (0, 2), (0, 3), (1, 2)];
+    let mut plan = TrialPlan {
+        purpose: String::new(),
+        rate_pps: None,
+        size: Some(64),
+        burst: None,
+        pattern: None,
+        duration_s: 1.0,
+        warmup_s: 0.0,
+        count: None,
+        seed: 1,
+        learning: None,
+        loads: Vec::new(),
+    };
+    let (_, kept) = plan.apply_loads(&base, &dirs);
+    assert_eq!(kept, [0, 1, 2, 3], "without loads every stream is kept");
+    plan.loads = vec![
+        DirectionLoad {
+            from: 0,
+            to: 2,
+            pps: 500.0,
+        },
+        DirectionLoad {
+            from: 1,
+            to: 2,
+            pps: 1000.0,
+        },
+    ];
+    let (p, kept) = plan.apply_loads(&base, &dirs);
+    assert_eq!(kept, [0, 1, 3], "expected the streams of 0→2 and 1→2");
+    let rates: Vec<_> = p.streams.iter().map(|s| s.timing.rate_pps).collect();
+    assert_eq!(rates, [Some(250.0), Some(250.0), Some(1000.0)]);
+    assert_eq!(p.streams[0].timing.rate_bps_l1, None, "one rate per stream");
+    let ids: Vec<_> = p.streams.iter().map(|s| s.id).collect();
+    assert_eq!(ids, [Some(0), Some(1), Some(3)]);
+}
+
+/// A switch whose ports each forward `cap` frames/s: `shared` loses the overload of any
+/// port from every direction alike (one shared queue: head-of-line blocking), else only
+/// from the directions to the overloaded port; `pause` refuses the overload at the source
+/// (flow control), so nothing is lost in the switch.
+struct FakeSwitch {
+    cap: f64,
+    shared: bool,
+    pause: bool,
+}
+
+impl Trials for FakeSwitch {
+    fn run(&mut self, _index: usize, plan: &TrialPlan) -> Result<TrialRun, TrialError> {
+        let t = plan.duration_s;
+        let into = |to: usize| plan.loads.iter().filter(|l| l.to == to).map(|l| l.pps).sum::<f64>();
+        let worst = plan.loads.iter().map(|l| self.cap / into(l.to)).fold(1.0, f64::min);
+        let directions: Vec<directions::DirectionRun> = plan
+            .loads
+            .iter()
+            .map(|l| {
+                let share = if self.shared {
+                    worst
+                } else {
+                    (self.cap / into(l.to)).min(1.0)
+                };
+                let sent = (l.pps * t) as u64;
+                let (received, refused) = match self.pause {
+                    true => ((sent as f64 * share) as u64, sent - (sent as f64 * share) as u64),
+                    false => ((sent as f64 * share) as u64, 0),
+                };
+                directions::DirectionRun {
+                    direction: format!("{}→{}", ["a", "b", "c", "d"][l.from], ["a", "b", "c", "d"][l.to]),
+                    sent,
+                    received,
+                    loss_ratio: directions::DirectionRun::ratio(sent, received),
+                    rx_pps: Some(received as f64 / t),
+                    refused,
+                    ..Default::default()
+                }
+            })
+            .collect();
+        let sent = directions.iter().map(|d| d.sent).sum();
+        Ok(TrialRun {
+            sent,
+            sent_total: sent,
+            received: directions.iter().map(|d| d.received).sum(),
+            schedule: "held".into(),
+            held: true,
+            directions,
+            ..Default::default()
+        })
+    }
+}
+
+const CONGESTION: &str = r#"
+method = "rfc2889"
+profile = "p.toml"
+ports = [{ iface = "a" }, { iface = "b" }, { iface = "c" }, { iface = "d" }]
+[trial]
+duration_s = 2
+[rfc2889]
+tests = ["congestion_control"]
+congestion_load_pps = 10000
+"#;
+
+#[test]
+fn congestion_control_tells_egress_queues_from_head_of_line_blocking_and_back_pressure() {
+    let spec = ExperimentSpec::from_toml(CONGESTION, "e.toml").expect("valid");
+    let judge = |shared, pause| {
+        let mut s = FakeSwitch {
+            cap: 10_000.0,
+            shared,
+            pause,
+        };
+        let r = run(&spec, 1, &mut s);
+        let c = r.rfc2889.unwrap().congestion_control.expect("a congestion result");
+        assert_eq!(r.trials[0].plan.loads.len(), 3, "A→C, A→D, B→C");
+        c
+    };
+    let c = judge(false, false);
+    assert_eq!(
+        (c.head_of_line_blocking, c.back_pressure),
+        (Some(false), Some(false)),
+        "{c:?}"
+    );
+    assert!(
+        (c.congested_loss_pct - 100.0 / 3.0).abs() < 0.01,
+        "expected 33.3 % lost at C; got {}",
+        c.congested_loss_pct
+    );
+    assert_eq!(c.uncongested_loss_pct, 0.0);
+    assert_eq!(c.congested_rate_pps.map(f64::round), Some(10_000.0));
+    assert_eq!(c.intended_pps, [10_000.0, 10_000.0]);
+    assert!(c.procedure.starts_with("RFC 2889 §5.5"), "{}", c.procedure);
+    let c = judge(true, false);
+    assert_eq!(
+        c.head_of_line_blocking,
+        Some(true),
+        "a shared queue loses A→D too: {c:?}"
+    );
+    assert!(c.uncongested_loss_pct > 30.0, "got {}", c.uncongested_loss_pct);
+    let c = judge(false, true);
+    assert_eq!(c.back_pressure, Some(true), "the sources were held back: {c:?}");
+    assert!(c.offered_pps[1] < c.intended_pps[1], "{c:?}");
+}
+
+#[test]
+fn congestion_control_is_refused_without_four_ports_its_load_or_its_directions() {
+    let three = CONGESTION.replace(", { iface = \"d\" }", "");
+    let e = ExperimentSpec::from_toml(&three, "e.toml").unwrap_err();
+    assert!(e.contains("rfc2889.congestion_ports = [0, 1, 2, 3]: port 3"), "{e}");
+    let same = CONGESTION.replace(
+        "congestion_load_pps",
+        "congestion_ports = [0, 1, 2, 2]\ncongestion_load_pps",
+    );
+    let e = ExperimentSpec::from_toml(&same, "e.toml").unwrap_err();
+    assert!(e.contains("four different ports"), "{e}");
+    let no_load = CONGESTION.replace("congestion_load_pps = 10000", "");
+    let e = ExperimentSpec::from_toml(&no_load, "e.toml").unwrap_err();
+    assert!(e.contains("needs congestion_load_pps"), "{e}");
+    let pairs = CONGESTION.replace("[trial]", "pairs = \"bidirectional\"\n[trial]");
+    let e = ExperimentSpec::from_toml(&pairs, "e.toml").unwrap_err();
+    assert!(e.contains("from port 0 to port 2, which pairs leaves out"), "{e}");
 }

@@ -299,6 +299,32 @@ fn rfc2889_text(s: &mut String, x: &gapless_core::experiment::rfc2889::Rfc2889Re
             m.procedure
         );
     }
+    if let Some(c) = &x.congestion_control {
+        congestion_text(s, c);
+    }
+}
+
+/// Congestion control: the two judgements, then the losses they rest on.
+fn congestion_text(s: &mut String, c: &gapless_core::experiment::rfc2889::CongestionResult) {
+    let yes_no = |b: Option<bool>| match b {
+        Some(true) => "yes",
+        Some(false) => "no",
+        None => "not judged",
+    };
+    let _ = writeln!(
+        s,
+        "  congestion control: head-of-line blocking {}, back pressure {}; lost to the uncongested port {:.3} %, to the congested port {:.3} % (expected {:.1} % without back pressure), the congested port received {}",
+        yes_no(c.head_of_line_blocking),
+        yes_no(c.back_pressure),
+        c.uncongested_loss_pct,
+        c.congested_loss_pct,
+        c.expected_congested_loss_pct,
+        c.congested_rate_pps.map_or("-".into(), |f| format!("{f:.0} frames/s")),
+    );
+    if let Some(why) = &c.not_judged {
+        let _ = writeln!(s, "    not judged: {why}");
+    }
+    let _ = writeln!(s, "    procedure: {}", c.procedure);
 }
 
 fn point_header(s: &mut String) {
@@ -367,4 +393,46 @@ pub fn write_all(r: &ExperimentResult, dir: &Path) -> anyhow::Result<usize> {
     std::fs::create_dir_all(dir)?;
     gapless_io::files::atomic::write_atomic(&dir.join("trials.csv"), trials_csv(r).as_bytes())?;
     Ok(1 + crate::report::experiment::plots::write(r, dir)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use gapless_core::experiment::rfc2889::{CongestionResult, Rfc2889Result};
+
+    fn congestion(hol: Option<bool>, not_judged: Option<&str>) -> Rfc2889Result {
+        Rfc2889Result {
+            congestion_control: Some(CongestionResult {
+                ports: [0, 1, 2, 3],
+                load_pps: 5000.0,
+                uncongested_loss_pct: 0.0,
+                congested_loss_pct: 33.2,
+                expected_congested_loss_pct: 100.0 / 3.0,
+                congested_rate_pps: Some(4997.0),
+                uncongested_rate_pps: Some(2499.0),
+                offered_pps: [5000.0, 5000.0],
+                intended_pps: [5000.0, 5000.0],
+                head_of_line_blocking: hol,
+                back_pressure: hol.map(|_| false),
+                not_judged: not_judged.map(str::to_string),
+                procedure: "RFC 2889 §5.5: …".into(),
+                trials: vec![0],
+            }),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn congestion_control_leads_with_its_judgements_then_the_losses_and_the_procedure() {
+        let mut s = String::new();
+        super::rfc2889_text(&mut s, &congestion(Some(false), None));
+        let want = "  congestion control: head-of-line blocking no, back pressure no; lost to the uncongested port 0.000 %, to the congested port 33.200 % (expected 33.3 % without back pressure), the congested port received 4997 frames/s\n    procedure: RFC 2889 §5.5: …\n";
+        assert!(s.ends_with(want), "expected {want:?}; got {s:?}");
+        let mut s = String::new();
+        super::rfc2889_text(&mut s, &congestion(None, Some("the sender fell behind")));
+        assert!(
+            s.contains("head-of-line blocking not judged, back pressure not judged")
+                && s.contains("    not judged: the sender fell behind\n"),
+            "got {s:?}"
+        );
+    }
 }
