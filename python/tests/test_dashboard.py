@@ -110,6 +110,9 @@ def test_compose_save_reload_run_live_and_open_the_report(server: Server, testbe
         expect(view.locator("pre.summary")).to_contain_text("beta")
         check_report(page, view, server, shots)
         assert view.locator(".downloads a", has_text="result.json").count() == 1
+        # The session's server may have run others' tests first: this run's id, and the next.
+        first = int(view.get_attribute("data-run") or "0")
+        second = first + 1
 
         # 7. An experiment: a two-point rate sweep on the testbed, its trials as they are
         # judged, then its report.
@@ -184,9 +187,9 @@ def test_compose_save_reload_run_live_and_open_the_report(server: Server, testbe
         page.click('nav .tab[data-tab="compose"]')
         page.select_option("#calibration", index=1)
         page.click("#start")
-        expect(page.locator("#run-state")).to_contain_text("run 2", timeout=10000)
+        expect(page.locator("#run-state")).to_contain_text(f"run {second}", timeout=10000)
         page.locator("#open-report").click(timeout=20000)
-        expect(page.locator(".run-view h2")).to_contain_text("Run 2")
+        expect(page.locator(".run-view h2")).to_contain_text(f"Run {second}")
         expect(page.locator(".run-view pre.summary")).to_contain_text("calibration")
         expect(page.locator('.run-view .banner [data-key="calibration"]')).to_contain_text("latency offset")
         # At 1280 px the Runs list keeps its schedule column: whole, or in its own box that
@@ -200,20 +203,20 @@ def test_compose_save_reload_run_live_and_open_the_report(server: Server, testbe
         }""")
         assert fits["shown"] and (fits["inside"] or fits["scrolls"]) and fits["boxRight"] <= fits["vw"] + 1, \
             f"expected the runs list's schedule column inside its box, or the box to scroll, within the 1280 px page; got {fits}"
-        page.locator('#runs tbody tr[data-id="1"] .pick').check()
-        page.locator('#runs tbody tr[data-id="2"] .pick').check()
+        page.locator(f'#runs tbody tr[data-id="{first}"] .pick').check()
+        page.locator(f'#runs tbody tr[data-id="{second}"] .pick').check()
         page.click("#compare")
         table = page.locator(".compare-table")
         expect(table.locator("thead th")).to_have_count(3)
         expect(table).to_contain_text("latency p99 (µs)")
         expect(page.locator(".compare .run-view")).to_have_count(2)
         # The second run's figures against the first's, from their results, and both CDFs.
-        results = [page.evaluate(f"async () => (await (await fetch('/api/runs/{i}')).json()).result") for i in (1, 2)]
+        results = [page.evaluate(f"async () => (await (await fetch('/api/runs/{i}')).json()).result") for i in (first, second)]
         want = [tile_values(r) for r in results]
         for key in ("sent", "received", "latency_p99", "lateness_p99"):
             got = page.locator(f'.compare-tiles .tile[data-key="{key}"]').get_attribute("data-diff")
             assert got not in (None, "") and float(got) == pytest.approx(want[1][key] - want[0][key], rel=1e-9, abs=1e-9), \
-                f"expected the {key} difference {want[1][key] - want[0][key]} (run 2 - run 1); got {got}"
+                f"expected the {key} difference {want[1][key] - want[0][key]} (run {second} - run {first}); got {got}"
         expect(page.locator('.report-plot[data-key="compare-ccdf"] .u-legend .u-series')).to_have_count(3)
         page.screenshot(path=str(shots / "9-compare.png"), full_page=True)
         browser.close()
