@@ -473,3 +473,79 @@ def test_an_agent_refuses_a_start_it_cannot_make_and_guards_its_api(lab: Lab) ->
     assert code == 200 and body["tx"][0]["done"] is False and body["start_ns"] is None, f"expected nothing started; got {body}"
     code, body = lab.agent_call("h1", "stop", {"run": "direct"})
     assert code == 200 and body["tx"][0]["result"]["sent_frames"] == 0, f"expected nothing sent; got {code} {body}"
+
+
+def mac_of(ns: str, iface: str) -> str:
+    out = subprocess.run(["ip", "-n", ns, "-j", "link", "show", iface], check=True, capture_output=True, text=True).stdout
+    return str(json.loads(out)[0]["address"])
+
+
+def experiment_file(lab: Lab, path: Path, **port_extra: Any) -> Path:
+    """Both ways between h1's gh-d1 and h2's gh-d2a, each port on its host's agent: two
+    repetitions of 1 s at 2,000 frames/s each way after a 0.3 s warm-up."""
+    h = lab.hosts
+    ports = []
+    for host, iface, ip4 in (("h1", "gh-d1", "198.18.110.1"), ("h2", "gh-d2a", "198.18.110.2")):
+        p = {"iface": iface, "agent": h[host].location, "mac": mac_of(h[host].ns, iface), "ip": ip4, **port_extra}
+        ports.append("{ " + ", ".join(f'{k} = "{v}"' for k, v in p.items() if v is not None) + " }")
+    path.write_text(f"""name = "across-hosts"
+method = "repeat"
+ports = [{", ".join(ports)}]
+pairs = "bidirectional"
+[trial]
+warmup_s = 0.3
+settle_s = 0.2
+duration_s = 1
+repetitions = 2
+[profile]
+[[profile.stream]]
+name = "m"
+size = 64
+[profile.stream.timing]
+rate_pps = 2000
+""")
+    return path
+
+
+def test_an_experiment_across_hosts_meters_each_direction_on_its_own_host_to_the_frame(lab: Lab) -> None:
+    """The warm-up is counted from one T0 on every host, so the sender on one host and the
+    meter on the other agree on every frame: each direction received exactly what it sent
+    after the warm-up (a direct veth loses none)."""
+    for n in ("h1", "h2"):
+        lab.start_agent(n)
+    tf = lab.tmp / "agents.token"
+    tf.write_text(TOKEN + "\n")
+    spec, out = experiment_file(lab, lab.tmp / "x.toml"), lab.tmp / "x.json"
+    p = subprocess.run([cli(), "experiment", str(spec), "--agent-token-file", str(tf), "--json", str(out)],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, f"expected the experiment to finish; got {p.returncode}: {p.stderr}{p.stdout}"
+    r = json.loads(out.read_text())
+    assert len(r["trials"]) >= 2, r["trials"]
+    for t in r["trials"]:
+        dirs = {d["direction"]: d for d in t["directions"]}
+        assert sorted(dirs) == ["gh-d1→gh-d2a", "gh-d2a→gh-d1"], f"expected both directions; got {sorted(dirs)}"
+        for name, d in dirs.items():
+            assert abs(d["sent"] - 2000) <= 2, f"{name}: expected 2000 ± 2 frames after the warm-up; got {d}"
+            assert d["received"] == d["sent"], f"{name}: expected every frame metered on the other host, to the frame; got {d}"
+            assert d["latency"]["count"] == d["received"], f"{name}: expected a latency per frame; got {d['latency']['count']}"
+        assert t["warmup_sent"] > 0 and t["warmup_received"] == t["warmup_sent"], f"expected the warm-up counted apart on both hosts; got {t}"
+    clocks = [w for w in r["warnings"] if w.startswith("agent ") and "its clock is" in w]
+    assert len(clocks) == 2, f"expected each agent's clock offset in the warnings; got {r['warnings']}"
+    assert "by direction" in p.stdout, p.stdout
+
+
+def test_an_experiment_across_hosts_is_refused_before_any_trial_without_its_token_or_addresses(lab: Lab) -> None:
+    lab.start_agent("h1")
+    lab.start_agent("h2", token="a-different-token-entirely")
+    tf = lab.tmp / "agents.token"
+    tf.write_text(TOKEN + "\n")
+    spec = experiment_file(lab, lab.tmp / "x.toml")
+    for args, want in (([], "give --agent-token-file F"),
+                       (["--agent-token-file", str(tf)], f"agent {lab.hosts['h2'].location}")):
+        p = subprocess.run([cli(), "experiment", str(spec), *args], capture_output=True, text=True, timeout=60)
+        assert p.returncode != 0 and want in p.stderr, f"expected {want!r}; got {p.returncode}: {p.stderr}"
+        assert "trial 1" not in p.stderr, f"expected no trial; got {p.stderr}"
+    text = spec.read_text()
+    spec.write_text(text.replace(f'mac = "{mac_of("gh-h1", "gh-d1")}", ', "", 1))
+    p = subprocess.run([cli(), "experiment", str(spec), "--agent-token-file", str(tf)], capture_output=True, text=True, timeout=60)
+    assert p.returncode != 0 and "ports[0]: a port on an agent needs its mac and ip" in p.stderr, p.stderr

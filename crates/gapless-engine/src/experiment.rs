@@ -116,7 +116,6 @@ impl Experiment {
     /// Runs every trial; `on_trial` hears of each as it is judged. Stops early (keeping what
     /// was measured) when `stop` is raised or a trial fails.
     pub fn run(&self, stop: Arc<AtomicBool>, on_trial: &mut dyn FnMut(&TrialRecord)) -> ExperimentFile {
-        let seed = self.profile.spec.seed.unwrap_or(1);
         let mut t = EngineTrials {
             x: self,
             stop,
@@ -125,8 +124,18 @@ impl Experiment {
             machine: None,
             aged: false,
         };
-        let mut r = gapless_core::experiment::run(&self.spec, seed, &mut t);
+        let r = gapless_core::experiment::run(&self.spec, self.seed(), &mut t);
         let machine = t.machine.take();
+        self.file(r, machine)
+    }
+
+    /// The seed of the first repetition (the profile's, else 1).
+    pub fn seed(&self) -> u64 {
+        self.profile.spec.seed.unwrap_or(1)
+    }
+
+    /// The result file of what `r` found, `machine` the sending host.
+    pub fn file(&self, mut r: ExperimentResult, machine: Option<gapless_core::host::Environment>) -> ExperimentFile {
         if let Some((c, p)) = &self.calibration {
             r.warnings.push(if c.valid {
                 format!("calibration {p}: its latency offset of {} ns was subtracted from every latency", c.latency_offset_ns)
@@ -152,6 +161,19 @@ impl Experiment {
             result: r,
         }
     }
+}
+
+/// Waits `settle_s` after the previous trial's end (queues drain), or until stopped.
+pub fn settle(last_end: Option<Instant>, settle_s: f64, stop: &AtomicBool) -> Result<(), TrialError> {
+    let Some(end) = last_end else { return Ok(()) };
+    let until = end + Duration::from_secs_f64(settle_s);
+    while Instant::now() < until {
+        if stop.load(Ordering::Relaxed) {
+            return Err(TrialError::Stopped);
+        }
+        std::thread::sleep(Duration::from_millis(10).min(until.saturating_duration_since(Instant::now())));
+    }
+    Ok(())
 }
 
 /// An experiment's result file: what ran, where, against what, and every trial.
@@ -205,6 +227,9 @@ struct EngineTrials<'a> {
 
 impl Trials for EngineTrials<'_> {
     fn run(&mut self, index: usize, plan: &TrialPlan) -> Result<TrialRun, TrialError> {
+        if self.x.spec.on_agents() {
+            return Err(TrialError::Failed("its ports are on agents, which only `gapless experiment FILE --agent-token-file F` drives (not Python or the dashboard yet)".into()));
+        }
         self.settle()?;
         if let Some(l) = &plan.learning {
             return self.address_iteration(plan, l);
@@ -229,9 +254,9 @@ impl Trials for EngineTrials<'_> {
         }
         let mut run = crate::trials::trial_run(&report);
         if let Some(p) = &self.x.ports {
-            with_directions(
+            crate::experiment_ports::with_directions(
                 &mut run,
-                p.directions_of(&report.result, report.result.rx.as_ref(), &kept),
+                p.directions_of(&report.result.streams, report.result.rx.as_ref(), &kept),
             );
         }
         self.machine.get_or_insert_with(|| report.result.environment.clone());
@@ -273,17 +298,8 @@ impl EngineTrials<'_> {
             .map_err(|e| TrialError::Failed(format!("{}: announcing the receiving ports: {e}", plan.purpose)))
     }
 
-    /// Waits the settle time after the previous trial (queues drain), or until stopped.
     fn settle(&self) -> Result<(), TrialError> {
-        let Some(end) = self.last_end else { return Ok(()) };
-        let until = end + Duration::from_secs_f64(self.x.spec.trial.settle_s);
-        while Instant::now() < until {
-            if self.stop.load(Ordering::Relaxed) {
-                return Err(TrialError::Stopped);
-            }
-            std::thread::sleep(Duration::from_millis(10).min(until.saturating_duration_since(Instant::now())));
-        }
-        Ok(())
+        settle(self.last_end, self.x.spec.trial.settle_s, &self.stop)
     }
 
     /// The trial's run, and which of the profile's streams it sends.
@@ -353,19 +369,4 @@ fn ring_blocks(plan: &TrialPlan, p: &gapless_core::ProfileSpec) -> Option<u32> {
         sizes.and_then(|v| v.into_iter().max())
     });
     (rate > 0.0).then(|| crate::spec::ring_blocks_for(rate, size.unwrap_or(1518)))
-}
-
-/// A trial over several ports: what each direction delivered to its own port is what the
-/// aggregate received; latency is each direction's own.
-fn with_directions(run: &mut TrialRun, dirs: Vec<gapless_core::experiment::directions::DirectionRun>) {
-    run.received = dirs.iter().map(|d| d.received).sum();
-    run.rx_pps = dirs.iter().map(|d| d.rx_pps).sum();
-    run.latency = None;
-    for d in dirs.iter().filter(|d| d.misdelivered > 0) {
-        run.warnings.push(format!(
-            "{}: {} frames also or only reached another port than their own (flooded or misrouted); only those at their own port count as received",
-            d.direction, d.misdelivered
-        ));
-    }
-    run.directions = dirs;
 }

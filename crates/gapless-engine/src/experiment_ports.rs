@@ -6,8 +6,9 @@ use gapless_core::experiment::directions::DirectionRun;
 use gapless_core::experiment::ports::{expand, stream_directions, Direction, DirectionAddrs};
 use gapless_core::experiment::spec::Port;
 use gapless_core::experiment::ExperimentSpec;
+use gapless_core::experiment::TrialRun;
 use gapless_core::meter::report::{MeterReport, StreamRx};
-use gapless_core::result::RunResult;
+use gapless_core::result::{RunResult, StreamTx};
 use gapless_core::ProfileSpec;
 use gapless_io::kernel::addrs::{neighbour_mac, port_addrs};
 
@@ -52,7 +53,12 @@ pub fn plan(spec: &ExperimentSpec, base: &ProfileSpec, label: &str) -> Result<(P
             let eth_dst = from
                 .next_hop_mac
                 .clone()
-                .or_else(|| neighbour_mac(from.netns.as_deref(), &from.iface, &addrs[d.to].1))
+                .or_else(|| {
+                    // Another host's neighbours are not this host's to read.
+                    let here = from.agent.is_none();
+                    here.then(|| neighbour_mac(from.netns.as_deref(), &from.iface, &addrs[d.to].1))
+                        .flatten()
+                })
                 .unwrap_or_else(|| addrs[d.to].0.clone());
             DirectionAddrs {
                 eth_src: addrs[d.from].0.clone(),
@@ -190,16 +196,16 @@ impl PortsPlan {
     /// Each direction's figures of a trial that sent the `kept` streams (`res.streams[j]`
     /// is stream `kept[j]`): its streams' frames after the warm-up. Directions with no kept
     /// stream are left out.
-    pub fn directions_of(&self, res: &RunResult, rx: Option<&MeterReport>, kept: &[usize]) -> Vec<DirectionRun> {
+    pub fn directions_of(&self, sent: &[StreamTx], rx: Option<&MeterReport>, kept: &[usize]) -> Vec<DirectionRun> {
         self.directions
             .iter()
             .enumerate()
             .filter(|(d, _)| kept.iter().any(|&k| self.stream_dirs.get(k) == Some(d)))
             .map(|(d, dir)| {
                 let streams = |k: &usize| self.stream_dirs.get(*k) == Some(&d);
-                let mine: Vec<_> = (0..res.streams.len())
+                let mine: Vec<_> = (0..sent.len())
                     .filter(|&j| kept.get(j).is_some_and(streams))
-                    .map(|j| &res.streams[j])
+                    .map(|j| &sent[j])
                     .collect();
                 // A frame the kernel refused was offered and lost, as in the aggregate.
                 let sent: u64 = mine
@@ -229,6 +235,72 @@ impl PortsPlan {
             })
             .collect()
     }
+}
+
+/// A trial run on several hosts, as one: each sending port's result with the profile's
+/// streams it sent (indices into `kept`'s profile order: `kept[j]` is sent as some port's
+/// stream), and each receiving port's meter (its index into `rx`).
+pub struct HostsTrial<'a> {
+    pub kept: &'a [usize],
+    pub sent: Vec<(Vec<usize>, RunResult)>,
+    pub metered: Vec<(usize, MeterReport)>,
+}
+
+impl PortsPlan {
+    /// The trial's figures: the senders' counts added up, each direction's frames at its
+    /// own receiving port (a port's meter knows only its own), the verdicts joined.
+    pub fn trial_across_hosts(&self, t: &HostsTrial<'_>) -> TrialRun {
+        // Every sent stream in the trial's profile order.
+        let mut streams = vec![StreamTx::default(); t.kept.len()];
+        for (js, r) in &t.sent {
+            for (s, &j) in r.streams.iter().zip(js) {
+                if let Some(slot) = streams.get_mut(j) {
+                    *slot = s.clone();
+                }
+            }
+        }
+        let own = |r: usize, id: Option<u16>| {
+            id.and_then(|id| self.stream_dirs.get(id as usize))
+                .is_some_and(|&d| self.dir_rx[d] == r)
+        };
+        let mut rx = t.metered.first().map(|m| m.1.clone()).unwrap_or_default();
+        rx.streams = t
+            .metered
+            .iter()
+            .flat_map(|(r, m)| m.streams.iter().filter(move |s| own(*r, s.id)).cloned())
+            .collect();
+        rx.warmup_frames = t.metered.iter().map(|m| m.1.warmup_frames).sum();
+        let results = || t.sent.iter().map(|x| &x.1);
+        let not_held = results().find(|r| r.verdict.held == Some(false));
+        let mut run = TrialRun {
+            sent_total: results().map(|r| r.sent_frames).sum(),
+            warmup_sent: results().flat_map(|r| &r.streams).map(|s| s.warmup_frames).sum(),
+            warmup_received: rx.warmup_frames,
+            late_over_gap: results().map(|r| r.lateness.late_over_one_gap).sum(),
+            schedule: not_held.map_or("held".into(), |r| crate::trials::schedule_text(&r.verdict)),
+            held: not_held.is_none(),
+            warnings: results().flat_map(|r| r.warnings.clone()).collect(),
+            ..TrialRun::default()
+        };
+        run.sent = run.sent_total.saturating_sub(run.warmup_sent) + results().map(|r| r.send_errors).sum::<u64>();
+        with_directions(&mut run, self.directions_of(&streams, Some(&rx), t.kept));
+        run
+    }
+}
+
+/// A trial over several ports: what each direction delivered to its own port is what the
+/// aggregate received; latency is each direction's own.
+pub(crate) fn with_directions(run: &mut TrialRun, dirs: Vec<DirectionRun>) {
+    run.received = dirs.iter().map(|d| d.received).sum();
+    run.rx_pps = dirs.iter().map(|d| d.rx_pps).sum();
+    run.latency = None;
+    for d in dirs.iter().filter(|d| d.misdelivered > 0) {
+        run.warnings.push(format!(
+            "{}: {} frames also or only reached another port than their own (flooded or misrouted); only those at their own port count as received",
+            d.direction, d.misdelivered
+        ));
+    }
+    run.directions = dirs;
 }
 
 /// A stream's distinct frames, counted only as far as its own receiving port took them

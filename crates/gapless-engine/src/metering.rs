@@ -111,6 +111,9 @@ pub struct MeasureSpec {
     pub targets: Option<HashMap<u16, StreamTarget>>,
     /// Stop after this long (None: when stopped).
     pub duration: Option<Duration>,
+    /// The warm-up's start, when fixed from outside (a run across hosts; its length is
+    /// `rx.meter.warmup_ns`). None: the first signed frame's TX time.
+    pub warmup: Option<std::sync::Arc<crate::run::Warmup>>,
 }
 
 /// A meter's report, and its own error if one ended it early.
@@ -136,7 +139,7 @@ pub fn measure(spec: &MeasureSpec, stop: &AtomicBool, live: &RxLive) -> Result<M
                 tx_done: None,
                 linger: Duration::ZERO,
                 deadline,
-                warmup: None,
+                warmup: spec.warmup.as_deref(),
             };
             meter_loop(rx.as_mut(), &mut meter, &s, live, &r.captures())
         })

@@ -439,6 +439,7 @@ impl MeasureRequest {
             },
             targets: self.profile.as_deref().map(targets_from_file).transpose()?,
             duration: self.duration.map(Duration::from_secs_f64),
+            warmup: None,
         })
     }
 }

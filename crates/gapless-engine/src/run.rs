@@ -61,8 +61,9 @@ impl Warmup {
         }
     }
 
-    /// The start every loop and the meter agree on: the first proposal wins.
-    fn publish(&self, realtime0_ns: u64) -> u64 {
+    /// The start every loop and the meter agree on: the first proposal wins (a run across
+    /// hosts proposes the controller's T0 before any loop starts).
+    pub fn publish(&self, realtime0_ns: u64) -> u64 {
         match self
             .start_rt
             .compare_exchange(0, realtime0_ns, Ordering::AcqRel, Ordering::Acquire)

@@ -693,10 +693,11 @@ fn rx_report(
 fn run_threads(p: &mut Prepared, stop: &Arc<AtomicBool>) -> Result<Ran, EngineError> {
     let k = p.plan.loops.len();
     let sync = (k > 1).then(|| Arc::new(crate::run::SyncStart::new(k)));
-    let warmup = p
-        .spec
-        .warmup
-        .map(|d| Arc::new(crate::run::Warmup::new(d.as_nanos() as u64)));
+    let warmup = p.spec.warmup_shared.clone().or_else(|| {
+        p.spec
+            .warmup
+            .map(|d| Arc::new(crate::run::Warmup::new(d.as_nanos() as u64)))
+    });
     // A live run's link may be held down by a user (its events, or a front end's link
     // control through the Pauser).
     let link = p.board.link.clone();

@@ -381,6 +381,10 @@ pub struct RunSpec {
     /// Frames sent in this first part of the run are sent, counted apart (`warmup_frames`)
     /// and not metered: they are told apart by their TX time.
     pub warmup: Option<Duration>,
+    /// The warm-up's start fixed from outside (a run across hosts: every host's send loops
+    /// and meters take the controller's T0, so that they agree to the frame on which frames
+    /// are warm-up). None: the first send loop publishes it.
+    pub warmup_shared: Option<std::sync::Arc<crate::run::Warmup>>,
     /// Start at a wall-clock instant given after the run is ready (a run across hosts):
     /// see [`crate::run::StartGate`].
     pub gate: Option<std::sync::Arc<crate::run::StartGate>>,
@@ -433,6 +437,7 @@ impl RunSpec {
             tx_stamps: None,
             sysfs_net: None,
             warmup: None,
+            warmup_shared: None,
             gate: None,
             events: Vec::new(),
             more_tx: Vec::new(),

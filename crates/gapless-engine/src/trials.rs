@@ -56,7 +56,7 @@ pub(crate) fn trial_run(r: &RunReport) -> TrialRun {
     }
 }
 
-fn schedule_text(v: &gapless_core::result::verdict::Verdict) -> String {
+pub(crate) fn schedule_text(v: &gapless_core::result::verdict::Verdict) -> String {
     match v.causes.first() {
         Some(c) if v.held == Some(false) => format!("{}: {c}", v.schedule),
         _ => v.schedule.clone(),

@@ -24,6 +24,11 @@ pub struct Share {
     pub lease_ms: u64,
     pub tx: Vec<TxShare>,
     pub rx: Vec<RxShare>,
+    /// A warm-up (an experiment's trial): frames sent in its first this-many ns after the
+    /// start are sent, counted apart and not metered, on every host alike (the start given
+    /// to `start` is its beginning). None: none (an OTG run).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warmup_ns: Option<u64>,
 }
 
 /// A TX port: its interface on the agent's host and the profile it sends (no meter).
@@ -66,6 +71,7 @@ pub fn split(plan: &Plan, cfg: &Value, run: &str, lease_ms: u64) -> Result<Vec<(
                 lease_ms,
                 tx: Vec::new(),
                 rx: Vec::new(),
+                warmup_ns: None,
             };
             out.push((agent_of(p).to_string(), s));
         }

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
-use anyhow::{anyhow, Result};
+use anyhow::{anyhow, bail, Result};
 use gapless_core::experiment::spec::{Axis, Param, Port, ProfileRef, Rfc2544Spec, SweepSpec, TrialSpec};
 use gapless_core::experiment::{ExperimentSpec, Method, Rfc2544Test};
 use gapless_core::ProfileSpec;
@@ -19,6 +19,10 @@ use crate::{explain, say, stop_on_signals};
 pub struct ExperimentArgs {
     /// An experiment file (TOML): see examples/rfc2544_dut.toml.
     pub file: PathBuf,
+    /// The agents' token (a file holding it): needed when the experiment's ports are on
+    /// agents (`agent = "HOST:PORT"`), other hosts' `gapless serve`s.
+    #[arg(long)]
+    pub agent_token_file: Option<PathBuf>,
     #[command(flatten)]
     pub out: OutArgs,
 }
@@ -128,7 +132,19 @@ pub struct SweepArgs {
 
 pub fn cmd_experiment(a: ExperimentArgs) -> Result<i32> {
     let x = Experiment::from_file(&a.file).map_err(explain)?;
-    run(&x, &a.out)
+    let token = match (x.spec.on_agents(), &a.agent_token_file) {
+        (true, Some(f)) => Some(gapless_serve::read_token(f).map_err(|e| anyhow!("--agent-token-file: {e}"))?),
+        (true, None) => bail!(
+            "{}: its ports are on agents: give --agent-token-file F, F holding the agents' token",
+            a.file.display()
+        ),
+        (false, Some(_)) => bail!(
+            "--agent-token-file: {}'s ports are on this host; drop the flag",
+            a.file.display()
+        ),
+        (false, None) => None,
+    };
+    run(&x, &a.out, token.as_deref())
 }
 
 pub fn cmd_rfc2544(a: Rfc2544Args) -> Result<i32> {
@@ -243,22 +259,26 @@ fn base(c: &Common, method: Method, final_duration_s: Option<f64>) -> Result<Exp
 fn shortcut(spec: ExperimentSpec, c: &Common) -> Result<i32> {
     let label = format!("gapless {}", spec.name.clone().unwrap_or_default());
     let x = Experiment::new(spec, Path::new("."), label).map_err(explain)?;
-    run(&x, &c.out)
+    run(&x, &c.out, None)
 }
 
 /// Runs the experiment with a line per trial, then writes and prints the report.
-fn run(x: &Experiment, out: &OutArgs) -> Result<i32> {
+fn run(x: &Experiment, out: &OutArgs, agent_token: Option<&str>) -> Result<i32> {
     if let Some(j) = &out.json {
         gapless_io::files::atomic::probe_writable(j).map_err(|e| anyhow!("--json {}: {e}", j.display()))?;
     }
     let stop = Arc::new(AtomicBool::new(false));
     stop_on_signals(&stop)?;
     let quiet = out.quiet;
-    let file = x.run(stop, &mut |rec| {
+    let mut line = |rec: &gapless_core::experiment::TrialRecord| {
         if !quiet {
             eprintln!("{}", trial_line(rec));
         }
-    });
+    };
+    let file = match agent_token {
+        Some(t) => gapless_serve::cluster::experiment::run(x, t, stop, &mut line).map_err(|e| anyhow!("{e}"))?,
+        None => x.run(stop, &mut line),
+    };
     deliver(&file, out)?;
     Ok(if file.result.stopped {
         if file.result.error.is_some() {

@@ -114,6 +114,10 @@ pub struct Port {
     /// receiving port's MAC (a bridge).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub next_hop_mac: Option<String>,
+    /// In `ports`: the gapless agent (`HOST:PORT`, its OTG listener) whose host has the
+    /// interface; every port of such an experiment is on an agent, with its `mac` and `ip`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
 }
 
 impl Port {
@@ -126,6 +130,7 @@ impl Port {
             mac: None,
             ip: None,
             next_hop_mac: None,
+            agent: None,
         }
     }
 }
@@ -602,9 +607,9 @@ impl ExperimentSpec {
             if p.iface.is_empty() {
                 return Err(format!("{k}.iface is empty: give the interface name"));
             }
-            if p.mac.is_some() || p.ip.is_some() || p.next_hop_mac.is_some() {
+            if p.mac.is_some() || p.ip.is_some() || p.next_hop_mac.is_some() || p.agent.is_some() {
                 return Err(format!(
-                    "{k}: mac, ip and next_hop_mac are keys of `ports`; the one-way form sends the profile's own addresses"
+                    "{k}: mac, ip, next_hop_mac and agent are keys of `ports`; the one-way form sends the profile's own addresses on this host. Fix: give ports = [tx, rx] with pairs = [{{ from = 0, to = 1 }}]"
                 ));
             }
         }
@@ -634,7 +639,43 @@ impl ExperimentSpec {
         if self.pairs.is_some() && !self.pair.is_empty() {
             return Err("give pairs or [[pair]] tables, not both".into());
         }
+        self.check_agents()?;
         self.directions().map(|_| ())
+    }
+
+    /// Ports on agents: all of them or none, each with its addresses; RFC 2889 stays on
+    /// this host (it empties a bridge's table here).
+    fn check_agents(&self) -> Result<(), String> {
+        let on = self.ports.iter().filter(|p| p.agent.is_some()).count();
+        if on == 0 {
+            return Ok(());
+        }
+        if let Some(i) = self.ports.iter().position(|p| p.agent.is_none()) {
+            return Err(format!("ports[{i}].agent: every port of an experiment across hosts is on an agent, and this one is not. Fix: give it agent = \"HOST:PORT\" (this host's ports through an agent running beside it)"));
+        }
+        for (i, p) in self.ports.iter().enumerate() {
+            let a = p.agent.as_deref().unwrap_or("");
+            let port_ok = a
+                .rsplit_once(':')
+                .is_some_and(|(h, n)| !h.is_empty() && n.parse::<u16>().is_ok_and(|n| n > 0));
+            if !port_ok {
+                return Err(format!(
+                    "ports[{i}].agent = {a:?}: give the agent's OTG listener as HOST:PORT, e.g. \"198.18.100.2:8443\""
+                ));
+            }
+            if p.mac.is_none() || p.ip.is_none() {
+                return Err(format!("ports[{i}]: a port on an agent needs its mac and ip (this host cannot read another host's interfaces). Fix: give mac = \"..\" and ip = \"..\" as the port's frames carry them"));
+            }
+        }
+        if self.method == Method::Rfc2889 {
+            return Err("method = \"rfc2889\" on agents: its address tests empty the bridge's table from this host. Fix: run it on the host the switch's ports are on".into());
+        }
+        Ok(())
+    }
+
+    /// Whether the experiment's ports are on agents (other hosts).
+    pub fn on_agents(&self) -> bool {
+        self.ports.iter().any(|p| p.agent.is_some())
     }
 
     /// The ports: `ports`, or the one-way form's tx and rx.

@@ -598,3 +598,40 @@ fn congestion_control_is_refused_without_four_ports_its_load_or_its_directions()
     let e = ExperimentSpec::from_toml(&pairs, "e.toml").unwrap_err();
     assert!(e.contains("from port 0 to port 2, which pairs leaves out"), "{e}");
 }
+
+#[test]
+fn ports_on_agents_are_all_or_none_each_with_its_addresses_and_a_host_port() {
+    let base = r#"
+method = "repeat"
+profile = "p.toml"
+pairs = "bidirectional"
+ports = [{ iface = "a", agent = "198.18.1.2:8443", mac = "02:00:00:00:00:01", ip = "10.0.0.1" },
+         { iface = "b", agent = "h2.lab:8443", mac = "02:00:00:00:00:02", ip = "10.0.0.2" }]
+"#;
+    let spec = ExperimentSpec::from_toml(base, "e.toml").expect("valid");
+    assert!(spec.on_agents());
+    for (from, to, want) in [
+        (
+            ", agent = \"h2.lab:8443\"",
+            "",
+            "ports[1].agent: every port of an experiment across hosts",
+        ),
+        (
+            "h2.lab:8443",
+            "h2.lab",
+            "ports[1].agent = \"h2.lab\": give the agent's OTG listener as HOST:PORT",
+        ),
+        (
+            ", mac = \"02:00:00:00:00:02\"",
+            "",
+            "ports[1]: a port on an agent needs its mac and ip",
+        ),
+    ] {
+        let e = ExperimentSpec::from_toml(&base.replace(from, to), "e.toml").unwrap_err();
+        assert!(e.contains(want), "replacing {from:?}: expected {want:?}; got {e}");
+    }
+    let rfc2889 = base.replace("method = \"repeat\"", "method = \"rfc2889\"")
+        + "[rfc2889]\ntests = [\"fully_meshed\"]\nmax_rate_pps = 1000\n";
+    let e = ExperimentSpec::from_toml(&rfc2889, "e.toml").unwrap_err();
+    assert!(e.contains("method = \"rfc2889\" on agents"), "got {e}");
+}

@@ -155,8 +155,10 @@ pub async fn prepare(State(s): State<Shared>, b: Bytes) -> Result<Json<Value>, R
     })
     .await?;
     watch_lease(s, r.0.clone());
+    // The warm-up it counts, echoed: a controller can tell an agent that ignores it (an
+    // older gapless) from one that counts it.
     Ok(Json(
-        json!({ "version": 1, "run": r.0.run, "ready": true, "setup_ns": r.1.as_nanos() as u64 }),
+        json!({ "version": 1, "run": r.0.run, "ready": true, "setup_ns": r.1.as_nanos() as u64, "warmup_ns": r.0.warmup_ns() }),
     ))
 }
 

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use crate::jobs::lock;
 use gapless_engine::live::RxLive;
 use gapless_engine::request::MeasureRequest;
-use gapless_engine::run::StartGate;
+use gapless_engine::run::{StartGate, Warmup};
 use gapless_engine::{MeasureSpec, Metered, Run, RunHandle};
 use gapless_otg::config::{Group, Port};
 use gapless_otg::shares::{RxShare, Share, TxShare};
@@ -57,6 +57,9 @@ pub struct Running {
     pub expired: AtomicBool,
     /// The test shift of this agent's clock, ns.
     shift_ns: i64,
+    /// The warm-up every send loop and meter of the share counts from (its start is the
+    /// start given).
+    warmup: Option<Arc<Warmup>>,
     /// Stopped and joined.
     pub ended: AtomicBool,
 }
@@ -72,6 +75,7 @@ pub fn prepare(share: &Share, shift_ns: i64) -> Result<Arc<Running>, OtgError> {
         )));
     }
     let gate = Arc::new(StartGate::new(shift_ns));
+    let warmup = share.warmup_ns.filter(|&w| w > 0).map(|w| Arc::new(Warmup::new(w)));
     let mut r = Running {
         run: share.run.clone(),
         gate: gate.clone(),
@@ -83,13 +87,14 @@ pub fn prepare(share: &Share, shift_ns: i64) -> Result<Arc<Running>, OtgError> {
         expired: AtomicBool::new(false),
         shift_ns,
         ended: AtomicBool::new(false),
+        warmup: warmup.clone(),
     };
     let started = (|| {
         for s in &share.rx {
-            r.rx.push(start_meter(s)?);
+            r.rx.push(start_meter(s, &warmup)?);
         }
         for s in &share.tx {
-            r.tx.push(start_sender(s, &gate)?);
+            r.tx.push(start_sender(s, &gate, &warmup)?);
         }
         wait_ready(&r)
     })();
@@ -113,7 +118,7 @@ pub fn interfaces(share: &Share) -> Vec<String> {
     v
 }
 
-fn start_meter(s: &RxShare) -> Result<RxPort, OtgError> {
+fn start_meter(s: &RxShare, warmup: &Option<Arc<Warmup>>) -> Result<RxPort, OtgError> {
     let at = |e: String| OtgError::invalid(format!("port {}: {e}", s.port));
     let req: MeasureRequest =
         serde_json::from_value(json!({ "iface": s.iface, "netns": s.netns })).map_err(|e| at(e.to_string()))?;
@@ -124,6 +129,10 @@ fn start_meter(s: &RxShare) -> Result<RxPort, OtgError> {
         targets.extend(gapless_engine::rx::targets_of(&compiled));
     }
     spec.targets = Some(targets);
+    if let Some(w) = warmup {
+        spec.rx.meter.warmup_ns = w.ns;
+        spec.warmup = Some(w.clone());
+    }
     let (stop, live) = (Arc::new(AtomicBool::new(false)), Arc::new(RxLive::default()));
     let (flag, l) = (stop.clone(), live.clone());
     let thread = std::thread::Builder::new()
@@ -157,10 +166,14 @@ fn group(port: &str, iface: &str, netns: &Option<String>, profile: &Value, flows
     }
 }
 
-fn start_sender(s: &TxShare, gate: &Arc<StartGate>) -> Result<TxPort, OtgError> {
+fn start_sender(s: &TxShare, gate: &Arc<StartGate>, warmup: &Option<Arc<Warmup>>) -> Result<TxPort, OtgError> {
     let g = group(&s.port, &s.iface, &s.netns, &s.profile, s.flows.clone());
     let mut run = runs::port_run(&g)?;
     run.spec.gate = Some(gate.clone());
+    if let Some(w) = warmup {
+        run.spec.warmup = Some(Duration::from_nanos(w.ns));
+        run.spec.warmup_shared = Some(w.clone());
+    }
     let handle = Run::start(run.spec).map_err(|e| OtgError::invalid(format!("port {}: {e}", s.port)))?;
     Ok(TxPort {
         port: s.port.clone(),
@@ -249,11 +262,20 @@ impl Running {
                 START_MARGIN_NS as f64 / 1e6
             )));
         }
+        if let Some(w) = &self.warmup {
+            // The send loops' TX stamps are the host's own clock, without the test shift.
+            w.publish((at_ns as i64 - self.shift_ns) as u64);
+        }
         if !self.gate.open(at_ns) {
             return Err(OtgError::conflict("this share has started already"));
         }
         self.start_ns.store(at_ns, Ordering::Release);
         Ok(())
+    }
+
+    /// The warm-up it counts, ns (None: none).
+    pub fn warmup_ns(&self) -> Option<u64> {
+        self.warmup.as_ref().map(|w| w.ns)
     }
 
     /// Renews the lease.

@@ -7,6 +7,7 @@
 //! one result in the run table.
 
 pub mod client;
+pub mod experiment;
 pub mod merge;
 mod watch;
 
