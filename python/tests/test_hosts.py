@@ -532,6 +532,30 @@ def test_an_experiment_across_hosts_meters_each_direction_on_its_own_host_to_the
     clocks = [w for w in r["warnings"] if w.startswith("agent ") and "its clock is" in w]
     assert len(clocks) == 2, f"expected each agent's clock offset in the warnings; got {r['warnings']}"
     assert "by direction" in p.stdout, p.stdout
+    via_api = experiment_via_controller(lab, spec.read_text())
+    for t in via_api["trials"]:
+        for d in t["directions"]:
+            assert d["received"] == d["sent"] and abs(d["sent"] - 2000) <= 2, f"through the controller's API: {d}"
+
+
+def experiment_via_controller(lab: Lab, toml: str) -> dict[str, Any]:
+    """The same experiment posted to a controller's `/api/experiments` (the dashboard's
+    call), which drives the agents with its --agent-token-file; its result once finished."""
+    lab.start_controller()
+    base = f"http://127.0.0.1:{lab.api_port}/api/experiments"
+    req = urllib.request.Request(base, data=toml.encode(), headers={"Content-Type": "application/toml"})
+    with urllib.request.urlopen(req, timeout=30) as r:
+        xid = json.load(r)["id"]
+    t0 = time.monotonic()
+    while True:
+        with urllib.request.urlopen(f"{base}/{xid}", timeout=5) as r:
+            x = json.load(r)
+        if x["status"] != "running":
+            break
+        assert time.monotonic() - t0 < 60, f"expected the experiment to end within 60 s; got {x['status']}"
+        time.sleep(0.2)
+    assert x["status"] == "finished", f"expected it finished; got {x['status']}: {x.get('error')}"
+    return dict(x["result"])
 
 
 def test_an_experiment_across_hosts_is_refused_before_any_trial_without_its_token_or_addresses(lab: Lab) -> None:
@@ -545,6 +569,14 @@ def test_an_experiment_across_hosts_is_refused_before_any_trial_without_its_toke
         p = subprocess.run([cli(), "experiment", str(spec), *args], capture_output=True, text=True, timeout=60)
         assert p.returncode != 0 and want in p.stderr, f"expected {want!r}; got {p.returncode}: {p.stderr}"
         assert "trial 1" not in p.stderr, f"expected no trial; got {p.stderr}"
+    # A server without the agents' token refuses it before any trial (here h1's own server).
+    h1 = lab.hosts["h1"]
+    req = urllib.request.Request(f"http://{h1.addr}:{h1.api}/api/experiments", data=spec.read_bytes(),
+                                 headers={"Content-Type": "application/toml", "Authorization": f"Bearer {TOKEN}"})
+    with pytest.raises(urllib.error.HTTPError) as e:
+        urllib.request.urlopen(req, timeout=10)
+    body = json.load(e.value)
+    assert e.value.code == 422 and "--agent-token-file" in body["error"], f"expected 422 naming the flag; got {e.value.code} {body}"
     text = spec.read_text()
     spec.write_text(text.replace(f'mac = "{mac_of("gh-h1", "gh-d1")}", ', "", 1))
     p = subprocess.run([cli(), "experiment", str(spec), "--agent-token-file", str(tf)], capture_output=True, text=True, timeout=60)

@@ -228,7 +228,7 @@ struct EngineTrials<'a> {
 impl Trials for EngineTrials<'_> {
     fn run(&mut self, index: usize, plan: &TrialPlan) -> Result<TrialRun, TrialError> {
         if self.x.spec.on_agents() {
-            return Err(TrialError::Failed("its ports are on agents, which only `gapless experiment FILE --agent-token-file F` drives (not Python or the dashboard yet)".into()));
+            return Err(TrialError::Failed("its ports are on agents, which `gapless experiment FILE --agent-token-file F` and a `gapless serve --agent-token-file F`'s experiments drive (Python does not yet)".into()));
         }
         self.settle()?;
         if let Some(l) = &plan.learning {

@@ -15,6 +15,8 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use gapless_core::experiment::spec::{ExperimentSpec, ProfileRef};
 use gapless_engine::Experiment;
+
+use crate::cluster::experiment::Agents;
 use serde_json::{json, Value};
 
 use crate::db::{Db, Jobs as Table};
@@ -61,20 +63,28 @@ pub async fn start(State(s): State<Shared>, body: Bytes) -> Result<Response, Api
         .to_string();
     let spec = read(&text)?;
     let name = spec.name.clone().unwrap_or_else(|| "experiment".into());
+    // A port on an agent is another host's interface: it is that agent's to hold.
     let ifaces = spec
         .port_list()
         .iter()
-        .map(|p| iface_key(p.netns.as_deref(), &p.iface))
+        .map(|p| match &p.agent {
+            Some(a) => format!("{a}/{}", iface_key(p.netns.as_deref(), &p.iface)),
+            None => iface_key(p.netns.as_deref(), &p.iface),
+        })
         .collect();
     let x = Experiment::new(spec, &s.reports, name.clone())
         .map_err(|e| engine_error(StatusCode::UNPROCESSABLE_ENTITY, &e))?;
+    let agents = match x.spec.on_agents() {
+        true => Some(agents_of(&s, x.clone()).await?),
+        false => None,
+    };
     let stop = Arc::new(AtomicBool::new(false));
     let (db, s2, flag, reports) = (s.db.clone(), s.clone(), stop.clone(), s.reports.clone());
     let started = tokio::task::spawn_blocking(move || {
         s2.jobs.start(ifaces, stop, move || {
             let id = lock(&db).insert_experiment(&name, &text).map_err(StartError::Db)?;
             let out = JobId::Experiment(id).dir(&reports);
-            let body = move |p: Publisher| drive(&x, id, &db, out, flag, &p);
+            let body = move |p: Publisher| drive(&x, agents, id, &db, out, flag, &p);
             Ok((JobId::Experiment(id), Box::new(body)))
         })
     })
@@ -83,15 +93,42 @@ pub async fn start(State(s): State<Shared>, body: Bytes) -> Result<Response, Api
     started_reply(started)
 }
 
+/// The agents of an experiment whose ports are on them, connected with this server's agent
+/// token; 422 naming what is missing or the agent that refused.
+async fn agents_of(s: &Shared, x: Experiment) -> Result<Agents, ApiError> {
+    let token = s.agent_token.clone().ok_or_else(|| {
+        err(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "ports: they are on agents and this server has no agent token. Fix: start it with --agent-token-file F, F holding the agents' token",
+        )
+    })?;
+    tokio::task::spawn_blocking(move || crate::cluster::experiment::connect(&x, &token))
+        .await
+        .map_err(internal)?
+        .map_err(|e| err(StatusCode::UNPROCESSABLE_ENTITY, e))
+}
+
 /// The experiment's thread: every trial published and checkpointed, then the result.
-fn drive(x: &Experiment, id: i64, db: &Mutex<Db>, out: PathBuf, stop: Arc<AtomicBool>, p: &Publisher) {
+fn drive(
+    x: &Experiment,
+    agents: Option<Agents>,
+    id: i64,
+    db: &Mutex<Db>,
+    out: PathBuf,
+    stop: Arc<AtomicBool>,
+    p: &Publisher,
+) {
     let mut trials: Vec<Value> = Vec::new();
-    let file = x.run(stop, &mut |t| {
+    let mut heard = |t: &gapless_core::experiment::TrialRecord| {
         let v = serde_json::to_value(t).unwrap_or(Value::Null);
         trials.push(v.clone());
         p.send(("trial", v));
         let _ = lock(db).checkpoint(Table::Experiments, id, &json!({ "trials": trials }));
-    });
+    };
+    let file = match agents {
+        Some(a) => crate::cluster::experiment::run(x, a, stop, &mut heard),
+        None => x.run(stop, &mut heard),
+    };
     let r = &file.result;
     let status = match (&r.error, r.stopped) {
         (Some(_), _) => "failed",

@@ -276,7 +276,10 @@ fn run(x: &Experiment, out: &OutArgs, agent_token: Option<&str>) -> Result<i32> 
         }
     };
     let file = match agent_token {
-        Some(t) => gapless_serve::cluster::experiment::run(x, t, stop, &mut line).map_err(|e| anyhow!("{e}"))?,
+        Some(t) => {
+            let agents = gapless_serve::cluster::experiment::connect(x, t).map_err(|e| anyhow!("{e}"))?;
+            gapless_serve::cluster::experiment::run(x, agents, stop, &mut line)
+        }
         None => x.run(stop, &mut line),
     };
     deliver(&file, out)?;

@@ -26,21 +26,29 @@ const POLL_EVERY: Duration = Duration::from_millis(100);
 /// T0 is at least this far ahead when it is fixed (plus four of the slowest round trips).
 const T0_AHEAD: Duration = Duration::from_millis(100);
 
-/// Runs `x` (its ports on agents) with the agents' `token`; `on_trial` hears of each trial
-/// as it is judged. An agent that cannot be reached or does not prove the token stops it
-/// before any trial, naming the agent.
+/// The agents an experiment's ports name, each connected (its token proved) and its clock
+/// measured.
+pub struct Agents(Vec<(Agent, Offset)>);
+
+/// Connects every agent `x`'s ports name with the agents' `token`: one that cannot be
+/// reached or does not prove the token is refused, naming it, before any trial.
+pub fn connect(x: &Experiment, token: &str) -> Result<Agents, String> {
+    x.ports.as_ref().ok_or("an experiment on agents names ports")?;
+    connect_all(x, token).map(Agents)
+}
+
+/// Runs `x` (its ports on `agents`); `on_trial` hears of each trial as it is judged.
 pub fn run(
     x: &Experiment,
-    token: &str,
+    agents: Agents,
     stop: Arc<AtomicBool>,
     on_trial: &mut dyn FnMut(&TrialRecord),
-) -> Result<ExperimentFile, String> {
-    let plan = x.ports.as_ref().ok_or("an experiment on agents names ports")?;
-    let agents = connect(x, token)?;
+) -> ExperimentFile {
+    let plan = x.ports.as_ref().expect("checked by connect");
     let mut t = AgentTrials {
         x,
         plan,
-        agents,
+        agents: agents.0,
         stop,
         on_trial,
         last_end: None,
@@ -55,11 +63,10 @@ pub fn run(
             o.bound_ns as f64 / 1e6
         ));
     }
-    Ok(file)
+    file
 }
 
-/// Every agent the ports name, connected (the token proved) and its clock measured.
-fn connect(x: &Experiment, token: &str) -> Result<Vec<(Agent, Offset)>, String> {
+fn connect_all(x: &Experiment, token: &str) -> Result<Vec<(Agent, Offset)>, String> {
     let mut addrs: Vec<String> = Vec::new();
     for p in x.spec.port_list() {
         let a = p.agent.clone().unwrap_or_default();
