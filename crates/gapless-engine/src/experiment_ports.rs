@@ -172,6 +172,13 @@ impl PortsPlan {
         }
     }
 
+    /// Port `port`'s index among the receiving ports (by index: two agents' ports may have
+    /// the same interface name).
+    pub fn rx_index(&self, port: usize) -> Option<usize> {
+        let d = self.directions.iter().position(|d| d.to == port)?;
+        self.dir_rx.get(d).copied()
+    }
+
     /// The ports the `kept` streams go to that send none of them.
     pub fn silent_receivers(&self, kept: &[usize]) -> Vec<usize> {
         let pairs = self.stream_pairs();
@@ -384,5 +391,19 @@ mod tests {
         let all: Vec<usize> = (0..pairs.len()).collect();
         assert_eq!(p.trial_ports(&all).tx.len(), 4);
         assert!(p.silent_receivers(&all).is_empty());
+    }
+
+    #[test]
+    fn a_receiving_port_is_found_by_its_index_not_its_interface_name() {
+        let mut p = mesh();
+        for r in p.all.iter_mut().chain(p.rx.iter_mut()) {
+            r.iface = "eth1".into(); // four hosts, each port eth1
+        }
+        let got: Vec<_> = (0..4).map(|i| p.rx_index(i)).collect();
+        assert_eq!(
+            got,
+            [Some(0), Some(1), Some(2), Some(3)],
+            "expected each port its own receiving index"
+        );
     }
 }

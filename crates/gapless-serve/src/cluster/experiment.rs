@@ -306,7 +306,10 @@ impl AgentTrials<'_> {
                 let port = port_of(rx["port"].as_str().unwrap_or("")).ok_or("an agent's reply names no port")?;
                 let m: gapless_core::meter::report::MeterReport = serde_json::from_value(rx["report"].clone())
                     .map_err(|e| format!("ports[{port}]: its meter: {e} ({})", rx["report"]["error"]))?;
-                let r = self.plan.rx.iter().position(|p| *p == self.plan.all[port]).unwrap_or(0);
+                let r = self
+                    .plan
+                    .rx_index(port)
+                    .ok_or_else(|| format!("ports[{port}] receives nothing"))?;
                 metered.push((r, m));
             }
         }
