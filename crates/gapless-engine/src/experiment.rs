@@ -167,13 +167,7 @@ impl Experiment {
 pub fn settle(last_end: Option<Instant>, settle_s: f64, stop: &AtomicBool) -> Result<(), TrialError> {
     let Some(end) = last_end else { return Ok(()) };
     let until = end + Duration::from_secs_f64(settle_s);
-    while Instant::now() < until {
-        if stop.load(Ordering::Relaxed) {
-            return Err(TrialError::Stopped);
-        }
-        std::thread::sleep(Duration::from_millis(10).min(until.saturating_duration_since(Instant::now())));
-    }
-    Ok(())
+    crate::trials::wait(until.saturating_duration_since(Instant::now()), stop)
 }
 
 /// An experiment's result file: what ran, where, against what, and every trial.

@@ -134,12 +134,10 @@ fn first_use(ports: &[Port], of: impl Iterator<Item = usize>) -> (Vec<PortRef>, 
     (used.iter().map(|&p| PortRef::from(&ports[p])).collect(), idx)
 }
 
-/// A trial's share of the plan (a trial with loads sends only some directions): the
-/// profile's streams it keeps, the ports that send them, and each kept stream's index
-/// among those ports.
+/// A trial's share of the plan (a trial with loads sends only some directions): the ports
+/// that send its streams, and each kept stream's index among those ports.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TrialPorts {
-    pub kept: Vec<usize>,
     pub tx: Vec<PortRef>,
     pub stream_tx: Vec<usize>,
 }
@@ -166,7 +164,6 @@ impl PortsPlan {
             })
             .collect();
         TrialPorts {
-            kept: kept.to_vec(),
             tx: senders.iter().map(|&p| self.all[p].clone()).collect(),
             stream_tx,
         }

@@ -5,9 +5,9 @@
 //! the monitor port together: frames on the monitor port were flooded, so their addresses
 //! were not learned.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use gapless_core::experiment::rfc2889::LearningPlan;
 use gapless_core::experiment::{TrialError, TrialPlan, TrialRun};
@@ -17,6 +17,7 @@ use gapless_io::testbed::Testbed;
 
 use crate::experiment_ports::PortsPlan;
 use crate::spec::{PortRef, ProfileSource, RunSpec, RxPort, RxSpec, TxTarget};
+use crate::trials::wait;
 use crate::{Run, RunReport};
 
 /// The first of the N learned source addresses (locally administered).
@@ -195,17 +196,6 @@ fn send(
         Some(e) => Err(e.to_string()),
         None => Ok(r),
     }
-}
-
-fn wait(d: Duration, stop: &AtomicBool) -> Result<(), TrialError> {
-    let until = Instant::now() + d;
-    while Instant::now() < until {
-        if stop.load(Ordering::Relaxed) {
-            return Err(TrialError::Stopped);
-        }
-        std::thread::sleep(Duration::from_millis(10).min(until.saturating_duration_since(Instant::now())));
-    }
-    Ok(())
 }
 
 #[cfg(test)]

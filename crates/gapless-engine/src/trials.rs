@@ -1,8 +1,11 @@
 //! A trial's figures from its run ([`trial_run`]), the sender's core, and the testbed an
 //! experiment's ports belong to: what the experiment driver and RFC 2889's iterations share.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
 use gapless_core::experiment::spec::ExperimentSpec;
-use gapless_core::experiment::TrialRun;
+use gapless_core::experiment::{TrialError, TrialRun};
 use gapless_core::meter::report::MeterReport;
 
 use crate::RunReport;
@@ -15,6 +18,18 @@ pub(crate) fn reference_testbed(
     let t = gapless_io::testbed::Testbed::new(name.strip_suffix("-tx")?).ok()?;
     let d = t.dut()?;
     Some((t, d))
+}
+
+/// Waits `d`, or until `stop` is raised (then [`TrialError::Stopped`]).
+pub(crate) fn wait(d: Duration, stop: &AtomicBool) -> Result<(), TrialError> {
+    let until = Instant::now() + d;
+    while Instant::now() < until {
+        if stop.load(Ordering::Relaxed) {
+            return Err(TrialError::Stopped);
+        }
+        std::thread::sleep(Duration::from_millis(10).min(until.saturating_duration_since(Instant::now())));
+    }
+    Ok(())
 }
 
 /// The send loop's core: off the reference device's forwarding CPU when there is another.
