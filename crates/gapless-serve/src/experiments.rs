@@ -15,10 +15,9 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use gapless_core::experiment::spec::{ExperimentSpec, ProfileRef};
 use gapless_engine::Experiment;
-
-use crate::cluster::experiment::Agents;
 use serde_json::{json, Value};
 
+use crate::cluster::experiment::Agents;
 use crate::db::{Db, Jobs as Table};
 use crate::jobs::{iface_key, lock, JobId, Publisher, StartError};
 use crate::reply::engine_error;

@@ -19,7 +19,7 @@ use gapless_otg::shares::{RxShare, Share, TxShare, VERSION};
 use serde_json::{json, Value};
 
 use super::client::Agent;
-use super::LEASE;
+use super::{each, LEASE};
 
 /// How often a trial's agents are polled until their senders are done.
 const POLL_EVERY: Duration = Duration::from_millis(100);
@@ -74,26 +74,16 @@ fn connect_all(x: &Experiment, token: &str) -> Result<Vec<(Agent, Offset)>, Stri
             addrs.push(a);
         }
     }
-    std::thread::scope(|sc| {
-        let hs: Vec<_> = addrs
-            .iter()
-            .map(|a| {
-                sc.spawn(move || {
-                    let agent = Agent::connect(a, token)?;
-                    let offset = agent.offset(8)?;
-                    Ok::<_, String>((agent, offset))
-                })
-            })
-            .collect();
-        hs.into_iter()
-            .zip(&addrs)
-            .map(|(h, a)| {
-                h.join()
-                    .unwrap_or_else(|_| Err("panicked".into()))
-                    .map_err(|why| format!("agent {a}: {why}"))
-            })
-            .collect()
-    })
+    let connected = each(&addrs, |a| {
+        let agent = Agent::connect(a, token)?;
+        let offset = agent.offset(8)?;
+        Ok((agent, offset))
+    });
+    connected
+        .into_iter()
+        .zip(&addrs)
+        .map(|(r, a)| r.map_err(|why| format!("agent {a}: {why}")))
+        .collect()
 }
 
 struct AgentTrials<'a> {
@@ -145,8 +135,8 @@ impl AgentTrials<'_> {
     /// receiving port the profile of the streams that end there.
     fn shares(&self, index: usize, plan: &TrialPlan) -> Trial {
         let p = self.plan;
-        let (profile, kept) = plan.apply_loads(&self.x.profile.spec, &p.stream_pairs());
         let pairs = p.stream_pairs();
+        let (profile, kept) = plan.apply_loads(&self.x.profile.spec, &pairs);
         let ports = self.x.spec.port_list();
         let subset = |js: &[usize]| {
             let mut q = profile.clone();
@@ -323,13 +313,8 @@ impl AgentTrials<'_> {
 
 /// `f` on every (agent, share) at once, the answers in order.
 fn all<T: Send>(
-    each: &[(&Agent, &Share)],
+    pairs: &[(&Agent, &Share)],
     f: impl Fn(&Agent, &Share) -> Result<T, String> + Sync,
 ) -> Vec<Result<T, String>> {
-    std::thread::scope(|sc| {
-        let hs: Vec<_> = each.iter().map(|(a, s)| sc.spawn(|| f(a, s))).collect();
-        hs.into_iter()
-            .map(|h| h.join().unwrap_or_else(|_| Err("panicked".into())))
-            .collect()
-    })
+    each(pairs, |(a, s)| f(a, s))
 }

@@ -150,15 +150,7 @@ pub fn connect(s: &Shared, plan: &Plan, cfg: &Value) -> Result<Cluster, OtgError
     })?;
     let split = shares::split(plan, cfg, "check", LEASE.as_millis() as u64)?;
     let addrs: Vec<String> = split.into_iter().map(|(a, _)| a).collect();
-    let agents = std::thread::scope(|sc| {
-        let hs: Vec<_> = addrs
-            .iter()
-            .map(|a| sc.spawn(move || Agent::connect(a, token)))
-            .collect();
-        hs.into_iter()
-            .map(|h| h.join().unwrap_or_else(|_| Err("panicked".into())))
-            .collect::<Vec<_>>()
-    });
+    let agents = each(&addrs, |a| Agent::connect(a, token));
     let mut out = Vec::new();
     for (addr, a) in addrs.iter().zip(agents) {
         out.push(Arc::new(
@@ -217,31 +209,21 @@ pub fn start(s: &Shared, c: &Cluster, plan: &Plan, cfg: &Value) -> Result<Arc<Cl
 
 /// Each agent's clock measured and its share prepared, all at once.
 fn prepare_all(c: &Cluster, split: Vec<(String, Share)>) -> Result<Vec<Member>, OtgError> {
-    let results = std::thread::scope(|sc| {
-        let hs: Vec<_> = split
-            .iter()
-            .map(|(addr, share)| {
-                let agent = c.agents.iter().find(|a| &a.addr == addr).cloned();
-                sc.spawn(move || -> Result<Member, String> {
-                    let agent = agent.ok_or("not connected when the config was set")?;
-                    let offset = agent.offset(EXCHANGES)?;
-                    let clock = agent.clock_state()?;
-                    let body = serde_json::to_value(share).map_err(|e| e.to_string())?;
-                    let last = agent.post_slow("prepare", &body)?;
-                    Ok(Member {
-                        agent,
-                        share: share.clone(),
-                        offset,
-                        clock,
-                        last: Mutex::new(last),
-                        lost: Mutex::new(None),
-                    })
-                })
-            })
-            .collect();
-        hs.into_iter()
-            .map(|h| h.join().unwrap_or_else(|_| Err("panicked".into())))
-            .collect::<Vec<_>>()
+    let results = each(&split, |(addr, share)| {
+        let agent = c.agents.iter().find(|a| &a.addr == addr).cloned();
+        let agent = agent.ok_or("not connected when the config was set")?;
+        let offset = agent.offset(EXCHANGES)?;
+        let clock = agent.clock_state()?;
+        let body = serde_json::to_value(share).map_err(|e| e.to_string())?;
+        let last = agent.post_slow("prepare", &body)?;
+        Ok(Member {
+            agent,
+            share: share.clone(),
+            offset,
+            clock,
+            last: Mutex::new(last),
+            lost: Mutex::new(None),
+        })
     });
     let mut ok = Vec::new();
     let mut failed = None;
@@ -273,22 +255,27 @@ fn start_all(members: &[Member]) -> Result<i64, OtgError> {
     let slowest = members.iter().map(|m| m.offset.rtt_ns).max().unwrap_or(0);
     let t0 = gapless_io::kernel::clock::realtime_ns() + T0_AHEAD.as_nanos() as i64 + 4 * slowest;
     let moved = translated(members);
-    let results = std::thread::scope(|sc| {
-        let hs: Vec<_> = members
-            .iter()
-            .map(|m| {
-                let at = m.start_ns(t0, moved);
-                sc.spawn(move || m.agent.post("start", &json!({ "run": m.share.run, "start_ns": at })))
-            })
-            .collect();
-        hs.into_iter()
-            .map(|h| h.join().unwrap_or_else(|_| Err("panicked".into())))
-            .collect::<Vec<_>>()
+    let results = each(members, |m| {
+        let at = m.start_ns(t0, moved);
+        m.agent.post("start", &json!({ "run": m.share.run, "start_ns": at }))
     });
     for (m, r) in members.iter().zip(results) {
         r.map_err(|why| OtgError::conflict(format!("agent {}: {why}", m.agent.addr)))?;
     }
     Ok(t0)
+}
+
+/// `f` on every item at once, each on a thread of its own; the answers in order.
+pub(crate) fn each<I: Sync, T: Send>(
+    items: &[I],
+    f: impl Fn(&I) -> Result<T, String> + Sync,
+) -> Vec<Result<T, String>> {
+    std::thread::scope(|sc| {
+        let hs: Vec<_> = items.iter().map(|i| sc.spawn(|| f(i))).collect();
+        hs.into_iter()
+            .map(|h| h.join().unwrap_or_else(|_| Err("panicked".into())))
+            .collect()
+    })
 }
 
 /// Stops every member's share, all at once; each answer becomes its last state, and one
