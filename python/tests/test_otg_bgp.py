@@ -131,16 +131,19 @@ def test_ebgp_ranges_are_advertised_learned_with_next_hops_and_carry_every_frame
     assert all(q.ipv4_next_hop == "1.1.1.1" for q in v6.values()), "expected the IPv6 routes' next hop to be d1's IPv4 address (mapped)"
     # A flow from each of d1's ranges to d2's: sent through d1's gateway, every frame received.
     cfg = bgp_config(a)
-    for name, (src, dst) in {"v4": ("d1.r4", "d2.r4"), "v6": ("d1.r6", "d2.r6")}.items():
+    # And one back from each of d2's ranges to d1's, at the same time (one run, both ways).
+    ends = {"v4": ("d1.r4", "d2.r4"), "v6": ("d1.r6", "d2.r6"),
+            "v4-back": ("d2.r4", "d1.r4"), "v6-back": ("d2.r6", "d1.r6")}
+    for name, (src, dst) in ends.items():
         f = cfg.flows.flow(name=name)[-1]
         f.tx_rx.device.tx_names, f.tx_rx.device.rx_names = [src], [dst]
         f.size.fixed, f.rate.pps, f.duration.fixed_packets.packets = 128, 2000, 500
         f.metrics.enable = True
         f.packet.ethernet()
-        (f.packet.ipv6() if name == "v6" else f.packet.ipv4())
+        (f.packet.ipv6() if name.startswith("v6") else f.packet.ipv4())
         f.packet.udp()
     got = {x.name: (x.frames_tx, x.frames_rx) for x in run_to_stop(a, cfg)}
-    assert got == {"v4": (500, 500), "v6": (500, 500)}, f"expected every frame of both flows received; got {got}"
+    assert got == {n: (500, 500) for n in ends}, f"expected every frame of the flows both ways received; got {got}"
 
 
 def test_a_withdrawal_is_timed_by_its_update_on_the_wire_and_the_range_leaves_the_peer(

@@ -101,16 +101,19 @@ def test_isis_adjacencies_list_only_the_peers_lsps_and_carry_flows_to_its_ranges
     assert ("2001:db8:20::", 64) in v6, v6
     assert isis_metrics(a)["r1"].l2_database_size == 2
     cfg = isis_config(a)
-    for name, (src, dst) in {"v4": ("r1.v4", "r2.v4"), "v6": ("r1.v6", "r2.v6")}.items():
+    # And one back from each of r2's ranges to r1's, at the same time (one run, both ways).
+    ends = {"v4": ("r1.v4", "r2.v4"), "v6": ("r1.v6", "r2.v6"),
+            "v4-back": ("r2.v4", "r1.v4"), "v6-back": ("r2.v6", "r1.v6")}
+    for name, (src, dst) in ends.items():
         f = cfg.flows.flow(name=name)[-1]
         f.tx_rx.device.tx_names, f.tx_rx.device.rx_names = [src], [dst]
         f.size.fixed, f.rate.pps, f.duration.fixed_packets.packets = 128, 2000, 500
         f.metrics.enable = True
         f.packet.ethernet()
-        (f.packet.ipv6() if name == "v6" else f.packet.ipv4())
+        (f.packet.ipv6() if name.startswith("v6") else f.packet.ipv4())
         f.packet.udp()
     got = {x.name: (x.frames_tx, x.frames_rx) for x in run_to_stop(a, cfg)}
-    assert got == {"v4": (500, 500), "v6": (500, 500)}, f"expected every frame of both flows received; got {got}"
+    assert got == {n: (500, 500) for n in ends}, f"expected every frame of the flows both ways received; got {got}"
 
 
 def test_broadcast_adjacencies_come_up_and_list_the_peers_lsps_with_its_pseudonode(server: Server, wires: str) -> None:

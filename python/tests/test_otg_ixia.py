@@ -51,10 +51,11 @@ def two_veths(ns: str) -> Iterator[str]:
 
 
 def device_pair(a: Any, ns: str, macs: tuple[str, str], v6: bool = False,
-                ip4: Callable[[int], tuple[str, str]] = lambda k: (f"1.1.1.{k}", f"1.1.1.{3 - k}")) -> tuple[Any, list[Any]]:
+                ip4: Callable[[int], tuple[str, str]] = lambda k: (f"1.1.1.{k}", f"1.1.1.{3 - k}"),
+                v4: bool = True) -> tuple[Any, list[Any]]:
     """A config with p1 and p2 on `veth-a` and `veth-z` in `ns`, and devices d1 and d2 on them
     (`d{k}.eth`, IPv4 `d{k}.ip4` /24 with address and gateway `ip4(k)`, by default 1.1.1.k,
-    each the other's gateway; with `v6` IPv6 `d{k}.ip6` 2001:db8::k/64): the set-up of the
+    each the other's gateway, unless not `v4`; with `v6` IPv6 `d{k}.ip6` 2001:db8::k/64): the set-up of the
     routing protocol tests."""
     cfg = a.config()
     cfg.ports.port(name="p1", location=f"{ns}/{A}").port(name="p2", location=f"{ns}/{Z}")
@@ -63,8 +64,9 @@ def device_pair(a: Any, ns: str, macs: tuple[str, str], v6: bool = False,
         d = cfg.devices.device(name=f"d{k}")[-1]
         e = d.ethernets.add()
         e.name, e.mac, e.connection.port_name = f"d{k}.eth", macs[k - 1], f"p{k}"
-        ip = e.ipv4_addresses.add()
-        (ip.name, ip.prefix), (ip.address, ip.gateway) = (f"d{k}.ip4", 24), ip4(k)
+        if v4:
+            ip = e.ipv4_addresses.add()
+            (ip.name, ip.prefix), (ip.address, ip.gateway) = (f"d{k}.ip4", 24), ip4(k)
         if v6:
             ip6 = e.ipv6_addresses.add()
             ip6.name, ip6.address, ip6.gateway, ip6.prefix = f"d{k}.ip6", f"2001:db8::{k}", f"2001:db8::{3 - k}", 64
@@ -432,3 +434,185 @@ def test_a_sender_stall_is_no_convergence_event(server: Server, transport: str, 
     kinds = [e.type for e in convergence(a).events]
     assert not any("threshold" in k for k in kinds), \
         f"expected no rate crossing from a stall without loss (largest gap {largest_gap_ns(tmp_path / 'c.pcap') / 1e6:.2f} ms); got {kinds}"
+
+
+def otg_json(server: Server, path: str, body: dict[str, Any]) -> Any:
+    """A POST to the OTG API over HTTPS, as JSON: what snappi's objects drop (`x_gapless`)."""
+    import ssl
+    import urllib.request
+
+    ctx = ssl.create_default_context()
+    ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE
+    rq = urllib.request.Request(f"{server.otg}{path}", data=json.dumps(body).encode(),
+                                headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(rq, timeout=10, context=ctx) as resp:
+        return json.load(resp)
+
+
+def test_flows_both_ways_and_a_third_on_a_shared_port_run_at_once_each_counted_and_captured(
+        server: Server, transport: str, ixia: str) -> None:
+    """Most ixia-c scripts send both ways between one port pair at once: one run, one send
+    loop over both ports, one meter over both; a third flow shares p1 and is metered apart by
+    its signature. The return flow's rate is a percentage with no layer1: of the veth's own
+    10 Gbit/s, which the port metrics say."""
+    a = api(server, transport)
+    cfg = ports(a)
+    sizes = {"ab": 128, "ab2": 200, "ba": 256}
+    counts = {"ab": 400, "ab2": 150, "ba": 453}
+    for name, tx, rx in (("ab", "p1", "p2"), ("ab2", "p1", "p2"), ("ba", "p2", "p1")):
+        f = flow(cfg, name, sizes[name], counts[name])
+        f.tx_rx.port.tx_name, f.tx_rx.port.rx_names = tx, [rx]
+        eth, ip, _ = f.packet.ethernet().ipv4().udp()
+        eth.src.value, eth.dst.value = (MAC_A, MAC_Z) if tx == "p1" else (MAC_Z, MAC_A)
+        ip.src.value, ip.dst.value = ("10.0.0.1", "10.0.0.2") if tx == "p1" else ("10.0.0.2", "10.0.0.1")
+    # 0.01 % of 10 Gbit/s at L1: 1 Mbit/s of 276-byte-time frames, 452.9 frames/s.
+    cfg.flows[2].rate.percentage = 0.01
+    c = cfg.captures.capture(name="c")[-1]
+    c.port_names, c.format = ["p1", "p2"], "pcap"
+    assert len(a.set_config(cfg).warnings) == 0
+    cs = a.control_state()
+    cs.port.capture.port_names, cs.port.capture.state = ["p1", "p2"], "start"
+    a.set_control_state(cs)
+    metrics = run_to_stop(a, None, set_config=False)
+    got = {m.name: (m.port_tx, m.port_rx, m.frames_tx, m.frames_rx) for m in metrics}
+    want = {"ab": ("p1", "p2", 400, 400), "ab2": ("p1", "p2", 150, 150), "ba": ("p2", "p1", 453, 453)}
+    assert got == want, f"expected every frame of each flow sent and received on its ports; got {got}"
+    req = a.metrics_request()
+    req.port.port_names = []
+    pm = {p.name: (p.frames_tx, p.frames_rx) for p in a.get_metrics(req).port_metrics}
+    assert pm == {"p1": (550, 453), "p2": (453, 550)}, f"expected each port to count what it sent and received; got {pm}"
+    cs.port.capture.state = "stop"
+    a.set_control_state(cs)
+    macs = (bytes.fromhex(MAC_A.replace(":", "")), bytes.fromhex(MAC_Z.replace(":", "")))
+    for port, flows in (("p1", ["ba"]), ("p2", ["ab", "ab2"])):
+        creq = a.capture_request()
+        creq.port_name = port
+        frames = [f for f in raw_frames(a.get_capture(creq).read(), "pcap") if f[6:12] in macs]
+        by_len: dict[int, int] = {}
+        for f in frames:
+            assert f[-4:] == zlib.crc32(f[:-4]).to_bytes(4, "little"), f"expected the FCS at the end of {f.hex()}"
+            by_len[len(f)] = by_len.get(len(f), 0) + 1
+        assert by_len == {sizes[n]: counts[n] for n in flows}, f"expected {port}'s capture to hold {flows}' frames by size; got {by_len}"
+    if transport == "https":
+        body = {"choice": "port", "port": {"port_names": []}}
+        x = {p["name"]: p["x_gapless"] for p in otg_json(server, "/monitor/metrics", body)["port_metrics"]}
+        for p in ("p1", "p2"):
+            assert (x[p].get("link_speed_bps"), x[p].get("link_speed_source")) == (10e9, "kernel"), \
+                f"expected port {p}'s speed read from the veth (10 Gbit/s, kernel); got {x[p]}"
+        fl = otg_json(server, "/monitor/metrics", {"choice": "flow", "flow": {"flow_names": ["ba"]}})["flow_metrics"][0]
+        rate, want_rate = fl["frames_tx_rate"], 1e6 / ((256 + 20) * 8)
+        assert abs(rate - want_rate) / want_rate < 0.01, f"expected 0.01 % of 10 Gbit/s: {want_rate:.1f} frames/s of 256 B; got {rate}"
+
+
+def test_a_percentage_rate_on_a_port_without_a_speed_is_refused_with_the_fix(server: Server, transport: str, ixia: str) -> None:
+    a = api(server, transport)
+    cfg = a.config()
+    # The loopback reports no speed (`ethtool lo` has no Speed line).
+    cfg.ports.port(name="p1", location=f"{ixia}/lo").port(name="p2", location=f"{ixia}/{Z}")
+    f = flow(cfg, "f", 128)
+    f.packet.ethernet().ipv4().udp()
+    f.rate.percentage = 1
+    with pytest.raises(Exception) as e:
+        a.set_config(cfg)
+    msg = str(e.value)
+    assert "rate.percentage" in msg and "Fix: name the port in a layer1 entry" in msg, f"expected the fix named; got {msg}"
+
+
+def nested_flow(cfg: Any, name: str, size: int, tunnel: str, outer6: bool, inner6: bool, l4: str) -> None:
+    """A flow from p1 to p2 of `tunnel` ("vxlan", "gre", "gtpv1" or "mpls") with an outer
+    IPv4 or IPv6 header (none for MPLS) and an inner IPv4 or IPv6 packet carrying `l4`."""
+    f = flow(cfg, name, size, 6)
+    eth = f.packet.ethernet()[-1]
+    eth.src.value, eth.dst.value = MAC_A, MAC_Z
+    if tunnel != "mpls":
+        o = f.packet.ipv6()[-1] if outer6 else f.packet.ipv4()[-1]
+        o.src.value, o.dst.value = ("2001:db8::a", "2001:db8::b") if outer6 else ("192.0.2.1", "192.0.2.2")
+    if tunnel in ("vxlan", "gtpv1"):
+        f.packet.udp()
+    if tunnel == "vxlan":
+        f.packet.vxlan()[-1].vni.value = 77
+        ie = f.packet.ethernet()[-1]
+        ie.src.value, ie.dst.value = "02:00:00:00:01:01", "02:00:00:00:01:02"
+    elif tunnel == "gre":
+        f.packet.gre()
+    elif tunnel == "gtpv1":
+        f.packet.gtpv1()[-1].teid.value = 0x1234
+    else:
+        f.packet.mpls()[-1].label.value = 100
+    i = f.packet.ipv6()[-1] if inner6 else f.packet.ipv4()[-1]
+    i.src.value, i.dst.value = ("2001:db8:1::1", "2001:db8:1::2") if inner6 else ("10.1.0.1", "10.1.0.2")
+    if l4 == "tcp":
+        f.packet.tcp()[-1].dst_port.value = 80
+    else:
+        f.packet.udp()[-1].dst_port.value = 4401
+
+
+def scapy_rebuild(frame: bytes) -> tuple[bytes, list[str]]:
+    """The frame (no FCS) as Scapy builds it again from its layers with every length and
+    checksum deleted and recomputed, and the names of the layers it read. A zero UDP checksum
+    over IPv4 (none, which RFC 768 allows) is kept, as is a GRE header without one."""
+    from scapy.all import IP, UDP, Ether, load_contrib  # type: ignore[import-untyped]
+
+    load_contrib("mpls")
+    load_contrib("gtp")
+    p = Ether(frame)
+    layers: list[str] = []
+    layer = p
+    while layer.name not in ("Raw", "Padding", "NoPayload"):
+        layers.append(layer.name)
+        for f in ("len", "plen", "chksum", "length"):
+            if f not in layer.fields:
+                continue
+            if f == "chksum" and isinstance(layer, UDP) and layer.chksum == 0 and isinstance(layer.underlayer, IP):
+                continue
+            if f == "chksum" and layer.name == "GRE" and not layer.chksum_present:
+                continue
+            delattr(layer, f)
+        layer = layer.payload
+    return bytes(p), layers
+
+
+def test_every_nested_length_and_checksum_matches_scapys_rebuild(server: Server, ixia: str) -> None:
+    """Every tunnel with each family outside and inside, UDP and TCP inside, two sizes (the
+    FCS included, as OTG counts a size): each captured frame is the one Scapy builds again
+    from its layers with every length and checksum recomputed."""
+    a = api(server, "https")
+    cfg = ports(a)
+    cases = {}
+    for tunnel in ("vxlan", "gre", "gtpv1", "mpls"):
+        for outer6 in ((False, True) if tunnel != "mpls" else (False,)):
+            for inner6 in (False, True):
+                for l4, size in (("udp", 256), ("tcp", 390)):
+                    name = f"{tunnel}-{'o6' if outer6 else 'o4'}-{'i6' if inner6 else 'i4'}-{l4}"
+                    nested_flow(cfg, name, size, tunnel, outer6, inner6, l4)
+                    cases[name] = size
+    # Sizes that change frame by frame: 180, 220, 260, 300, 180, 220 B.
+    nested_flow(cfg, "vxlan-ramp", 0, "vxlan", True, False, "tcp")
+    ramp = cfg.flows[-1].size.increment
+    ramp.start, ramp.end, ramp.step = 180, 300, 40
+    c = cfg.captures.capture(name="c")[-1]
+    c.port_names, c.format = ["p2"], "pcap"
+    assert len(a.set_config(cfg).warnings) == 0
+    cs = a.control_state()
+    cs.port.capture.port_names, cs.port.capture.state = ["p2"], "start"
+    a.set_control_state(cs)
+    metrics = run_to_stop(a, None, set_config=False)
+    cases["vxlan-ramp"] = 0
+    assert all(m.frames_rx == 6 for m in metrics), f"expected 6 frames of each flow; got {[(m.name, m.frames_rx) for m in metrics]}"
+    cs.port.capture.state = "stop"
+    a.set_control_state(cs)
+    creq = a.capture_request()
+    creq.port_name = "p2"
+    frames = [f for f in raw_frames(a.get_capture(creq).read(), "pcap") if f[6:12] == bytes.fromhex(MAC_A.replace(":", ""))]
+    assert len(frames) == 6 * len(cases), f"expected {6 * len(cases)} frames; got {len(frames)}"
+    wrong, shallow = [], []
+    for f in frames:
+        body = f[:-4]
+        again, layers = scapy_rebuild(body)
+        if sum(n in ("IP", "IPv6") for n in layers) < (1 if "MPLS" in layers else 2) or layers[-1] not in ("UDP", "TCP"):
+            shallow.append("/".join(layers))
+        if again != body:
+            diff = [i for i in range(min(len(again), len(body))) if again[i] != body[i]]
+            wrong.append(f"{'/'.join(layers)} ({len(f)} B): bytes differ at {diff[:8]}; ours {body.hex()} Scapy's {again.hex()}")
+    assert not shallow, f"expected Scapy to read every layer down to the inner UDP or TCP; it stopped at {sorted(set(shallow))}"
+    assert not wrong, f"expected every frame to match Scapy's rebuild; {len(wrong)} did not, first: {wrong[:2]}"

@@ -88,14 +88,34 @@ def test_ospfv2_p2p_reaches_full_lists_the_peers_summary_and_external_lsas_and_c
     assert [(ln.id, ln.data) for ln in p2p] == [("1.1.1.1", "1.1.1.2")], p2p
     m = ospf_metrics(a)["o1"]
     assert m.hellos_sent > 0 and m.hellos_received > 0 and m.dbd_sent > 0 and m.ls_update_received > 0, m
+    # The LSA counters, counted on the wire: o2's router, two summaries and an external
+    # reached o1, and o1 acknowledged them (FRR delays its acks up to a second); each LS
+    # Update and Acknowledgment FRR counted carried at least one LSA or LSA header.
+    t0 = time.monotonic()
+    while True:
+        m = ospf_metrics(a)["o1"]
+        got_lsas = (m.lsa_sent, m.lsa_received, m.router_lsa_received, m.summary_lsa_received, m.external_lsa_received,
+                    m.lsa_ack_sent, m.ls_ack_sent, m.ls_update_received)
+        if m.lsa_sent >= 2 and m.lsa_received >= 4 and m.router_lsa_received >= 1 and m.summary_lsa_received >= 2 \
+                and m.external_lsa_received >= 1 and m.lsa_ack_sent >= max(1, m.ls_ack_sent) \
+                and m.lsa_received >= m.ls_update_received:
+            break
+        assert time.monotonic() - t0 < 10, \
+            f"expected o1 to have sent 2+ LSAs, received o2's 4+ (router, 2 summaries, external) and acked them, within 10 s; got {got_lsas}"
+        time.sleep(0.3)
+    for k in ("network_lsa", "nssa_lsa", "opaque_local", "opaque_area", "opaque_domain"):
+        assert getattr(m, f"{k}_received") is not None, f"expected {k}_received filled (0 when none came); got None"
     cfg = ospf_config(a)
-    f = cfg.flows.flow(name="to-o2")[-1]
-    f.tx_rx.device.tx_names, f.tx_rx.device.rx_names = ["o1.inter"], ["o2.inter"]
-    f.size.fixed, f.rate.pps, f.duration.fixed_packets.packets = 128, 2000, 500
-    f.metrics.enable = True
-    f.packet.ethernet().ipv4().udp()
-    got = [(x.frames_tx, x.frames_rx) for x in run_to_stop(a, cfg)]
-    assert got == [(500, 500)], f"expected every frame of the flow to o2's range received; got {got}"
+    for name, ends in (("to-o2", (["o1.inter"], ["o2.inter"])), ("to-o1", (["o2.inter"], ["o1.inter"]))):
+        f = cfg.flows.flow(name=name)[-1]
+        f.tx_rx.device.tx_names, f.tx_rx.device.rx_names = ends
+        f.size.fixed, f.rate.pps, f.duration.fixed_packets.packets = 128, 2000, 500
+        f.metrics.enable = True
+        f.packet.ethernet().ipv4().udp()
+    got = [(x.name, x.frames_tx, x.frames_rx) for x in run_to_stop(a, cfg)]
+    assert got == [("to-o2", 500, 500), ("to-o1", 500, 500)], f"expected every frame of the flows both ways between the ranges received; got {got}"
+    after = ospf_metrics(a)["o1"]
+    assert after.lsa_received >= m.lsa_received, f"expected the counters to only grow; got {after.lsa_received} after {m.lsa_received}"
 
 
 def test_protocols_stopped_read_the_sessions_down_and_started_again_come_back(server: Server, wires: str) -> None:
@@ -162,10 +182,11 @@ def test_a_range_withdrawal_is_timed_by_the_ls_update_that_flushes_it_and_leaves
     wait_learned(a)
 
 
-def ospf3_config(a: Any) -> Any:
+def ospf3_config(a: Any, v4: bool = True) -> Any:
     """o61 and o62 (OSPFv3, router ids from their IPv6 addresses) p2p in area 0; each announces
-    two /64s inter-area (metric 20) and one external (metric 33)."""
-    cfg, devices = device_pair(a, NS, MAC, v6=True)
+    two /64s inter-area (metric 20) and one external (metric 33). Without `v4`, the devices
+    have IPv6 addresses only."""
+    cfg, devices = device_pair(a, NS, MAC, v6=True, v4=v4)
     for k, d in enumerate(devices, 1):
         d.ospfv3.router_id.choice = "auto"
         inst = d.ospfv3.instances.add(name=f"o6{k}")
@@ -199,14 +220,22 @@ def test_ospfv3_p2p_reaches_full_lists_the_peers_inter_area_prefixes_and_carries
         assert time.monotonic() - t0 < 20, f"expected Full and o62's ranges at o61; got Full {full}, inter-area prefixes {iap}, externals {ext}"
         time.sleep(0.3)
     assert all(x.header.advertising_router_id != s.router_lsas[0].neighbor_router_id for x in s.router_lsas), "expected only o62's LSAs"
-    cfg = ospf3_config(a)
-    f = cfg.flows.flow(name="to-o62")[-1]
-    f.tx_rx.device.tx_names, f.tx_rx.device.rx_names = ["o61.inter"], ["o62.inter"]
-    f.size.fixed, f.rate.pps, f.duration.fixed_packets.packets = 128, 2000, 500
-    f.metrics.enable = True
-    f.packet.ethernet().ipv6().udp()
-    got = [(x.frames_tx, x.frames_rx) for x in run_to_stop(a, cfg)]
-    assert got == [(500, 500)], f"expected every frame of the flow to o62's range received; got {got}"
+    req = a.metrics_request()
+    req.ospfv3.router_names = ["o61"]
+    m = a.get_metrics(req).ospfv3_metrics[0]
+    got_lsas = (m.lsa_sent, m.lsa_received, m.inter_area_prefix_lsa_received, m.external_lsa_received, m.link_lsa_received)
+    assert m.lsa_sent >= 2 and m.lsa_received >= 4 and m.inter_area_prefix_lsa_received >= 2 and m.external_lsa_received >= 1 \
+        and m.link_lsa_received >= 1, f"expected o61 to count o62's LSAs on the wire by type; got {got_lsas}"
+    # Flows both ways between the OSPFv3 ranges of devices that have only IPv6 addresses.
+    cfg = ospf3_config(a, v4=False)
+    for name, ends in (("to-o62", (["o61.inter"], ["o62.inter"])), ("to-o61", (["o62.inter"], ["o61.inter"]))):
+        f = cfg.flows.flow(name=name)[-1]
+        f.tx_rx.device.tx_names, f.tx_rx.device.rx_names = ends
+        f.size.fixed, f.rate.pps, f.duration.fixed_packets.packets = 128, 2000, 500
+        f.metrics.enable = True
+        f.packet.ethernet().ipv6().udp()
+    got = [(x.name, x.frames_tx, x.frames_rx) for x in run_to_stop(a, cfg)]
+    assert got == [("to-o62", 500, 500), ("to-o61", 500, 500)], f"expected every frame of the flows both ways between o61's and o62's ranges received; got {got}"
 
 
 def inter_area_prefix_stamps(pcap: Path, src_mac: str, prefixes: set[str]) -> list[int]:

@@ -97,6 +97,51 @@ pub struct Plan {
     pub flows: Vec<(String, String, Vec<String>)>,
     /// Every flow's `metrics` settings, in the order of `flows`.
     pub metrics: Vec<FlowMetrics>,
+    /// Each port's line rate as far as it is known: `layer1`'s, else the kernel's
+    /// ([`with_port_speeds`]).
+    pub speeds: Vec<PortSpeed>,
+}
+
+/// A port's line rate, and where it was read.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PortSpeed {
+    pub port: String,
+    pub bps: f64,
+    /// `layer1` (the config's) or `kernel` (the interface's, through ethtool).
+    pub source: &'static str,
+}
+
+/// The speed of every port that `layer1` leaves without one, from `kernel` (the interface's
+/// own, as ethtool reports it; None where it reports none, and for ports on agents): a
+/// rate given as a percentage is of that speed, as the model says ("the current speed of
+/// underlying test interface shall be assumed"), and latency modes take it off as a
+/// `layer1` speed. What `layer1` gives wins.
+pub fn with_port_speeds(plan: &mut Plan, kernel: impl Fn(&Port) -> Option<f64>) {
+    for p in plan.ports.iter().filter(|p| p.agent.is_none()) {
+        if plan.speeds.iter().any(|s| s.port == p.name) {
+            continue;
+        }
+        if let Some(bps) = kernel(p).filter(|b| b.is_finite() && *b > 0.0) {
+            plan.speeds.push(PortSpeed {
+                port: p.name.clone(),
+                bps,
+                source: "kernel",
+            });
+        }
+    }
+    let speed = |port: &str| plan.speeds.iter().find(|s| s.port == port).map(|s| s.bps);
+    for g in &mut plan.groups {
+        if g.profile.get("link_speed_bps").is_none() {
+            if let Some(bps) = speed(&g.tx.name) {
+                g.profile["link_speed_bps"] = json!(bps);
+            }
+        }
+    }
+    for (m, f) in plan.metrics.iter_mut().zip(&plan.flows) {
+        if m.link_bps.is_none() {
+            m.link_bps = f.2.first().and_then(|rx| speed(rx));
+        }
+    }
 }
 
 /// What a flow's `metrics` asks to report.
@@ -181,6 +226,16 @@ pub fn plan(cfg: &Value) -> Result<Plan, Invalid> {
     }
     let ports = ports(cfg)?;
     let names: Vec<String> = ports.iter().map(|p| p.name.clone()).collect();
+    let speeds = names
+        .iter()
+        .filter_map(|n| {
+            link_speed(cfg, n).map(|bps| PortSpeed {
+                port: n.clone(),
+                bps,
+                source: "layer1",
+            })
+        })
+        .collect();
     let lldp = crate::lldp::parse(cfg, &names)?;
     let devices = crate::devices::parse(cfg)?;
     let routers = crate::bgp::parse(cfg, &devices)?;
@@ -255,6 +310,7 @@ pub fn plan(cfg: &Value) -> Result<Plan, Invalid> {
         groups,
         flows,
         metrics,
+        speeds,
     })
 }
 
@@ -323,7 +379,8 @@ fn rx_names(p: &Value, path: &str) -> Result<Vec<String>, Invalid> {
 }
 
 /// `tx_rx.device`: one sending and one receiving address, by name.
-/// What a device flow's ends may name: device addresses, BGP, IS-IS and OSPFv2 route ranges.
+/// What a device flow's ends may name: device addresses, BGP, IS-IS, OSPFv2 and OSPFv3
+/// route ranges.
 type Ends<'a> = (
     &'a [crate::devices::Eth],
     &'a [crate::bgp::Router],
@@ -332,8 +389,8 @@ type Ends<'a> = (
 );
 
 /// A device address, or a route range as an address: its first address, on the Ethernet of
-/// its router, through the gateway of the address its session runs from (an IS-IS range:
-/// the Ethernet's first address of the range's family).
+/// its router, through the gateway of the address its session runs from (an IS-IS or OSPF
+/// range: the Ethernet's first address of the range's family, IPv6 for OSPFv3).
 fn end_named(ends: Ends<'_>, name: &str) -> Option<(crate::devices::Eth, crate::devices::Addr)> {
     if let Some((e, a)) = crate::devices::find(ends.0, name) {
         return Some((e.clone(), a.clone()));
@@ -342,7 +399,7 @@ fn end_named(ends: Ends<'_>, name: &str) -> Option<(crate::devices::Eth, crate::
         .map(|(r, x)| (r.eth.as_str(), x.v6, crate::isis::first_address(x)))
         .or_else(|| {
             let (r, x) = crate::ospf::find_range(ends.3, name)?;
-            Some((r.eth.as_str(), false, x.blocks.first().map(|b| (b.first, b.prefix))))
+            Some((r.eth.as_str(), r.v6, x.blocks.first().map(|b| (b.first, b.prefix))))
         });
     if let Some((eth, v6, first)) = igp {
         let eth = ends.0.iter().find(|e| e.name == eth)?;
@@ -379,7 +436,7 @@ fn device_ends(d: &Value, at: &str, devices: Ends<'_>) -> Result<(String, Vec<St
         let name = list[0].as_str().unwrap_or_default();
         end_named(devices, name).ok_or_else(|| {
             Invalid(format!(
-                "{at}.{k}: no device address or BGP, IS-IS or OSPFv2 route range named {name:?}"
+                "{at}.{k}: no device address or BGP, IS-IS, OSPFv2 or OSPFv3 route range named {name:?}"
             ))
         })
     };
@@ -825,7 +882,7 @@ mod tests {
             (names, &p.flows[0].2),
             (vec!["p2", "p3"], &vec!["p2".to_string(), "p3".to_string()])
         );
-        let run = crate::runs::port_run(g).expect("the run is made");
+        let run = crate::runs::port_run(&crate::runs::Joint::one(g.clone())).expect("the run is made");
         let rx = run.spec.rx.expect("metered");
         assert_eq!(rx.iface, "b", "the first RX port is the meter's first");
         assert_eq!(

@@ -33,6 +33,7 @@ pub fn interfaces(spec: &RunSpec) -> Vec<String> {
     if let TxTarget::Iface { name, .. } = &spec.target {
         v.push(iface_key(spec.netns.as_deref(), name));
     }
+    v.extend(spec.more_tx.iter().map(|p| iface_key(p.netns.as_deref(), &p.iface)));
     if let Some(rx) = &spec.rx {
         v.push(iface_key(rx.netns.as_deref(), &rx.iface));
         v.extend(rx.more.iter().map(|p| iface_key(p.netns.as_deref(), &p.iface)));

@@ -22,8 +22,17 @@ const ETH_P_ALL: u16 = 0x0003;
 impl UpdateWatch {
     /// Opens the watch on `iface` in `netns`.
     pub fn open(netns: &str, iface: &str) -> Result<UpdateWatch, IoError> {
+        UpdateWatch::open_with(netns, iface, None)
+    }
+
+    /// Opens the watch on `iface` in `netns`, with a classic BPF `filter` (attached before
+    /// the bind, so no other frame is queued).
+    fn open_with(netns: &str, iface: &str, filter: Option<&[libc::sock_filter]>) -> Result<UpdateWatch, IoError> {
         in_netns(Some(netns), || {
             let fd = packet_socket()?;
+            if let Some(f) = filter {
+                attach(&fd, f)?;
+            }
             let index = if_index(iface)?;
             if bind_packet(&fd, index, ETH_P_ALL) != 0 {
                 return Err(IoError::last_os(format!("bind AF_PACKET to {iface}")));
@@ -107,6 +116,91 @@ impl UpdateWatch {
             }
         }
         Some((n as usize, from.sll_pkttype == libc::PACKET_OUTGOING, ts?))
+    }
+}
+
+/// Lets through only untagged IPv4 or IPv6 frames of IP protocol 89 (OSPF).
+const OSPF_ONLY: [libc::sock_filter; 9] = [
+    bpf(0x28, 0, 0, 12),     // ldh [12]: the ethertype
+    bpf(0x15, 0, 2, 0x0800), // IPv4? on to 2, else 4
+    bpf(0x30, 0, 0, 23),     // ldb [23]: the protocol
+    bpf(0x15, 3, 4, 89),     // OSPF: accept (7), else drop (8)
+    bpf(0x15, 0, 3, 0x86dd), // IPv6? on to 5, else drop
+    bpf(0x30, 0, 0, 20),     // ldb [20]: the next header
+    bpf(0x15, 0, 1, 89),     // OSPF: accept, else drop
+    bpf(0x06, 0, 0, 0xffff), // accept
+    bpf(0x06, 0, 0, 0),      // drop
+];
+
+const fn bpf(code: u16, jt: u8, jf: u8, k: u32) -> libc::sock_filter {
+    libc::sock_filter { code, jt, jf, k }
+}
+
+fn attach(fd: &OwnedFd, f: &[libc::sock_filter]) -> Result<(), IoError> {
+    let prog = libc::sock_fprog {
+        len: f.len() as u16,
+        filter: f.as_ptr().cast_mut(),
+    };
+    sockopt(fd, libc::SOL_SOCKET, libc::SO_ATTACH_FILTER, &prog).map_err(|e| IoError::Os {
+        context: "SO_ATTACH_FILTER".into(),
+        cause: e,
+    })
+}
+
+/// Every OSPF frame on a device's interface, each way, handed to a callback on a thread of
+/// its own until the tap is dropped (its LSAs counted: FRR counts packets only). A BPF
+/// filter keeps every other frame, such as the data plane's to the device, in the kernel.
+pub struct OspfTap {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl OspfTap {
+    /// Starts the tap on `iface` in `netns`; `on_frame(frame, outgoing)`.
+    pub fn start(
+        netns: &str,
+        iface: &str,
+        mut on_frame: impl FnMut(&[u8], bool) + Send + 'static,
+    ) -> Result<OspfTap, IoError> {
+        let w = UpdateWatch::open_with(netns, iface, Some(&OSPF_ONLY))?;
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("ospf-tap".into())
+            .spawn(move || {
+                let mut buf = vec![0u8; 65536];
+                while !flag.load(std::sync::atomic::Ordering::Relaxed) {
+                    let mut pfd = libc::pollfd {
+                        fd: w.fd.as_raw_fd(),
+                        events: libc::POLLIN,
+                        revents: 0,
+                    };
+                    // SAFETY: one valid pollfd.
+                    if unsafe { libc::poll(&mut pfd, 1, 100) } <= 0 {
+                        continue;
+                    }
+                    while let Some((n, outgoing, _)) = w.recv(&mut buf) {
+                        on_frame(&buf[..n], outgoing);
+                    }
+                }
+            })
+            .map_err(|e| IoError::Os {
+                context: "spawn the OSPF tap".into(),
+                cause: e,
+            })?;
+        Ok(OspfTap {
+            stop,
+            thread: Some(thread),
+        })
+    }
+}
+
+impl Drop for OspfTap {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
     }
 }
 

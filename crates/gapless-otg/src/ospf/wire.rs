@@ -30,6 +30,106 @@ pub fn lsu_carries(frame: &[u8], r: &Router, ranges: &[&Range]) -> bool {
         .any(|l| ranges.iter().any(|x| carries(l, x, r, v3)))
 }
 
+/// LSAs one way on a router's interface: every LSA an LS Update carried (`lsas`) and every
+/// LSA header an LS Acknowledgment carried (`acks`), and the LSAs by type (index: OSPFv2's
+/// type, OSPFv3's function code; 12 and up counted in `lsas` only).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Tally {
+    pub lsas: u64,
+    pub acks: u64,
+    pub by_type: [u64; 12],
+}
+
+impl Tally {
+    /// Adds what `frame` (Ethernet) carries, if it is an OSPF LS Update or Acknowledgment.
+    pub fn count(&mut self, frame: &[u8]) {
+        let Some((v3, kind, body)) = ospf_packet(frame) else {
+            return;
+        };
+        match kind {
+            4 => {
+                for l in lsas_of(body.get(4..).unwrap_or_default(), v3) {
+                    self.lsas += 1;
+                    let code = usize::from(if v3 { l.kind & 0x1fff } else { l.kind });
+                    if let Some(n) = self.by_type.get_mut(code) {
+                        *n += 1;
+                    }
+                }
+            }
+            5 => self.acks += (body.len() / 20) as u64,
+            _ => {}
+        }
+    }
+}
+
+/// The model's LSA counters of an `ospfv2` (`v3` false) or `ospfv3` metric, from what the
+/// router sent and received on the wire (FRR counts packets, not LSAs).
+pub fn lsa_counters(sent: &Tally, received: &Tally, v3: bool) -> Vec<(String, u64)> {
+    let kinds: &[(&str, &[usize])] = if v3 {
+        &[
+            ("router_lsa", &[1]),
+            ("network_lsa", &[2]),
+            ("inter_area_prefix_lsa", &[3]),
+            ("inter_area_router_lsa", &[4]),
+            ("external_lsa", &[5]),
+            ("nssa_lsa", &[7]),
+            ("link_lsa", &[8]),
+            ("intra_area_prefix_lsa", &[9]),
+        ]
+    } else {
+        &[
+            ("router_lsa", &[1]),
+            ("network_lsa", &[2]),
+            ("summary_lsa", &[3, 4]),
+            ("external_lsa", &[5]),
+            ("nssa_lsa", &[7]),
+            ("opaque_local", &[9]),
+            ("opaque_area", &[10]),
+            ("opaque_domain", &[11]),
+        ]
+    };
+    let mut out = Vec::new();
+    for (dir, t) in [("sent", sent), ("received", received)] {
+        out.push((format!("lsa_{dir}"), t.lsas));
+        if !v3 {
+            out.push((format!("lsa_ack_{dir}"), t.acks));
+        }
+        for (name, codes) in kinds {
+            out.push((format!("{name}_{dir}"), codes.iter().map(|&c| t.by_type[c]).sum()));
+        }
+    }
+    out
+}
+
+/// An OSPF packet in an Ethernet frame: (OSPFv3, its type, the bytes after its header).
+fn ospf_packet(f: &[u8]) -> Option<(bool, u8, &[u8])> {
+    let mut off = 12;
+    while matches!(f.get(off..off + 2), Some([0x81, 0x00] | [0x88, 0xa8])) {
+        off += 4;
+    }
+    let ip = f.get(off + 2..)?;
+    let ospf = match f.get(off..off + 2)? {
+        [0x08, 0x00] if ip.len() >= 20 && ip[9] == 89 => ip.get(usize::from(ip[0] & 0x0f) * 4..)?,
+        [0x86, 0xdd] if ip.len() >= 40 && ip[6] == 89 => ip.get(40..)?,
+        _ => return None,
+    };
+    // Header: version, type; 24 bytes in v2, 16 in v3; its length at bytes 2..4.
+    let v3 = match ospf.first()? {
+        2 => false,
+        3 => true,
+        _ => return None,
+    };
+    // Its length, where it is one (Ethernet may pad a short frame past it).
+    let len = usize::from(u16::from_be_bytes([*ospf.get(2)?, *ospf.get(3)?]));
+    let head = if v3 { 16 } else { 24 };
+    let end = if (head..=ospf.len()).contains(&len) {
+        len
+    } else {
+        ospf.len()
+    };
+    Some((v3, *ospf.get(1)?, ospf.get(head..end)?))
+}
+
 /// The OSPF LS Update in an Ethernet frame: (OSPFv3, the bytes after its LSA count).
 fn lsu_body(f: &[u8]) -> Option<(bool, &[u8])> {
     let mut off = 12;
@@ -151,6 +251,47 @@ mod tests {
             f.extend([255, 255, 255, 0, 0, 0, 0, 20]);
         }
         f
+    }
+
+    #[test]
+    fn lsas_are_counted_by_type_in_updates_and_acks() {
+        let me = [1, 1, 1, 2];
+        let mut t = Tally::default();
+        t.count(&lsu_v2(&[
+            (1, me, me),
+            (3, [10, 20, 1, 0], me),
+            (5, [10, 29, 0, 0], me),
+        ]));
+        t.count(&lsu_v2(&[(4, me, me)]));
+        // An LS Acknowledgment with two LSA headers: type 5, and the lengths in the headers.
+        let mut ack = lsu_v2(&[]);
+        ack[14 + 20 + 1] = 5;
+        ack.truncate(ack.len() - 4);
+        ack.extend([0u8; 40]);
+        let n = (ack.len() - 14 - 20) as u16;
+        ack[14 + 20 + 2..14 + 20 + 4].copy_from_slice(&n.to_be_bytes());
+        t.count(&ack);
+        t.count(&[0u8; 60]);
+        assert_eq!((t.lsas, t.acks), (4, 2));
+        let c = lsa_counters(&t, &Tally::default(), false);
+        let get = |k: &str| c.iter().find(|x| x.0 == k).map(|x| x.1);
+        assert_eq!(
+            (
+                get("lsa_sent"),
+                get("router_lsa_sent"),
+                get("summary_lsa_sent"),
+                get("external_lsa_sent")
+            ),
+            (Some(4), Some(1), Some(2), Some(1)),
+            "{c:?}"
+        );
+        assert_eq!((get("lsa_ack_sent"), get("lsa_received")), (Some(2), Some(0)));
+        let v3 = lsa_counters(&t, &t, true);
+        assert!(
+            v3.iter().all(|x| !x.0.starts_with("lsa_ack")),
+            "OSPFv3's metric has no ack counters"
+        );
+        assert_eq!(v3.len(), 18);
     }
 
     #[test]

@@ -168,7 +168,7 @@ fn group(port: &str, iface: &str, netns: &Option<String>, profile: &Value, flows
 
 fn start_sender(s: &TxShare, gate: &Arc<StartGate>, warmup: &Option<Arc<Warmup>>) -> Result<TxPort, OtgError> {
     let g = group(&s.port, &s.iface, &s.netns, &s.profile, s.flows.clone());
-    let mut run = runs::port_run(&g)?;
+    let mut run = runs::port_run(&runs::Joint::one(g))?;
     run.spec.gate = Some(gate.clone());
     if let Some(w) = warmup {
         run.spec.warmup = Some(Duration::from_nanos(w.ns));

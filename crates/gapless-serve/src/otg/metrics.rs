@@ -33,7 +33,9 @@ pub(crate) fn metrics_for(s: &Shared, req: &Value) -> Result<Value, OtgError> {
             Ok(json!({ "choice": "flow_metrics", "flow_metrics": list, "warnings": [] }))
         }
         Metrics::Port(names) => {
-            let mut ports = port_metrics(&plan_of(s)?, &figures(s, &[])?, &names)?;
+            let plan = plan_of(s)?;
+            let mut ports = port_metrics(&plan, &figures(s, &[])?, &names)?;
+            with_speeds(&plan, &mut ports);
             with_captures(s, &mut ports);
             with_lost_agents(s, &mut ports);
             let down = otg(s).links_down.clone();
@@ -75,33 +77,36 @@ fn figures(s: &Shared, names: &[String]) -> Result<Vec<FlowFigures>, OtgError> {
         all.retain(|f| names.is_empty() || names.contains(&f.0));
         return Ok(all);
     }
-    let runs = otg(s).runs.clone();
+    let (runs, meters) = {
+        let st = otg(s);
+        let meters: Vec<(i64, Vec<String>)> = st.pausers.iter().map(|c| (c.id, c.rx.clone())).collect();
+        (st.runs.clone(), meters)
+    };
     runs::check_flows(&plan, names)?;
     let live = s.jobs.running();
     let mut out = Vec::new();
     for (name, tx, rx) in plan.flows.iter().filter(|f| names.is_empty() || names.contains(&f.0)) {
-        let f = match runs.iter().find(|r| &r.0 == name) {
+        let run = runs.iter().find(|r| &r.0 == name);
+        let f = match run {
             None => Flow::default(),
             Some((_, id, idx)) => match live.iter().find(|l| l.0 == JobId::Run(*id)) {
                 Some((_, snap)) => from_snapshot(snap.as_deref().unwrap_or(&Value::Null), *idx, true),
                 None => ended(s, *id, *idx, name),
             },
         };
-        out.extend(per_port(&plan, name, tx, rx, f));
+        let meter = run
+            .and_then(|r| meters.iter().find(|m| m.0 == r.1))
+            .map_or(&[][..], |m| &m.1[..]);
+        out.extend(per_port(meter, name, tx, rx, f));
     }
     Ok(out)
 }
 
-/// A flow's entries: one per RX port when its run's meter reads several, each with what
-/// that port received ([`gapless_otg::metrics::on_port`]).
-fn per_port(plan: &gapless_otg::config::Plan, name: &str, tx: &str, rx: &[String], f: Flow) -> Vec<FlowFigures> {
-    let meter_ports = plan
-        .groups
-        .iter()
-        .find(|g| g.flows.iter().any(|n| n == name))
-        .map(|g| g.rx.iter().map(|p| p.name.clone()).collect::<Vec<_>>())
-        .unwrap_or_default();
-    if meter_ports.len() < 2 {
+/// A flow's entries: one per RX port when its run's meter reads several (`meter`: those
+/// ports, in the meter's order), each with what that port received
+/// ([`gapless_otg::metrics::on_port`]).
+fn per_port(meter: &[String], name: &str, tx: &str, rx: &[String], f: Flow) -> Vec<FlowFigures> {
+    if meter.len() < 2 {
         return rx
             .iter()
             .map(|r| (name.into(), tx.into(), r.clone(), f.clone()))
@@ -109,7 +114,7 @@ fn per_port(plan: &gapless_otg::config::Plan, name: &str, tx: &str, rx: &[String
     }
     rx.iter()
         .map(|r| {
-            let k = meter_ports.iter().position(|p| p == r).unwrap_or(0);
+            let k = meter.iter().position(|p| p == r).unwrap_or(0);
             (name.into(), tx.into(), r.clone(), gapless_otg::metrics::on_port(&f, k))
         })
         .collect()
@@ -124,13 +129,33 @@ fn ended(s: &Shared, id: i64, idx: usize, name: &str) -> Flow {
     }
 }
 
+/// Adds `x`'s keys to the port entry's `x_gapless`.
+fn merge_x(p: &mut Value, x: Value) {
+    if !p["x_gapless"].is_object() {
+        p["x_gapless"] = json!({});
+    }
+    if let (Some(m), Value::Object(x)) = (p["x_gapless"].as_object_mut(), x) {
+        m.extend(x);
+    }
+}
+
+/// Each port's line rate and where it was read (`layer1` or `kernel`): what a rate given
+/// as a percentage is of.
+fn with_speeds(plan: &gapless_otg::config::Plan, ports: &mut [Value]) {
+    for sp in &plan.speeds {
+        if let Some(p) = ports.iter_mut().find(|p| p["name"] == sp.port.as_str()) {
+            merge_x(p, json!({ "link_speed_bps": sp.bps, "link_speed_source": sp.source }));
+        }
+    }
+}
+
 /// A run across hosts: the ports of a lost agent are down, with why (`x_gapless`).
 fn with_lost_agents(s: &Shared, ports: &mut [Value]) {
     let Some(c) = otg(s).cluster.clone() else { return };
     for (port, why) in c.lost_ports() {
         if let Some(p) = ports.iter_mut().find(|p| p["name"] == port.as_str()) {
             p["link"] = json!("down");
-            p["x_gapless"] = json!({ "agent_lost": why });
+            merge_x(p, json!({ "agent_lost": why }));
         }
     }
 }
@@ -146,7 +171,8 @@ fn with_captures(s: &Shared, ports: &mut [Value]) {
         let k = c.buf.stats();
         p["capture"] = json!(if k.armed { "started" } else { "stopped" });
         // Frames are captured whole: the FCS the kernel strips is computed and appended.
-        p["x_gapless"] = json!({ "capture_frames": k.frames, "capture_bytes": k.bytes, "capture_dropped": k.dropped,
+        let x = json!({ "capture_frames": k.frames, "capture_bytes": k.bytes, "capture_dropped": k.dropped,
             "capture_fcs": "computed" });
+        merge_x(p, x);
     }
 }

@@ -35,7 +35,7 @@ use gapless_core::packet::sizes::FCS_LEN;
 use gapless_core::packet::variant::Variant;
 use gapless_engine::capture::{Capture, CaptureFormat};
 use gapless_otg::captures::{self, CaptureCfg};
-use gapless_otg::config::{self, Group, Plan};
+use gapless_otg::config::{self, Plan};
 use gapless_otg::requests::{self, Control};
 use gapless_otg::update::FlowChange;
 use gapless_otg::{runs, OtgError};
@@ -86,7 +86,7 @@ impl Drop for OtgState {
             r.stop();
         }
         for r in &self.ospf {
-            r.stop();
+            r.remove();
         }
         for a in &self.lldp {
             a.stop();
@@ -97,12 +97,16 @@ impl Drop for OtgState {
     }
 }
 
-/// A run's controls: its id, the handle that pauses, resumes and changes its streams, and
-/// the largest frame (without FCS) its buffers were made for.
+/// A run's controls: its id, the handle that pauses, resumes and changes its streams, the
+/// largest frame (without FCS) its buffers were made for, and its ports.
 pub struct RunCtl {
     pub id: i64,
     pub pauser: gapless_engine::Pauser,
     pub room: usize,
+    /// The ports it sends from.
+    pub tx: Vec<String>,
+    /// The ports its meter reads, in the meter's order.
+    pub rx: Vec<String>,
 }
 
 /// One flow's change for a running loop: a rate factor and/or new variants.
@@ -175,7 +179,7 @@ fn update_config_now(s: &Shared, req: &Value) -> Result<Value, OtgError> {
         ));
     }
     let u = gapless_otg::update::update(raw, req)?;
-    let plan = config::plan(&u.config).map_err(OtgError::from)?;
+    let plan = planned(&u.config)?;
     runs::check(&plan)?;
     let active = active(s);
     let mut todo = Vec::new();
@@ -244,8 +248,21 @@ pub(crate) async fn set_config_to(s: Shared, cfg: Value) -> Result<Value, OtgErr
     blocking(move || set_config_now(&s, cfg)).await
 }
 
+/// A config read into its plan, each local port's speed read from its interface where
+/// `layer1` gives none ([`config::with_port_speeds`]).
+fn planned(cfg: &Value) -> Result<Plan, OtgError> {
+    let mut plan = config::plan(cfg).map_err(OtgError::from)?;
+    config::with_port_speeds(&mut plan, |p| {
+        let iface = p.iface.clone();
+        gapless_io::kernel::nic::in_netns(p.netns.as_deref(), move || gapless_io::kernel::nic::iface_info(&iface))
+            .ok()
+            .and_then(|i| i.speed_bps)
+    });
+    Ok(plan)
+}
+
 fn set_config_now(s: &Shared, cfg: Value) -> Result<Value, OtgError> {
-    let plan = config::plan(&cfg).map_err(OtgError::from)?;
+    let plan = planned(&cfg)?;
     runs::check(&plan)?;
     if gapless_otg::shares::spans_hosts(&plan) {
         return set_cluster_config(s, cfg, plan);
@@ -472,25 +489,21 @@ fn link_control(s: &Shared, up: bool, names: &[String]) -> Result<Value, OtgErro
             p.name
         )));
     }
-    // Each running run with its TX port.
-    let runs: Vec<(gapless_engine::Pauser, String)> = {
+    // Each running run with its TX ports.
+    let runs: Vec<(gapless_engine::Pauser, Vec<String>)> = {
         let st = otg(s);
         let active = active(s);
         st.pausers
             .iter()
             .filter(|c| active.contains(&JobId::Run(c.id)))
-            .filter_map(|c| {
-                let flow = st.runs.iter().find(|r| r.1 == c.id)?;
-                let tx = plan.flows.iter().find(|f| f.0 == flow.0)?.1.clone();
-                Some((c.pauser.clone(), tx))
-            })
+            .map(|c| (c.pauser.clone(), c.tx.clone()))
             .collect()
     };
     for p in ports {
         // The change starts here: the run on the port stops sending before the request.
         let begin_ns = gapless_engine::clock::RunClock::realtime_now_ns();
         if !up {
-            runs.iter().for_each(|(r, tx)| r.hold_link(*tx == p.name));
+            runs.iter().for_each(|(r, tx)| r.hold_link(tx.contains(&p.name)));
         }
         let c = gapless_io::kernel::rtnl::set_link(p.netns.as_deref(), &p.iface, up).map_err(|e| {
             OtgError::invalid(format!(
@@ -518,29 +531,31 @@ fn link_control(s: &Shared, up: bool, names: &[String]) -> Result<Value, OtgErro
     Ok(requests::ok(Vec::new()))
 }
 
-/// Starts the flows named (all when none are) as one run per TX port.
+/// Starts the flows named (all when none are) as one run: one send loop over every TX port
+/// of theirs and one meter over every RX port ([`runs::join`]), so flows both ways between
+/// two ports, and flows that share a port, run at once and are metered apart by their
+/// signatures.
 fn start(s: &Shared, names: &[String]) -> Result<Value, OtgError> {
     let plan = plan_of(s)?;
     runs::check_flows(&plan, names)?;
-    let (mut started, mut pausers) = (Vec::new(), Vec::new());
+    let mut groups = Vec::new();
     for g in &plan.groups {
-        let Some(mut group) = runs::subset(g, names) else {
-            continue;
-        };
-        let resolved = devices::resolve(s, &mut group);
-        match resolved.and_then(|()| start_group(s, &group)) {
-            Ok((id, p, room)) => {
-                started.extend(group.flows.iter().enumerate().map(|(i, f)| (f.clone(), id, i)));
-                pausers.extend(p.map(|pauser| RunCtl { id, pauser, room }));
-            }
-            Err(e) => {
-                for (_, id, _) in &started {
-                    s.jobs.stop(JobId::Run(*id));
-                }
-                return Err(e);
-            }
+        if let Some(mut group) = runs::subset(g, names) {
+            devices::resolve(s, &mut group)?;
+            groups.push(group);
         }
     }
+    let Some(joint) = runs::join(&groups) else {
+        return Ok(requests::ok(Vec::new()));
+    };
+    let (id, pauser, room) = start_joint(s, &joint)?;
+    let started: Vec<(String, i64, usize)> = joint
+        .group
+        .flows
+        .iter()
+        .enumerate()
+        .map(|(i, f)| (f.clone(), id, i))
+        .collect();
     let mut st = otg(s);
     st.runs.retain(|(f, _, _)| !started.iter().any(|n| &n.0 == f));
     st.runs.extend(started);
@@ -548,7 +563,13 @@ fn start(s: &Shared, names: &[String]) -> Result<Value, OtgError> {
         runs, pausers: held, ..
     } = &mut *st;
     held.retain(|c| runs.iter().any(|r| r.1 == c.id));
-    held.extend(pausers);
+    held.extend(pauser.map(|pauser| RunCtl {
+        id,
+        pauser,
+        room,
+        tx: joint.tx_names(),
+        rx: joint.group.rx.iter().map(|p| p.name.clone()).collect(),
+    }));
     Ok(requests::ok(Vec::new()))
 }
 
@@ -571,9 +592,10 @@ fn ended_and_gone(s: &Shared, holder: JobId) -> bool {
     !s.jobs.holds(holder)
 }
 
-fn start_group(s: &Shared, g: &Group) -> Result<(i64, Option<gapless_engine::Pauser>, usize), OtgError> {
+fn start_joint(s: &Shared, j: &runs::Joint) -> Result<(i64, Option<gapless_engine::Pauser>, usize), OtgError> {
+    let g = &j.group;
     let room = runs::compiled(g)?.max_frame() as usize - FCS_LEN;
-    let mut run = runs::port_run(g)?;
+    let mut run = runs::port_run(j)?;
     // Each RX port's capture, if the config has one: its meter offers it the port's frames.
     if let Some(rx) = run.spec.rx.as_mut() {
         let st = otg(s);
@@ -600,11 +622,12 @@ fn start_group(s: &Shared, g: &Group) -> Result<(i64, Option<gapless_engine::Pau
             started = crate::runs::start_pausable(&s.jobs, &s.db, &s.reports, new);
         }
     }
+    let ports = j.tx_names().join(", ");
     let (id, p) = started.map_err(|e| match e {
-        StartError::Busy { iface, holder } => {
-            OtgError::conflict(format!("port {}: {iface} is busy with {holder}", g.tx.name))
-        }
-        StartError::Engine(e) => OtgError::invalid(format!("port {}: {e}", g.tx.name)),
+        StartError::Busy { iface, holder } => OtgError::conflict(format!(
+            "ports {ports}: {iface} is busy with {holder}. Fix: stop the traffic that holds it, or start these flows with it in one flow_transmit start"
+        )),
+        StartError::Engine(e) => OtgError::invalid(format!("ports {ports}: {e}")),
         StartError::Db(e) => OtgError::internal(e),
     })?;
     Ok((id, p, room))

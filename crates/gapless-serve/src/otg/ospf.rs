@@ -4,10 +4,11 @@
 //! stopped as IS-IS routers are (`daemons::DaemonSet`). ospfd's JSON is read by
 //! `gapless_otg::ospf::frr_json`.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use gapless_io::hosts::Host;
 use gapless_otg::config::Plan;
+use gapless_otg::ospf::wire::{lsa_counters, Tally};
 use gapless_otg::ospf::{frr_json, Router};
 use gapless_otg::OtgError;
 use serde_json::{json, Value};
@@ -22,6 +23,9 @@ pub struct Ospfd {
     pub router: Router,
     netns: String,
     set: DaemonSet,
+    /// The LSAs it sent and received, counted on the wire ([`gapless_otg::ospf::wire::Tally`]).
+    tally: Arc<Mutex<(Tally, Tally)>>,
+    tap: Mutex<Option<gapless_io::frr::wire::OspfTap>>,
 }
 
 /// The daemons of every OSPFv2 router of the plan, each in its Ethernet's host namespace.
@@ -37,10 +41,19 @@ pub fn up(plan: &Plan, hosts: &[(String, Arc<Host>)]) -> Result<Vec<Arc<Ospfd>>,
         let configs = gapless_otg::ospf::frr_configs(r, host.1.ifname());
         let netns = host.1.netns().to_string();
         let what = format!("OSPFv{} router {:?}", if r.v6 { 3 } else { 2 }, r.name);
+        let tally = Arc::new(Mutex::new((Tally::default(), Tally::default())));
+        let counts = tally.clone();
+        let tap = gapless_io::frr::wire::OspfTap::start(&netns, host.1.ifname(), move |f, out| {
+            let mut t = counts.lock().unwrap_or_else(|e| e.into_inner());
+            if out { &mut t.0 } else { &mut t.1 }.count(f);
+        })
+        .map_err(|e| OtgError::internal(format!("{what}: its LSA counter: {e}")))?;
         let o = Arc::new(Ospfd {
             router: r.clone(),
             netns: netns.clone(),
             set: DaemonSet::new(what, netns, configs),
+            tally,
+            tap: Mutex::new(Some(tap)),
         });
         for s in gapless_otg::ospf::stubs(r) {
             gapless_io::frr::stub_interface(&o.netns, &s.name, &s.addrs).map_err(|e| {
@@ -63,6 +76,12 @@ impl Ospfd {
 
     pub fn stop(&self) {
         self.set.stop();
+    }
+
+    /// Stops its LSA counter (the router's state goes with it).
+    pub fn remove(&self) {
+        self.stop();
+        self.tap.lock().unwrap_or_else(|e| e.into_inner()).take();
     }
 
     pub fn range_names(&self) -> Vec<String> {
@@ -134,7 +153,12 @@ impl Ospfd {
         } else {
             frr_json::metric
         };
-        read(&self.router.name, &parse(0), &parse(1), flaps)
+        let mut m = read(&self.router.name, &parse(0), &parse(1), flaps);
+        let (sent, received) = *self.tally.lock().unwrap_or_else(|e| e.into_inner());
+        for (k, n) in lsa_counters(&sent, &received, self.router.v6) {
+            m[k] = json!(n);
+        }
+        m
     }
 
     /// The router's `ospfv2_lsas`/`ospfv3_lsas` state: the LSAs learned from other routers.
