@@ -281,6 +281,7 @@ impl PortsPlan {
             warmup_sent: results().flat_map(|r| &r.streams).map(|s| s.warmup_frames).sum(),
             warmup_received: rx.warmup_frames,
             late_over_gap: results().map(|r| r.lateness.late_over_one_gap).sum(),
+            late_max_ns: results().map(|r| r.lateness.max_ns).max().unwrap_or(0),
             schedule: not_held.map_or("held".into(), |r| crate::trials::schedule_text(&r.verdict)),
             held: not_held.is_none(),
             warnings: results().flat_map(|r| r.warnings.clone()).collect(),

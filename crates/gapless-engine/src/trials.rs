@@ -56,6 +56,7 @@ pub(crate) fn trial_run(r: &RunReport) -> TrialRun {
         warmup_sent,
         warmup_received: rx.map_or(0, |m| m.warmup_frames),
         late_over_gap: res.lateness.late_over_one_gap,
+        late_max_ns: res.lateness.max_ns,
         schedule: schedule_text(&res.verdict),
         held: res.verdict.held.unwrap_or(true),
         rx_pps: rx.and_then(rx_rate),

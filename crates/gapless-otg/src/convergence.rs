@@ -14,7 +14,9 @@
 //! failure (a link set down, a route withdrawn) before that outage's end (its request's
 //! send) to the outage's end. An outage the sender's own stall explains (`sender_stall_ns`
 //! of the meter's outage, marked from the send loops' long stalls) keeps its crossings,
-//! marked under `x_gapless`, and is not timed as the device's.
+//! marked under `x_gapless`, and is not timed as the device's, unless a failure the server
+//! made (not undone before the outage began) caused it: then its frames had nowhere to go,
+//! whatever the loop did meanwhile, and the outage is timed.
 
 use serde_json::{json, Value};
 
@@ -93,6 +95,19 @@ pub fn metric(name: &str, episodes: &Value, rate_pps: f64, d: &Detector, made: &
                 .collect()
         })
         .unwrap_or_default();
+    let failure = |e: &&Recorded| matches!(e.kind.as_str(), "link_down" | "route_withdraw");
+    // A failure made before the outage ended, and not undone before it began, caused it,
+    // whatever the sender's loop did meanwhile: its frames had nowhere to go.
+    let undone = |e: &Recorded, from: u64| {
+        made.iter().any(|r| {
+            matches!(r.kind.as_str(), "link_up" | "route_advertise") && (e.begin_ns..from).contains(&r.begin_ns)
+        })
+    };
+    let made_in = |from: u64, to: u64| {
+        made.iter()
+            .filter(failure)
+            .any(|e| e.begin_ns <= to && !undone(e, from))
+    };
     let mut events: Vec<Value> = made
         .iter()
         .map(|e| json!({ "type": e.kind, "source": e.source, "begin_timestamp_ns": e.begin_ns as f64, "end_timestamp_ns": e.end_ns as f64 }))
@@ -104,7 +119,7 @@ pub fn metric(name: &str, episodes: &Value, rate_pps: f64, d: &Detector, made: &
         ] {
             let mut e =
                 json!({ "type": kind, "source": name, "begin_timestamp_ns": at as f64, "end_timestamp_ns": at as f64 });
-            if stall > 0 {
+            if stall > 0 && !made_in(from, to) {
                 e["x_gapless"] = json!({ "sender_stall_ns": stall, "cause": "the sender stalled: not the device's" });
             }
             events.push(e);
@@ -120,12 +135,11 @@ pub fn metric(name: &str, episodes: &Value, rate_pps: f64, d: &Detector, made: &
     // The device's outages only: one the sender's stall explains is marked, not timed.
     let longest = outages
         .iter()
-        .filter(|o| o.2 == 0)
+        .filter(|o| o.2 == 0 || made_in(o.0, o.1))
         .max_by_key(|(f, t, _)| t.saturating_sub(*f));
     if let Some(&(from, to, _)) = longest.filter(|_| d.dp) {
         m["data_plane_convergence_us"] = json!(to.saturating_sub(from) as f64 / 1e3);
         // The cause: the last failure (a link down, a route withdrawn) before the recovery.
-        let failure = |e: &&Recorded| matches!(e.kind.as_str(), "link_down" | "route_withdraw");
         let cause = made
             .iter()
             .filter(|e| e.begin_ns <= to)
@@ -193,6 +207,17 @@ mod tests {
             "expected a stalled sender's outage not timed: {m}"
         );
         assert_eq!(m["events"][0]["x_gapless"]["sender_stall_ns"], 20_000_000, "{m}");
+        // The same outage with a link set down at its start: the link's, whatever the loop
+        // did while the link was held (its frames had nowhere to go).
+        let down = [Recorded {
+            kind: "link_down".into(),
+            source: "p1".into(),
+            begin_ns: 900_000,
+            end_ns: 950_000,
+        }];
+        let m = metric("f", &stalled, 10_000.0, &d, &down);
+        assert_eq!(m["data_plane_convergence_us"], 39_000.0, "{m}");
+        assert!(m["events"][1].get("x_gapless").is_none(), "not the sender's: {m}");
         let none = metric("f", &json!({ "outages": [] }), 10_000.0, &d, &[]);
         assert!(
             none.get("data_plane_convergence_us").is_none() && none["events"] == json!([]),

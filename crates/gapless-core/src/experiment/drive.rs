@@ -104,7 +104,7 @@ impl Driver<'_> {
         loop {
             let index = self.out.trials.len();
             let run = self.trials.run(index, &plan)?;
-            let rec = judge(index, plan.clone(), run, self.spec.trial.late_limit);
+            let rec = judge(index, plan.clone(), run, &self.spec.trial);
             self.trials.judged(&rec);
             let valid = rec.valid;
             self.out.trials.push(rec);
@@ -256,16 +256,27 @@ impl Driver<'_> {
             p.duration_s = n.duration_s;
             let i = self.trial(p)?;
             if !self.out.trials[i].valid {
+                let hint = self.sender_hint(i, n.load);
                 self.out.warnings.push(format!(
-                    "mlrsearch stopped at trial {}: its sender fell behind in every attempt, and its loss is not the device's",
-                    i + 1
+                    "mlrsearch: the sender could not hold {:.0} frames/s on this machine (trial {}, every attempt: {}); its loss is not the device's, and the search goes on at {:.0} frames/s or below",
+                    n.load,
+                    i + 1,
+                    self.out.trials[i].invalid_reason.as_deref().unwrap_or("fell behind"),
+                    hint.min(n.load)
                 ));
-                break;
+                search.sender_failed(hint);
+                self.out.mlrsearch = Some(self.mlr_result(&search, &used));
+                continue;
             }
             let t = &self.out.trials[i].run;
             search.record(t.sent, t.received);
             used.push(i);
             self.out.mlrsearch = Some(self.mlr_result(&search, &used));
+        }
+        if search.sender_below_minimum() {
+            self.out.warnings.push(
+                "mlrsearch has no answer: the sender could not hold even the minimum load on this machine (min_load_pps); see the trials' reasons".into(),
+            );
         }
         if search.ran_out() {
             self.out.warnings.push(
@@ -273,6 +284,25 @@ impl Driver<'_> {
             );
         }
         self.latency_at(m, &search)
+    }
+
+    /// The load the sender's own figures say it holds, after trial `i` at `load` fell behind:
+    /// the rate it achieved when it fell behind all along (it ended more than a tenth of the
+    /// trial late), else the load at which its worst stall's burst would have fit, half the
+    /// load at least.
+    fn sender_hint(&self, i: usize, load: f64) -> f64 {
+        let t = &self.out.trials[i];
+        let span = t.plan.warmup_s + t.plan.duration_s;
+        let late_s = t.run.late_max_ns as f64 / 1e9;
+        if late_s > 0.1 * span {
+            return load * span / (span + late_s);
+        }
+        let achieved = load * (1.0 - t.rate_shortfall);
+        let max_burst = self.spec.trial.max_burst_frames as f64;
+        match t.burst_frames as f64 {
+            b if b > max_burst => achieved.min(load * (max_burst / b).max(0.5)),
+            _ => achieved,
+        }
     }
 
     fn mlr_result(&self, search: &Mlr, used: &[usize]) -> MlrsearchResult {
@@ -288,6 +318,8 @@ impl Driver<'_> {
             retried_trials: retried.len(),
             retried_trial_seconds: retried.iter().map(|t| t.plan.duration_s).fold(0.0, |a, b| a + b),
             ran_out: search.ran_out(),
+            sender_cap_pps: search.sender_cap_pps(),
+            sender: sender_verdict(search),
             latency: Vec::new(),
         }
     }
@@ -398,23 +430,32 @@ impl Driver<'_> {
     }
 }
 
-/// A trial's record: loss, lateness, and whether its sender kept up.
-fn judge(index: usize, plan: TrialPlan, run: TrialRun, late_limit: f64) -> TrialRecord {
+/// What the search's answer says of the sender: whether it held every load, or which load
+/// bounds the answer, or that there is none.
+fn sender_verdict(search: &Mlr) -> String {
+    match search.sender_cap_pps() {
+        None => "held every load the search tried: the bounds are the device's".into(),
+        Some(_) if search.sender_below_minimum() => {
+            "could not hold even the minimum load on this machine: no answer".into()
+        }
+        Some(c) => format!(
+            "could not hold {c:.0} frames/s on this machine: the bounds are the device's below it, and a goal whose lower bound is the largest load tried is bounded by the sender, not the device"
+        ),
+    }
+}
+
+/// A trial's record: loss, lateness, and whether its sender kept up ([`super::sender`]).
+fn judge(index: usize, plan: TrialPlan, run: TrialRun, spec: &super::spec::TrialSpec) -> TrialRecord {
     let loss_pct = if run.sent == 0 {
         100.0
     } else {
         run.sent.saturating_sub(run.received) as f64 * 100.0 / run.sent as f64
     };
-    let late_share = if run.sent_total == 0 {
-        0.0
-    } else {
-        run.late_over_gap as f64 / run.sent_total as f64
-    };
-    let invalid_reason = (late_share > late_limit).then(|| {
+    let j = super::sender::judge(&plan, &run, spec);
+    let invalid_reason = (!j.reasons.is_empty()).then(|| {
         format!(
-            "the sender fell behind: {:.3} % of its frames left more than one gap late (limit {:.3} %); schedule: {}",
-            late_share * 100.0,
-            late_limit * 100.0,
+            "the sender fell behind: {}; schedule: {}",
+            j.reasons.join("; "),
             run.schedule
         )
     });
@@ -422,7 +463,9 @@ fn judge(index: usize, plan: TrialPlan, run: TrialRun, late_limit: f64) -> Trial
         index,
         plan,
         loss_pct,
-        late_share,
+        late_share: j.late_share,
+        burst_frames: j.burst_frames,
+        rate_shortfall: j.rate_shortfall,
         valid: invalid_reason.is_none(),
         invalid_reason,
         repeated: false,

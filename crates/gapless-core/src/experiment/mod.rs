@@ -15,6 +15,7 @@ pub mod stats;
 
 mod drive;
 mod drive_rfc2889;
+mod sender;
 pub mod spec;
 #[cfg(test)]
 mod tests;
@@ -134,6 +135,10 @@ pub struct TrialRun {
     pub warmup_received: u64,
     /// Frames that left more than one gap late (paced runs).
     pub late_over_gap: u64,
+    /// The latest any frame left (paced runs): a stall that long sent the frames due in it
+    /// back to back.
+    #[serde(default)]
+    pub late_max_ns: u64,
     /// The run's verdict: "held", or why not.
     pub schedule: String,
     pub held: bool,
@@ -162,7 +167,14 @@ pub struct TrialRecord {
     pub loss_pct: f64,
     /// Share of the frames sent more than one gap late.
     pub late_share: f64,
-    /// False when the sender fell behind (late_share over the limit).
+    /// The frames the worst stall sent back to back on one port to catch up.
+    #[serde(default)]
+    pub burst_frames: u64,
+    /// The share of its schedule's frames the sender did not send.
+    #[serde(default)]
+    pub rate_shortfall: f64,
+    /// False when the sender fell behind: a catch-up burst over `max_burst_frames`, a rate
+    /// short by more than `rate_tolerance`, or (when given) a late share over `late_limit`.
     pub valid: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub invalid_reason: Option<String>,
@@ -305,6 +317,13 @@ pub struct MlrsearchResult {
     pub retried_trial_seconds: f64,
     /// The search stopped at `search_duration_max_s` with a goal unmet.
     pub ran_out: bool,
+    /// The smallest load the sender could not hold on this machine (every attempt fell
+    /// behind): the search went on below it. None: it held every load tried.
+    #[serde(default)]
+    pub sender_cap_pps: Option<f64>,
+    /// The verdict on the sender, in words.
+    #[serde(default)]
+    pub sender: String,
     /// Latency at fractions of the latency goal's conditional throughput.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub latency: Vec<LatencyAt>,

@@ -168,6 +168,11 @@ impl DutInfo {
     }
 }
 
+/// The default largest catch-up burst, in frames, of a valid trial: what the reference
+/// device's shaper holds (a bucket of 1 ms of its rate and a queue of one frame more) at
+/// the rates the tests use (docs/guide/experiments.md).
+pub const DEFAULT_MAX_BURST_FRAMES: u64 = 128;
+
 /// How each trial runs.
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
@@ -187,8 +192,15 @@ pub struct TrialSpec {
     pub confidence: f64,
     /// How many times an invalid trial (its sender fell behind) is run again.
     pub max_retries: u32,
-    /// A trial is invalid when more than this share of its frames left over one gap late.
-    pub late_limit: f64,
+    /// A trial's sender fell behind when a stall made it send more than this many frames
+    /// back to back on one port to catch up (its worst lateness times the port's rate): the
+    /// burst that a device may drop, and a late frame does not.
+    pub max_burst_frames: u64,
+    /// A trial's sender fell behind when it sent this share fewer frames than its schedule.
+    pub rate_tolerance: f64,
+    /// Also: when more than this share of its frames left over one gap late (None: not
+    /// judged by that share; a frame 30 µs late makes no device lose frames).
+    pub late_limit: Option<f64>,
 }
 
 impl Default for TrialSpec {
@@ -201,7 +213,9 @@ impl Default for TrialSpec {
             repetitions: 1,
             confidence: 0.95,
             max_retries: 3,
-            late_limit: 0.001,
+            max_burst_frames: DEFAULT_MAX_BURST_FRAMES,
+            rate_tolerance: 0.001,
+            late_limit: None,
         }
     }
 }
@@ -426,11 +440,19 @@ impl TrialSpec {
         if self.max_retries > 100 {
             return Err(format!("trial.max_retries = {}: give 0 to 100", self.max_retries));
         }
-        if !(self.late_limit.is_finite() && (0.0..1.0).contains(&self.late_limit)) {
+        if let Some(l) = self.late_limit.filter(|l| !(l.is_finite() && (0.0..1.0).contains(l))) {
             return Err(format!(
-                "trial.late_limit = {}: give a fraction from 0 to below 1 (0.001 = 0.1 %)",
-                self.late_limit
+                "trial.late_limit = {l}: give a fraction from 0 to below 1 (0.001 = 0.1 %), or leave it out"
             ));
+        }
+        if !(self.rate_tolerance.is_finite() && (0.0..1.0).contains(&self.rate_tolerance)) {
+            return Err(format!(
+                "trial.rate_tolerance = {}: give a fraction from 0 to below 1 (0.001 = 0.1 %)",
+                self.rate_tolerance
+            ));
+        }
+        if self.max_burst_frames == 0 {
+            return Err("trial.max_burst_frames = 0: give the largest catch-up burst a trial may have, from 1 (32 is the default)".into());
         }
         Ok(())
     }

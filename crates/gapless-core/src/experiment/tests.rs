@@ -28,6 +28,9 @@ impl Trials for FakeDut {
             sent_total: sent,
             received,
             late_over_gap: if late { sent / 100 } else { 0 },
+            // A 1 s stall: a catch-up burst over the default limit at any rate from 1 000
+            // frames/s.
+            late_max_ns: if late { 1_000_000_000 } else { 0 },
             schedule: if late { "NOT held".into() } else { "held".into() },
             held: !late,
             ..Default::default()

@@ -21,6 +21,10 @@
 //!   goes first.
 //! - A target is met when its bounds are no wider than its width, when the maximum load is
 //!   a lower bound, or when the minimum load is an upper bound.
+//! - A load the sender cannot hold on this machine ([`Mlr::sender_failed`]) caps the search:
+//!   the load the sender's own figures suggest it holds becomes the maximum, and the search
+//!   goes on beneath it. A goal whose lower bound is that load is bounded by the sender, not
+//!   the device, and says so ([`Mlr::sender_cap_pps`]).
 
 pub mod classify;
 pub mod spec;
@@ -156,6 +160,11 @@ pub struct Mlr {
     trials: Vec<(u32, Sample, MlrTrial)>,
     pending: Option<(u32, NextTrial)>,
     stopped: bool,
+    /// The largest load the search may use (a grid index): 0, or below the smallest load
+    /// the sender could not hold.
+    top: u32,
+    /// The smallest load the sender could not hold.
+    sender_failed_pps: Option<f64>,
 }
 
 impl Mlr {
@@ -173,6 +182,8 @@ impl Mlr {
             trials: Vec::new(),
             pending: None,
             stopped: false,
+            top: 0,
+            sender_failed_pps: None,
         })
     }
 
@@ -206,6 +217,28 @@ impl Mlr {
         self.trials.push((k, sample, trial));
         let spent: f64 = self.trials.iter().map(|t| t.1.duration_s).sum();
         self.stopped = spent >= self.spec.search_duration_max_s;
+    }
+
+    /// The sender could not hold the load [`Mlr::next_trial`] gave (its trial was invalid
+    /// every time it ran): that load and every load above `hint` (the load the sender's own
+    /// figures suggest it holds; the minimum load at least) are out of the search, which
+    /// goes on below. The trial is not recorded: its loss is not the device's.
+    pub fn sender_failed(&mut self, hint: f64) {
+        if let Some((k, n)) = self.pending.take() {
+            self.sender_failed_pps = Some(self.sender_failed_pps.map_or(n.load, |f| f.min(n.load)));
+            let below = self.grid.below(hint.min(n.load).max(f64::MIN_POSITIVE));
+            self.top = self.top.max(k + 1).max(below);
+        }
+    }
+
+    /// The smallest load the sender could not hold, if any: every goal's bounds lie below it.
+    pub fn sender_cap_pps(&self) -> Option<f64> {
+        self.sender_failed_pps
+    }
+
+    /// Whether the sender could not hold even the minimum load: the search has no answer.
+    pub fn sender_below_minimum(&self) -> bool {
+        self.top > self.grid.last
     }
 
     /// The trials so far, in order.
@@ -274,7 +307,7 @@ impl Mlr {
     fn met(&self, step: &Step) -> bool {
         match self.bounds(step) {
             (Some(lo), Some(hi)) => lo - hi <= step.width,
-            (Some(0), None) => true,
+            (Some(lo), None) => lo <= self.top,
             (None, Some(hi)) => hi == self.grid.last,
             _ => false,
         }
@@ -286,9 +319,18 @@ impl Mlr {
     }
 
     fn choose(&mut self) -> Option<(u32, NextTrial)> {
-        if self.stopped {
+        if self.stopped || self.sender_below_minimum() {
             return None;
         }
+        self.choose_any().map(|(k, mut n)| {
+            // Never above what the sender holds.
+            let k = k.max(self.top);
+            n.load = self.grid.load(k);
+            (k, n)
+        })
+    }
+
+    fn choose_any(&mut self) -> Option<(u32, NextTrial)> {
         if let Some(first) = self.initial() {
             return Some(first);
         }
@@ -340,11 +382,14 @@ impl Mlr {
         };
         let hint = |k: u32, loss: f64| self.grid.below(self.grid.load(k) * (1.0 - loss) / (1.0 - least));
         let initial = |t: &(u32, Sample, MlrTrial)| t.2.target == "initial";
+        let top = self.top;
         match self.trials.as_slice() {
-            [] => at(0, "the maximum load"),
-            [first] if first.1.loss_ratio > least && hint(0, first.1.loss_ratio) > 0 => {
-                at(hint(0, first.1.loss_ratio), "the forwarding rate seen at the maximum")
-            }
+            [] if top == 0 => at(0, "the maximum load"),
+            [] => at(top, "the largest load the sender holds"),
+            [first] if first.1.loss_ratio > least && hint(first.0, first.1.loss_ratio) > first.0 => at(
+                hint(first.0, first.1.loss_ratio),
+                "the forwarding rate seen at the maximum",
+            ),
             [_, second] if initial(second) => {
                 let (k, loss) = (second.0, second.1.loss_ratio);
                 let coarse = self.chains.iter().map(|c| c[0].width).max().unwrap_or(1);

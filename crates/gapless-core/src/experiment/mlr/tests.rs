@@ -179,3 +179,65 @@ fn bad_goals_are_refused_with_their_key() {
     let e = Mlr::new(s).unwrap_err();
     assert!(e.contains("goals[0].duration_sum_s = 1"), "{e}");
 }
+
+/// A sender that cannot hold `sender` frames/s or more, before a device that forwards `cap`.
+fn search_with_sender(s: MlrSpec, cap: f64, sender: f64) -> (Mlr, usize) {
+    let mut m = Mlr::new(s).unwrap();
+    let (mut i, mut failed) = (0, 0);
+    while let Some(n) = m.next_trial() {
+        if n.load >= sender {
+            m.sender_failed(sender);
+            failed += 1;
+        } else {
+            let sent = (n.load * n.duration_s).round() as u64;
+            m.record(sent, ((cap * n.duration_s).round() as u64).min(sent));
+        }
+        i += 1;
+        assert!(i < 500, "expected the search to end; it ran {i} trials");
+    }
+    (m, failed)
+}
+
+#[test]
+fn a_sender_that_cannot_hold_the_maximum_caps_the_search_which_goes_on_below_it() {
+    // The device forwards 150 000 frames/s; the sender holds up to 60 000.
+    let (m, failed) = search_with_sender(spec(vec![goal("NDR", 0.0), goal("PDR", 0.005)]), 150_000.0, 60_000.0);
+    assert!(failed >= 1, "expected the maximum load to fail");
+    let cap = m.sender_cap_pps().expect("a cap");
+    assert_eq!(
+        cap, 200_000.0,
+        "expected the maximum, which failed, as the smallest load the sender could not hold"
+    );
+    assert!(
+        failed <= 3,
+        "expected the sender's own figure to find its limit in a few trials; {failed} failed"
+    );
+    for r in m.results() {
+        assert!(r.met, "expected the goal met at the sender's limit: {r:?}");
+        let lo = r.lower_bound_pps.expect("a lower bound");
+        assert!(
+            lo < 60_000.0 && lo > 60_000.0 * 0.98 && r.upper_bound_pps.is_none(),
+            "expected the lower bound the largest load the sender holds, no upper bound; got {r:?}"
+        );
+    }
+    assert!(
+        m.trials().iter().all(|t| t.load_pps < 60_000.0),
+        "no recorded trial above the cap"
+    );
+    // Below the device's capacity the search still finds the device's own NDR.
+    let (m, _) = search_with_sender(spec(vec![goal("NDR", 0.0)]), 40_000.0, 60_000.0);
+    let r = &m.results()[0];
+    let (lo, hi) = (r.lower_bound_pps.unwrap(), r.upper_bound_pps.unwrap());
+    assert!(
+        r.met && lo <= 40_000.0 && hi > 40_000.0,
+        "expected NDR's bounds around 40000; got {r:?}"
+    );
+}
+
+#[test]
+fn a_sender_that_cannot_hold_the_minimum_leaves_no_answer() {
+    let (m, _) = search_with_sender(spec(vec![goal("NDR", 0.0)]), 150_000.0, 1_000.0);
+    assert!(m.sender_below_minimum());
+    assert!(m.trials().is_empty());
+    assert_eq!(m.results()[0].lower_bound_pps, None);
+}

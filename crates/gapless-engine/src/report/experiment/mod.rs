@@ -215,7 +215,12 @@ fn mlrsearch_text(s: &mut String, m: &gapless_core::experiment::MlrsearchResult)
     for g in &m.goals {
         let bounds = match (g.lower_bound_pps, g.upper_bound_pps) {
             (Some(l), Some(u)) => format!("between {l:.0} and {u:.0} frames/s"),
-            (Some(l), None) => format!("from {l:.0} frames/s, the maximum load"),
+            (Some(l), None) => match m.sender_cap_pps {
+                Some(c) => {
+                    format!("at least {l:.0} frames/s, the largest load the sender held; it could not hold {c:.0}")
+                }
+                None => format!("from {l:.0} frames/s, the maximum load"),
+            },
             (None, Some(u)) => format!("even the minimum load {u:.0} frames/s lost too much"),
             (None, None) => "no bound found".into(),
         };
@@ -229,6 +234,9 @@ fn mlrsearch_text(s: &mut String, m: &gapless_core::experiment::MlrsearchResult)
                 .map_or("no conditional throughput".into(), |t| format!("{t:.0} frames/s")),
             if g.met { "" } else { "; goal NOT met" }
         );
+    }
+    if !m.sender.is_empty() {
+        let _ = writeln!(s, "  the sender: {}", m.sender);
     }
     // Over several ports each direction's latency is its own (below).
     for l in m.latency.iter().filter(|l| l.point.latency_p50_ns.is_some()) {
