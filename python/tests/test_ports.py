@@ -52,24 +52,33 @@ def ends(bed: str, n: int) -> List[Dict[str, str]]:
 
 def bidir(bed: str) -> Dict[str, Any]:
     """The example `examples/mlrsearch_bidir.toml` (the issue's shape: two ports both ways,
-    NDR and PDR, aggregate loads) on `bed`, with 1 s final trials for CI's time and
-    test_mlrsearch's late limit (this VM's host stalls the sender for 0.2-1.7 % of a trial;
-    the router's queue absorbs the bursts, and NDR within 3 % is what shows it)."""
+    NDR and PDR, aggregate loads) on `bed`, with 1 s final trials for CI's time, the sender
+    judged at the defaults (its catch-up bursts and rate, as test_mlrsearch's)."""
     spec = tomllib.loads(EXAMPLE.read_text().replace("gl-", f"{bed}-"))
-    spec["trial"]["late_limit"] = 0.02
     m = spec["mlrsearch"]
     m["final_trial_duration_s"], m["initial_trial_duration_s"] = 1, 0.25
     return spec
 
 
 def stopped_by_the_sender(r: Dict[str, Any]) -> bool:
-    """As test_mlrsearch's: a search stopped by a sender that fell behind in every attempt,
-    with that trial's verdict saying so."""
-    hit = [w for w in r["warnings"] if "its sender fell behind in every attempt" in w]
-    if hit:
-        last = r["trials"][-1]
-        assert not last["valid"] and "NOT held" in last["invalid_reason"], last
-    return bool(hit)
+    """Whether a load the sender could not hold on this VM (its host stalls the sender's
+    vCPU for milliseconds) bounds a goal, so that the device's own bound was not reached.
+    If the sender failed at all, its verdict says so, every goal's lower bound lies below
+    that load, and the trials it failed give their reasons in numbers."""
+    m = r["mlrsearch"]
+    cap = m.get("sender_cap_pps")
+    if cap is None:
+        assert "held every load" in m["sender"], m["sender"]
+        return False
+    assert "could not hold" in m["sender"], m["sender"]
+    failed = [t for t in r["trials"] if not t["valid"]]
+    assert failed, "expected the trials the sender failed in the result"
+    for t in failed:
+        why = t["invalid_reason"]
+        assert "back to back" in why or "fewer frames" in why or "late_limit" in why, why
+    for g in m["goals"]:
+        assert g["lower_bound_pps"] is not None and g["lower_bound_pps"] < cap, f"expected {g['name']} below {cap}; got {g}"
+    return any(g["upper_bound_pps"] is None for g in m["goals"])
 
 
 @pytest.fixture(scope="module")

@@ -1097,4 +1097,46 @@ mod tests {
             "{e}"
         );
     }
+
+    #[test]
+    fn a_flow_runs_between_ospfv3_ranges_as_between_ospfv2_ranges() {
+        let mut cfg = json!({ "devices": [{ "name": "d1", "ospfv3": { "router_id": { "choice": "auto" }, "instances": [{ "name": "o6",
+            "interfaces": [{ "name": "i6", "ipv6_name": "a6", "network_type": { "choice": "point_to_point" } }],
+            "v6_routes": [{ "name": "r6", "metric": 20, "addresses": [{ "address": "2001:db8:10::", "prefix": 64, "count": 2 }] }] }] } }] });
+        cfg["ports"] = json!([{ "name": "p1", "location": "a" }, { "name": "p2", "location": "b" }]);
+        cfg["devices"][0]["ethernets"] = json!([{ "name": "e1", "connection": { "port_name": "p1" }, "mac": "02:00:00:00:00:01",
+            "ipv6_addresses": [{ "name": "a6", "address": "2001:db8::1:2", "gateway": "2001:db8::2", "prefix": 64 }] }]);
+        let mut d2 = cfg["devices"][0].clone();
+        d2["name"] = json!("d2");
+        d2["ethernets"] = json!([{ "name": "e2", "connection": { "port_name": "p2" }, "mac": "02:00:00:00:00:02",
+            "ipv6_addresses": [{ "name": "b6", "address": "2001:db8::2", "gateway": "2001:db8::1:2", "prefix": 64 }] }]);
+        d2["ospfv3"]["instances"][0]["name"] = json!("o6b");
+        d2["ospfv3"]["instances"][0]["interfaces"][0]["ipv6_name"] = json!("b6");
+        d2["ospfv3"]["instances"][0]["v6_routes"] =
+            json!([{ "name": "s6", "addresses": [{ "address": "2001:db8:20::", "prefix": 64 }] }]);
+        cfg["devices"].as_array_mut().unwrap().push(d2);
+        cfg["flows"] = json!([
+            { "name": "f", "tx_rx": { "choice": "device", "device": { "tx_names": ["r6"], "rx_names": ["s6"] } },
+              "packet": [{ "choice": "ethernet" }, { "choice": "ipv6" }] },
+            { "name": "back", "tx_rx": { "choice": "device", "device": { "tx_names": ["s6"], "rx_names": ["r6"] } },
+              "packet": [{ "choice": "ethernet" }, { "choice": "ipv6" }] }
+        ]);
+        let plan = plan(&cfg).expect("flows between OSPFv3 ranges are planned");
+        let ends: Vec<(String, String)> = plan
+            .groups
+            .iter()
+            .map(|g| {
+                let t = &g.profile["stream"][0]["template"];
+                (t["ip_src"].to_string(), t["ip_dst"].to_string())
+            })
+            .collect();
+        assert_eq!(
+            ends,
+            vec![
+                ("\"2001:db8:10::\"".into(), "\"2001:db8:20::\"".into()),
+                ("\"2001:db8:20::\"".into(), "\"2001:db8:10::\"".into())
+            ],
+            "each range's first address at each end, one group per TX port"
+        );
+    }
 }
