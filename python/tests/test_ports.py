@@ -27,7 +27,7 @@ import pytest
 
 import gapless
 from conftest import gapless_cli, require_root
-from test_mlrsearch import binary_trial_seconds
+from test_mlrsearch import binary_trial_seconds, stopped_by_the_sender
 
 BED = "glpt"
 CAP = 25_000  # frames/s of 64 B per direction through a 12 Mbit/s tbf as it counts
@@ -58,27 +58,6 @@ def bidir(bed: str) -> Dict[str, Any]:
     m = spec["mlrsearch"]
     m["final_trial_duration_s"], m["initial_trial_duration_s"] = 1, 0.25
     return spec
-
-
-def stopped_by_the_sender(r: Dict[str, Any]) -> bool:
-    """Whether a load the sender could not hold on this VM (its host stalls the sender's
-    vCPU for milliseconds) bounds a goal, so that the device's own bound was not reached.
-    If the sender failed at all, its verdict says so, every goal's lower bound lies below
-    that load, and the trials it failed give their reasons in numbers."""
-    m = r["mlrsearch"]
-    cap = m.get("sender_cap_pps")
-    if cap is None:
-        assert "held every load" in m["sender"], m["sender"]
-        return False
-    assert "could not hold" in m["sender"], m["sender"]
-    failed = [t for t in r["trials"] if not t["valid"]]
-    assert failed, "expected the trials the sender failed in the result"
-    for t in failed:
-        why = t["invalid_reason"]
-        assert "back to back" in why or "fewer frames" in why or "late_limit" in why, why
-    for g in m["goals"]:
-        assert g["lower_bound_pps"] is not None and g["lower_bound_pps"] < cap, f"expected {g['name']} below {cap}; got {g}"
-    return any(g["upper_bound_pps"] is None for g in m["goals"])
 
 
 @pytest.fixture(scope="module")

@@ -132,23 +132,10 @@ fn ospf_packet(f: &[u8]) -> Option<(bool, u8, &[u8])> {
 
 /// The OSPF LS Update in an Ethernet frame: (OSPFv3, the bytes after its LSA count).
 fn lsu_body(f: &[u8]) -> Option<(bool, &[u8])> {
-    let mut off = 12;
-    while matches!(f.get(off..off + 2), Some([0x81, 0x00] | [0x88, 0xa8])) {
-        off += 4;
+    match ospf_packet(f)? {
+        (v3, 4, body) => Some((v3, body.get(4..)?)),
+        _ => None,
     }
-    let ip = f.get(off + 2..)?;
-    let ospf = match f.get(off..off + 2)? {
-        [0x08, 0x00] if ip.len() >= 20 && ip[9] == 89 => ip.get(usize::from(ip[0] & 0x0f) * 4..)?,
-        [0x86, 0xdd] if ip.len() >= 40 && ip[6] == 89 => ip.get(40..)?,
-        _ => return None,
-    };
-    // Header: version, type (4: LS Update); 24 bytes in v2, 16 in v3; then the LSA count.
-    let v3 = match ospf.get(..2)? {
-        [2, 4] => false,
-        [3, 4] => true,
-        _ => return None,
-    };
-    ospf.get(if v3 { 20 } else { 28 }..).map(|b| (v3, b))
 }
 
 /// The LSAs of an LS Update's body (each a 20-byte header, then its body to its length).
