@@ -282,6 +282,10 @@ impl PortsPlan {
             warmup_received: rx.warmup_frames,
             late_over_gap: results().map(|r| r.lateness.late_over_one_gap).sum(),
             late_max_ns: results().map(|r| r.lateness.max_ns).max().unwrap_or(0),
+            stall_ns: results()
+                .map(|r| crate::trials::long_stalls_ns(&r.verdict))
+                .max()
+                .unwrap_or(0),
             schedule: not_held.map_or("held".into(), |r| crate::trials::schedule_text(&r.verdict)),
             held: not_held.is_none(),
             warnings: results().flat_map(|r| r.warnings.clone()).collect(),

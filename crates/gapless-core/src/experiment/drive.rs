@@ -299,7 +299,7 @@ impl Driver<'_> {
         }
         let achieved = load * (1.0 - t.rate_shortfall);
         let max_burst = self.spec.trial.max_burst_frames as f64;
-        match t.burst_frames as f64 {
+        match t.burst_frames.max(t.stalled_frames) as f64 {
             b if b > max_burst => achieved.min(load * (max_burst / b).max(0.5)),
             _ => achieved,
         }
@@ -465,6 +465,7 @@ fn judge(index: usize, plan: TrialPlan, run: TrialRun, spec: &super::spec::Trial
         loss_pct,
         late_share: j.late_share,
         burst_frames: j.burst_frames,
+        stalled_frames: j.stalled_frames,
         rate_shortfall: j.rate_shortfall,
         valid: invalid_reason.is_none(),
         invalid_reason,

@@ -139,6 +139,12 @@ pub struct TrialRun {
     /// back to back.
     #[serde(default)]
     pub late_max_ns: u64,
+    /// The time the send loop's busy-wait was stalled in stalls of 1 ms or more, in all (the
+    /// verdict's long stalls): the frames due meanwhile were held back, and near a device's
+    /// capacity its queue does not drain between them (a shorter stall's frames a device's
+    /// buffer or token bucket takes in its stride).
+    #[serde(default)]
+    pub stall_ns: u64,
     /// The run's verdict: "held", or why not.
     pub schedule: String,
     pub held: bool,
@@ -170,6 +176,9 @@ pub struct TrialRecord {
     /// The frames the worst stall sent back to back on one port to catch up.
     #[serde(default)]
     pub burst_frames: u64,
+    /// The frames all its stalls held back on one port.
+    #[serde(default)]
+    pub stalled_frames: u64,
     /// The share of its schedule's frames the sender did not send.
     #[serde(default)]
     pub rate_shortfall: f64,

@@ -1,5 +1,7 @@
 //! Whether a trial's sender kept up, judged by what changes the load the device saw: the
-//! rate it achieved, and the largest burst a stall made it send back to back to catch up.
+//! rate it achieved, the largest burst a stall made it send back to back to catch up, and
+//! what all its stalls of 1 ms or more held back (near a device's capacity their bursts add
+//! up in its queue).
 //! A frame one gap late changes nothing for a device; a 6 ms stall at 25 000 frames/s sends
 //! 150 frames at once, which a device with a short queue drops (docs/guide/experiments.md).
 
@@ -10,6 +12,7 @@ use super::{TrialPlan, TrialRun};
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct SenderJudgement {
     pub burst_frames: u64,
+    pub stalled_frames: u64,
     pub rate_shortfall: f64,
     pub late_share: f64,
     pub reasons: Vec<String>,
@@ -26,6 +29,7 @@ pub(crate) fn judge(plan: &TrialPlan, run: &TrialRun, spec: &TrialSpec) -> Sende
     };
     let mut j = SenderJudgement {
         burst_frames: 0,
+        stalled_frames: 0,
         rate_shortfall: 0.0,
         late_share,
         reasons: Vec::new(),
@@ -39,11 +43,19 @@ pub(crate) fn judge(plan: &TrialPlan, run: &TrialRun, spec: &TrialSpec) -> Sende
     if let Some(rate) = planned.or(sent_rate).filter(|_| paced) {
         let per_port = rate / tx_ports(run) as f64;
         j.burst_frames = (run.late_max_ns as f64 * per_port / 1e9).floor() as u64;
+        j.stalled_frames = (run.stall_ns as f64 * per_port / 1e9).floor() as u64;
         if j.burst_frames > spec.max_burst_frames {
             j.reasons.push(format!(
                 "a stall of {:.2} ms sent {} frames back to back on a port to catch up (max_burst_frames = {})",
                 run.late_max_ns as f64 / 1e6,
                 j.burst_frames,
+                spec.max_burst_frames
+            ));
+        } else if j.stalled_frames > spec.max_burst_frames {
+            j.reasons.push(format!(
+                "its stalls of 1 ms or more, {:.2} ms in all, held back {} frames on a port and sent them back to back, which a queue near the device's capacity does not drain between stalls (max_burst_frames = {})",
+                run.stall_ns as f64 / 1e6,
+                j.stalled_frames,
                 spec.max_burst_frames
             ));
         }
@@ -116,6 +128,7 @@ mod tests {
             warmup_received: 0,
             late_over_gap,
             late_max_ns,
+            stall_ns: 0,
             schedule: "held".into(),
             held: true,
             rx_pps: None,
@@ -143,6 +156,12 @@ mod tests {
         };
         let stall = judge(&plan(25_000.0), &run(62_500, 2_000_000, 50), &short_queue);
         assert!(stall.reasons[0].contains("sent 50 frames back to back"), "{stall:?}");
+        // Many short stalls, 8 ms in all: 200 frames held back near capacity.
+        let mut many = run(62_500, 500_000, 0);
+        many.stall_ns = 8_000_000;
+        let m = judge(&plan(25_000.0), &many, &spec);
+        assert_eq!((m.burst_frames, m.stalled_frames), (12, 200), "{m:?}");
+        assert!(m.reasons[0].contains("held back 200 frames"), "{m:?}");
         // Behind at the end: 1 % of the schedule not sent.
         let short = judge(&plan(25_000.0), &run(62_000, 0, 0), &spec);
         assert!((short.rate_shortfall - 0.01).abs() < 1e-9, "{short:?}");
