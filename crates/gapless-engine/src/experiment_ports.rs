@@ -283,7 +283,7 @@ impl PortsPlan {
             late_over_gap: results().map(|r| r.lateness.late_over_one_gap).sum(),
             late_max_ns: results().map(|r| r.lateness.max_ns).max().unwrap_or(0),
             stall_ns: results()
-                .map(|r| crate::trials::long_stalls_ns(&r.verdict))
+                .map(|r| crate::trials::stalls_ns(&r.verdict))
                 .max()
                 .unwrap_or(0),
             schedule: not_held.map_or("held".into(), |r| crate::trials::schedule_text(&r.verdict)),

@@ -57,7 +57,7 @@ pub(crate) fn trial_run(r: &RunReport) -> TrialRun {
         warmup_received: rx.map_or(0, |m| m.warmup_frames),
         late_over_gap: res.lateness.late_over_one_gap,
         late_max_ns: res.lateness.max_ns,
-        stall_ns: long_stalls_ns(&res.verdict),
+        stall_ns: stalls_ns(&res.verdict),
         schedule: schedule_text(&res.verdict),
         held: res.verdict.held.unwrap_or(true),
         rx_pps: rx.and_then(rx_rate),
@@ -73,11 +73,10 @@ pub(crate) fn trial_run(r: &RunReport) -> TrialRun {
     }
 }
 
-/// The time a run's send loops were stalled in stalls of 1 ms or more
-/// ([`gapless_core::result::verdict::LONG_STALL_NS`]): a device's buffer or token bucket
-/// takes a shorter one's frames in its stride.
-pub(crate) fn long_stalls_ns(v: &gapless_core::result::verdict::Verdict) -> u64 {
-    v.loops.iter().flat_map(|l| &l.long_stalls).map(|s| s.ns).sum()
+/// The time a run's send loops were stalled in all (the busy-wait's stalls of more than
+/// 20 µs): the frames due meanwhile were held back and sent late, in bursts.
+pub(crate) fn stalls_ns(v: &gapless_core::result::verdict::Verdict) -> u64 {
+    v.loops.iter().map(|l| l.stall_ns).sum()
 }
 
 pub(crate) fn schedule_text(v: &gapless_core::result::verdict::Verdict) -> String {

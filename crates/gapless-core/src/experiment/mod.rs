@@ -139,10 +139,9 @@ pub struct TrialRun {
     /// back to back.
     #[serde(default)]
     pub late_max_ns: u64,
-    /// The time the send loop's busy-wait was stalled in stalls of 1 ms or more, in all (the
-    /// verdict's long stalls): the frames due meanwhile were held back, and near a device's
-    /// capacity its queue does not drain between them (a shorter stall's frames a device's
-    /// buffer or token bucket takes in its stride).
+    /// The time the send loop's busy-wait was stalled in all (the verdict's stalls): the
+    /// frames due meanwhile were held back, and near a device's capacity its queue does not
+    /// drain between them.
     #[serde(default)]
     pub stall_ns: u64,
     /// The run's verdict: "held", or why not.

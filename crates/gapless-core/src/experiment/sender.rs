@@ -1,7 +1,7 @@
 //! Whether a trial's sender kept up, judged by what changes the load the device saw: the
 //! rate it achieved, the largest burst a stall made it send back to back to catch up, and
-//! what all its stalls of 1 ms or more held back (near a device's capacity their bursts add
-//! up in its queue).
+//! what all its stalls held back (near a device's capacity their bursts add up in its
+//! queue).
 //! A frame one gap late changes nothing for a device; a 6 ms stall at 25 000 frames/s sends
 //! 150 frames at once, which a device with a short queue drops (docs/guide/experiments.md).
 
@@ -53,7 +53,7 @@ pub(crate) fn judge(plan: &TrialPlan, run: &TrialRun, spec: &TrialSpec) -> Sende
             ));
         } else if j.stalled_frames > spec.max_burst_frames {
             j.reasons.push(format!(
-                "its stalls of 1 ms or more, {:.2} ms in all, held back {} frames on a port and sent them back to back, which a queue near the device's capacity does not drain between stalls (max_burst_frames = {})",
+                "its stalls, {:.2} ms in all, held back {} frames on a port and sent them back to back, which a queue near the device's capacity does not drain between stalls (max_burst_frames = {})",
                 run.stall_ns as f64 / 1e6,
                 j.stalled_frames,
                 spec.max_burst_frames
