@@ -254,8 +254,10 @@ impl Driver<'_> {
             let purpose = format!("mlrsearch {}: {:.0} pps for {secs} s", n.purpose, n.load);
             let mut p = self.plan(purpose, &[Setting::Rate(n.load)], 0);
             p.duration_s = n.duration_s;
+            let first = self.out.trials.len();
             let i = self.trial(p)?;
             if !self.out.trials[i].valid {
+                let seconds = self.out.trials[first..].iter().map(|t| t.plan.duration_s).sum();
                 let hint = self.sender_hint(i, n.load);
                 self.out.warnings.push(format!(
                     "mlrsearch: the sender could not hold {:.0} frames/s on this machine (trial {}, every attempt: {}); its loss is not the device's, and the search goes on at {:.0} frames/s or below",
@@ -264,7 +266,7 @@ impl Driver<'_> {
                     self.out.trials[i].invalid_reason.as_deref().unwrap_or("fell behind"),
                     hint.min(n.load)
                 ));
-                search.sender_failed(hint);
+                search.sender_failed(hint, seconds);
                 self.out.mlrsearch = Some(self.mlr_result(&search, &used));
                 continue;
             }
@@ -278,7 +280,12 @@ impl Driver<'_> {
                 "mlrsearch has no answer: the sender could not hold even the minimum load on this machine (min_load_pps); see the trials' reasons".into(),
             );
         }
-        if search.ran_out() {
+        if search.sender_gave_up() {
+            self.out.warnings.push(format!(
+                "mlrsearch stopped after the sender could not hold {} loads on this machine: its bounds are as far as it got (run it on a quieter machine, or lower max_rate_pps)",
+                super::mlr::MAX_SENDER_FAILURES
+            ));
+        } else if search.ran_out() {
             self.out.warnings.push(
                 "mlrsearch reached search_duration_max_s with a goal unmet: its bounds are as far as it got".into(),
             );

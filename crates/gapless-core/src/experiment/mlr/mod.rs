@@ -165,7 +165,15 @@ pub struct Mlr {
     top: u32,
     /// The smallest load the sender could not hold.
     sender_failed_pps: Option<f64>,
+    /// How many loads the sender could not hold, and the trial seconds they took.
+    sender_failures: u32,
+    sender_failed_s: f64,
 }
+
+/// After this many loads the sender could not hold, the search stops with the bounds it
+/// has: on a machine whose stalls fail trials at every load, each failure lowers the cap
+/// only a little, and the search would otherwise walk the whole grid down.
+pub const MAX_SENDER_FAILURES: u32 = 8;
 
 impl Mlr {
     /// A search of `spec` (checked by [`MlrSpec::check`]).
@@ -184,6 +192,8 @@ impl Mlr {
             stopped: false,
             top: 0,
             sender_failed_pps: None,
+            sender_failures: 0,
+            sender_failed_s: 0.0,
         })
     }
 
@@ -215,20 +225,35 @@ impl Mlr {
             target: n.target,
         };
         self.trials.push((k, sample, trial));
-        let spent: f64 = self.trials.iter().map(|t| t.1.duration_s).sum();
-        self.stopped = spent >= self.spec.search_duration_max_s;
+        self.check_budget();
+    }
+
+    /// Stops the search when its trials, those the sender failed included, used up
+    /// `search_duration_max_s`, or the sender failed [`MAX_SENDER_FAILURES`] loads.
+    fn check_budget(&mut self) {
+        let spent = self.trial_seconds() + self.sender_failed_s;
+        self.stopped = spent >= self.spec.search_duration_max_s || self.sender_failures >= MAX_SENDER_FAILURES;
     }
 
     /// The sender could not hold the load [`Mlr::next_trial`] gave (its trial was invalid
     /// every time it ran): that load and every load above `hint` (the load the sender's own
     /// figures suggest it holds; the minimum load at least) are out of the search, which
-    /// goes on below. The trial is not recorded: its loss is not the device's.
-    pub fn sender_failed(&mut self, hint: f64) {
+    /// goes on below. The trial is not recorded: its loss is not the device's. Its attempts
+    /// took `seconds` of trials, which count towards `search_duration_max_s`.
+    pub fn sender_failed(&mut self, hint: f64, seconds: f64) {
         if let Some((k, n)) = self.pending.take() {
             self.sender_failed_pps = Some(self.sender_failed_pps.map_or(n.load, |f| f.min(n.load)));
             let below = self.grid.below(hint.min(n.load).max(f64::MIN_POSITIVE));
             self.top = self.top.max(k + 1).max(below);
+            self.sender_failures += 1;
+            self.sender_failed_s += seconds;
+            self.check_budget();
         }
+    }
+
+    /// Whether the search stopped because the sender failed [`MAX_SENDER_FAILURES`] loads.
+    pub fn sender_gave_up(&self) -> bool {
+        self.sender_failures >= MAX_SENDER_FAILURES && !self.sender_below_minimum()
     }
 
     /// The smallest load the sender could not hold, if any: every goal's bounds lie below it.

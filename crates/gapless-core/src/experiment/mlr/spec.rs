@@ -33,7 +33,8 @@ pub struct MlrsearchSpec {
     #[serde(default)]
     pub min_rate_pps: Option<f64>,
     pub max_rate_pps: f64,
-    /// The search stops, its goals unmet, after this many trial seconds (default 1200).
+    /// The search stops, its goals unmet, after this many trial seconds (default 1200),
+    /// those of loads the sender could not hold included.
     #[serde(default)]
     pub search_duration_max_s: Option<f64>,
     /// After the search: trials at these fractions of the latency goal's conditional

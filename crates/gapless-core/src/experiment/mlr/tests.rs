@@ -186,7 +186,7 @@ fn search_with_sender(s: MlrSpec, cap: f64, sender: f64) -> (Mlr, usize) {
     let (mut i, mut failed) = (0, 0);
     while let Some(n) = m.next_trial() {
         if n.load >= sender {
-            m.sender_failed(sender);
+            m.sender_failed(sender, n.duration_s);
             failed += 1;
         } else {
             let sent = (n.load * n.duration_s).round() as u64;
@@ -240,4 +240,35 @@ fn a_sender_that_cannot_hold_the_minimum_leaves_no_answer() {
     assert!(m.sender_below_minimum());
     assert!(m.trials().is_empty());
     assert_eq!(m.results()[0].lower_bound_pps, None);
+}
+
+#[test]
+fn a_sender_that_fails_every_load_by_a_little_stops_the_search_after_a_few_failures() {
+    // Its own figures say it holds just below each load it failed: without a limit the
+    // search would walk the grid down one step a trial.
+    let mut m = Mlr::new(spec(vec![goal("NDR", 0.0)])).unwrap();
+    let mut failed = 0;
+    while let Some(n) = m.next_trial() {
+        m.sender_failed(n.load * 0.999, n.duration_s);
+        failed += 1;
+        assert!(failed < 100, "expected the search to stop; {failed} loads failed");
+    }
+    assert_eq!(
+        failed, MAX_SENDER_FAILURES,
+        "expected the search to stop after {MAX_SENDER_FAILURES} failed loads; got {failed}"
+    );
+    assert!(m.sender_gave_up() && m.ran_out(), "expected the stop said");
+}
+
+#[test]
+fn the_seconds_of_loads_the_sender_failed_count_towards_the_search_duration() {
+    let mut s = spec(vec![goal("NDR", 0.0)]);
+    s.search_duration_max_s = 3.0;
+    let mut m = Mlr::new(s).unwrap();
+    let n = m.next_trial().expect("a first trial");
+    m.sender_failed(n.load / 2.0, 3.0);
+    assert!(
+        m.next_trial().is_none() && m.ran_out(),
+        "expected the search stopped after 3 s of failed trials, with its goal unmet"
+    );
 }
