@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use crate::error::IoError;
 use crate::kernel::nic;
 
+mod keeper;
 pub mod wire;
 
 /// Where the daemons' directories are.
@@ -51,6 +52,7 @@ impl Daemon {
     /// 5 s for its vty socket. A `bgpd` alone runs without zebra (`-Z`); the daemons of one
     /// directory otherwise share its zebra (`zserv.api` there), which starts first.
     pub fn start(kind: &str, netns: &str, k: usize, config: &str) -> Result<Daemon, IoError> {
+        check_lines(kind, config)?;
         let bin = binary(kind)?;
         let dir = Path::new(ROOT).join(format!("{}-{k}", std::process::id()));
         let mut daemon = Daemon {
@@ -75,11 +77,12 @@ impl Daemon {
         if kind == "bgpd" && !zserv.exists() {
             cmd.arg("-Z");
         }
+        let instance = format!("gl{}-{k}", std::process::id());
         let out = cmd
             .arg("-z")
             .arg(&zserv)
             .arg("-N")
-            .arg(format!("gl{}-{k}", std::process::id()))
+            .arg(&instance)
             .arg("-f")
             .arg(&conf)
             .arg("-i")
@@ -94,7 +97,21 @@ impl Daemon {
                 stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
             });
         }
-        daemon.pid = wait_for_pid(&pidfile, &daemon.file("vty"))?;
+        daemon.pid = match wait_for_pid(&pidfile, &daemon.file("vty")) {
+            Ok(pid) => pid,
+            Err(e) => {
+                // Stopped, not forgotten: its PID file may not be there to name it.
+                for pid in instance_pids(kind, &instance) {
+                    stop_pid(pid);
+                }
+                daemon.remove_files();
+                return Err(e);
+            }
+        };
+        if let Err(e) = keeper::register(daemon.pid) {
+            daemon.stop();
+            return Err(e);
+        }
         daemon.check_config(&conf, config.lines().count())?;
         Ok(daemon)
     }
@@ -146,6 +163,13 @@ impl Daemon {
         s.set_read_timeout(Some(within)).map_err(|e| io(&path, e))?;
         let mut out = Vec::with_capacity(commands.len());
         for c in std::iter::once("enable").chain(commands.iter().map(String::as_str)) {
+            if !one_line(c) {
+                return Err(IoError::Input {
+                    path: format!("{} vty", self.kind),
+                    message: format!("{c:?} is not one printable line"),
+                    fix: "this is a fault of gapless's FRR mapping, not of the request: report it".into(),
+                });
+            }
             let (text, status) = exchange(&mut s, c).map_err(|e| io(&path, e))?;
             if status != 0 {
                 return Err(IoError::Command {
@@ -164,6 +188,7 @@ impl Daemon {
     /// directory when it was the last daemon there.
     pub fn stop(&mut self) {
         if self.pid > 0 {
+            keeper::unregister(self.pid);
             stop_pid(self.pid);
             self.pid = 0;
         }
@@ -199,6 +224,67 @@ fn exchange(s: &mut UnixStream, command: &str) -> std::io::Result<(String, u8)> 
             return Ok((String::from_utf8_lossy(&buf).into_owned(), status));
         }
     }
+}
+
+/// The first words of every configuration line gapless writes, for any daemon. A line that
+/// starts otherwise (`log file PATH`, `password`, `line vty`, ...) was not written by the
+/// mapping, and nothing writes it.
+const FIRST_WORDS: &[&str] = &[
+    "!",
+    "address-family",
+    "attached-bit",
+    "bgp",
+    "exit",
+    "exit-address-family",
+    "frr",
+    "hostname",
+    "interface",
+    "ip",
+    "ipv6",
+    "is-type",
+    "isis",
+    "log-adjacency-changes",
+    "lsp-gen-interval",
+    "lsp-refresh-interval",
+    "match",
+    "max-lsp-lifetime",
+    "metric-style",
+    "neighbor",
+    "net",
+    "network",
+    "no",
+    "ospf",
+    "ospf6",
+    "redistribute",
+    "refresh",
+    "route-map",
+    "router",
+    "set",
+    "spf-interval",
+    "timers",
+];
+
+/// The last gate before FRR: every line of `config` is printable ASCII and starts with one
+/// of [`FIRST_WORDS`], and every vty command is one printable line. The mapping checks each
+/// string it writes (`gapless_otg::frr_gate`); this refuses, naming the line, what a fault
+/// there would let through.
+pub fn check_lines(kind: &str, config: &str) -> Result<(), IoError> {
+    for (n, line) in config.split('\n').enumerate() {
+        let first = line.split_whitespace().next().unwrap_or("!");
+        if !line.bytes().all(|b| b == b' ' || b.is_ascii_graphic()) || !FIRST_WORDS.contains(&first) {
+            return Err(IoError::Input {
+                path: format!("{kind}'s configuration, line {}", n + 1),
+                message: format!("{line:?} is not a line gapless writes"),
+                fix: "this is a fault of gapless's FRR mapping, not of the config: report it with the config".into(),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Whether `command` is one vty line: printable ASCII (spaces allowed), no line break.
+fn one_line(command: &str) -> bool {
+    command.bytes().all(|b| b == b' ' || b.is_ascii_graphic())
 }
 
 /// The lines of a daemon's log (or of its dry run, `-C`) that say it refused a line of its
@@ -259,6 +345,23 @@ fn wait_for_pid(pidfile: &Path, vty: &Path) -> Result<i32, IoError> {
         }
         std::thread::sleep(Duration::from_millis(10));
     }
+}
+
+/// The PIDs of the processes of daemon `kind` started as `-N instance`, from their command
+/// lines in /proc.
+fn instance_pids(kind: &str, instance: &str) -> Vec<i32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            let args: Vec<&[u8]> = cmd.split(|&b| b == 0).collect();
+            let of_kind = args.first().is_some_and(|a| a.ends_with(format!("/{kind}").as_bytes()));
+            of_kind && args.windows(2).any(|w| w[0] == b"-N" && w[1] == instance.as_bytes())
+        })
+        .collect()
 }
 
 /// Whether `pid` runs: it exists and is not a zombie. A daemon forks away from its
@@ -379,6 +482,29 @@ mod tests {
         fn drop(&mut self) {
             let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
         }
+    }
+
+    #[test]
+    fn only_lines_gapless_writes_reach_a_daemon() {
+        let good = "frr defaults traditional\n!\nrouter bgp 65001\n bgp router-id 1.1.1.1\n neighbor 1.1.1.2 password k3y!\n!\n";
+        assert!(check_lines("bgpd", good).is_ok(), "expected bgpd's own lines to pass");
+        for (bad, line) in [
+            ("router bgp 1\nlog file /tmp/x\n", 2),
+            ("router bgp 1\n set origin igp\rlog file /tmp/x\n", 2),
+            ("line vty\n", 1),
+            ("hostname a\u{1b}b\n", 1),
+        ] {
+            let e = check_lines("bgpd", bad).expect_err("refused").to_string();
+            assert!(
+                e.contains(&format!("line {line}")),
+                "expected line {line} named for {bad:?}; got {e}"
+            );
+        }
+        assert!(
+            !one_line("show bgp summary\nconfigure"),
+            "expected a vty command with a line break refused"
+        );
+        assert!(one_line("show ip route json"));
     }
 
     #[test]

@@ -14,6 +14,7 @@ use serde_json::Value;
 
 use crate::devices::Eth;
 use crate::error::Invalid;
+use crate::frr_gate::word;
 
 pub mod frr_json;
 
@@ -44,6 +45,39 @@ pub struct Peer {
     pub routes: Vec<Range>,
 }
 
+/// A BGP range's origin attribute: one of the model's three values, never a string of the
+/// request's (an origin once went into bgpd's file as given, line breaks and all).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Origin {
+    Igp,
+    Egp,
+    Incomplete,
+}
+
+impl Origin {
+    /// `advanced.origin` of the range at `at` (absent: none), or an error with its path.
+    fn of(v: &Value, at: &str) -> Result<Option<Origin>, Invalid> {
+        match v {
+            Value::Null => Ok(None),
+            Value::String(s) if s == "igp" => Ok(Some(Origin::Igp)),
+            Value::String(s) if s == "egp" => Ok(Some(Origin::Egp)),
+            Value::String(s) if s == "incomplete" => Ok(Some(Origin::Incomplete)),
+            other => Err(Invalid(format!(
+                "{at}.advanced.origin: {other} is not an origin; give \"igp\", \"egp\" or \"incomplete\""
+            ))),
+        }
+    }
+
+    /// The word bgpd's `set origin` takes.
+    pub fn frr(self) -> &'static str {
+        match self {
+            Origin::Igp => "igp",
+            Origin::Egp => "egp",
+            Origin::Incomplete => "incomplete",
+        }
+    }
+}
+
 /// A route range a peer advertises.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Range {
@@ -53,7 +87,7 @@ pub struct Range {
     /// A manual next hop (`next_hop_mode: manual`); None: the session's own address.
     pub next_hop: Option<IpAddr>,
     pub med: Option<u32>,
-    pub origin: Option<String>,
+    pub origin: Option<Origin>,
     pub local_pref: Option<u32>,
     /// Communities as FRR writes them (`65000:100`, `no-export`, ...).
     pub communities: Vec<String>,
@@ -240,7 +274,7 @@ fn refuse_unsupported(v: &Value, keys: &[&str], at: &str) -> Result<(), Invalid>
 
 fn peer(p: &Value, at: &str, local: IpAddr) -> Result<Peer, Invalid> {
     refuse_unsupported(p, &PEER_UNSUPPORTED, at)?;
-    let name = p["name"].as_str().filter(|n| one_word(n)).ok_or_else(|| {
+    let name = p["name"].as_str().filter(|n| word(n)).ok_or_else(|| {
         Invalid(format!(
             "{at}.name: every peer needs a name of printable characters without spaces"
         ))
@@ -296,16 +330,10 @@ fn peer(p: &Value, at: &str, local: IpAddr) -> Result<Peer, Invalid> {
     })
 }
 
-/// A word bgpd's configuration takes whole: printable ASCII, no space. A name or key with a
-/// line break would write configuration lines of its own into the daemon's file.
-pub(crate) fn one_word(s: &str) -> bool {
-    !s.is_empty() && s.bytes().all(|b| b.is_ascii_graphic())
-}
-
 fn md5(k: &Value, at: &str) -> Result<Option<String>, Invalid> {
     match k.as_str().filter(|k| !k.is_empty()) {
         None => Ok(None),
-        Some(k) if one_word(k) && k.len() <= 80 => Ok(Some(k.to_string())),
+        Some(k) if word(k) => Ok(Some(k.to_string())),
         Some(_) => Err(Invalid(format!(
             "{at}.advanced.md5_key: give up to 80 printable characters without spaces"
         ))),
@@ -341,10 +369,7 @@ fn range(r: &Value, at: &str, v6: bool) -> Result<Range, Invalid> {
             .as_u64()
             .filter(|_| include("include_multi_exit_discriminator"))
             .map(|m| m as u32),
-        origin: adv["origin"]
-            .as_str()
-            .filter(|_| include("include_origin"))
-            .map(str::to_string),
+        origin: Origin::of(&adv["origin"], at)?.filter(|_| include("include_origin")),
         local_pref: adv["local_preference"]
             .as_u64()
             .filter(|_| include("include_local_preference"))
@@ -560,8 +585,8 @@ fn out_maps(c: &mut String, i: usize, p: &Peer) {
         if let Some(m) = x.med {
             let _ = writeln!(c, " set metric {m}");
         }
-        if let Some(o) = &x.origin {
-            let _ = writeln!(c, " set origin {o}");
+        if let Some(o) = x.origin {
+            let _ = writeln!(c, " set origin {}", o.frr());
         }
         if let Some(l) = x.local_pref {
             let _ = writeln!(c, " set local-preference {l}");

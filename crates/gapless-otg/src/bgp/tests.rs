@@ -182,3 +182,58 @@ fn of_two_own_devices_peering_with_each_other_the_higher_address_waits_for_the_c
         "expected only d2 (1.1.1.2, peering with d1) passive"
     );
 }
+
+/// No string of a request adds a line to bgpd's configuration: with a hostile value in any
+/// string field the config is refused with that field's path, or written with exactly the
+/// lines of a harmless one.
+#[test]
+fn no_request_string_adds_a_line_to_the_configuration() {
+    let lines = |c: &Value| routers(c).map(|r| frr_config(&r[0]).lines().count());
+    let base = lines(&cfg(peer())).expect("a valid config");
+    let hostile = [
+        "igp\nexit\nlog file /tmp/gl-pwned",
+        "x\rlog file /tmp/gl-pwned",
+        "a b",
+        "igp ",
+        "",
+        "x".repeat(81).leak(),
+    ];
+    type Field = (&'static str, fn(&mut Value, &str));
+    let fields: [Field; 6] = [
+        ("v4_routes[0].advanced.origin", |p, s| {
+            p["v4_routes"][0]["advanced"]["origin"] = json!(s)
+        }),
+        ("peers[0].name", |p, s| p["name"] = json!(s)),
+        ("peers[0].advanced.md5_key", |p, s| {
+            p["advanced"] = json!({ "md5_key": s })
+        }),
+        ("v4_routes[0].name", |p, s| p["v4_routes"][0]["name"] = json!(s)),
+        ("v4_routes[0].communities[0].type", |p, s| {
+            p["v4_routes"][0]["communities"][0]["type"] = json!(s)
+        }),
+        ("v4_routes[0].as_path.segments[0].type", |p, s| {
+            p["v4_routes"][0]["as_path"]["segments"][0]["type"] = json!(s)
+        }),
+    ];
+    for (path, set) in fields {
+        for s in hostile {
+            let mut p = peer();
+            set(&mut p, s);
+            match lines(&cfg(p)) {
+                Err(e) => assert!(
+                    e.0.contains(path.split('.').next().unwrap()),
+                    "expected {path} named; got {}",
+                    e.0
+                ),
+                Ok(n) => assert_eq!(n, base, "expected {base} lines with {path} = {s:?}; got {n}"),
+            }
+        }
+    }
+    let mut p = peer();
+    p["v4_routes"][0]["advanced"]["origin"] = json!("igp\nexit\nlog file /tmp/gl-pwned");
+    let e = routers(&cfg(p)).unwrap_err().0;
+    assert!(
+        e.contains("v4_routes[0].advanced.origin:") && e.contains("give \"igp\", \"egp\" or \"incomplete\""),
+        "expected the origin refused with its path and the values it takes; got {e}"
+    );
+}
