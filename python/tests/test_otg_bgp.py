@@ -245,30 +245,66 @@ def test_a_killed_bgpd_shows_its_session_down_and_the_server_says_which(server: 
     wait_established(a)
 
 
-def test_a_killed_servers_daemons_are_stopped_by_the_next(server: Server, wires: str, tmp_path: Path) -> None:
+def gone_within(pids: list[int], seconds: float) -> float:
+    """Seconds until none of `pids` runs; fails after `seconds`, naming those left."""
+    t0 = time.monotonic()
+    while any(map(running, pids)):
+        left = [p for p in pids if running(p)]
+        assert time.monotonic() - t0 < seconds, f"expected the daemons gone within {seconds} s; {left} still run"
+        time.sleep(0.02)
+    return time.monotonic() - t0
+
+
+def test_a_killed_servers_daemons_are_stopped_by_its_keeper_and_the_next_server_clears_up(
+        server: Server, wires: str, tmp_path: Path) -> None:
+    """kill -9 leaves no handler to run: the server's keeper, holding the other end of a pipe
+    the kernel closes with the server, stops its daemons (FRR's daemons fork away and change
+    user, so a parent-death signal would not reach them)."""
     # The module's server lets go of its devices' MACs on the veths first.
     shared = api(server, "https")
     shared.set_config(shared.config())
     s = Server(tmp_path / "a.db")
     a = api(s, "https")
     assert len(a.set_config(bgp_config(a)).warnings) == 0
+    wait_established(a)
     killed = s.proc.pid
     pids = bgpd_pids(killed)
     assert len(pids) == 2 and all(map(running, pids)), f"expected a bgpd per device; got {pids}"
     os.kill(killed, signal.SIGKILL)
     s.proc.wait(timeout=10)
     s.log.close()
-    assert all(map(running, pids)), "expected a killed server's daemons to go on (nobody stopped them)"
+    took = gone_within(pids, 1.0)
+    print(f"a killed server's daemons were gone {took * 1000:.0f} ms after its death")
     s = Server(tmp_path / "b.db")
     try:
-        assert not any(map(running, pids)), f"expected the next server to stop the killed server's daemons {pids}"
-        assert daemon_dirs(killed) == [], f"expected their directories removed; got {daemon_dirs(killed)}"
+        assert daemon_dirs(killed) == [], f"expected the next server to remove their directories; got {daemon_dirs(killed)}"
         a = api(s, "https")
         a.set_config(bgp_config(a))  # the same MACs and addresses are free again
         wait_established(a)
     finally:
         s.stop()
     assert bgpd_pids(s.proc.pid) == [] and daemon_dirs(s.proc.pid) == [], "expected a stopped server to stop its daemons"
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+def test_sigterm_and_sighup_stop_the_server_and_its_daemons_as_ctrl_c_does(
+        server: Server, wires: str, tmp_path: Path, sig: signal.Signals) -> None:
+    shared = api(server, "https")
+    shared.set_config(shared.config())
+    s = Server(tmp_path / "a.db")
+    a = api(s, "https")
+    a.set_config(bgp_config(a))
+    pids, pid = bgpd_pids(s.proc.pid), s.proc.pid
+    assert len(pids) == 2, f"expected a bgpd per device; got {pids}"
+    t0 = time.monotonic()
+    s.proc.send_signal(sig)
+    rc = s.proc.wait(timeout=15)
+    took = time.monotonic() - t0
+    s.log.close()
+    assert rc == 0, f"expected {sig.name} to stop the server cleanly (exit 0); got {rc}"
+    assert took < 10, f"expected the server stopped within 10 s of {sig.name}; it took {took:.1f} s"
+    assert not any(map(running, pids)) and daemon_dirs(pid) == [], \
+        f"expected its daemons stopped and their directories removed; running {[p for p in pids if running(p)]}, dirs {daemon_dirs(pid)}"
 
 
 # A router between the ports, as a tester is wired to the device it accepts: the ports are

@@ -108,7 +108,10 @@ pub fn cmd_serve(a: ServeArgs) -> Result<i32> {
     };
     raise_fd_limit();
     let rt = tokio::runtime::Runtime::new()?;
-    eprintln!("gapless serve: dashboard http://{}/ (Ctrl-C stops)", a.listen);
+    eprintln!(
+        "gapless serve: dashboard http://{}/ (Ctrl-C, SIGTERM or SIGHUP stops)",
+        a.listen
+    );
     if let Some(o) = otg_listen {
         let verify = if scheme == "https" { ", verify=False" } else { "" };
         eprintln!("gapless serve: OTG API {scheme}://{o} (snappi: snappi.api(location=\"{scheme}://{o}\"{verify}))");
@@ -121,10 +124,28 @@ pub fn cmd_serve(a: ServeArgs) -> Result<i32> {
         cfg.db.display(),
         cfg.reports_dir().display()
     );
-    rt.block_on(gapless_serve::serve(cfg, async {
-        let _ = tokio::signal::ctrl_c().await;
-    }))?;
+    rt.block_on(gapless_serve::serve(cfg, stop_signal()))?;
     Ok(0)
+}
+
+/// Ends at the first SIGINT (Ctrl-C), SIGTERM (systemd, Docker and Kubernetes stop a
+/// service with it) or SIGHUP (its terminal closed): each stops the server the same way,
+/// its runs ended and written, its daemons stopped.
+async fn stop_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut int), Ok(mut term), Ok(mut hup)) = (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+        signal(SignalKind::hangup()),
+    ) else {
+        let _ = tokio::signal::ctrl_c().await;
+        return;
+    };
+    tokio::select! {
+        _ = int.recv() => {}
+        _ = term.recv() => {}
+        _ = hup.recv() => {}
+    }
 }
 
 /// Each client and event stream is a socket: the soft limit on open files goes up to the
