@@ -95,6 +95,27 @@ pub struct Range {
     pub as_path: Vec<u32>,
 }
 
+/// The most prefix-list entries a router's ranges may need. FRR's load time grows with the
+/// square of a prefix list's entries (1 000 took 5.4 s, DESIGN-NOTES 75): a range of step 1
+/// needs a few entries (its cover), one of another step an entry a prefix.
+pub const MAX_LISTED_PREFIXES: usize = 1_000;
+
+/// Refuses ranges (their blocks, each with its path) whose prefix lists would hold more than
+/// [`MAX_LISTED_PREFIXES`] entries in all, naming the limit and the fix.
+pub fn check_listed<'a>(blocks: impl IntoIterator<Item = (String, &'a Block)>) -> Result<(), Invalid> {
+    let mut total = 0;
+    for (at, b) in blocks {
+        total += b.cover().len();
+        if total > MAX_LISTED_PREFIXES {
+            return Err(Invalid(format!(
+                "{at}: {} prefixes {} apart would make its router's prefix lists longer than {MAX_LISTED_PREFIXES} entries, which FRR loads in time growing with their square. Fix: a step of 1 (a few entries however many prefixes), or fewer prefixes",
+                b.count, b.step
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// `addresses[]`: `count` prefixes of length `prefix` from `first`, `step` prefixes apart.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Block {
@@ -105,6 +126,16 @@ pub struct Block {
 }
 
 impl Block {
+    /// What follows cover entry `net/len` in a prefix list: ` ge P le P` when `len` is
+    /// shorter than the block's prefixes, so that only they match.
+    pub fn exact(&self, len: u8) -> String {
+        if len < self.prefix {
+            format!(" ge {0} le {0}", self.prefix)
+        } else {
+            String::new()
+        }
+    }
+
     /// Each prefix of the block (network addresses), in order.
     pub fn prefixes(&self) -> Vec<(IpAddr, u8)> {
         let bits = if self.first.is_ipv6() { 128 } else { 32 };
@@ -577,7 +608,7 @@ fn af(v6: bool) -> &'static str {
 
 /// Peer `i`'s ranges: the attributes set where each is originated (`GL-RR-i-j`), with a tag
 /// of its own, and an outbound map that lets out only the peer's tags, with their manual next
-/// hops. A tag, not a prefix list: bgpd's load time grows with the square of a prefix list's
+/// hops and communities. A tag, not a prefix list: bgpd's load time grows with the square of a prefix list's
 /// entries (1 000 took 5.4 s), and a range may have 100 000 prefixes (DESIGN-NOTES 75).
 fn out_maps(c: &mut String, i: usize, p: &Peer) {
     for (j, x) in p.routes.iter().enumerate() {
@@ -591,9 +622,6 @@ fn out_maps(c: &mut String, i: usize, p: &Peer) {
         if let Some(l) = x.local_pref {
             let _ = writeln!(c, " set local-preference {l}");
         }
-        if !x.communities.is_empty() {
-            let _ = writeln!(c, " set community {}", x.communities.join(" "));
-        }
         if !x.as_path.is_empty() {
             let path: Vec<String> = x.as_path.iter().map(u32::to_string).collect();
             let _ = writeln!(c, " set as-path prepend {}", path.join(" "));
@@ -603,6 +631,12 @@ fn out_maps(c: &mut String, i: usize, p: &Peer) {
         let map = format!("GL-OUT-{i}-{}", af(v6));
         for (j, x) in p.routes.iter().enumerate().filter(|(_, x)| x.v6 == v6) {
             let _ = writeln!(c, "route-map {map} permit {}\n match tag {}", 10 + j, tag(i, j));
+            // Set on the way out, not where the range is originated: bgpd keeps a route
+            // that carries NO_EXPORT from its eBGP peers, and a tester sends it to the device
+            // it tests (found against BIRD).
+            if !x.communities.is_empty() {
+                let _ = writeln!(c, " set community {}", x.communities.join(" "));
+            }
             match x.next_hop {
                 Some(IpAddr::V4(n)) => {
                     let _ = writeln!(c, " set ip next-hop {n}");
