@@ -274,6 +274,7 @@ fn areas(v: &Value, at: &str) -> Result<Vec<String>, Invalid> {
 
 fn ranges(x: &Value, at: &str, wide: bool, warnings: &mut Vec<String>) -> Result<Vec<Range>, Invalid> {
     let mut out = Vec::new();
+    let mut listed = Vec::new();
     for (key, v6) in [("v4_routes", false), ("v6_routes", true)] {
         for (k, r) in x[key].as_array().into_iter().flatten().enumerate() {
             let ra = format!("{at}.{key}[{k}]");
@@ -288,6 +289,12 @@ fn ranges(x: &Value, at: &str, wide: bool, warnings: &mut Vec<String>) -> Result
             if blocks.is_empty() {
                 return Err(Invalid(format!("{ra}.addresses: give at least one address block")));
             }
+            listed.extend(
+                blocks
+                    .iter()
+                    .enumerate()
+                    .map(|(b, x)| (format!("{ra}.addresses[{b}]"), x.clone())),
+            );
             let metric = r["link_metric"].as_u64().unwrap_or(0);
             let max = if wide { 16_777_215 } else { 63 };
             if metric > max {
@@ -308,6 +315,7 @@ fn ranges(x: &Value, at: &str, wide: bool, warnings: &mut Vec<String>) -> Result
             });
         }
     }
+    crate::bgp::check_listed(listed.iter().map(|(at, b)| (at.clone(), b)))?;
     Ok(out)
 }
 
@@ -423,12 +431,7 @@ fn range_maps(c: &mut String, r: &Router) {
         for (j, x) in &mine {
             for b in &x.blocks {
                 for (net, len) in b.cover() {
-                    let exact = if len < b.prefix {
-                        format!(" ge {0} le {0}", b.prefix)
-                    } else {
-                        String::new()
-                    };
-                    let _ = writeln!(c, "{kw} prefix-list GL-ISIS-PL-{j} permit {net}/{len}{exact}");
+                    let _ = writeln!(c, "{kw} prefix-list GL-ISIS-PL-{j} permit {net}/{len}{}", b.exact(len));
                 }
             }
         }

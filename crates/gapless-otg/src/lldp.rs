@@ -11,6 +11,10 @@ use crate::error::Invalid;
 /// LLDP's nearest-bridge group address and EtherType.
 pub const DST: [u8; 6] = [0x01, 0x80, 0xc2, 0x00, 0x00, 0x0e];
 pub const ETHERTYPE: u16 = 0x88cc;
+/// The most neighbours an agent keeps. A port on a shared segment could otherwise be made to
+/// hold one per chassis ID a sender invents; an LLDPDU from a new neighbour beyond this is
+/// counted as discarded (`frames_discard`), as 802.1AB's tooManyNeighbors does.
+pub const MAX_NEIGHBORS: usize = 64;
 
 /// One `lldp[]` entry: an LLDP agent on a port.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -253,6 +253,7 @@ fn interface(itf: &Value, at: &str, v6: bool) -> Result<Interface, Invalid> {
 
 fn ranges(x: &Value, at: &str, v6: bool) -> Result<Vec<Range>, Invalid> {
     let mut out = Vec::new();
+    let mut listed = Vec::new();
     let key = if v6 { "v6_routes" } else { "v4_routes" };
     for (k, r) in x[key].as_array().into_iter().flatten().enumerate() {
         let ra = format!("{at}.{key}[{k}]");
@@ -288,6 +289,14 @@ fn ranges(x: &Value, at: &str, v6: bool) -> Result<Vec<Range>, Invalid> {
         if metric > 65_535 {
             return Err(Invalid(format!("{ra}.metric: {metric} is above 65535")));
         }
+        if let Origin::External(_) = origin {
+            listed.extend(
+                blocks
+                    .iter()
+                    .enumerate()
+                    .map(|(b, x)| (format!("{ra}.addresses[{b}]"), x.clone())),
+            );
+        }
         out.push(Range {
             name: name.to_string(),
             blocks,
@@ -295,6 +304,7 @@ fn ranges(x: &Value, at: &str, v6: bool) -> Result<Vec<Range>, Invalid> {
             origin,
         });
     }
+    crate::bgp::check_listed(listed.iter().map(|(at, b)| (at.clone(), b)))?;
     Ok(out)
 }
 
@@ -408,8 +418,8 @@ fn stub_lines(c: &mut String, r: &Router, stub: impl Fn(Ipv4Addr, usize, u32) ->
             Origin::IntraArea | Origin::InterArea => range_area(r, k).unwrap_or(itf.area),
             Origin::External(t) => {
                 for b in &x.blocks {
-                    for (net, len) in b.prefixes() {
-                        let _ = writeln!(c, "{kw} prefix-list GL-OSPF-PL-{k} permit {net}/{len}");
+                    for (net, len) in b.cover() {
+                        let _ = writeln!(c, "{kw} prefix-list GL-OSPF-PL-{k} permit {net}/{len}{}", b.exact(len));
                     }
                 }
                 let _ = writeln!(

@@ -115,6 +115,12 @@ fn bad_input_names_its_path() {
             json!({"advanced": {"area_addresses": ["4"]}}),
             "devices[0].isis.advanced.area_addresses[0]",
         ),
+        // A step other than 1 has no cover: an entry a prefix, up to 1 000 in all.
+        (
+            json!({"v4_routes": [{"name": "v", "addresses": [{"address": "10.0.0.0", "prefix": 24, "count": 600, "step": 3}]},
+                                 {"name": "w", "addresses": [{"address": "11.0.0.0", "prefix": 24, "count": 600, "step": 3}]}]}),
+            "devices[0].isis.v4_routes[1].addresses[0]: 600 prefixes 3 apart would make its router's prefix lists longer than 1000 entries",
+        ),
     ];
     for (change, want) in cases {
         let mut x = base();

@@ -188,3 +188,28 @@ fn an_ospfv3_instance_becomes_ospf6d_configuration_with_an_id_from_its_address()
     let e = parse(&two, &v3_eths()).unwrap_err().0;
     assert!(e.starts_with("devices[0].ospfv3.instances: give one instance"), "{e}");
 }
+
+/// An external range is matched by its cover: 4 096 prefixes of step 1 are a handful of
+/// prefix-list entries that FRR takes; of step 2, more entries than FRR loads in linear
+/// time, refused with the path and the fix.
+#[test]
+fn an_external_range_is_listed_by_its_cover_and_a_long_one_of_another_step_is_refused() {
+    let mut o = base();
+    o["v4_routes"][1]["addresses"][0] = json!({ "address": "10.64.0.0", "prefix": 24, "count": 4096 });
+    let r = &parse(&cfg(o.clone()), &eths()).unwrap()[0];
+    let text = frr_configs(r, "lo").into_iter().find(|x| x.0 == "ospfd").unwrap().1;
+    let entries: Vec<&str> = text.lines().filter(|l| l.contains("GL-OSPF-PL-1 permit")).collect();
+    assert_eq!(
+        entries,
+        ["ip prefix-list GL-OSPF-PL-1 permit 10.64.0.0/12 ge 24 le 24"],
+        "expected one entry covering the 4096 /24s"
+    );
+    let refused = crate::frr_dry::refused("ospfd", &text);
+    assert!(refused.is_empty(), "expected ospfd to take it; it refused {refused:?}");
+    o["v4_routes"][1]["addresses"][0] = json!({ "address": "10.64.0.0", "prefix": 24, "count": 1001, "step": 2 });
+    let e = parse(&cfg(o), &eths()).unwrap_err().0;
+    assert!(
+        e.contains("v4_routes[1].addresses[0]: 1001 prefixes 2 apart") && e.contains("longer than 1000 entries"),
+        "expected the range refused with its path and the limit; got {e}"
+    );
+}

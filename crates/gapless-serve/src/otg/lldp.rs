@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use gapless_io::lldp::LldpSocket;
 use gapless_otg::config::Plan;
-use gapless_otg::lldp::{decode, frame, neighbor_id, neighbor_state, Agent, Neighbor};
+use gapless_otg::lldp::{decode, frame, neighbor_id, neighbor_state, Agent, Neighbor, MAX_NEIGHBORS};
 use gapless_otg::OtgError;
 use serde_json::{json, Value};
 
@@ -196,6 +196,7 @@ fn heard(t: &mut Tally, f: &[u8]) {
             let first = t.neighbors[k].1;
             t.neighbors[k] = (n, first, now);
         }
+        (None, _) if t.neighbors.len() >= MAX_NEIGHBORS => t.frames_discard += 1,
         (None, _) => t.neighbors.push((n, now, now)),
     }
 }
@@ -229,4 +230,32 @@ pub fn neighbor_states(s: &Shared, req: &Value) -> Result<Value, OtgError> {
         .flat_map(|a| a.neighbors(&ids))
         .collect();
     Ok(json!({ "choice": "lldp_neighbors", "lldp_neighbors": list }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_agent_keeps_at_most_max_neighbors_and_discards_the_rest() {
+        let mut t = Tally::default();
+        for k in 0..MAX_NEIGHBORS + 10 {
+            let a = Agent {
+                name: format!("n{k}"),
+                port: "p1".into(),
+                chassis: gapless_otg::lldp::Id::Mac(Some([2, 0, 0, 0, (k / 256) as u8, (k % 256) as u8])),
+                port_id: gapless_otg::lldp::Id::Mac(None),
+                system_name: None,
+                hold_time_s: 120,
+                interval_s: 30,
+                org: Vec::new(),
+            };
+            heard(&mut t, &frame(&a, [2, 0, 0, 0, 0, 1], "eth0", 120));
+        }
+        assert_eq!(
+            (t.neighbors.len(), t.frames_discard, t.frames_rx),
+            (MAX_NEIGHBORS, 10, (MAX_NEIGHBORS + 10) as u64),
+            "expected {MAX_NEIGHBORS} neighbours kept and 10 LLDPDUs discarded"
+        );
+    }
 }
