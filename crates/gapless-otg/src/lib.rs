@@ -48,6 +48,7 @@ pub mod update;
 
 pub use error::{Invalid, OtgError};
 
-/// The OTG model version range this implementation speaks; snappi matches its own version
-/// against it.
-pub const API_SPEC_VERSION: &str = "^1.58.0";
+/// The one OTG models release this implementation speaks: the `otg.proto` it reads every
+/// request through (`crates/gapless-serve/proto/otg.fds`, from snappi 1.62.0's wheel by
+/// `scripts/otg_descriptor.py`). snappi checks its own version against it.
+pub const API_SPEC_VERSION: &str = "1.62.0";

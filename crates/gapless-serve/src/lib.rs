@@ -24,6 +24,7 @@ pub mod grpc;
 pub mod guard;
 mod jobs;
 pub mod limits;
+mod model;
 pub mod otg;
 mod profiles;
 pub mod reply;

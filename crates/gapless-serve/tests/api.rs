@@ -241,7 +241,7 @@ fn otg_refuses_what_it_cannot_send_with_code_kind_and_errors() {
     let (st, b) = http(srv.otg, "GET", "/capabilities/version", b"", None);
     assert_eq!(
         (st, json(&b)["api_spec_version"].as_str()),
-        (200, Some("^1.58.0")),
+        (200, Some("1.62.0")),
         "{b}"
     );
     let flow = |packet: serde_json::Value| {
@@ -338,4 +338,63 @@ fn otg_refuses_what_it_cannot_send_with_code_kind_and_errors() {
         json(&b)["warnings"][0].as_str().unwrap().contains("does nothing"),
         "{b}"
     );
+}
+
+/// Every OTG request body is read through otg.proto's message for it, as gRPC's are: an
+/// unknown key, an enum value, a wrong type or an integer wider than its field is a 400
+/// naming its path, and nothing is set (the config before stays).
+#[test]
+fn otg_request_bodies_are_read_through_the_model_and_refused_with_their_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = Server::start(&dir.path().join("g.db"), "127.0.0.1:0", None);
+    let ports = serde_json::json!([{"name": "p1", "location": "a"}]);
+    let peer = |f: &dyn Fn(&mut serde_json::Value)| {
+        let mut p = serde_json::json!({"name": "bgp", "peer_address": "1.1.1.2", "as_type": "ebgp", "as_number": 65001,
+            "v4_routes": [{"name": "r", "addresses": [{"address": "10.0.0.0", "prefix": 24}], "advanced": {"origin": "igp"}}]});
+        f(&mut p);
+        serde_json::json!({"ports": ports, "devices": [{"name": "d", "ethernets": [{"name": "e", "mac": "02:00:00:00:00:01",
+            "connection": {"choice": "port_name", "port_name": "p1"},
+            "ipv4_addresses": [{"name": "ip", "address": "1.1.1.1", "gateway": "1.1.1.2", "prefix": 24}]}],
+            "bgp": {"router_id": "1.1.1.1", "ipv4_interfaces": [{"ipv4_name": "ip", "peers": [p]}]}}]})
+        .to_string()
+    };
+    let at = "devices[0].bgp.ipv4_interfaces[0].peers[0]";
+    let cases: Vec<(String, String)> = vec![
+        (
+            peer(&|p| p["v4_routes"][0]["advanced"]["origin"] = "igp\nexit\nlog file /tmp/gl-pwned".into()),
+            format!("{at}.v4_routes[0].advanced.origin"),
+        ),
+        // An unknown key is named in the message of its object's path.
+        (peer(&|p| p["no_such_key"] = 1.into()), at.to_string()),
+        (
+            peer(&|p| p["as_number"] = (1u64 << 33).into()),
+            format!("{at}.as_number"),
+        ),
+        (
+            peer(&|p| p["as_type"] = serde_json::json!(["ebgp"])),
+            format!("{at}.as_type"),
+        ),
+    ];
+    for (body, path) in cases {
+        let (st, b) = http(srv.otg, "POST", "/config", body.as_bytes(), None);
+        let v = json(&b);
+        let said = v["errors"][0].as_str().unwrap_or_default();
+        assert_eq!(st, 400, "expected 400 for {path}; got {st}: {b}");
+        assert!(
+            said.starts_with(&format!("{path}: ")) && said.contains("OTG model 1.62.0"),
+            "expected the error to start with {path:?} and name the model; got {said}"
+        );
+    }
+    let (_, b) = http(srv.otg, "GET", "/config", b"", None);
+    assert_eq!(json(&b), serde_json::json!({}), "expected nothing set; got {b}");
+    for (path, body) in [
+        (
+            "/control/state",
+            r#"{"choice": "traffic", "traffic": {"choice": "flow_transmit", "flow_transmit": {"state": "go"}}}"#,
+        ),
+        ("/monitor/metrics", r#"{"choice": "flow", "flow": {"flow_names": "f"}}"#),
+    ] {
+        let (st, b) = http(srv.otg, "POST", path, body.as_bytes(), None);
+        assert_eq!(st, 400, "expected {path} refused by the model; got {st}: {b}");
+    }
 }

@@ -259,7 +259,7 @@ fn the_grpc_listener_answers_otg_calls_and_checks_authority_origin_type_and_toke
     let (st, out) = grpc_version(port, &[bearer], dir.path());
     // The reply is otg.GetVersionResponse: its api_spec_version is in the bytes.
     assert!(
-        st == Some(0) && out.contains("^1.58.0"),
+        st == Some(0) && out.contains("1.62.0"),
         "expected GetVersion to succeed; got {st:?}: {out}"
     );
     let cases: [(&[&str], u32, &str); 5] = [

@@ -2,26 +2,20 @@
 //! descriptor into proto3 JSON with the proto's field names, each reply written back the
 //! same way, and the unary methods' handlers, shared by the unary and the streaming calls.
 
-use std::sync::LazyLock;
-
 use gapless_otg::requests;
 use gapless_otg::OtgError;
 use prost::bytes::Bytes;
 use prost::Message;
-use prost_reflect::{DescriptorPool, DeserializeOptions, DynamicMessage, MessageDescriptor, SerializeOptions};
+use prost_reflect::{DeserializeOptions, DynamicMessage, MessageDescriptor, SerializeOptions};
 use serde_json::{json, Value};
 use tonic::{Code, Status};
 
+use crate::model::POOL;
 use crate::otg::{capture_file, config_now, control_with, metrics::metrics_for, set_config_to, update_config_to};
 use crate::Shared;
 
 /// The service's full name in `otg.proto`.
 pub const SERVICE: &str = "otg.Openapi";
-
-/// `otg.proto` and what it imports, from the pinned snappi wheel.
-pub(super) static POOL: LazyLock<DescriptorPool> = LazyLock::new(|| {
-    DescriptorPool::decode(include_bytes!("../../proto/otg.fds").as_slice()).expect("the committed otg.fds decodes")
-});
 
 /// The request and reply types of `method`, or UNIMPLEMENTED for one not in the service.
 pub(super) fn types(method: &str) -> Result<(MessageDescriptor, MessageDescriptor), Status> {
@@ -42,7 +36,10 @@ pub(super) async fn handle(s: &Shared, method: &str, req: Value) -> Result<Value
         "SetConfig" => json!({ "warning": set_config_to(s.clone(), field("config")).await? }),
         "UpdateConfig" => json!({ "warning": update_config_to(s.clone(), field("config_update")).await? }),
         "SetControlState" => json!({ "warning": control_with(s.clone(), field("control_state")).await? }),
-        "GetMetrics" => json!({ "metrics_response": metrics_for(s, &field("metrics_request"))? }),
+        "GetMetrics" => {
+            let (s, req) = (s.clone(), field("metrics_request"));
+            json!({ "metrics_response": crate::otg::blocking(move || metrics_for(&s, &req)).await? })
+        }
         "GetStates" => json!({ "states_response": crate::otg::states(s.clone(), field("states_request")).await? }),
         "GetCapture" => {
             use base64::Engine;

@@ -28,8 +28,9 @@ use tonic::codec::{Codec, DecodeBuf, Decoder, EncodeBuf, Encoder};
 use tonic::codegen::{http, BoxFuture, Service};
 use tonic::Status;
 
+use crate::model::POOL;
 use crate::Shared;
-use messages::{from_json, handle, refuse, to_json, types, POOL};
+use messages::{from_json, handle, refuse, to_json, types};
 
 mod messages;
 pub mod stream;

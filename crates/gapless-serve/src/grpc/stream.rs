@@ -13,7 +13,8 @@ use serde_json::{json, Value};
 use tonic::codegen::{BoxFuture, Service};
 use tonic::{Status, Streaming};
 
-use super::messages::{from_json, handle, refuse, to_json, types, POOL};
+use super::messages::{from_json, handle, refuse, to_json, types};
+use crate::model::POOL;
 use crate::Shared;
 
 /// `otg.Data`: one chunk of a message's bytes.

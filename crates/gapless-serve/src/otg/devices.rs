@@ -13,7 +13,7 @@ use axum::extract::State;
 use axum::Json;
 use gapless_io::hosts::{netns_name, Host, HostSpec};
 use gapless_otg::config::{Group, Plan};
-use gapless_otg::{requests, OtgError};
+use gapless_otg::OtgError;
 use serde_json::{json, Value};
 
 use super::{otg, OtgResult};
@@ -123,7 +123,7 @@ pub fn resolve(s: &Shared, g: &mut Group) -> Result<(), OtgError> {
 /// `POST /monitor/states`: `ipv4_neighbors` and `ipv6_neighbors` of the device Ethernets
 /// named (all when none are).
 pub async fn states_handler(State(s): State<Shared>, b: Bytes) -> OtgResult {
-    Ok(Json(states(s, requests::body(&b)?).await?))
+    Ok(Json(states(s, super::body("StatesRequest", &b)?).await?))
 }
 
 /// A states request of either transport (the tables are read on the blocking pool).
