@@ -439,3 +439,68 @@ def test_a_withdrawal_through_a_router_loses_the_flow_until_the_route_is_back_ti
         f"expected control-plane convergence from the withdrawal to the recovery; got {c.control_plane_data_plane_convergence_us}"
     print(f"router: outage {span_ns / 1e6:.2f} ms, {lost} frames; recovery {(above - at['route_advertise']) / 1e6:.2f} ms after the advertise's UPDATE,"
           f" loss {(below - at['route_withdraw']) / 1e6:.2f} ms after the withdrawal's")
+
+
+def many_pairs_config(a: Any, pairs: int) -> Any:
+    """`pairs` BGP device pairs on the two ports, each in eBGP with its twin (a slow set_config:
+    a bgpd each, started one after another)."""
+    cfg = a.config()
+    cfg.ports.port(name="p1", location=f"{NS}/{A}").port(name="p2", location=f"{NS}/{Z}")
+    for i in range(pairs):
+        for k in (1, 2):
+            d = cfg.devices.device(name=f"m{i}-{k}")[-1]
+            e = d.ethernets.add()
+            e.name, e.mac, e.connection.port_name = f"m{i}-{k}.eth", f"02:67:6c:0c:{i:02x}:0{k}", f"p{k}"
+            ip = e.ipv4_addresses.add()
+            ip.name, ip.address, ip.gateway, ip.prefix = f"m{i}-{k}.ip4", f"10.99.{i}.{k}", f"10.99.{i}.{3 - k}", 24
+            d.bgp.router_id = f"10.99.{i}.{k}"
+            peer = d.bgp.ipv4_interfaces.add(ipv4_name=ip.name).peers.add()
+            peer.name, peer.peer_address, peer.as_type, peer.as_number = f"m{i}-{k}.bgp", f"10.99.{i}.{3 - k}", "ebgp", 65000 + k
+    return cfg
+
+
+def test_requests_answer_while_a_slow_set_config_brings_its_daemons_up(server: Server, wires: str) -> None:
+    """set_config holds the server's state only to swap configs: while it brings 20 bgpd up,
+    GET /config answers with the config being set, a second set_config and a control request
+    are a 409 that says why, and port metrics answer. Ordering, not timing: the bench
+    (bench/otg_requests.py) measures how long they take."""
+    import threading
+
+    import requests
+
+    a = api(server, "https")
+    cfg = many_pairs_config(a, 20)
+    body = cfg.serialize()
+    done = threading.Event()
+    answer: dict[str, Any] = {}
+
+    def set_it() -> None:
+        answer["r"] = requests.post(f"{server.otg}/config", data=body, headers={"Content-Type": "application/json"},
+                                    verify=False, timeout=120)
+        done.set()
+
+    t = threading.Thread(target=set_it)
+    t.start()
+    seen: dict[str, int] = {}
+    try:
+        while not done.is_set():
+            g = requests.get(f"{server.otg}/config", verify=False, timeout=10)
+            if g.status_code == 200 and len(g.json().get("devices", [])) == 40 and not done.is_set():
+                seen["get"] = 200
+                again = requests.post(f"{server.otg}/config", data=body, headers={"Content-Type": "application/json"},
+                                      verify=False, timeout=10)
+                ctl = requests.post(f"{server.otg}/control/state", verify=False, timeout=10,
+                                    json={"choice": "protocol", "protocol": {"choice": "all", "all": {"state": "start"}}})
+                if not done.is_set():
+                    seen["again"], seen["control"] = again.status_code, ctl.status_code
+                    assert "a config is being set" in again.text and "a config is being set" in ctl.text, (again.text, ctl.text)
+                break
+            time.sleep(0.01)
+    finally:
+        t.join(timeout=120)
+    print(f"while set_config ran: {seen}")
+    assert answer["r"].status_code == 200, answer["r"].text
+    assert seen.get("get") == 200, f"expected GET /config to answer with the config being set before set_config did; saw {seen}"
+    if "again" in seen:
+        assert (seen["again"], seen["control"]) == (409, 409), f"expected 409 for both while it was set; got {seen}"
+    a.set_config(a.config())

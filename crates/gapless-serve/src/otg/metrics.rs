@@ -13,8 +13,10 @@ use super::{otg, plan_of, OtgResult};
 use crate::jobs::{lock, JobId};
 use crate::Shared;
 
+/// Off the async workers: BGP, IS-IS and OSPF metrics ask their daemons over vty.
 pub async fn handler(State(s): State<Shared>, b: Bytes) -> OtgResult {
-    Ok(Json(metrics_for(&s, &requests::body(&b)?)?))
+    let req = super::body("MetricsRequest", &b)?;
+    Ok(Json(super::blocking(move || metrics_for(&s, &req)).await?))
 }
 
 /// A metrics request of either transport.

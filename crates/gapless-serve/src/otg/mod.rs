@@ -2,8 +2,11 @@
 //! own listener (`--otg-listen`, paths at the root as snappi expects). What a request means
 //! is in the `gapless-otg` crate; this module is the transport and the server's state:
 //!
-//! - `GET /capabilities/version`: `api_spec_version` is a semver range (`^1.58.0`), which
-//!   snappi matches its own version against;
+//! - every request body is read through `otg.proto`'s message for it, as gRPC's are
+//!   ([`crate::model::through_model`]): an unknown key, a wrong type, an enum value or an
+//!   integer outside the model is a 400 naming its path before anything acts;
+//! - `GET /capabilities/version`: `api_spec_version` is the models release pinned
+//!   (`1.62.0`), which snappi matches its own version against;
 //! - `POST /config` / `GET /config`: the config is read into one gapless profile per TX
 //!   port, with the schema's defaults for what snappi left out;
 //! - `POST /control/state`: traffic start and stop start and stop those runs through the
@@ -72,6 +75,9 @@ pub struct OtgState {
     /// The link events `control/state` made (for convergence metrics), and the ports set down.
     pub made: Vec<gapless_otg::convergence::Recorded>,
     pub links_down: Vec<String>,
+    /// A `set_config` is bringing this config's devices and daemons up (outside the lock):
+    /// another `set_config` or a control request is a 409 until it answers.
+    pub configuring: bool,
 }
 
 /// A config's devices go with it: removed when the state is replaced or the server ends,
@@ -120,6 +126,11 @@ pub struct PortCapture {
 
 type OtgResult = Result<Json<Value>, Reply>;
 
+/// A request body read through `otg.proto`'s message `name` ([`crate::model::through_model`]).
+pub(crate) fn body(name: &str, b: &Bytes) -> Result<Value, OtgError> {
+    crate::model::through_model(name, requests::body(b)?)
+}
+
 /// The OTG API's routes; [`crate::otg_app`] adds the agent API's and the guard.
 pub fn routes() -> Router<Shared> {
     Router::new()
@@ -137,10 +148,12 @@ pub(crate) fn otg(s: &Shared) -> std::sync::MutexGuard<'_, OtgState> {
 
 /// The plan of the config set last, or the error that says to set one.
 fn plan_of(s: &Shared) -> Result<Plan, OtgError> {
-    otg(s)
-        .plan
-        .clone()
-        .ok_or_else(|| OtgError::invalid("no config: set one first"))
+    let st = otg(s);
+    match (&st.plan, st.configuring) {
+        (Some(p), _) => Ok(p.clone()),
+        (None, true) => Err(being_set()),
+        (None, false) => Err(OtgError::invalid("no config: set one first")),
+    }
 }
 
 async fn get_config(State(s): State<Shared>) -> Json<Value> {
@@ -153,11 +166,11 @@ pub(crate) fn config_now(s: &Shared) -> Value {
 }
 
 async fn set_config(State(s): State<Shared>, b: Bytes) -> OtgResult {
-    Ok(Json(set_config_to(s, requests::body(&b)?).await?))
+    Ok(Json(set_config_to(s, body("Config", &b)?).await?))
 }
 
 async fn update_config(State(s): State<Shared>, b: Bytes) -> OtgResult {
-    Ok(Json(update_config_to(s, requests::body(&b)?).await?))
+    Ok(Json(update_config_to(s, body("ConfigUpdate", &b)?).await?))
 }
 
 /// `update_config`: flows' rates and sizes changed in the config set last. A running flow
@@ -169,6 +182,9 @@ pub(crate) async fn update_config_to(s: Shared, req: Value) -> Result<Value, Otg
 
 fn update_config_now(s: &Shared, req: &Value) -> Result<Value, OtgError> {
     let mut st = otg(s);
+    if st.configuring {
+        return Err(being_set());
+    }
     let raw = st
         .raw
         .as_ref()
@@ -261,6 +277,9 @@ fn planned(cfg: &Value) -> Result<Plan, OtgError> {
     Ok(plan)
 }
 
+/// Sets `cfg`. The state lock is held only to take the old config out and to put the new
+/// one in: the old devices and daemons go, and the new ones come up, outside it, so that
+/// `GET /config` (the config being set), metrics and the dashboard answer meanwhile.
 fn set_config_now(s: &Shared, cfg: Value) -> Result<Value, OtgError> {
     let plan = planned(&cfg)?;
     runs::check(&plan)?;
@@ -274,59 +293,97 @@ fn set_config_now(s: &Shared, cfg: Value) -> Result<Value, OtgError> {
             cfg: c,
         })
         .collect();
-    let mut st = otg(s);
-    if running(s, &st) {
-        return Err(OtgError::conflict(
-            "traffic is running: stop it before setting a new config",
-        ));
-    }
+    let old = {
+        let mut st = otg(s);
+        idle(s, &st)?;
+        let old = std::mem::take(&mut *st);
+        (st.configuring, st.raw) = (true, Some(cfg.clone()));
+        old
+    };
     // The old config's hosts go first: the new ones may take their names.
-    *st = OtgState::default();
-    let hosts = devices::up(&plan)?;
-    devices::resolve_in_background(&hosts);
-    let routers = routing::up(&plan, &hosts).inspect_err(|_| hosts.iter().for_each(|h| h.1.remove()))?;
-    let isis = isis::up(&plan, &hosts).inspect_err(|_| {
-        routers.iter().for_each(|r| r.stop());
-        hosts.iter().for_each(|h| h.1.remove());
-    })?;
-    let ospf = ospf::up(&plan, &hosts).inspect_err(|_| {
-        routers.iter().for_each(|r| r.stop());
-        isis.iter().for_each(|r| r.stop());
-        hosts.iter().for_each(|h| h.1.remove());
-    })?;
-    let lldp = lldp::up(&plan).inspect_err(|_| {
-        routers.iter().for_each(|r| r.stop());
-        isis.iter().for_each(|r| r.stop());
-        ospf.iter().for_each(|r| r.stop());
-        hosts.iter().for_each(|h| h.1.remove());
-    })?;
+    drop(old);
+    let made = bring_up(&plan);
+    let mut st = otg(s);
+    let (hosts, routers, isis, ospf, lldp) = match made {
+        Ok(m) => m,
+        Err(e) => {
+            *st = OtgState::default();
+            return Err(e);
+        }
+    };
     let warnings = plan.warnings.clone();
     *st = OtgState {
         raw: Some(cfg),
         plan: Some(plan),
-        runs: Vec::new(),
-        pausers: Vec::new(),
         captures,
         hosts,
         routers,
         isis,
         ospf,
         lldp,
+        runs: Vec::new(),
+        pausers: Vec::new(),
         cluster: None,
         made: Vec::new(),
         links_down: Vec::new(),
+        configuring: false,
     };
     Ok(requests::ok(warnings))
+}
+
+/// A 409 while traffic runs or another `set_config` is bringing its config up.
+fn idle(s: &Shared, st: &OtgState) -> Result<(), OtgError> {
+    if running(s, st) {
+        return Err(OtgError::conflict(
+            "traffic is running: stop it before setting a new config",
+        ));
+    }
+    if st.configuring {
+        return Err(being_set());
+    }
+    Ok(())
+}
+
+fn being_set() -> OtgError {
+    OtgError::conflict("a config is being set (its set_config has not answered yet): send this after it answers")
+}
+
+type Up = (
+    Vec<(String, Arc<gapless_io::hosts::Host>)>,
+    Vec<Arc<routing::Bgpd>>,
+    Vec<Arc<isis::Isisd>>,
+    Vec<Arc<ospf::Ospfd>>,
+    Vec<Arc<lldp::LldpAgent>>,
+);
+
+/// `plan`'s devices as hosts, then their routers and LLDP agents; on a failure, what came up
+/// goes again.
+fn bring_up(plan: &Plan) -> Result<Up, OtgError> {
+    let hosts = devices::up(plan)?;
+    devices::resolve_in_background(&hosts);
+    let routers = routing::up(plan, &hosts).inspect_err(|_| hosts.iter().for_each(|h| h.1.remove()))?;
+    let isis = isis::up(plan, &hosts).inspect_err(|_| {
+        routers.iter().for_each(|r| r.stop());
+        hosts.iter().for_each(|h| h.1.remove());
+    })?;
+    let ospf = ospf::up(plan, &hosts).inspect_err(|_| {
+        routers.iter().for_each(|r| r.stop());
+        isis.iter().for_each(|r| r.stop());
+        hosts.iter().for_each(|h| h.1.remove());
+    })?;
+    let lldp = lldp::up(plan).inspect_err(|_| {
+        routers.iter().for_each(|r| r.stop());
+        isis.iter().for_each(|r| r.stop());
+        ospf.iter().for_each(|r| r.stop());
+        hosts.iter().for_each(|h| h.1.remove());
+    })?;
+    Ok((hosts, routers, isis, ospf, lldp))
 }
 
 /// A config whose ports are on agents: every agent reached and verified, or the config is
 /// refused naming the agent.
 fn set_cluster_config(s: &Shared, cfg: Value, plan: Plan) -> Result<Value, OtgError> {
-    if running(s, &otg(s)) {
-        return Err(OtgError::conflict(
-            "traffic is running: stop it before setting a new config",
-        ));
-    }
+    idle(s, &otg(s))?;
     let cluster = crate::cluster::connect(s, &plan, &cfg)?;
     let mut st = otg(s);
     *st = OtgState::default();
@@ -360,12 +417,18 @@ fn sending<'a>(st: &'a OtgState, active: &[JobId], name: &str) -> Option<(&'a Ru
 /// `POST /control/state`: traffic start/stop; port and protocol choices are no-ops with a
 /// warning.
 async fn control(State(s): State<Shared>, b: Bytes) -> OtgResult {
-    Ok(Json(control_with(s, requests::body(&b)?).await?))
+    Ok(Json(control_with(s, body("ControlState", &b)?).await?))
 }
 
 /// A control request of either transport.
 pub(crate) async fn control_with(s: Shared, req: Value) -> Result<Value, OtgError> {
-    let cluster = otg(&s).cluster.clone();
+    let (cluster, configuring) = {
+        let st = otg(&s);
+        (st.cluster.clone(), st.configuring)
+    };
+    if configuring {
+        return Err(being_set());
+    }
     if let Some(c) = cluster {
         return cluster_control(s, c, requests::control(&req)?).await;
     }
@@ -391,11 +454,14 @@ pub(crate) async fn control_with(s: Shared, req: Value) -> Result<Value, OtgErro
                 let st = otg(&s);
                 (st.routers.clone(), st.isis.clone(), st.ospf.clone(), st.lldp.clone())
             };
-            routers.iter().for_each(|r| r.stop());
-            isis.iter().for_each(|r| r.stop());
-            ospf.iter().for_each(|r| r.stop());
-            lldp.iter().for_each(|a| a.stop());
-            Ok(requests::ok(Vec::new()))
+            blocking(move || {
+                routers.iter().for_each(|r| r.stop());
+                isis.iter().for_each(|r| r.stop());
+                ospf.iter().for_each(|r| r.stop());
+                lldp.iter().for_each(|a| a.stop());
+                Ok(requests::ok(Vec::new()))
+            })
+            .await
         }
         Control::IsisRouters(up, names) => blocking(move || isis::router_control(&s, up, &names)).await,
         Control::Routes(advertise, names) => blocking(move || routing::route_control(&s, advertise, &names)).await,
@@ -694,7 +760,7 @@ fn capture_of<'a>(st: &'a OtgState, port: &str, at: &str) -> Result<&'a PortCapt
 
 /// `POST /monitor/capture`: the file's bytes; what the capture held and dropped in headers.
 async fn capture(State(s): State<Shared>, b: Bytes) -> Result<Response, Reply> {
-    let (bytes, stats) = capture_file(&s, &requests::body(&b)?).await?;
+    let (bytes, stats) = capture_file(&s, &body("CaptureRequest", &b)?).await?;
     let headers = [
         (axum::http::header::CONTENT_TYPE, "application/octet-stream".to_string()),
         (
