@@ -242,3 +242,21 @@ def test_bad_isis_input_is_refused_with_its_path_and_nothing_starts(server: Serv
     assert want in str(e.value), f"expected {want!r}; got {e.value}"
     after = sorted(Path("/run/gapless-frr").glob("*/isisd.pid")) if Path("/run/gapless-frr").exists() else []
     assert len(after) <= len(before), f"expected no isisd started; before {before}, after {after}"
+
+
+def test_protocols_stopped_and_started_again_advertise_every_range_as_the_config_says(server: Server, wires: str) -> None:
+    """One state: after a withdrawal, protocol.all stop then start brings the router back as
+    its config says, every range advertised (as BGP's and OSPF's ranges come back)."""
+    a = api(server, "https")
+    a.set_config(isis_config(a))
+    wait_up(a)
+    wait_ranges(a, "r1")
+    cs = a.control_state()
+    cs.protocol.route.names, cs.protocol.route.state = ["r2.v4"], "withdraw"
+    a.set_control_state(cs)
+    for state in ("stop", "start"):
+        cs = a.control_state()
+        cs.protocol.all.state = state
+        assert len(a.set_control_state(cs).warnings) == 0
+    wait_up(a)
+    wait_ranges(a, "r1")

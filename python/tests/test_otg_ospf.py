@@ -119,9 +119,14 @@ def test_ospfv2_p2p_reaches_full_lists_the_peers_summary_and_external_lsas_and_c
 
 
 def test_protocols_stopped_read_the_sessions_down_and_started_again_come_back(server: Server, wires: str) -> None:
+    """Started again, every range is advertised as the config says, the ones withdrawn before
+    the stop included (one state for every protocol)."""
     a = api(server, "https")
     a.set_config(ospf_config(a))
     wait_learned(a)
+    cs = a.control_state()
+    cs.protocol.route.names, cs.protocol.route.state = ["o2.inter", "o2.ext"], "withdraw"
+    a.set_control_state(cs)
     cs = a.control_state()
     cs.protocol.all.state = cs.protocol.all.STOP
     a.set_control_state(cs)

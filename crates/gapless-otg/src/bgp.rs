@@ -527,6 +527,21 @@ fn as_path(p: &Value, at: &str) -> Result<Vec<u32>, Invalid> {
 }
 
 /// The router's bgpd configuration.
+/// The router's daemons and their configurations, zebra first when it has one: a router with
+/// an IPv6 peer runs zebra beside bgpd, because bgpd learns its interfaces from zebra, and
+/// without them FRR 8.4's bgpd refuses every IPv6 UPDATE whose next hop carries a link-local
+/// address (what BIRD, and routers generally, send on a shared link) with an "Invalid Network
+/// Field" NOTIFICATION, found against BIRD. IPv4-only routers run bgpd alone (`-Z`).
+pub fn frr_configs(r: &Router) -> Vec<(&'static str, String)> {
+    let bgpd = ("bgpd", frr_config(r));
+    if r.peers.iter().any(|p| p.local.is_ipv6()) {
+        vec![("zebra", "hostname gl-bgp\n!\n".to_string()), bgpd]
+    } else {
+        vec![bgpd]
+    }
+}
+
+/// bgpd's configuration for the router.
 pub fn frr_config(r: &Router) -> String {
     let asn = r.peers.first().map_or(1, |p| p.asn);
     let mut c = String::from("frr defaults traditional\n!\nroute-map GL-IN deny 10\n!\n");

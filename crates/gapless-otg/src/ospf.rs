@@ -338,18 +338,23 @@ pub fn range_area(r: &Router, k: usize) -> Option<Ipv4Addr> {
 }
 
 /// The stub interface of the router's range `k`.
-pub fn stub_name(k: usize) -> String {
-    format!("glr{k}")
+pub fn stub_name(r: &Router, k: usize) -> String {
+    // OSPFv2's and OSPFv3's apart: one device may run both, each with its own ranges.
+    if r.v6 {
+        format!("gl6r{k}")
+    } else {
+        format!("glr{k}")
+    }
 }
 
-/// The stub interfaces the router's ranges need, one per range (`glr<k>`): an address in
+/// The stub interfaces the router's ranges need, one per range (`glr<k>`, OSPFv3's `gl6r<k>`): an address in
 /// each prefix (its first host address; the prefix itself for a /31 or /32).
 pub fn stubs(r: &Router) -> Vec<Stub> {
     r.ranges
         .iter()
         .enumerate()
         .map(|(k, x)| Stub {
-            name: stub_name(k),
+            name: stub_name(r, k),
             addrs: x
                 .blocks
                 .iter()
@@ -395,7 +400,7 @@ fn ospf6d(r: &Router, ifname: &str) -> String {
     let external = stub_lines(&mut c, r, |area, k, cost| {
         format!(
             "interface {}\n ipv6 ospf6 area {area}\n ipv6 ospf6 passive\n ipv6 ospf6 cost {cost}\n!",
-            stub_name(k)
+            stub_name(r, k)
         )
     });
     let _ = writeln!(c, "router ospf6\n ospf6 router-id {}", r.router_id);
@@ -456,7 +461,7 @@ fn ospfd(r: &Router, ifname: &str) -> String {
     let external = stub_lines(&mut c, r, |area, k, cost| {
         format!(
             "interface {}\n ip ospf area {area}\n ip ospf passive\n ip ospf cost {cost}\n!",
-            stub_name(k)
+            stub_name(r, k)
         )
     });
     let _ = writeln!(

@@ -170,7 +170,7 @@ fn an_ospfv3_instance_becomes_ospf6d_configuration_with_an_id_from_its_address()
     assert_eq!((z, kind), ("zebra", "ospf6d"));
     for line in [
         "interface gd1x0\n ipv6 ospf6 area 0.0.0.0\n ipv6 ospf6 network point-to-point\n ipv6 ospf6 hello-interval 1\n ipv6 ospf6 dead-interval 4\n ipv6 ospf6 cost 7\n",
-        "interface glr0\n ipv6 ospf6 area 0.0.0.1\n ipv6 ospf6 passive\n ipv6 ospf6 cost 20\n",
+        "interface gl6r0\n ipv6 ospf6 area 0.0.0.1\n ipv6 ospf6 passive\n ipv6 ospf6 cost 20\n",
         "ipv6 prefix-list GL-OSPF-PL-1 permit 2001:db8:19::/64\n",
         " match ipv6 address prefix-list GL-OSPF-PL-1\n set metric 33\n set metric-type type-2\n",
         "router ospf6\n ospf6 router-id 0.1.0.2\n",

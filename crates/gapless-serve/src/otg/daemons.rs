@@ -1,15 +1,17 @@
 //! A router's set of FRR daemons (zebra first, then the others), in one directory and one
 //! namespace: started together, stopped together (the last started first), each kept off the
 //! send loops' cores; asked through one of them, or told why none can answer (the set is
-//! stopped, or one exited: named, with its log's last lines). IS-IS and OSPF routers use it.
+//! stopped, or one exited: named, with its log's last lines). BGP, IS-IS and OSPF routers use it.
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use gapless_io::frr::Daemon;
 use gapless_otg::OtgError;
 
-use super::routing::NEXT;
+
+/// Each daemon set's directory number (`/run/gapless-frr/<pid>-<k>`).
+static NEXT: AtomicUsize = AtomicUsize::new(0);
 
 /// One router's daemons and what they are started with.
 pub struct DaemonSet {
@@ -34,11 +36,12 @@ impl DaemonSet {
         self.daemons.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Starts the daemons unless all run (any left over are stopped first).
-    pub fn start(&self) -> Result<(), OtgError> {
+    /// Starts the daemons unless all run (any left over are stopped first); whether it
+    /// started them.
+    pub fn start(&self) -> Result<bool, OtgError> {
         let mut d = self.lock();
         if d.len() == self.configs.len() && d.iter().all(Daemon::alive) {
-            return Ok(());
+            return Ok(false);
         }
         release(&mut d);
         let k = NEXT.fetch_add(1, Ordering::Relaxed);
@@ -57,7 +60,7 @@ impl DaemonSet {
                 }
             }
         }
-        Ok(())
+        Ok(true)
     }
 
     /// Stops the daemons.

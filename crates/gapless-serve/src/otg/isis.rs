@@ -54,9 +54,14 @@ pub fn up(plan: &Plan, hosts: &[(String, Arc<Host>)]) -> Result<Vec<Arc<Isisd>>,
 }
 
 impl Isisd {
-    /// Starts the daemons unless both run.
+    /// Starts the daemons unless both run. Started, the router is as its config says: every
+    /// range advertised again (its route put back in the kernel table), as BGP's and
+    /// OSPF's are by their regenerated configurations.
     pub fn start(&self) -> Result<(), OtgError> {
-        self.set.start()
+        if self.set.start()? {
+            self.routes(true, &[])?;
+        }
+        Ok(())
     }
 
     /// Stops the daemons (the router's adjacencies go down at its peers).

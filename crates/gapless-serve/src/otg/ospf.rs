@@ -70,8 +70,23 @@ pub fn up(plan: &Plan, hosts: &[(String, Arc<Host>)]) -> Result<Vec<Arc<Ospfd>>,
 }
 
 impl Ospfd {
+    /// Starts the daemons unless both run. Started, the router is as its config says: every
+    /// range withdrawn by its stub interface set down is up again (OSPFv3's area ranges come
+    /// back with the configuration itself).
     pub fn start(&self) -> Result<(), OtgError> {
-        self.set.start()
+        if self.set.start()? {
+            for (k, _) in self.router.ranges.iter().enumerate() {
+                if gapless_otg::ospf::range_area(&self.router, k)
+                    .filter(|_| self.router.v6)
+                    .is_none()
+                {
+                    let stub = gapless_otg::ospf::stub_name(&self.router, k);
+                    gapless_io::frr::set_stub(&self.netns, &stub, true)
+                        .map_err(|e| OtgError::internal(format!("OSPF router {:?}: {stub}: {e}", self.router.name)))?;
+                }
+            }
+        }
+        Ok(())
     }
 
     pub fn stop(&self) {
@@ -102,7 +117,7 @@ impl Ospfd {
             }
             let failed =
                 |e: String| OtgError::internal(format!("OSPF router {:?}: range {:?}: {e}", self.router.name, x.name));
-            let stub = gapless_otg::ospf::stub_name(k);
+            let stub = gapless_otg::ospf::stub_name(&self.router, k);
             match gapless_otg::ospf::range_area(&self.router, k).filter(|_| self.router.v6) {
                 Some(area) => {
                     let no = if advertise { "" } else { "no " };

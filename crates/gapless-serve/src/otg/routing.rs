@@ -1,14 +1,13 @@
-//! The config's BGP routers: one FRR bgpd per device, in the namespace of the device
+//! The config's BGP routers: one FRR bgpd per device (with a zebra when it has an IPv6
+//! peer), a `DaemonSet` as IS-IS and OSPF routers are, in the namespace of the device
 //! Ethernet its sessions run from (`gapless_io::frr`), started when the config is set and
 //! on `protocol.all start`, stopped on `protocol.all stop`, a new config and the server's
 //! end; its configuration is `gapless_otg::bgp::frr_config`, and its JSON is read by
 //! `gapless_otg::bgp::frr_json`. A daemon that exits shows its sessions down, and the
 //! metrics say which daemon exited and why (its log's last lines).
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-use gapless_io::frr::Daemon;
 use gapless_io::hosts::Host;
 use gapless_otg::bgp::frr_json::{self, PrefixFilter};
 use gapless_otg::bgp::{Peer, Range, Router};
@@ -17,6 +16,7 @@ use gapless_otg::convergence::Recorded;
 use gapless_otg::{requests, OtgError};
 use serde_json::Value;
 
+use super::daemons::DaemonSet;
 use super::otg;
 use crate::Shared;
 
@@ -28,15 +28,13 @@ const UPDATE_WITHIN: std::time::Duration = std::time::Duration::from_secs(2);
 /// flushes summaries at its next ABR task, 5 s after the change (OSPF_ABR_TASK_DELAY).
 const OSPF_WITHIN: std::time::Duration = std::time::Duration::from_secs(8);
 
-/// A device's BGP router and its daemon.
+/// A device's BGP router and its daemons (bgpd, and zebra with an IPv6 peer:
+/// `gapless_otg::bgp::frr_configs`).
 pub struct Bgpd {
     pub router: Router,
-    netns: String,
-    daemon: Mutex<Option<Daemon>>,
+    set: DaemonSet,
 }
 
-/// Each daemon's directory number (`/run/gapless-frr/<pid>-<k>`).
-pub(crate) static NEXT: AtomicUsize = AtomicUsize::new(0);
 
 /// A bgpd for every BGP router of the plan, each in its Ethernet's host namespace.
 pub fn up(plan: &Plan, hosts: &[(String, Arc<Host>)]) -> Result<Vec<Arc<Bgpd>>, OtgError> {
@@ -45,10 +43,11 @@ pub fn up(plan: &Plan, hosts: &[(String, Arc<Host>)]) -> Result<Vec<Arc<Bgpd>>, 
         let host = hosts.iter().find(|h| h.0 == r.eth).ok_or_else(|| {
             OtgError::internal(format!("device {:?}: its Ethernet {:?} has no host", r.device, r.eth))
         })?;
+        let what = format!("device {:?}", r.device);
+        let configs = gapless_otg::bgp::frr_configs(r);
         out.push(Arc::new(Bgpd {
             router: r.clone(),
-            netns: host.1.netns().to_string(),
-            daemon: Mutex::new(None),
+            set: DaemonSet::new(what, host.1.netns().to_string(), configs),
         }));
     }
     super::chunks::start_all(&out, |b| b.start())?;
@@ -56,61 +55,20 @@ pub fn up(plan: &Plan, hosts: &[(String, Arc<Host>)]) -> Result<Vec<Arc<Bgpd>>, 
 }
 
 impl Bgpd {
-    fn lock(&self) -> std::sync::MutexGuard<'_, Option<Daemon>> {
-        self.daemon.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Starts the daemon unless it runs.
+    /// Starts the daemons unless they run.
     pub fn start(&self) -> Result<(), OtgError> {
-        let mut d = self.lock();
-        if d.as_ref().is_some_and(Daemon::alive) {
-            return Ok(());
-        }
-        // A daemon that exited on its own: its PID is no longer ours to keep off the cores.
-        if let Some(mut old) = d.take() {
-            gapless_engine::cores::release(old.pid);
-            old.stop();
-        }
-        let k = NEXT.fetch_add(1, Ordering::Relaxed);
-        let conf = gapless_otg::bgp::frr_config(&self.router);
-        let daemon = Daemon::start("bgpd", &self.netns, k, &conf).map_err(|e| {
-            OtgError::invalid(format!(
-                "devices: {:?}: FRR's bgpd did not start: {e}",
-                self.router.device
-            ))
-        })?;
-        gapless_engine::cores::adopt(daemon.pid);
-        *d = Some(daemon);
-        Ok(())
+        self.set.start().map(drop)
     }
 
-    /// Stops the daemon (its sessions go down).
+    /// Stops the daemons (its sessions go down).
     pub fn stop(&self) {
-        if let Some(mut d) = self.lock().take() {
-            gapless_engine::cores::release(d.pid);
-            d.stop();
-        }
+        self.set.stop();
     }
 
-    /// The daemon's replies to `commands`, or why there are none (it is stopped, or it
+    /// bgpd's replies to `commands`, or why there are none (it is stopped, or a daemon
     /// exited: with its log's last lines).
     fn vty(&self, commands: &[String]) -> Result<Vec<String>, String> {
-        let d = self.lock();
-        let Some(d) = d.as_ref() else {
-            return Err(format!(
-                "the bgpd of device {:?} is stopped (protocol.all stop)",
-                self.router.device
-            ));
-        };
-        if !d.alive() {
-            return Err(format!(
-                "the bgpd of device {:?} exited (pid {}): {}",
-                self.router.device,
-                d.pid,
-                d.log_tail()
-            ));
-        }
-        d.vty(commands).map_err(|e| e.to_string())
+        self.set.vty("bgpd", commands)
     }
 
     fn json(&self, command: String) -> Result<Value, String> {
@@ -281,44 +239,51 @@ pub fn route_control(s: &Shared, advertise: bool, names: &[String]) -> Result<Va
     };
     let mut warnings = Vec::new();
     let mut made = Vec::new();
-    for r in &routers {
-        let mine: Vec<&gapless_otg::bgp::Peer> = r
-            .router
-            .peers
-            .iter()
-            .filter(|p| p.routes.iter().any(|x| names.is_empty() || names.contains(&x.name)))
-            .collect();
-        if mine.is_empty() {
-            continue;
+    // Every change made is recorded, even when a later one fails (then named with them).
+    let all = |made: &mut Vec<(Vec<String>, u64)>, warnings: &mut Vec<String>| -> Result<(), OtgError> {
+        for r in &routers {
+            let mine: Vec<&gapless_otg::bgp::Peer> = r
+                .router
+                .peers
+                .iter()
+                .filter(|p| p.routes.iter().any(|x| names.is_empty() || names.contains(&x.name)))
+                .collect();
+            if mine.is_empty() {
+                continue;
+            }
+            let what = format!("device {:?}: no BGP UPDATE", r.router.device);
+            let change = || r.routes(advertise, names);
+            let seen = |w: &gapless_io::frr::wire::UpdateWatch| {
+                mine.iter().find_map(|p| w.first_update(p.address, UPDATE_WITHIN))
+            };
+            made.push(on_wire(watch(&r.router.eth), change, seen, &what, warnings)?);
         }
-        let what = format!("device {:?}: no BGP UPDATE", r.router.device);
-        let change = || r.routes(advertise, names);
-        let seen =
-            |w: &gapless_io::frr::wire::UpdateWatch| mine.iter().find_map(|p| w.first_update(p.address, UPDATE_WITHIN));
-        made.push(on_wire(watch(&r.router.eth), change, seen, &what, &mut warnings)?);
-    }
-    let mine = |ranges: Vec<String>| ranges.iter().any(|n| names.is_empty() || names.contains(n));
-    for r in isis.iter().filter(|r| mine(r.range_names())) {
-        let what = format!("IS-IS router {:?}: no LSP", r.router.name);
-        let change = || r.routes(advertise, names);
-        made.push(on_wire(
-            watch(&r.router.eth),
-            change,
-            |w| w.first_lsp(UPDATE_WITHIN),
-            &what,
-            &mut warnings,
-        )?);
-    }
-    for r in ospf.iter().filter(|r| mine(r.range_names())) {
-        let what = format!("OSPF router {:?}: no LS Update with the range's LSAs", r.router.name);
-        let change = || r.routes(advertise, names);
-        let ranges: Vec<&gapless_otg::ospf::Range> = (r.router.ranges.iter())
-            .filter(|x| names.is_empty() || names.contains(&x.name))
-            .collect();
-        let carries = |f: &[u8]| gapless_otg::ospf::wire::lsu_carries(f, &r.router, &ranges);
-        let seen = |w: &gapless_io::frr::wire::UpdateWatch| w.first_sent(carries, OSPF_WITHIN);
-        made.push(on_wire(watch(&r.router.eth), change, seen, &what, &mut warnings)?);
-    }
+        let mine = |ranges: Vec<String>| ranges.iter().any(|n| names.is_empty() || names.contains(n));
+        for r in isis.iter().filter(|r| mine(r.range_names())) {
+            let what = format!("IS-IS router {:?}: no LSP", r.router.name);
+            let change = || r.routes(advertise, names);
+            made.push(on_wire(
+                watch(&r.router.eth),
+                change,
+                |w| w.first_lsp(UPDATE_WITHIN),
+                &what,
+                warnings,
+            )?);
+        }
+        for r in ospf.iter().filter(|r| mine(r.range_names())) {
+            let what = format!("OSPF router {:?}: no LS Update with the range's LSAs", r.router.name);
+            let change = || r.routes(advertise, names);
+            let ranges: Vec<&gapless_otg::ospf::Range> = (r.router.ranges.iter())
+                .filter(|x| names.is_empty() || names.contains(&x.name))
+                .collect();
+            let carries = |f: &[u8]| gapless_otg::ospf::wire::lsu_carries(f, &r.router, &ranges);
+            let seen = |w: &gapless_io::frr::wire::UpdateWatch| w.first_sent(carries, OSPF_WITHIN);
+            made.push(on_wire(watch(&r.router.eth), change, seen, &what, warnings)?);
+        }
+        Ok(())
+    };
+    let result = all(&mut made, &mut warnings);
+    let done: Vec<String> = made.iter().flat_map(|m| m.0.clone()).collect();
     let mut st = otg(s);
     for (names, at) in made {
         st.made.extend(names.into_iter().map(|name| Recorded {
@@ -328,6 +293,19 @@ pub fn route_control(s: &Shared, advertise: bool, names: &[String]) -> Result<Va
             end_ns: at,
         }));
     }
+    drop(st);
+    result.map_err(|mut e| {
+        let what = if advertise { "advertised" } else { "withdrawn" };
+        let done = if done.is_empty() {
+            "none".to_string()
+        } else {
+            done.join(", ")
+        };
+        for m in e.errors.iter_mut().take(1) {
+            m.push_str(&format!(" (ranges {what} before it, their events recorded: {done})"));
+        }
+        e
+    })?;
     Ok(requests::ok(warnings))
 }
 
