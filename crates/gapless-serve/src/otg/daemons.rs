@@ -9,7 +9,6 @@ use std::sync::Mutex;
 use gapless_io::frr::Daemon;
 use gapless_otg::OtgError;
 
-
 /// Each daemon set's directory number (`/run/gapless-frr/<pid>-<k>`).
 static NEXT: AtomicUsize = AtomicUsize::new(0);
 

@@ -35,7 +35,6 @@ pub struct Bgpd {
     set: DaemonSet,
 }
 
-
 /// A bgpd for every BGP router of the plan, each in its Ethernet's host namespace.
 pub fn up(plan: &Plan, hosts: &[(String, Arc<Host>)]) -> Result<Vec<Arc<Bgpd>>, OtgError> {
     let mut out = Vec::new();
