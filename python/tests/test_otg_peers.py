@@ -298,6 +298,20 @@ def test_a_killed_server_takes_its_session_with_bird_down(server: Server, peers:
         Server(tmp_path / "next.db").stop()
 
 
+def p2p(itf: Any) -> None:
+    """An OSPF interface point to point in area 0, hello 1 s, dead 4 s (as BIRD's)."""
+    itf.area.id, itf.network_type.choice = 0, "point_to_point"
+    itf.advanced.hello_interval, itf.advanced.dead_interval = 1, 4
+
+
+def ranges(routes: Any, name: str, inter: tuple[str, int], ext: tuple[str, int], origin: str) -> None:
+    """Two prefixes from `inter` inter-area (metric 20) and one at `ext` of `origin` (metric 33)."""
+    routes.add(name=f"{name}.inter", metric=20).addresses.add(address=inter[0], prefix=inter[1], count=2, step=1)
+    x = routes.add(name=f"{name}.ext", metric=33)
+    x.route_origin.choice = origin
+    x.addresses.add(address=ext[0], prefix=ext[1], count=1, step=1)
+
+
 def ospf_config(a: Any) -> Any:
     """d1 (d2 a plain host on p2), with an OSPFv2 router (ranges: two /24s inter-area, metric 20, and one /24
     external type 1, metric 33) and an OSPFv3 instance (two /64s inter-area, one external
@@ -307,22 +321,12 @@ def ospf_config(a: Any) -> Any:
     ip6.name, ip6.address, ip6.gateway, ip6.prefix = "d1.ip6", "2001:db8:1::2", "2001:db8:1::1", 64
     o = d1.ospfv2
     o.name = "o1"
-    itf = o.interfaces.add(name="d1.ospf", ipv4_name="d1.ip4")
-    itf.area.id, itf.network_type.choice = 0, "point_to_point"
-    itf.advanced.hello_interval, itf.advanced.dead_interval = 1, 4
-    o.v4_routes.add(name="o1.inter", metric=20).addresses.add(address="10.30.0.0", prefix=24, count=2, step=1)
-    x = o.v4_routes.add(name="o1.ext", metric=33)
-    x.route_origin.choice = "external_type_1"
-    x.addresses.add(address="10.39.0.0", prefix=24, count=1, step=1)
+    p2p(o.interfaces.add(name="d1.ospf", ipv4_name="d1.ip4"))
+    ranges(o.v4_routes, "o1", ("10.30.0.0", 24), ("10.39.0.0", 24), "external_type_1")
     d1.ospfv3.router_id.choice = "auto"
     inst = d1.ospfv3.instances.add(name="o61")
-    i6 = inst.interfaces.add(name="d1.ospf6", ipv6_name="d1.ip6")
-    i6.area.id, i6.network_type.choice = 0, "point_to_point"
-    i6.advanced.hello_interval, i6.advanced.dead_interval = 1, 4
-    inst.v6_routes.add(name="o61.inter", metric=20).addresses.add(address="2001:db8:30::", prefix=64, count=2, step=1)
-    x6 = inst.v6_routes.add(name="o61.ext", metric=33)
-    x6.route_origin.choice = "external_type_2"
-    x6.addresses.add(address="2001:db8:39::", prefix=64, count=1, step=1)
+    p2p(inst.interfaces.add(name="d1.ospf6", ipv6_name="d1.ip6"))
+    ranges(inst.v6_routes, "o61", ("2001:db8:30::", 64), ("2001:db8:39::", 64), "external_type_2")
     return cfg
 
 
