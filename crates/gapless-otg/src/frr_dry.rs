@@ -11,18 +11,6 @@ pub fn refused(kind: &str, text: &str) -> Vec<String> {
     std::fs::create_dir_all(&dir).unwrap();
     let f = dir.join(format!("{kind}.conf"));
     std::fs::write(&f, text).unwrap();
-    if let Ok(d) = std::env::var("GL_DUMP_FRR") {
-        let _ = std::fs::write(
-            format!(
-                "{d}/{kind}-{}.conf",
-                std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .unwrap()
-                    .as_nanos()
-            ),
-            text,
-        );
-    }
     let out = std::process::Command::new(&bin)
         .arg("-C")
         .arg("-f")
