@@ -10,6 +10,7 @@ flow from the primary to the backup, through the CLI and through OTG with snappi
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import time
 from pathlib import Path
@@ -47,21 +48,47 @@ def run(tmp: Path, rate: int, seconds: float, *events: str, check: bool = True) 
             "--json", str(tmp / "r.json"), "-q"]
     for e in events:
         args += ["--event", e]
-    return gapless_cli(*args, check=check)
+    p = gapless_cli(*args, check=False)
+    if check:
+        refused_or_ok(p, tmp / "r.json")
+    return p
+
+
+def refused_or_ok(p: subprocess.CompletedProcess[str], result: Path) -> None:
+    """Exit 0, or exit 2 because the kernel refused some frames (ENOBUFS: a veth's peer
+    backlog full while this VM's host stalled the router's CPU). Then the result must say so:
+    as many `send_errors` as the error names, and every other assertion still holds against
+    the capture (a refused frame's sequence number is a hole at the sink as in the meter)."""
+    if p.returncode == 0:
+        return
+    m = re.search(r"error: (\d+) frames failed to send \(last error: No buffer space available", p.stderr)
+    assert p.returncode == 2 and m, f"expected exit 0, or 2 with frames the kernel refused; got {p.returncode}: {p.stderr}"
+    got = json.loads(result.read_text())["send_errors"]
+    assert got == int(m[1]), f"expected the result's send_errors to be the {m[1]} frames the error names; got {got}"
+
+
+def refused(r: dict[str, Any]) -> int:
+    """Frames of the (one) stream the kernel refused."""
+    return int(r["streams"][0].get("send_errors", 0))
+
+
+# tcpdump must keep every frame: a 64 MiB ring of 128-byte slots (TPACKET_V2, which
+# --immediate-mode asks for) holds more frames than a test sends, and no frame waits in a
+# TPACKET_V3 block the kernel retires only after up to twice its 1 s timeout.
+KEEP_ALL = ("--immediate-mode", "-s", "128", "-B", "65536")
 
 
 def sink_capture(path: Path) -> Any:
-    """tcpdump at the sink, with a large buffer: it must keep every frame."""
-    return tcpdump(RX, RX0, path, "udp", "-B", "65536", keep_all=True)
+    """tcpdump at the sink: it must keep every frame."""
+    return tcpdump(RX, RX0, path, "udp", *KEEP_ALL, keep_all=True)
 
 
-def captured(path: Path) -> list[tuple[int, int]]:
-    """(arrival ns, sequence number) of every signed IPv4/UDP frame in the capture: records
-    read with Scapy's pcap reader, the signature found from the IP length by hand (a parse of
-    every frame with Scapy takes 20 s for 125 000 frames)."""
+def signed(path: Path) -> Iterator[tuple[int, int, int]]:
+    """(arrival ns, sequence number, TX stamp ns) of every signed IPv4/UDP frame in the
+    capture: records read with Scapy's pcap reader, the signature found from the IP length
+    by hand (a parse of every frame with Scapy takes 20 s for 125 000 frames)."""
     from scapy.all import RawPcapReader  # type: ignore[import-untyped]
 
-    out = []
     for data, meta in RawPcapReader(str(path)):
         if data[12:14] != b"\x08\x00" or data[23] != 17:
             continue
@@ -69,8 +96,12 @@ def captured(path: Path) -> list[tuple[int, int]]:
         sig = data[end - 16:end]
         if sig[:2] == b"gL":
             ts = (meta.tshigh << 32 | meta.tslow) if hasattr(meta, "tshigh") else meta.sec * 1_000_000_000 + meta.usec
-            out.append((ts, int.from_bytes(sig[4:8], "big")))
-    return out
+            yield ts, int.from_bytes(sig[4:8], "big"), int.from_bytes(sig[8:16], "big")
+
+
+def captured(path: Path) -> list[tuple[int, int]]:
+    """(arrival ns, sequence number) of every signed frame in the capture."""
+    return [(ts, seq) for ts, seq, _ in signed(path)]
 
 
 def stream_rx(tmp: Path) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -98,7 +129,8 @@ def test_a_withdrawn_route_is_one_episode_matching_the_capture(router: str, tmp_
     # route was back.
     assert ep["longest_from_ns"] <= dele["acked_ns"] + 1_000_000, f"expected the outage to start by the deletion's ACK; got {ep['longest_from_ns'] - dele['acked_ns']} ns after"
     assert ep["longest_from_ns"] + ep["longest_ns"] >= add["sent_ns"], "expected the first frame after the outage after the route was asked back"
-    assert s["lost_vs_tx"] == ep["lost_frames"] and "open" not in ep, f"expected all loss in the episodes; got {s['lost_vs_tx']} vs {ep}"
+    assert s["lost_vs_tx"] + refused(r) == ep["lost_frames"] and "open" not in ep, \
+        f"expected all loss (and the {refused(r)} frames refused) in the episodes; got {s['lost_vs_tx']} vs {ep}"
     # The sender's long stalls are kept with their times, each within what its counts say.
     for lp in r["verdict"]["loops"]:
         for st in lp.get("long_stalls", []):
@@ -115,7 +147,7 @@ def test_scattered_loss_gives_the_captures_histogram(router: str, tmp_path: Path
             run(tmp_path, 30_000, 0.6)
     finally:
         subprocess.run(["ip", "netns", "exec", DUT, "tc", "qdisc", "del", "dev", D1, "root"], capture_output=True)
-    _, s = stream_rx(tmp_path)
+    r, s = stream_rx(tmp_path)
     ep = s["loss_episodes"]
     seqs = [q for _, q in captured(tmp_path / "c.pcap")]
     holes = [b - a - 1 for a, b in zip(seqs, seqs[1:]) if b - a > 1]
@@ -132,7 +164,7 @@ def test_scattered_loss_gives_the_captures_histogram(router: str, tmp_path: Path
 def test_a_users_link_down_on_the_sending_port_does_not_end_the_run(router: str, tmp_path: Path) -> None:
     run(tmp_path, 20_000, 1.0, f"0.2s link down {TX}/{TX0}", f"0.4s link up {TX}/{TX0}")
     r, s = stream_rx(tmp_path)
-    assert r["sent_frames"] == 20_000 and not r["interrupted"], f"expected the whole run; got {r['sent_frames']} ({r['stop_reason']})"
+    assert r["sent_frames"] + refused(r) == 20_000 and not r["interrupted"], f"expected the whole run; got {r['sent_frames']} ({r['stop_reason']})"
     assert r["link_held_drops"] > 2_000, f"expected the frames due while the link was down refused and counted; got {r['link_held_drops']}"
     ep = s["loss_episodes"]
     assert ep["count"] == 1 and ep["longest_frames"] >= r["link_held_drops"], f"expected one outage of at least the refused frames; got {ep}"
@@ -156,15 +188,22 @@ def test_a_link_left_down_is_an_open_episode_and_the_run_goes_on(router: str, tm
     module: a port set down loses its routes and neighbours, and the router forwards nothing
     after it."""
     prof = gapless.Profile({"stream": [{"name": "s", "size": 64, "timing": {"rate_pps": 20_000, "duration_s": 0.8}}]})
-    res = gapless.run(prof, iface=TX0, netns=TX, rx=RX0, rx_netns=RX, events=[f"0.3s link down {DUT}/{D1}"])
+    try:
+        res = gapless.run(prof, iface=TX0, netns=TX, rx=RX0, rx_netns=RX, events=[f"0.3s link down {DUT}/{D1}"])
+    except gapless.RunError as e:
+        assert "No buffer space available" in str(e), f"expected the run to end, or frames the kernel refused; got {e}"
+        res = e.result  # type: ignore[attr-defined]
     subprocess.run(["ip", "-n", DUT, "link", "set", D1, "up"], check=True)
     s = res["rx"]["streams"][0]
-    assert res["sent_frames"] == 16_000, f"expected the run to send all 16000 frames with the DUT's port down; got {res['sent_frames']} ({res['stop_reason']})"
+    assert res["sent_frames"] + refused(res) == 16_000, f"expected the run to send all 16000 frames with the DUT's port down; got {res['sent_frames']} ({res['stop_reason']})"
     ep = s["loss_episodes"]
     tail = s["tx_sent"] - s["rx_frames"]
     assert 0.4 * 20_000 <= tail, f"expected the frames after 0.3 s lost; got {tail}"
-    assert ep["open"] == {"from_ns": s["last_rx_ns"], "lost_frames": tail}, f"expected an open episode from the last arrival with {tail} frames; got {ep}"
-    assert ep["count"] == 0, f"expected no hole before the tail; got {ep}"
+    # Frames the kernel refused before the link went down are the only holes there may be.
+    holes = ep.get("lost_frames", 0)
+    assert holes <= refused(res), f"expected no hole before the tail but the {refused(res)} frames the kernel refused; got {ep}"
+    want = {"from_ns": s["last_rx_ns"], "lost_frames": tail - holes}
+    assert ep["open"] == want, f"expected an open episode from the last arrival with {tail - holes} frames; got {ep}"
 
 
 FO = "glf"
@@ -190,7 +229,7 @@ def both_ends(tmp: Path) -> Any:
 
     stack = contextlib.ExitStack()
     for end in (FO_RX0, FO_RX1):
-        stack.enter_context(tcpdump(FO_RX, end, tmp / f"{end}.pcap", "udp", "-B", "65536", keep_all=True))
+        stack.enter_context(tcpdump(FO_RX, end, tmp / f"{end}.pcap", "udp", *KEEP_ALL, keep_all=True))
     return stack
 
 
@@ -212,7 +251,7 @@ def test_a_failover_moves_the_flow_to_the_backup_and_one_meter_times_the_outage(
             "--rx-netns", FO_RX, "--rx-also", f"{FO_RX}/{FO_RX1}", "--json", str(tmp_path / "r.json"), "-q",
             "--event", f"0.4s link down {FO_DUT}/{FO_D1}", "--event", f"0.65s route add {FO_DUT} 198.18.0.2/32 dev {FO_D2}"]
     with both_ends(tmp_path):
-        gapless_cli(*args)
+        refused_or_ok(gapless_cli(*args, check=False), tmp_path / "r.json")
     r, s = stream_rx(tmp_path)
     p, b, gap_ns, missing = switch_gap(tmp_path)
     assert max(q for _, q in p) < min(q for _, q in b), "expected every frame at the primary before every frame at the backup"
@@ -271,4 +310,14 @@ def test_an_otg_flow_to_two_rx_ports_follows_a_carrier_loss_to_the_backup(server
     pm = {m.name: m for m in a.get_metrics(req).port_metrics}
     assert (pm["p1"].frames_tx, pm["p2"].frames_rx, pm["p3"].frames_rx) == (tx, len(p), len(b)), \
         f"expected port metrics to count the flow once at p1 and per port at p2, p3; got {(pm['p1'].frames_tx, pm['p2'].frames_rx, pm['p3'].frames_rx)}"
-    assert gap_ns < 5e6 and missing <= 100, f"expected a carrier loss to fail over within ms; got {gap_ns / 1e6:.2f} ms, {missing} frames"
+    assert missing <= 100, f"expected a carrier loss to lose at most 5 ms of frames (100); got {missing}"
+    # In time: the gap at the sinks is the sender's own silence between the two frames'
+    # departures (their TX stamps; this VM's host stalls the sender for ms) plus what the
+    # failover held back. A sender on schedule leaves only the failover's part.
+    departed = {seq: t for _, seq, t in [*signed(tmp_path / f"{FO_RX0}.pcap"), *signed(tmp_path / f"{FO_RX1}.pcap")]}
+    b0 = b[0][1]
+    a0 = max(q for t, q in p if t < b[0][0])
+    silent = departed[b0] - departed[a0]
+    on_schedule = silent <= (missing + 1) * 50_000 + 1_000_000
+    assert gap_ns < 5e6 if on_schedule else gap_ns - silent < 5e6, \
+        f"expected the failover to hold the flow under 5 ms; got a gap of {gap_ns / 1e6:.2f} ms, {silent / 1e6:.2f} ms of it between departures ({missing} frames missing)"
