@@ -231,7 +231,9 @@ def test_a_killed_bgpd_shows_its_session_down_and_the_server_says_which(server: 
     a = api(server, "https")
     assert len(a.set_config(bgp_config(a)).warnings) == 0
     wait_established(a)
-    d2 = daemon_dirs(server.proc.pid)[-1]
+    # The routers start a few at a time, in any order: d2's directory is the one whose
+    # bgpd has d2's router id.
+    d2 = next(d for d in daemon_dirs(server.proc.pid) if " bgp router-id 1.1.1.2\n" in (d / "bgpd.conf").read_text())
     os.kill(int((d2 / "bgpd.pid").read_text()), signal.SIGKILL)
     t0 = time.monotonic()
     while (m := bgp_metrics(a))["d1.bgp"].session_state == "up":
