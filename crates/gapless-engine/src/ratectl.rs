@@ -294,7 +294,7 @@ fn launch_time(rc: &mut RateControl, lead_us: Option<f64>, iface: &str, xdp: boo
     };
     rc.lead_ns = (lead * 1e3) as u64;
     rc.setup.params =
-        json!({"lead_us": lead, "clock": "CLOCK_TAI", "tai_minus_utc_ns": gapless_io::socket::tai_offset_ns()});
+        json!({"lead_us": lead, "clock": "CLOCK_TAI", "tai_minus_utc_ns": gapless_io::kernel::socket::tai_offset_ns()});
     rc.setup
         .confirmed
         .push(format!("{iface} launches at SO_TXTIME: {found}"));

@@ -360,7 +360,7 @@ impl RunRequest {
         {
             return Err(EngineError::BadRxPort(p.iface.clone()));
         }
-        if self.rx_also.len() >= gapless_io::rx_ports::RxPorts::MAX {
+        if self.rx_also.len() >= gapless_io::rx::ports::RxPorts::MAX {
             return Err(out_of_range(
                 "number of RX ports",
                 self.rx_also.len() as f64 + 1.0,

@@ -225,7 +225,7 @@ pub struct RxSpec {
     pub linger: Duration,
     /// A capture the meter offers every frame it takes (see [`crate::capture`]).
     pub capture: Option<std::sync::Arc<crate::capture::Capture>>,
-    /// More ports the meter reads as one (`gapless_io::rx_ports`): a flow that moves from
+    /// More ports the meter reads as one (`gapless_io::rx::ports`): a flow that moves from
     /// one to another, as after a failover, stays one sequence, and each stream's report
     /// counts what each port took (`rx_ports`).
     pub more: Vec<RxPort>,
@@ -291,7 +291,7 @@ impl RxSpec {
             all.push(self.open_one(&p.iface, p.netns.as_deref())?);
         }
         let realtime = self.timestamps == RxTimestamps::Software;
-        Ok(Box::new(gapless_io::rx_ports::RxPorts::new(all, realtime)))
+        Ok(Box::new(gapless_io::rx::ports::RxPorts::new(all, realtime)))
     }
 
     fn open_one(&self, iface: &str, netns: Option<&str>) -> Result<Box<dyn RxSource>, EngineError> {

@@ -9,12 +9,14 @@
 //! Holds the [`RxSource`] trait every RX source implements (AF_XDP's in [`crate::xdp`]) and
 //! the TPACKET_V3 ring. May import `socket` and `kernel`.
 
+pub mod ports;
+
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::{fence, AtomicU32, Ordering};
 
 use crate::error::IoError;
 use crate::kernel::nic::{enable_hw_timestamps, iface_info, ts_info, IfaceInfo};
-use crate::socket::{sockopt, wait_readable};
+use crate::kernel::socket::{sockopt, wait_readable};
 
 /// Which RX timestamps to use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -62,7 +64,7 @@ pub struct RxFrame<'a> {
     pub wire_len: u32,
     /// The stamp came from the NIC.
     pub hw: bool,
-    /// Which of the meter's ports it came in on (0 but for [`crate::rx_ports::RxPorts`]).
+    /// Which of the meter's ports it came in on (0 but for [`crate::rx::ports::RxPorts`]).
     pub port: u8,
 }
 
@@ -84,7 +86,7 @@ pub trait RxSource: Send {
         Vec::new()
     }
     /// At the end: hands over what the source still holds back (see
-    /// [`crate::rx_ports::RxPorts`]), after a last `poll(0)`.
+    /// [`crate::rx::ports::RxPorts`]), after a last `poll(0)`.
     fn finish(&mut self, _f: &mut dyn FnMut(RxFrame<'_>)) -> Result<u64, IoError> {
         Ok(0)
     }
@@ -135,7 +137,7 @@ impl AfPacketRx {
             enable_hw_timestamps(iface, false)?;
         }
         // Protocol 0 until bound: no frames from other interfaces slip in before the bind.
-        let fd = crate::socket::packet_socket()?;
+        let fd = crate::kernel::socket::packet_socket()?;
         let os = |what: &str| {
             let what = what.to_string();
             move |e: std::io::Error| IoError::Os {
@@ -207,7 +209,7 @@ impl AfPacketRx {
         } else {
             ring
         };
-        let rc = crate::socket::bind_packet(&fd, info.index, libc::ETH_P_ALL as u16);
+        let rc = crate::kernel::socket::bind_packet(&fd, info.index, libc::ETH_P_ALL as u16);
         if rc < 0 {
             let e = IoError::last_os(format!("bind the RX ring to {iface}"));
             // SAFETY: unmapping what was mapped above.

@@ -17,6 +17,8 @@ use crate::error::Invalid;
 use crate::frr_gate::word;
 
 pub mod frr_json;
+pub mod vty;
+pub mod wire;
 
 /// A device's BGP router.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -526,7 +528,6 @@ fn as_path(p: &Value, at: &str) -> Result<Vec<u32>, Invalid> {
     Ok(out)
 }
 
-/// The router's bgpd configuration.
 /// The router's daemons and their configurations, zebra first when it has one: a router with
 /// an IPv6 peer runs zebra beside bgpd, because bgpd learns its interfaces from zebra, and
 /// without them FRR 8.4's bgpd refuses every IPv6 UPDATE whose next hop carries a link-local
@@ -605,7 +606,7 @@ fn family(c: &mut String, r: &Router, v6: bool) {
         for (j, x) in p.routes.iter().enumerate().filter(|(_, x)| x.v6 == v6) {
             for b in &x.blocks {
                 for (net, len) in b.prefixes() {
-                    let _ = writeln!(c, "  network {net}/{len} route-map GL-RR-{i}-{j}");
+                    let _ = writeln!(c, "  {}", vty::network_line(net, len, i, j));
                 }
             }
         }

@@ -1,7 +1,7 @@
 //! OTG devices: emulated hosts on ports. Each `devices[].ethernets[]` entry is a host on its
 //! port (`connection.port_name`) with its MAC, MTU and IPv4/IPv6 addresses, each with a
 //! prefix and a gateway. The server brings them up on the Linux stack (see
-//! `gapless_io::hosts`), which answers ARP and Neighbor Solicitation for them and resolves
+//! `gapless_io::devices::hosts`), which answers ARP and Neighbor Solicitation for them and resolves
 //! their gateways; a flow between two device addresses (`tx_rx.device`) sends from the one
 //! to the other, with its destination MAC resolved when its traffic starts.
 

@@ -19,12 +19,8 @@ pub fn refused(kind: &str, text: &str) -> Vec<String> {
         .unwrap();
     let _ = std::fs::remove_dir_all(&dir);
     let said = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
-    // As gapless_io::frr's check: not any line with "failed", which took FRR's own log line
-    // `failed to mkdir "/var/tmp/frr/zebra.PID": File exists` (a stale directory of an
-    // earlier daemon with the same PID, of which a busy machine keeps thousands) for a
-    // refused configuration line.
-    said.lines()
-        .filter(|l| l.contains("config line") || l.contains("Configuration failed") || l.contains("YANG error"))
+    gapless_io::devices::frr::refused_lines(&said)
+        .into_iter()
         .map(str::to_string)
         .collect()
 }

@@ -2,7 +2,7 @@
 //! vty command: [`word`]. Numbers and addresses are written from their parsed types, and a
 //! closed set of values (a BGP range's origin) from an enum; any other string a writer
 //! interpolates (a name, an MD5 key, a hostname) passes [`word`], or the request is refused
-//! with its path before anything acts. `gapless_io::frr::check_config` is the last gate, on
+//! with its path before anything acts. `gapless_io::devices::frr::check_config` is the last gate, on
 //! the whole text a daemon is given.
 
 /// A word FRR's configuration takes whole: 1 to 80 bytes of printable ASCII, no space. A

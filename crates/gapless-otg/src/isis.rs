@@ -17,6 +17,8 @@ use crate::devices::Eth;
 use crate::error::Invalid;
 
 pub mod frr_text;
+pub mod vty;
+pub mod wire;
 
 /// The one IS-IS instance's area tag in each isisd.
 pub const AREA_TAG: &str = "gl";

@@ -1,7 +1,7 @@
 //! OTG LLDP (`lldp[]`), sans IO: each entry read and checked, its LLDPDU built (IEEE
 //! 802.1AB: chassis ID, port ID, TTL, system name, organisation-specific TLVs, end), and a
 //! received LLDPDU decoded into the neighbour the model's `lldp_neighbors` state lists. The
-//! server sends and receives them on the port's interface (`gapless_io::lldp`); nothing here
+//! server sends and receives them on the port's interface (`gapless_io::devices::lldp`); nothing here
 //! touches a socket.
 
 use serde_json::{json, Value};

@@ -18,6 +18,7 @@ use crate::devices::Eth;
 use crate::error::Invalid;
 
 pub mod frr_json;
+pub mod vty;
 pub mod wire;
 
 /// A device's OSPFv2 or OSPFv3 router.

@@ -190,10 +190,10 @@ pub async fn serve(
     }
     // OTG devices' routing daemons and namespaces that a server killed before it could
     // remove them left behind (the daemons first: they keep their namespaces alive).
-    for gone in gapless_io::frr::remove_stale() {
+    for gone in gapless_io::devices::frr::remove_stale() {
         eprintln!("gapless serve: stopped the routing daemons {gone} of a server no longer running");
     }
-    for gone in gapless_io::hosts::remove_stale() {
+    for gone in gapless_io::devices::hosts::remove_stale() {
         eprintln!("gapless serve: removed the device namespace {gone} of a server no longer running");
     }
     let db = db::Db::open(&cfg.db)?;

@@ -2,10 +2,11 @@
 //! [`qdisc`]s (launch time, the shaper), the NIC's per-queue rate limiter ([`maxrate`]),
 //! [`caps`] (capabilities), kernel/NIC TX [`timestamping`], the host's [`clock`] state
 //! (read, never set), and link and route changes over rtnetlink stamped at their ACK
-//! ([`rtnl`]), a port's addresses ([`addrs`]), and a bridge's forwarding database
-//! ([`bridge`]).
+//! ([`rtnl`]), a port's addresses ([`addrs`]), a bridge's forwarding database
+//! ([`bridge`]), and the socket calls every backend shares ([`socket`]: setsockopt, raw
+//! packet sockets, the readable wait, the TAI offset).
 //!
-//! May import `socket` and `error`; nothing here sends or receives traffic.
+//! May import `error`; nothing here sends or receives traffic.
 
 pub mod addrs;
 pub mod bridge;
@@ -15,4 +16,5 @@ pub mod maxrate;
 pub mod nic;
 pub mod qdisc;
 pub mod rtnl;
+pub mod socket;
 pub mod timestamping;

@@ -7,7 +7,7 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use gapless_core::result::departure_stamps::TxStampStats;
 
 use crate::error::IoError;
-use crate::socket::sockopt;
+use crate::kernel::socket::sockopt;
 
 /// Which TX stamps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -11,7 +11,7 @@ use gapless_core::result::departure_stamps::TxStampStats;
 
 use crate::error::IoError;
 use crate::kernel::nic::{iface_info, IfaceInfo};
-use crate::socket::{bind_packet, packet_socket, sockopt};
+use crate::kernel::socket::{bind_packet, packet_socket, sockopt};
 use crate::tx::TxBackend;
 
 const PACKET_QDISC_BYPASS: libc::c_int = 20;
@@ -291,7 +291,7 @@ impl AfPacketTx {
         };
         if opts.txtime {
             tx.cmsgs = vec![[0u8; crate::kernel::timestamping::TXTIME_CMSG_LEN]; n];
-            tx.tai_off_ns = crate::socket::tai_offset_ns();
+            tx.tai_off_ns = crate::kernel::socket::tai_offset_ns();
             for (m, c) in tx.msgs.iter_mut().zip(tx.cmsgs.iter_mut()) {
                 m.msg_hdr.msg_control = c.as_mut_ptr() as *mut libc::c_void;
                 m.msg_hdr.msg_controllen = c.len();

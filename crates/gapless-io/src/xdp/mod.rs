@@ -23,8 +23,8 @@ use gapless_core::result::departure_stamps::TxStampStats;
 
 use crate::error::IoError;
 use crate::kernel::nic::{iface_info, IfaceInfo};
+use crate::kernel::socket::{clock_ns, tai_offset_ns, wait_readable};
 use crate::rx::{RxFrame, RxSource, RxStats};
-use crate::socket::{clock_ns, tai_offset_ns, wait_readable};
 use crate::tx::TxBackend;
 use program::{attach_name, XdpAttach, XdpProgram, META_LEN, META_MAGIC};
 
@@ -127,7 +127,7 @@ impl Drop for Ring {
 }
 
 fn setsockopt<T>(fd: &OwnedFd, name: libc::c_int, v: &T) -> std::io::Result<()> {
-    crate::socket::sockopt(fd, libc::SOL_XDP, name, v)
+    crate::kernel::socket::sockopt(fd, libc::SOL_XDP, name, v)
 }
 
 /// The error for a failed socket(AF_XDP): no permission, or a kernel without AF_XDP

@@ -198,10 +198,10 @@ fn as_path(text: &str) -> Vec<Value> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn peer() -> Peer {
+    pub(crate) fn peer() -> Peer {
         Peer {
             name: "d2.peer".into(),
             local: "10.9.0.2".parse().unwrap(),

@@ -24,6 +24,11 @@ fn base() -> serde_json::Value {
         "v6_routes": [{ "name": "v6r", "addresses": [{ "address": "2001:db8:1::", "prefix": 64 }] }] })
 }
 
+/// The router of [`base`], parsed.
+pub(crate) fn a_router() -> Router {
+    parse(&cfg(base()), &eths()).unwrap().0.remove(0)
+}
+
 #[test]
 fn a_router_becomes_zebra_and_isisd_configurations_and_kernel_routes() {
     let (rs, warnings) = parse(&cfg(base()), &eths()).unwrap();

@@ -4,6 +4,18 @@
 
 use serde_json::{json, Map, Value};
 
+/// The LSA kinds of each version's database, in the order `frr_json::lsas`/`lsas_v3` take.
+pub const KINDS_V2: [&str; 5] = ["router", "network", "summary", "asbr-summary", "external"];
+pub const KINDS_V3: [&str; 7] = [
+    "router",
+    "network",
+    "inter-prefix",
+    "inter-router",
+    "as-external",
+    "link",
+    "intra-prefix",
+];
+
 /// How many times a neighbour left Full, from ospfd's log.
 pub fn flaps(log: &str) -> u64 {
     log.lines()
@@ -311,16 +323,7 @@ mod tests {
             m["hellos_sent"].as_u64().unwrap() > 0 && m["ls_update_received"].as_u64().unwrap() > 0,
             "{m}"
         );
-        let db = [
-            "router",
-            "network",
-            "inter-prefix",
-            "inter-router",
-            "as-external",
-            "link",
-            "intra-prefix",
-        ]
-        .map(v3);
+        let db = KINDS_V3.map(v3);
         let v = lsas_v3(
             "o6",
             "1.1.1.1",

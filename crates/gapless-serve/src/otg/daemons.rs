@@ -6,7 +6,8 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
-use gapless_io::frr::Daemon;
+use gapless_io::devices::frr::Daemon;
+use gapless_otg::vty::{Ask, Replies};
 use gapless_otg::OtgError;
 
 /// Each daemon set's directory number (`/run/gapless-frr/<pid>-<k>`).
@@ -71,6 +72,11 @@ impl DaemonSet {
     pub fn log(&self, kind: &str) -> String {
         let d = self.lock();
         d.iter().find(|x| x.kind == kind).map(Daemon::log).unwrap_or_default()
+    }
+
+    /// The replies of the daemon `ask` is for, by name, or why there are none.
+    pub fn ask(&self, ask: &Ask) -> Result<Replies, String> {
+        self.vty(ask.daemon, ask.commands()).map(|out| ask.replies(out))
     }
 
     /// The replies of its daemon `kind` to `commands`, or why there are none.

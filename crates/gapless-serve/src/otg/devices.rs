@@ -1,4 +1,4 @@
-//! The config's devices as hosts on the Linux stack (`gapless_io::hosts`), each in a
+//! The config's devices as hosts on the Linux stack (`gapless_io::devices::hosts`), each in a
 //! network namespace of its own: brought up when a config is set, their gateways resolved
 //! right after (and again on `protocol.all start`) with no traffic needed, each device flow's
 //! destination MAC taken from its gateway when its traffic starts, their neighbour tables
@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::Json;
-use gapless_io::hosts::{netns_name, Host, HostSpec};
+use gapless_io::devices::hosts::{netns_name, Host, HostSpec};
 use gapless_otg::config::{Group, Plan};
 use gapless_otg::OtgError;
 use serde_json::{json, Value};

@@ -1,17 +1,18 @@
 //! The config's IS-IS routers: per device, FRR's zebra and isisd in the namespace of the
-//! device Ethernet its interfaces are on (`gapless_io::frr`), sharing one directory and zebra
+//! device Ethernet its interfaces are on (`gapless_io::devices::frr`), sharing one directory and zebra
 //! socket, with each route range as blackhole routes in that namespace's kernel table
 //! (`gapless_otg::isis::kernel_routes`), which isisd redistributes; started when the config is set, on `protocol.all start` and on
 //! `protocol.isis.routers` up, stopped on `protocol.all stop`, `protocol.isis.routers` down,
 //! a new config and the server's end. Their configurations are
-//! `gapless_otg::isis::frr_configs`; isisd's answers are read by `gapless_otg::isis::frr_text`.
+//! `gapless_otg::isis::frr_configs`; every vty command sent to isisd, and every reply read, is `gapless_otg::isis::vty`'s.
 //! A daemon that exits shows the router's sessions down, and the metrics say which one.
 
 use std::sync::Arc;
 
-use gapless_io::hosts::Host;
+use gapless_io::devices::hosts::Host;
 use gapless_otg::config::Plan;
-use gapless_otg::isis::{frr_text, Router};
+use gapless_otg::isis::{frr_text, vty, Router};
+use gapless_otg::vty::Replies;
 use gapless_otg::{requests, OtgError};
 use serde_json::{json, Value};
 
@@ -45,10 +46,9 @@ pub fn up(plan: &Plan, hosts: &[(String, Arc<Host>)]) -> Result<Vec<Arc<Isisd>>,
             netns: netns.clone(),
             set: DaemonSet::new(what, netns, configs),
         });
-        i.set_routes(&[], true)
-            .map_err(|e| OtgError::invalid(format!("devices: IS-IS router {:?}: its ranges' routes: {e}", r.name)))?;
         out.push(i);
     }
+    // Each start puts the ranges' routes in its namespace's kernel table.
     super::chunks::start_all(&out, |i| i.start())?;
     Ok(out)
 }
@@ -71,11 +71,7 @@ impl Isisd {
 
     /// The adjacencies' downs per level that isisd logged since it started.
     fn downs(&self) -> [u64; 2] {
-        frr_text::downs(&self.set.log("isisd"))
-    }
-
-    fn vty(&self, commands: &[String]) -> Result<Vec<String>, String> {
-        self.set.vty("isisd", commands)
+        frr_text::downs(&self.set.log(vty::DAEMON))
     }
 
     /// The names of its route ranges.
@@ -101,41 +97,20 @@ impl Isisd {
 
     /// The router's `isis` metric; its sessions down, with a warning, when it cannot answer.
     pub fn metric(&self, warnings: &mut Vec<String>) -> Value {
-        let cmds = [
-            "show isis summary json",
-            "show isis neighbor detail",
-            "show isis database detail",
-        ]
-        .map(String::from);
-        let levels = self.router.levels();
-        match self.vty(&cmds) {
-            Ok(out) => {
-                let summary: Value = serde_json::from_str(&out[0]).unwrap_or(Value::Null);
-                let adj = frr_text::adjacencies(&out[1]);
-                let db = frr_text::database(&out[2]);
-                frr_text::metric(&self.router.name, levels, &summary, &adj, self.downs(), &db)
-            }
-            Err(e) => {
-                warnings.push(e);
-                frr_text::metric(&self.router.name, levels, &Value::Null, &[], self.downs(), &[])
-            }
-        }
+        let replies = self.set.ask(&vty::metric()).unwrap_or_else(|e| {
+            warnings.push(e);
+            Replies::none()
+        });
+        vty::metric_of(&self.router, &replies, self.downs())
     }
 
     /// The router's `isis_lsps` state: the LSPs learned from its peers.
     pub fn lsps(&self, warnings: &mut Vec<String>) -> Value {
-        let cmds = ["show isis hostname", "show isis database detail"].map(String::from);
-        match self.vty(&cmds) {
-            Ok(out) => frr_text::lsps_state(
-                &self.router.name,
-                &frr_text::database(&out[1]),
-                &frr_text::hostnames(&out[0]),
-            ),
-            Err(e) => {
-                warnings.push(e);
-                json!({ "isis_router_name": self.router.name, "lsps": [] })
-            }
-        }
+        let replies = self.set.ask(&vty::lsps()).unwrap_or_else(|e| {
+            warnings.push(e);
+            Replies::none()
+        });
+        vty::lsps_of(&self.router, &replies)
     }
 }
 

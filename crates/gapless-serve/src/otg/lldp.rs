@@ -1,5 +1,5 @@
 //! The config's LLDP agents, native: a thread per `lldp[]` entry with an LLDP socket on its
-//! port's interface (`gapless_io::lldp`) that sends the agent's LLDPDU every
+//! port's interface (`gapless_io::devices::lldp`) that sends the agent's LLDPDU every
 //! `advertisement_interval` (the first at once), reads its neighbours' (decoded by
 //! `gapless_otg::lldp`), forgets a neighbour when its TTL runs out or it says TTL 0, and keeps
 //! the counters of `lldp` metrics. Started when the config is set and on `protocol.all
@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use gapless_io::lldp::LldpSocket;
+use gapless_io::devices::lldp::LldpSocket;
 use gapless_otg::config::Plan;
 use gapless_otg::lldp::{decode, frame, neighbor_id, neighbor_state, Agent, Neighbor, MAX_NEIGHBORS};
 use gapless_otg::OtgError;

@@ -61,7 +61,7 @@ pub struct OtgState {
     /// The config's captures, one per captured port, each with its buffer.
     pub captures: Vec<PortCapture>,
     /// The config's devices, up as hosts on their ports: (device Ethernet name, host).
-    pub hosts: Vec<(String, Arc<gapless_io::hosts::Host>)>,
+    pub hosts: Vec<(String, Arc<gapless_io::devices::hosts::Host>)>,
     /// The devices' BGP routers, each a bgpd in its host's namespace.
     pub routers: Vec<Arc<routing::Bgpd>>,
     /// The devices' IS-IS routers, each a zebra and isisd in its host's namespace.
@@ -349,7 +349,7 @@ fn being_set() -> OtgError {
 }
 
 type Up = (
-    Vec<(String, Arc<gapless_io::hosts::Host>)>,
+    Vec<(String, Arc<gapless_io::devices::hosts::Host>)>,
     Vec<Arc<routing::Bgpd>>,
     Vec<Arc<isis::Isisd>>,
     Vec<Arc<ospf::Ospfd>>,

@@ -1,15 +1,16 @@
 //! The config's OSPFv2 routers: per device, FRR's zebra and ospfd in the namespace of the
 //! device Ethernet its interface is on, with a stub interface per route range
-//! (`gapless_otg::ospf::stubs`, made by `gapless_io::frr::stub_interface`); started and
-//! stopped as IS-IS routers are (`daemons::DaemonSet`). ospfd's JSON is read by
-//! `gapless_otg::ospf::frr_json`.
+//! (`gapless_otg::ospf::stubs`, made by `gapless_io::devices::frr::stub_interface`); started and
+//! stopped as IS-IS routers are (`daemons::DaemonSet`). Every vty command sent to ospfd
+//! or ospf6d, and every reply read, is `gapless_otg::ospf::vty`'s.
 
 use std::sync::{Arc, Mutex};
 
-use gapless_io::hosts::Host;
+use gapless_io::devices::hosts::Host;
 use gapless_otg::config::Plan;
 use gapless_otg::ospf::wire::{lsa_counters, Tally};
-use gapless_otg::ospf::{frr_json, Router};
+use gapless_otg::ospf::{frr_json, vty, Router};
+use gapless_otg::vty::Replies;
 use gapless_otg::OtgError;
 use serde_json::{json, Value};
 
@@ -25,7 +26,7 @@ pub struct Ospfd {
     set: DaemonSet,
     /// The LSAs it sent and received, counted on the wire ([`gapless_otg::ospf::wire::Tally`]).
     tally: Arc<Mutex<(Tally, Tally)>>,
-    tap: Mutex<Option<gapless_io::frr::wire::OspfTap>>,
+    tap: Mutex<Option<gapless_io::devices::frr::wire::OspfTap>>,
 }
 
 /// The daemons of every OSPFv2 router of the plan, each in its Ethernet's host namespace.
@@ -43,7 +44,7 @@ pub fn up(plan: &Plan, hosts: &[(String, Arc<Host>)]) -> Result<Vec<Arc<Ospfd>>,
         let what = format!("OSPFv{} router {:?}", if r.v6 { 3 } else { 2 }, r.name);
         let tally = Arc::new(Mutex::new((Tally::default(), Tally::default())));
         let counts = tally.clone();
-        let tap = gapless_io::frr::wire::OspfTap::start(&netns, host.1.ifname(), move |f, out| {
+        let tap = gapless_io::devices::frr::wire::OspfTap::start(&netns, host.1.ifname(), move |f, out| {
             let mut t = counts.lock().unwrap_or_else(|e| e.into_inner());
             if out { &mut t.0 } else { &mut t.1 }.count(f);
         })
@@ -56,7 +57,7 @@ pub fn up(plan: &Plan, hosts: &[(String, Arc<Host>)]) -> Result<Vec<Arc<Ospfd>>,
             tap: Mutex::new(Some(tap)),
         });
         for s in gapless_otg::ospf::stubs(r) {
-            gapless_io::frr::stub_interface(&o.netns, &s.name, &s.addrs).map_err(|e| {
+            gapless_io::devices::frr::stub_interface(&o.netns, &s.name, &s.addrs).map_err(|e| {
                 OtgError::invalid(format!(
                     "devices: OSPFv2 router {:?}: its ranges' interface: {e}",
                     r.name
@@ -75,18 +76,24 @@ impl Ospfd {
     /// back with the configuration itself).
     pub fn start(&self) -> Result<(), OtgError> {
         if self.set.start()? {
-            for (k, _) in self.router.ranges.iter().enumerate() {
-                if gapless_otg::ospf::range_area(&self.router, k)
-                    .filter(|_| self.router.v6)
-                    .is_none()
-                {
-                    let stub = gapless_otg::ospf::stub_name(&self.router, k);
-                    gapless_io::frr::set_stub(&self.netns, &stub, true)
-                        .map_err(|e| OtgError::internal(format!("OSPF router {:?}: {stub}: {e}", self.router.name)))?;
-                }
+            for k in (0..self.router.ranges.len()).filter(|k| self.area_of(*k).is_none()) {
+                self.set_stub(k, true)
+                    .map_err(|e| OtgError::internal(format!("OSPF router {:?}: {e}", self.router.name)))?;
             }
         }
         Ok(())
+    }
+
+    /// The area of range `k` when it is withdrawn over the vty (OSPFv3's in an area); none
+    /// when by its stub interface's link.
+    fn area_of(&self, k: usize) -> Option<std::net::Ipv4Addr> {
+        gapless_otg::ospf::range_area(&self.router, k).filter(|_| self.router.v6)
+    }
+
+    /// Sets range `k`'s stub interface up (or down).
+    fn set_stub(&self, k: usize, up: bool) -> Result<(), String> {
+        let stub = gapless_otg::ospf::stub_name(&self.router, k);
+        gapless_io::devices::frr::set_stub(&self.netns, &stub, up).map_err(|e| format!("{stub}: {e}"))
     }
 
     pub fn stop(&self) {
@@ -117,60 +124,31 @@ impl Ospfd {
             }
             let failed =
                 |e: String| OtgError::internal(format!("OSPF router {:?}: range {:?}: {e}", self.router.name, x.name));
-            let stub = gapless_otg::ospf::stub_name(&self.router, k);
-            match gapless_otg::ospf::range_area(&self.router, k).filter(|_| self.router.v6) {
+            match self.area_of(k) {
                 Some(area) => {
-                    let no = if advertise { "" } else { "no " };
-                    let cmds = [
-                        "configure terminal".to_string(),
-                        format!("interface {stub}"),
-                        format!("{no}ipv6 ospf6 area {area}"),
-                        "end".to_string(),
-                    ];
-                    self.set.vty("ospf6d", &cmds).map_err(failed)?;
+                    let stub = gapless_otg::ospf::stub_name(&self.router, k);
+                    let cmds = vty::stub_area(&stub, area, advertise);
+                    self.set.vty(vty::daemon(true), &cmds).map_err(failed)?;
                 }
-                None => gapless_io::frr::set_stub(&self.netns, &stub, advertise).map_err(|e| failed(e.to_string()))?,
+                None => self.set_stub(k, advertise).map_err(failed)?,
             }
             acted.push(x.name.clone());
         }
         Ok(acted)
     }
 
-    /// The daemon, and its command prefix: ospfd's `show ip ospf`, ospf6d's `show ipv6 ospf6`.
-    fn daemon(&self) -> (&'static str, &'static str) {
-        if self.router.v6 {
-            ("ospf6d", "show ipv6 ospf6")
-        } else {
-            ("ospfd", "show ip ospf")
-        }
-    }
-
     /// The router's `ospfv2`/`ospfv3` metric; its sessions down, with a warning, when it
     /// cannot answer.
     fn metric(&self, warnings: &mut Vec<String>) -> Value {
-        let (kind, show) = self.daemon();
-        let cmds = [
-            format!("{show} neighbor json"),
-            format!("{show} interface traffic json"),
-        ];
-        let flaps = frr_json::flaps(&self.set.log(kind));
-        let out = self.set.vty(kind, &cmds).unwrap_or_else(|e| {
+        let v6 = self.router.v6;
+        let flaps = frr_json::flaps(&self.set.log(vty::daemon(v6)));
+        let replies = self.set.ask(&vty::metric(v6)).unwrap_or_else(|e| {
             warnings.push(e);
-            Vec::new()
+            Replies::none()
         });
-        let parse = |i: usize| {
-            out.get(i)
-                .and_then(|s| serde_json::from_str(s).ok())
-                .unwrap_or(Value::Null)
-        };
-        let read = if self.router.v6 {
-            frr_json::metric_v3
-        } else {
-            frr_json::metric
-        };
-        let mut m = read(&self.router.name, &parse(0), &parse(1), flaps);
+        let mut m = vty::metric_of(&self.router, &replies, flaps);
         let (sent, received) = *self.tally.lock().unwrap_or_else(|e| e.into_inner());
-        for (k, n) in lsa_counters(&sent, &received, self.router.v6) {
+        for (k, n) in lsa_counters(&sent, &received, v6) {
             m[k] = json!(n);
         }
         m
@@ -178,37 +156,8 @@ impl Ospfd {
 
     /// The router's `ospfv2_lsas`/`ospfv3_lsas` state: the LSAs learned from other routers.
     fn lsas(&self) -> Value {
-        let (kind, show) = self.daemon();
-        let (kinds, tail): (&[&str], &str) = if self.router.v6 {
-            (
-                &[
-                    "router",
-                    "network",
-                    "inter-prefix",
-                    "inter-router",
-                    "as-external",
-                    "link",
-                    "intra-prefix",
-                ],
-                " detail json",
-            )
-        } else {
-            (&["router", "network", "summary", "asbr-summary", "external"], " json")
-        };
-        let cmds: Vec<String> = kinds.iter().map(|k| format!("{show} database {k}{tail}")).collect();
-        let out = self.set.vty(kind, &cmds).unwrap_or_default();
-        let v: Vec<Value> = (0..kinds.len())
-            .map(|i| {
-                out.get(i)
-                    .and_then(|s| serde_json::from_str(s).ok())
-                    .unwrap_or(Value::Null)
-            })
-            .collect();
-        let (name, own) = (&self.router.name, self.router.router_id.to_string());
-        if self.router.v6 {
-            return frr_json::lsas_v3(name, &own, [&v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6]]);
-        }
-        frr_json::lsas(name, &own, [&v[0], &v[1], &v[2], &v[3], &v[4]])
+        let replies = self.set.ask(&vty::lsas(self.router.v6)).unwrap_or_default();
+        vty::lsas_of(&self.router, &replies)
     }
 }
 

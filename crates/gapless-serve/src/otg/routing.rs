@@ -1,18 +1,19 @@
 //! The config's BGP routers: one FRR bgpd per device (with a zebra when it has an IPv6
 //! peer), a `DaemonSet` as IS-IS and OSPF routers are, in the namespace of the device
-//! Ethernet its sessions run from (`gapless_io::frr`), started when the config is set and
+//! Ethernet its sessions run from (`gapless_io::devices::frr`), started when the config is set and
 //! on `protocol.all start`, stopped on `protocol.all stop`, a new config and the server's
-//! end; its configuration is `gapless_otg::bgp::frr_config`, and its JSON is read by
-//! `gapless_otg::bgp::frr_json`. A daemon that exits shows its sessions down, and the
+//! end; its configuration is `gapless_otg::bgp::frr_config`, and every vty command it sends
+//! and reply it reads is `gapless_otg::bgp::vty`'s. A daemon that exits shows its sessions down, and the
 //! metrics say which daemon exited and why (its log's last lines).
 
 use std::sync::Arc;
 
-use gapless_io::hosts::Host;
-use gapless_otg::bgp::frr_json::{self, PrefixFilter};
-use gapless_otg::bgp::{Peer, Range, Router};
+use gapless_io::devices::hosts::Host;
+use gapless_otg::bgp::frr_json::PrefixFilter;
+use gapless_otg::bgp::{vty, Peer, Router};
 use gapless_otg::config::Plan;
 use gapless_otg::convergence::Recorded;
+use gapless_otg::vty::Replies;
 use gapless_otg::{requests, OtgError};
 use serde_json::Value;
 
@@ -64,17 +65,6 @@ impl Bgpd {
         self.set.stop();
     }
 
-    /// bgpd's replies to `commands`, or why there are none (it is stopped, or a daemon
-    /// exited: with its log's last lines).
-    fn vty(&self, commands: &[String]) -> Result<Vec<String>, String> {
-        self.set.vty("bgpd", commands)
-    }
-
-    fn json(&self, command: String) -> Result<Value, String> {
-        let out = self.vty(&[command])?;
-        serde_json::from_str(&out[0]).map_err(|e| format!("bgpd's JSON did not parse: {e}"))
-    }
-
     /// The metrics of its peers on IPv6 (`v6`) or IPv4 interfaces named (all when none
     /// are), and a warning when the daemon cannot answer.
     pub fn metrics(&self, v6: bool, names: &[String], warnings: &mut Vec<String>) -> Vec<Value> {
@@ -82,39 +72,34 @@ impl Bgpd {
         if peers.is_empty() {
             return Vec::new();
         }
-        let neighbors = self.json("show bgp neighbors json".into()).unwrap_or_else(|e| {
-            warnings.push(e);
-            Value::Null
-        });
+        let neighbors = (self.set.ask(&vty::neighbors()))
+            .unwrap_or_else(|e| {
+                warnings.push(e);
+                Replies::none()
+            })
+            .json("neighbors");
         peers
             .iter()
             .map(|p| {
-                let got = neighbors
-                    .is_object()
-                    .then(|| self.received(p).iter().map(frr_json::received_count).sum());
-                frr_json::metric(p, &neighbors, got)
+                let got = if neighbors.is_object() {
+                    self.received(p)
+                } else {
+                    Replies::none()
+                };
+                vty::metric(p, &neighbors, &got)
             })
             .collect()
     }
 
-    /// The routes received from `p` in each family (`received-routes json`).
-    fn received(&self, p: &Peer) -> [Value; 2] {
-        ["ipv4", "ipv6"].map(|af| {
-            self.json(format!(
-                "show bgp {af} unicast neighbors {} received-routes json",
-                p.address
-            ))
-            .unwrap_or(Value::Null)
-        })
+    /// The routes received from `p` in each family.
+    fn received(&self, p: &Peer) -> Replies {
+        self.set.ask(&vty::received(p)).unwrap_or_default()
     }
 
     /// `bgp_prefixes[]` of its peers named (all when none are).
     pub fn prefixes(&self, names: &[String], f: &PrefixFilter) -> Vec<Value> {
         self.peers(names)
-            .map(|p| {
-                let [v4, v6] = self.received(p);
-                frr_json::prefixes(p, &v4, &v6, f)
-            })
+            .map(|p| vty::prefixes(p, &self.received(p), f))
             .collect()
     }
 
@@ -133,8 +118,8 @@ impl Bgpd {
         for (i, p) in self.router.peers.iter().enumerate() {
             for (j, x) in p.routes.iter().enumerate() {
                 if names.is_empty() || names.contains(&x.name) {
-                    let cmds = network_commands(asn, i, j, x, advertise);
-                    self.vty(&cmds).map_err(OtgError::invalid)?;
+                    let cmds = vty::network(asn, i, j, x, advertise);
+                    self.set.vty(vty::DAEMON, &cmds).map_err(OtgError::invalid)?;
                     acted.push(x.name.clone());
                 }
             }
@@ -145,21 +130,12 @@ impl Bgpd {
     /// Sets the peers named (all when none are) administratively up or down.
     pub fn set_peers(&self, up: bool, names: &[String]) -> Result<usize, OtgError> {
         let asn = self.router.peers.first().map_or(1, |p| p.asn);
-        let mut cmds = vec!["configure terminal".to_string(), format!("router bgp {asn}")];
-        let mut n = 0;
-        for p in self.peers(names) {
-            cmds.push(format!(
-                "{}neighbor {} shutdown",
-                if up { "no " } else { "" },
-                p.address
-            ));
-            n += 1;
+        let addresses: Vec<&std::net::IpAddr> = self.peers(names).map(|p| &p.address).collect();
+        if !addresses.is_empty() {
+            let cmds = vty::shutdown(asn, addresses.iter().copied(), up);
+            self.set.vty(vty::DAEMON, &cmds).map_err(OtgError::invalid)?;
         }
-        cmds.push("end".into());
-        if n > 0 {
-            self.vty(&cmds).map_err(OtgError::invalid)?;
-        }
-        Ok(n)
+        Ok(addresses.len())
     }
 
     /// The names of its peers, and of its ranges.
@@ -179,28 +155,6 @@ impl Drop for Bgpd {
     fn drop(&mut self) {
         self.stop();
     }
-}
-
-/// The vty commands that add (or remove) a range's `network` statements, as the
-/// configuration file has them.
-fn network_commands(asn: u32, i: usize, j: usize, x: &Range, advertise: bool) -> Vec<String> {
-    let af = if x.v6 { "ipv6" } else { "ipv4" };
-    let mut c = vec![
-        "configure terminal".to_string(),
-        format!("router bgp {asn}"),
-        format!("address-family {af} unicast"),
-    ];
-    for b in &x.blocks {
-        for (net, len) in b.prefixes() {
-            c.push(if advertise {
-                format!("network {net}/{len} route-map GL-RR-{i}-{j}")
-            } else {
-                format!("no network {net}/{len}")
-            });
-        }
-    }
-    c.push("end".into());
-    c
 }
 
 /// A request's list of names (none when it has none).
@@ -234,7 +188,7 @@ pub fn route_control(s: &Shared, advertise: bool, names: &[String]) -> Result<Va
     let kind = if advertise { "route_advertise" } else { "route_withdraw" };
     let watch = |eth: &str| {
         let host = hosts.iter().find(|h| h.0 == eth).map(|h| h.1.clone());
-        host.and_then(|h| gapless_io::frr::wire::UpdateWatch::open(h.netns(), h.ifname()).ok())
+        host.and_then(|h| gapless_io::devices::frr::wire::SentWatch::open(h.netns(), h.ifname()).ok())
     };
     let mut warnings = Vec::new();
     let mut made = Vec::new();
@@ -252,8 +206,9 @@ pub fn route_control(s: &Shared, advertise: bool, names: &[String]) -> Result<Va
             }
             let what = format!("device {:?}: no BGP UPDATE", r.router.device);
             let change = || r.routes(advertise, names);
-            let seen = |w: &gapless_io::frr::wire::UpdateWatch| {
-                mine.iter().find_map(|p| w.first_update(p.address, UPDATE_WITHIN))
+            let seen = |w: &gapless_io::devices::frr::wire::SentWatch| {
+                mine.iter()
+                    .find_map(|p| w.first_sent(|f| gapless_otg::bgp::wire::is_update_to(f, p.address), UPDATE_WITHIN))
             };
             made.push(on_wire(watch(&r.router.eth), change, seen, &what, warnings)?);
         }
@@ -264,7 +219,7 @@ pub fn route_control(s: &Shared, advertise: bool, names: &[String]) -> Result<Va
             made.push(on_wire(
                 watch(&r.router.eth),
                 change,
-                |w| w.first_lsp(UPDATE_WITHIN),
+                |w| w.first_sent(gapless_otg::isis::wire::is_lsp, UPDATE_WITHIN),
                 &what,
                 warnings,
             )?);
@@ -276,7 +231,7 @@ pub fn route_control(s: &Shared, advertise: bool, names: &[String]) -> Result<Va
                 .filter(|x| names.is_empty() || names.contains(&x.name))
                 .collect();
             let carries = |f: &[u8]| gapless_otg::ospf::wire::lsu_carries(f, &r.router, &ranges);
-            let seen = |w: &gapless_io::frr::wire::UpdateWatch| w.first_sent(carries, OSPF_WITHIN);
+            let seen = |w: &gapless_io::devices::frr::wire::SentWatch| w.first_sent(carries, OSPF_WITHIN);
             made.push(on_wire(watch(&r.router.eth), change, seen, &what, warnings)?);
         }
         Ok(())
@@ -311,9 +266,9 @@ pub fn route_control(s: &Shared, advertise: bool, names: &[String]) -> Result<Va
 /// Makes `change` with `w` watching the device's interface: the ranges it acted on, and the
 /// stamp of the first message `seen` takes (else the time of the command, with a warning).
 fn on_wire(
-    w: Option<gapless_io::frr::wire::UpdateWatch>,
+    w: Option<gapless_io::devices::frr::wire::SentWatch>,
     change: impl FnOnce() -> Result<Vec<String>, OtgError>,
-    seen: impl FnOnce(&gapless_io::frr::wire::UpdateWatch) -> Option<u64>,
+    seen: impl FnOnce(&gapless_io::devices::frr::wire::SentWatch) -> Option<u64>,
     what: &str,
     warnings: &mut Vec<String>,
 ) -> Result<(Vec<String>, u64), OtgError> {

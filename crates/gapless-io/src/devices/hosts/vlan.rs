@@ -11,7 +11,7 @@ use aya::Ebpf;
 use crate::IoError;
 
 /// The compiled programs (BPF ELF with BTF).
-pub static OBJECT: &[u8] = include_bytes!("../../xdp/gapless_vlan.o");
+pub static OBJECT: &[u8] = include_bytes!("../../../xdp/gapless_vlan.o");
 
 /// The tagger of one host; dropping it detaches both programs (they are TCX links, or
 /// netlink filters that go with the macvlan).

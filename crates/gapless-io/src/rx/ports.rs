@@ -205,7 +205,7 @@ impl RxSource for RxPorts {
         match self.merge.as_mut() {
             None => Ok(n),
             Some(m) => {
-                let now = crate::socket::clock_ns(libc::CLOCK_REALTIME) as u64;
+                let now = crate::kernel::socket::clock_ns(libc::CLOCK_REALTIME) as u64;
                 Ok(m.release(Some(now.saturating_sub(HOLD_NS)), f))
             }
         }
@@ -326,7 +326,7 @@ mod tests {
 
     #[test]
     fn frames_come_out_in_stamp_order_tagged_with_their_port_and_a_failed_port_does_not_stop_the_rest() {
-        let now = crate::socket::clock_ns(libc::CLOCK_REALTIME) as u64;
+        let now = crate::kernel::socket::clock_ns(libc::CLOCK_REALTIME) as u64;
         let old = now - 5_000_000;
         // Port 0 fails first, so its block is read after port 1's newer one; the last frame
         // is too recent to come out before the end.

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use crate::error::IoError;
 use crate::kernel::nic::{if_index, in_netns};
-use crate::socket::{bind_packet, packet_socket, sockopt};
+use crate::kernel::socket::{bind_packet, packet_socket, sockopt};
 
 const ETH_P_LLDP: u16 = 0x88cc;
 const GROUP: [u8; 6] = [0x01, 0x80, 0xc2, 0x00, 0x00, 0x0e];

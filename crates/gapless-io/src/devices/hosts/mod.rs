@@ -227,7 +227,7 @@ impl Host {
                 cause,
             };
             let s = UdpSocket::bind(any).map_err(|e| os("a UDP socket to resolve a gateway", e))?;
-            crate::socket::bind_to_device(&s, &name)?;
+            crate::kernel::socket::bind_to_device(&s, &name)?;
             Ok(s)
         })
     }
