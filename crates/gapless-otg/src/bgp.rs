@@ -455,13 +455,26 @@ pub(crate) fn block(a: &Value, at: &str, v6: bool) -> Result<Block, Invalid> {
 }
 
 fn next_hop(r: &Value, at: &str, v6: bool) -> Result<Option<IpAddr>, Invalid> {
-    if r["next_hop_mode"].as_str().unwrap_or("local_ip") != "manual" {
+    let mode = Invalid::one_of(
+        &r["next_hop_mode"],
+        &format!("{at}.next_hop_mode"),
+        &["local_ip", "manual"],
+        "local_ip",
+    )?;
+    if mode != "manual" {
         return Ok(None);
     }
     let default = if v6 { "ipv6" } else { "ipv4" };
-    let key = match r["next_hop_address_type"].as_str().unwrap_or(default) {
-        "ipv6" => "next_hop_ipv6_address",
-        _ => "next_hop_ipv4_address",
+    let family = Invalid::one_of(
+        &r["next_hop_address_type"],
+        &format!("{at}.next_hop_address_type"),
+        &["ipv4", "ipv6"],
+        default,
+    )?;
+    let key = if family == "ipv6" {
+        "next_hop_ipv6_address"
+    } else {
+        "next_hop_ipv4_address"
     };
     let ip: IpAddr = r[key]
         .as_str()

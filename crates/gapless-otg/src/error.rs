@@ -8,6 +8,26 @@ use serde_json::{json, Value};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Invalid(pub String);
 
+impl Invalid {
+    /// The value of the enum at `at` (one of `allowed`; absent: `default`), or an error with
+    /// its path and the values it takes.
+    pub fn one_of<'a>(
+        v: &'a serde_json::Value,
+        at: &str,
+        allowed: &[&'a str],
+        default: &'a str,
+    ) -> Result<&'a str, Invalid> {
+        match v {
+            serde_json::Value::Null => Ok(default),
+            serde_json::Value::String(s) if allowed.contains(&s.as_str()) => Ok(s),
+            other => Err(Invalid(format!(
+                "{at}: {other} is not one of its values; give {}",
+                allowed.iter().map(|a| format!("{a:?}")).collect::<Vec<_>>().join(", ")
+            ))),
+        }
+    }
+}
+
 /// An OTG error reply: `{code, kind, errors}`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OtgError {

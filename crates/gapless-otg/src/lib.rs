@@ -34,6 +34,8 @@ pub mod devices;
 pub mod error;
 #[cfg(test)]
 mod frr_dry;
+#[cfg(test)]
+mod frr_fuzz;
 pub mod frr_gate;
 pub mod isis;
 pub mod lldp;

@@ -237,3 +237,18 @@ fn no_request_string_adds_a_line_to_the_configuration() {
         "expected the origin refused with its path and the values it takes; got {e}"
     );
 }
+
+/// A next hop mode or family outside the model's enum was read as the default (found by
+/// `frr_fuzz`: the manual next hop silently dropped); it is refused with its path.
+#[test]
+fn an_unknown_next_hop_mode_is_refused_with_its_path_not_read_as_local() {
+    for (key, bad) in [("next_hop_mode", "manaul"), ("next_hop_address_type", "ipv5")] {
+        let mut p = peer();
+        p["v4_routes"][0][key] = json!(bad);
+        let e = routers(&cfg(p)).unwrap_err().0;
+        assert!(
+            e.contains(&format!("v4_routes[0].{key}: \"{bad}\" is not one of its values; give")),
+            "expected {key} refused with its path and values; got {e}"
+        );
+    }
+}
