@@ -28,7 +28,8 @@ from pathlib import Path
 from typing import Any, Dict, List
 
 REPO = Path(__file__).resolve().parents[1]
-CLI = str(REPO / "target" / "release" / "gapless")
+# GAPLESS_BIN: another build (e.g. target/ci/gapless, which the tests use) instead of the release one.
+CLI = os.environ.get("GAPLESS_BIN", str(REPO / "target" / "release" / "gapless"))
 PROFILE = '[[stream]]\nname = "a"\nsize = 64\n[stream.timing]\nrate_pps = 100000\nduration_s = 6\n'
 TESTBED = "glsl"
 
@@ -39,8 +40,17 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+# The OTG listener's port: HTTPS with the server's self-signed certificate.
+TLS_PORTS: set = set()
+
+
 def call(port: int, method: str, path: str, body: str = "") -> tuple[int, bytes]:
-    c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    if port in TLS_PORTS:
+        import ssl
+
+        c: http.client.HTTPConnection = http.client.HTTPSConnection("127.0.0.1", port, timeout=10, context=ssl._create_unverified_context())
+    else:
+        c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
     headers = {"Content-Type": "application/json"} if method != "GET" else {}
     c.request(method, path, body=body or None, headers=headers)
     r = c.getresponse()
@@ -157,6 +167,7 @@ def main() -> None:
     reps = int(sys.argv[1]) if len(sys.argv) > 1 else 3
     subprocess.run([CLI, "testbed", "up", "--name", TESTBED], check=True, capture_output=True)
     port, otg = free_port(), free_port()
+    TLS_PORTS.add(otg)
     db = Path(tempfile.mkdtemp()) / "bench.db"
     srv = subprocess.Popen([CLI, "serve", "--listen", f"127.0.0.1:{port}", "--otg-listen", f"127.0.0.1:{otg}", "--no-otg-grpc", "--db", str(db)],
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
