@@ -31,7 +31,7 @@ cargo_rc=${PIPESTATUS[0]}
 stage "cargo tests"
 # The Python API's tests (pytest, in .venv made by setup.sh), counted in the closing line.
 pylog=$(mktemp)
-.venv/bin/python -m pytest -q -p no:cacheprovider python/tests 2>&1 | tee "$pylog"
+.venv/bin/python -m pytest -q -p no:cacheprovider --durations=15 python/tests 2>&1 | tee "$pylog"
 py_rc=${PIPESTATUS[0]}
 stage "pytest"
 read -r py_pass py_fail < <(tail -n 1 "$pylog" | awk '{ p = 0; f = 0
