@@ -22,7 +22,7 @@ import pytest
 
 from conftest import Server, tcpdump
 from test_otg import api, run_to_stop, transport, wait_stopped  # noqa: F401 (transport: a fixture)
-from test_otg_ixia import device_pair, sh, two_veths, withdrawal
+from test_otg_ixia import device_pair, otg_json, sh, two_veths, withdrawal
 
 NS, A, Z = "glbgp", "veth-a", "veth-z"
 MAC = ("02:67:6c:0b:00:01", "02:67:6c:0b:00:02")
@@ -432,10 +432,18 @@ def test_a_withdrawal_through_a_router_loses_the_flow_until_the_route_is_back_ti
     # needs time to act on it); the first after it arrives only once the route is back.
     assert at["route_withdraw"] - 100_000 <= below < at["route_advertise"] <= above, \
         f"expected withdraw <= below threshold < advertise <= above threshold (ns); got {at}"
-    # Exact to a frame: the outage's span is the lost frames' time at the flow's rate.
+    # Exact to a frame: the outage's span is the lost frames' time at the flow's rate, when
+    # the sender kept its schedule. A frame that left late (this VM's host stalls the sender)
+    # arrives that much later: then the run's own lateness must account for the difference.
     span_ns = above - below
-    assert abs(span_ns - (lost + 1) * 100_000) <= 2 * 100_000, \
-        f"expected the outage's span to be (lost + 1) frame intervals = {(lost + 1) * 100} µs within two frames; got {span_ns / 1e3:.0f} µs"
+    late = otg_json(server, "/monitor/metrics", {"choice": "flow", "flow": {"flow_names": ["to-d2"]}})["flow_metrics"][0]["x_gapless"]["lateness"]
+    off = abs(span_ns - (lost + 1) * 100_000)
+    if late["max_ns"] <= 100_000:
+        assert off <= 2 * 100_000, \
+            f"expected the outage's span to be (lost + 1) frame intervals = {(lost + 1) * 100} µs within two frames; got {span_ns / 1e3:.0f} µs"
+    else:
+        assert late["late_over_one_gap"] > 0 and off <= 2 * 100_000 + late["max_ns"], \
+            f"expected the outage's span within two frames and the sender's worst lateness ({late['max_ns']} ns) of {(lost + 1) * 100} µs; got {span_ns / 1e3:.0f} µs ({late})"
     assert c.data_plane_convergence_us == pytest.approx(span_ns / 1e3), f"expected the longest outage's span; got {c.data_plane_convergence_us}"
     assert c.control_plane_data_plane_convergence_us == pytest.approx((above - at["route_withdraw"]) / 1e3), \
         f"expected control-plane convergence from the withdrawal to the recovery; got {c.control_plane_data_plane_convergence_us}"
