@@ -1,7 +1,7 @@
 //! The leaves of the OTG state trees, each with its value typed as its YANG leaf is, made from
 //! the `monitor/metrics` JSON the OTG API answers (one source for both APIs).
 //!
-//! Types (../shared/GNMI.md, checked against ygnmi's decoding): counters and other unsigned
+//! Types (as ../shared/GNMI.md notes ygnmi decodes them; not yet checked through ondatra): counters and other unsigned
 //! integers as `uint_val`; `ieeefloat32` as 4 big-endian bytes (`bytes_val`); decimal64 as a
 //! double; strings and enumerations as `string_val`, an enumeration in the YANG's spelling
 //! (`UP`, `ESTABLISHED`); booleans as `bool_val`.
@@ -145,6 +145,74 @@ pub fn ports(port_metrics: &[Value]) -> Vec<Leaf> {
     out
 }
 
+/// `bgp-peers/bgp-peer[name]`: the session's state in the YANG's spelling and its counters,
+/// from `bgpv4_metrics`/`bgpv6_metrics` entries.
+pub fn bgp_peers(bgp_metrics: &[Value]) -> Vec<Leaf> {
+    const COUNTERS: [(&str, &str); 14] = [
+        ("flaps", "session_flap_count"),
+        ("in-routes", "routes_received"),
+        ("out-routes", "routes_advertised"),
+        ("in-route-withdraw", "route_withdraws_received"),
+        ("out-route-withdraw", "route_withdraws_sent"),
+        ("in-updates", "updates_received"),
+        ("out-updates", "updates_sent"),
+        ("in-opens", "opens_received"),
+        ("out-opens", "opens_sent"),
+        ("in-keepalives", "keepalives_received"),
+        ("out-keepalives", "keepalives_sent"),
+        ("in-notifications", "notifications_received"),
+        ("out-notifications", "notifications_sent"),
+        ("in-end-of-rib", "end_of_rib_received"),
+    ];
+    let mut out = Vec::new();
+    for m in bgp_metrics {
+        let Some(name) = m["name"].as_str() else { continue };
+        let mut e = Entry {
+            base: Path(vec![Elem::new("bgp-peers"), Elem::new("bgp-peer").key("name", name)]),
+            out: &mut out,
+        };
+        e.leaf("state/name", &m["name"]);
+        // The model's fsm_state (`opensent`) as the YANG spells it (`OPEN_SENT`).
+        let fsm = m["fsm_state"].as_str().unwrap_or("idle").replace("open", "open_");
+        e.leaf("state/session-state", &Value::from(fsm));
+        for (yang, otg) in COUNTERS {
+            e.leaf(&format!("state/counters/{yang}"), &m[otg]);
+        }
+    }
+    out
+}
+
+/// `interfaces/interface[name]/ipv4-neighbors` and `ipv6-neighbors`, keyed by the Ethernet's
+/// name (what `otgutils.WaitForARP` passes), from the `ipv4_neighbors`/`ipv6_neighbors` states.
+/// A neighbour not resolved yet has no link-layer address, and no leaf for it.
+pub fn neighbors(v4: &[Value], v6: &[Value]) -> Vec<Leaf> {
+    let mut out = Vec::new();
+    for (states, fam, key) in [
+        (v4, "ipv4-neighbor", "ipv4_address"),
+        (v6, "ipv6-neighbor", "ipv6_address"),
+    ] {
+        let addr = key.replace('_', "-");
+        for n in states {
+            let (Some(eth), Some(ip)) = (n["ethernet_name"].as_str(), n[key].as_str()) else {
+                continue;
+            };
+            if !n["link_layer_address"].is_string() {
+                continue;
+            }
+            let base = Path(vec![
+                Elem::new("interfaces"),
+                Elem::new("interface").key("name", eth),
+                Elem::new(&format!("{fam}s")),
+                Elem::new(fam).key(&addr, ip),
+            ]);
+            let mut e = Entry { base, out: &mut out };
+            e.leaf(&format!("state/{addr}"), &n[key]);
+            e.leaf("state/link-layer-address", &n["link_layer_address"]);
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -232,6 +300,52 @@ mod tests {
                 Ok(()),
                 "expected every leaf in the schema"
             );
+        }
+    }
+    #[test]
+    fn a_bgp_peer_has_its_fsm_state_as_the_yang_spells_it_and_its_counters() {
+        let l = bgp_peers(&[
+            json!({ "name": "d1.peer", "session_state": "down", "fsm_state": "opensent",
+            "updates_sent": 3, "routes_received": 7, "session_flap_count": 1 }),
+        ]);
+        assert_eq!(
+            value(&l, "bgp-peers/bgp-peer[name=d1.peer]/state/session-state"),
+            Some(Scalar::Str("OPEN_SENT".into()))
+        );
+        assert_eq!(
+            value(&l, "bgp-peers/bgp-peer[name=d1.peer]/state/counters/in-routes"),
+            Some(Scalar::Uint(7))
+        );
+        assert_eq!(
+            value(&l, "bgp-peers/bgp-peer[name=d1.peer]/state/counters/flaps"),
+            Some(Scalar::Uint(1))
+        );
+        let up = bgp_peers(&[json!({ "name": "p", "fsm_state": "established" })]);
+        assert_eq!(
+            value(&up, "bgp-peers/bgp-peer[name=p]/state/session-state"),
+            Some(Scalar::Str("ESTABLISHED".into()))
+        );
+        for leaf in l.iter().chain(&up) {
+            assert_eq!(Schema::get().check(&leaf.path), Ok(()));
+        }
+    }
+
+    #[test]
+    fn a_resolved_neighbour_is_under_its_ethernets_name_and_an_unresolved_one_is_absent() {
+        let v4 = [
+            json!({ "ethernet_name": "e1", "ipv4_address": "1.1.1.2", "link_layer_address": "02:00:00:00:00:02" }),
+            json!({ "ethernet_name": "e1", "ipv4_address": "1.1.1.3" }),
+        ];
+        let v6 = [
+            json!({ "ethernet_name": "e1", "ipv6_address": "2001:db8::2", "link_layer_address": "02:00:00:00:00:02" }),
+        ];
+        let l = neighbors(&v4, &v6);
+        let mac = Some(Scalar::Str("02:00:00:00:00:02".into()));
+        assert_eq!(value(&l, "interfaces/interface[name=e1]/ipv4-neighbors/ipv4-neighbor[ipv4-address=1.1.1.2]/state/link-layer-address"), mac);
+        assert_eq!(value(&l, "interfaces/interface[name=e1]/ipv6-neighbors/ipv6-neighbor[ipv6-address=2001:db8::2]/state/link-layer-address"), mac);
+        assert_eq!(l.len(), 4, "expected no leaf for the unresolved 1.1.1.3; got {l:?}");
+        for leaf in &l {
+            assert_eq!(Schema::get().check(&leaf.path), Ok(()), "{}", leaf.path);
         }
     }
 }
