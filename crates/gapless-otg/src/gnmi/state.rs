@@ -182,6 +182,42 @@ pub fn bgp_peers(bgp_metrics: &[Value]) -> Vec<Leaf> {
     out
 }
 
+/// `isis-routers/isis-router[name]`: each level's counters, from `isis_metrics` entries (a
+/// level the router does not run has none).
+pub fn isis_routers(isis_metrics: &[Value]) -> Vec<Leaf> {
+    const COUNTERS: [(&str, &str); 13] = [
+        ("sessions-up", "sessions_up"),
+        ("sessions-flap", "session_flap"),
+        ("database-size", "database_size"),
+        ("out-bcast-hellos", "broadcast_hellos_sent"),
+        ("in-bcast-hellos", "broadcast_hellos_received"),
+        ("out-p2p-hellos", "point_to_point_hellos_sent"),
+        ("in-p2p-hellos", "point_to_point_hellos_received"),
+        ("out-psnp", "psnp_sent"),
+        ("in-psnp", "psnp_received"),
+        ("out-csnp", "csnp_sent"),
+        ("in-csnp", "csnp_received"),
+        ("out-lsp", "lsp_sent"),
+        ("in-lsp", "lsp_received"),
+    ];
+    let mut out = Vec::new();
+    for m in isis_metrics {
+        let Some(name) = m["name"].as_str() else { continue };
+        let base = Path(vec![
+            Elem::new("isis-routers"),
+            Elem::new("isis-router").key("name", name),
+        ]);
+        let mut e = Entry { base, out: &mut out };
+        e.leaf("state/name", &m["name"]);
+        for l in [1, 2] {
+            for (yang, otg) in COUNTERS {
+                e.leaf(&format!("state/counters/level{l}/{yang}"), &m[format!("l{l}_{otg}")]);
+            }
+        }
+    }
+    out
+}
+
 /// `interfaces/interface[name]/ipv4-neighbors` and `ipv6-neighbors`, keyed by the Ethernet's
 /// name (what `otgutils.WaitForARP` passes), from the `ipv4_neighbors`/`ipv6_neighbors` states.
 /// A neighbour not resolved yet has no link-layer address, and no leaf for it.
@@ -344,6 +380,38 @@ mod tests {
         assert_eq!(value(&l, "interfaces/interface[name=e1]/ipv4-neighbors/ipv4-neighbor[ipv4-address=1.1.1.2]/state/link-layer-address"), mac);
         assert_eq!(value(&l, "interfaces/interface[name=e1]/ipv6-neighbors/ipv6-neighbor[ipv6-address=2001:db8::2]/state/link-layer-address"), mac);
         assert_eq!(l.len(), 4, "expected no leaf for the unresolved 1.1.1.3; got {l:?}");
+        for leaf in &l {
+            assert_eq!(Schema::get().check(&leaf.path), Ok(()), "{}", leaf.path);
+        }
+    }
+    #[test]
+    fn an_isis_router_has_the_counters_of_the_levels_it_runs() {
+        let l = isis_routers(&[
+            json!({ "name": "r1", "l2_sessions_up": 1, "l2_lsp_sent": 4, "l2_point_to_point_hellos_received": 9 }),
+        ]);
+        assert_eq!(
+            value(
+                &l,
+                "isis-routers/isis-router[name=r1]/state/counters/level2/sessions-up"
+            ),
+            Some(Scalar::Uint(1))
+        );
+        assert_eq!(
+            value(&l, "isis-routers/isis-router[name=r1]/state/counters/level2/out-lsp"),
+            Some(Scalar::Uint(4))
+        );
+        assert_eq!(
+            value(
+                &l,
+                "isis-routers/isis-router[name=r1]/state/counters/level2/in-p2p-hellos"
+            ),
+            Some(Scalar::Uint(9))
+        );
+        assert_eq!(
+            l.len(),
+            4,
+            "expected the name and the three level-2 counters given, nothing of level 1; got {l:?}"
+        );
         for leaf in &l {
             assert_eq!(Schema::get().check(&leaf.path), Ok(()), "{}", leaf.path);
         }
