@@ -218,6 +218,48 @@ pub fn isis_routers(isis_metrics: &[Value]) -> Vec<Leaf> {
     out
 }
 
+/// `ospfv2-routers/ospfv2-router[name]`: sessions and the packets and LSAs of each kind, sent
+/// (`out-`) and received (`in-`), from `ospfv2_metrics` entries.
+pub fn ospfv2_routers(ospf_metrics: &[Value]) -> Vec<Leaf> {
+    const SESSIONS: [(&str, &str); 3] = [
+        ("sessions-up", "full_state_count"),
+        ("sessions-down", "down_state_count"),
+        ("sessions-flap", "sessions_flap"),
+    ];
+    // The YANG's counter (after `out-`/`in-`) and the model's (before `_sent`/`_received`).
+    const BOTH_WAYS: [(&str, &str); 11] = [
+        ("hellos", "hellos"),
+        ("dbds", "dbd"),
+        ("ls-requests", "ls_request"),
+        ("ls-updates", "ls_update"),
+        ("ls-acks", "ls_ack"),
+        ("lsas", "lsa"),
+        ("lsa-acks", "lsa_ack"),
+        ("router-lsas", "router_lsa"),
+        ("summary-lsas", "summary_lsa"),
+        ("external-lsas", "external_lsa"),
+        ("nssa-lsas", "nssa_lsa"),
+    ];
+    let mut out = Vec::new();
+    for m in ospf_metrics {
+        let Some(name) = m["name"].as_str() else { continue };
+        let base = Path(vec![
+            Elem::new("ospfv2-routers"),
+            Elem::new("ospfv2-router").key("name", name),
+        ]);
+        let mut e = Entry { base, out: &mut out };
+        e.leaf("state/name", &m["name"]);
+        for (yang, otg) in SESSIONS {
+            e.leaf(&format!("state/counters/{yang}"), &m[otg]);
+        }
+        for (yang, otg) in BOTH_WAYS {
+            e.leaf(&format!("state/counters/out-{yang}"), &m[format!("{otg}_sent")]);
+            e.leaf(&format!("state/counters/in-{yang}"), &m[format!("{otg}_received")]);
+        }
+    }
+    out
+}
+
 /// `interfaces/interface[name]/ipv4-neighbors` and `ipv6-neighbors`, keyed by the Ethernet's
 /// name (what `otgutils.WaitForARP` passes), from the `ipv4_neighbors`/`ipv6_neighbors` states.
 /// A neighbour not resolved yet has no link-layer address, and no leaf for it.
@@ -411,6 +453,47 @@ mod tests {
             l.len(),
             4,
             "expected the name and the three level-2 counters given, nothing of level 1; got {l:?}"
+        );
+        for leaf in &l {
+            assert_eq!(Schema::get().check(&leaf.path), Ok(()), "{}", leaf.path);
+        }
+    }
+    #[test]
+    fn an_ospfv2_router_has_its_sessions_and_each_kind_of_packet_and_lsa_both_ways() {
+        let mut m = serde_json::Map::new();
+        m.insert("name".into(), json!("o1"));
+        m.insert("full_state_count".into(), json!(1));
+        for (k, otg) in [
+            "hellos",
+            "dbd",
+            "ls_request",
+            "ls_update",
+            "ls_ack",
+            "lsa",
+            "lsa_ack",
+            "router_lsa",
+            "summary_lsa",
+            "external_lsa",
+            "nssa_lsa",
+        ]
+        .iter()
+        .enumerate()
+        {
+            m.insert(format!("{otg}_sent"), json!(k));
+            m.insert(format!("{otg}_received"), json!(k + 100));
+        }
+        let l = ospfv2_routers(&[Value::Object(m)]);
+        let at = |c: &str| value(&l, &format!("ospfv2-routers/ospfv2-router[name=o1]/state/counters/{c}"));
+        assert_eq!(at("sessions-up"), Some(Scalar::Uint(1)));
+        assert_eq!(
+            (at("out-dbds"), at("in-dbds")),
+            (Some(Scalar::Uint(1)), Some(Scalar::Uint(101)))
+        );
+        assert_eq!(at("in-nssa-lsas"), Some(Scalar::Uint(110)));
+        assert_eq!(
+            l.len(),
+            1 + 1 + 22,
+            "expected the name, sessions-up and 22 counters; got {l:?}"
         );
         for leaf in &l {
             assert_eq!(Schema::get().check(&leaf.path), Ok(()), "{}", leaf.path);
