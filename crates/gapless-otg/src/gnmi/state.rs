@@ -71,6 +71,20 @@ fn typed(ty: &str, base: &str, enums: &[String], v: &Value) -> Option<Scalar> {
     }
 }
 
+/// The leaves of `root/list[name]` for each named entry of `metrics`: its `state/name`, then
+/// what `fill` adds below it.
+fn named(metrics: &[Value], root: &str, list: &str, mut fill: impl FnMut(&mut Entry, &Value)) -> Vec<Leaf> {
+    let mut out = Vec::new();
+    for m in metrics {
+        let Some(name) = m["name"].as_str() else { continue };
+        let base = Path(vec![Elem::new(root), Elem::new(list).key("name", name)]);
+        let mut e = Entry { base, out: &mut out };
+        e.leaf("state/name", &m["name"]);
+        fill(&mut e, m);
+    }
+    out
+}
+
 /// `flows/flow[name]`: one entry per flow. A flow with several RX ports has an entry of
 /// `flow_metrics` per port; here it is one flow, its received counts over all of them.
 pub fn flows(flow_metrics: &[Value]) -> Vec<Leaf> {
@@ -125,15 +139,8 @@ pub fn flows(flow_metrics: &[Value]) -> Vec<Leaf> {
 
 /// `ports/port[name]`: link, counters and rates (bits per second, as the model's units say).
 pub fn ports(port_metrics: &[Value]) -> Vec<Leaf> {
-    let mut out = Vec::new();
-    for m in port_metrics {
-        let Some(name) = m["name"].as_str() else { continue };
-        let mut e = Entry {
-            base: Path(vec![Elem::new("ports"), Elem::new("port").key("name", name)]),
-            out: &mut out,
-        };
+    named(port_metrics, "ports", "port", |e, m| {
         let bps = |k: &str| Value::from(m[k].as_f64().unwrap_or(0.0) * 8.0);
-        e.leaf("state/name", &m["name"]);
         e.leaf("state/link", &m["link"]);
         e.leaf("state/out-rate", &bps("bytes_tx_rate"));
         e.leaf("state/in-rate", &bps("bytes_rx_rate"));
@@ -141,8 +148,7 @@ pub fn ports(port_metrics: &[Value]) -> Vec<Leaf> {
         e.leaf("state/counters/in-frames", &m["frames_rx"]);
         e.leaf("state/counters/out-octets", &m["bytes_tx"]);
         e.leaf("state/counters/in-octets", &m["bytes_rx"]);
-    }
-    out
+    })
 }
 
 /// `bgp-peers/bgp-peer[name]`: the session's state in the YANG's spelling and its counters,
@@ -164,22 +170,14 @@ pub fn bgp_peers(bgp_metrics: &[Value]) -> Vec<Leaf> {
         ("out-notifications", "notifications_sent"),
         ("in-end-of-rib", "end_of_rib_received"),
     ];
-    let mut out = Vec::new();
-    for m in bgp_metrics {
-        let Some(name) = m["name"].as_str() else { continue };
-        let mut e = Entry {
-            base: Path(vec![Elem::new("bgp-peers"), Elem::new("bgp-peer").key("name", name)]),
-            out: &mut out,
-        };
-        e.leaf("state/name", &m["name"]);
+    named(bgp_metrics, "bgp-peers", "bgp-peer", |e, m| {
         // The model's fsm_state (`opensent`) as the YANG spells it (`OPEN_SENT`).
         let fsm = m["fsm_state"].as_str().unwrap_or("idle").replace("open", "open_");
         e.leaf("state/session-state", &Value::from(fsm));
         for (yang, otg) in COUNTERS {
             e.leaf(&format!("state/counters/{yang}"), &m[otg]);
         }
-    }
-    out
+    })
 }
 
 /// `isis-routers/isis-router[name]`: each level's counters, from `isis_metrics` entries (a
@@ -200,22 +198,13 @@ pub fn isis_routers(isis_metrics: &[Value]) -> Vec<Leaf> {
         ("out-lsp", "lsp_sent"),
         ("in-lsp", "lsp_received"),
     ];
-    let mut out = Vec::new();
-    for m in isis_metrics {
-        let Some(name) = m["name"].as_str() else { continue };
-        let base = Path(vec![
-            Elem::new("isis-routers"),
-            Elem::new("isis-router").key("name", name),
-        ]);
-        let mut e = Entry { base, out: &mut out };
-        e.leaf("state/name", &m["name"]);
+    named(isis_metrics, "isis-routers", "isis-router", |e, m| {
         for l in [1, 2] {
             for (yang, otg) in COUNTERS {
                 e.leaf(&format!("state/counters/level{l}/{yang}"), &m[format!("l{l}_{otg}")]);
             }
         }
-    }
-    out
+    })
 }
 
 /// `ospfv2-routers/ospfv2-router[name]`: sessions and the packets and LSAs of each kind, sent
@@ -240,15 +229,7 @@ pub fn ospfv2_routers(ospf_metrics: &[Value]) -> Vec<Leaf> {
         ("external-lsas", "external_lsa"),
         ("nssa-lsas", "nssa_lsa"),
     ];
-    let mut out = Vec::new();
-    for m in ospf_metrics {
-        let Some(name) = m["name"].as_str() else { continue };
-        let base = Path(vec![
-            Elem::new("ospfv2-routers"),
-            Elem::new("ospfv2-router").key("name", name),
-        ]);
-        let mut e = Entry { base, out: &mut out };
-        e.leaf("state/name", &m["name"]);
+    named(ospf_metrics, "ospfv2-routers", "ospfv2-router", |e, m| {
         for (yang, otg) in SESSIONS {
             e.leaf(&format!("state/counters/{yang}"), &m[otg]);
         }
@@ -256,8 +237,7 @@ pub fn ospfv2_routers(ospf_metrics: &[Value]) -> Vec<Leaf> {
             e.leaf(&format!("state/counters/out-{yang}"), &m[format!("{otg}_sent")]);
             e.leaf(&format!("state/counters/in-{yang}"), &m[format!("{otg}_received")]);
         }
-    }
-    out
+    })
 }
 
 /// `interfaces/interface[name]/ipv4-neighbors` and `ipv6-neighbors`, keyed by the Ethernet's
@@ -296,6 +276,18 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    /// Asserts every leaf is a path of the schema.
+    fn in_schema(leaves: &[Leaf]) {
+        for leaf in leaves {
+            assert_eq!(
+                Schema::get().check(&leaf.path),
+                Ok(()),
+                "expected {} in the schema",
+                leaf.path
+            );
+        }
+    }
 
     fn value(leaves: &[Leaf], path: &str) -> Option<Scalar> {
         let p = Path::parse(path).unwrap();
@@ -345,13 +337,7 @@ mod tests {
             Some(Scalar::Double(60.0))
         );
         assert_eq!(l.len(), 14, "expected 14 leaves, each once; got {l:?}");
-        for leaf in &l {
-            assert_eq!(
-                Schema::get().check(&leaf.path),
-                Ok(()),
-                "expected every leaf in the schema"
-            );
-        }
+        in_schema(&l);
     }
 
     #[test]
@@ -372,13 +358,7 @@ mod tests {
             value(&l, "ports/port[name=p1]/state/counters/in-frames"),
             Some(Scalar::Uint(7))
         );
-        for leaf in &l {
-            assert_eq!(
-                Schema::get().check(&leaf.path),
-                Ok(()),
-                "expected every leaf in the schema"
-            );
-        }
+        in_schema(&l);
     }
     #[test]
     fn a_bgp_peer_has_its_fsm_state_as_the_yang_spells_it_and_its_counters() {
@@ -403,9 +383,8 @@ mod tests {
             value(&up, "bgp-peers/bgp-peer[name=p]/state/session-state"),
             Some(Scalar::Str("ESTABLISHED".into()))
         );
-        for leaf in l.iter().chain(&up) {
-            assert_eq!(Schema::get().check(&leaf.path), Ok(()));
-        }
+        in_schema(&l);
+        in_schema(&up);
     }
 
     #[test]
@@ -422,9 +401,7 @@ mod tests {
         assert_eq!(value(&l, "interfaces/interface[name=e1]/ipv4-neighbors/ipv4-neighbor[ipv4-address=1.1.1.2]/state/link-layer-address"), mac);
         assert_eq!(value(&l, "interfaces/interface[name=e1]/ipv6-neighbors/ipv6-neighbor[ipv6-address=2001:db8::2]/state/link-layer-address"), mac);
         assert_eq!(l.len(), 4, "expected no leaf for the unresolved 1.1.1.3; got {l:?}");
-        for leaf in &l {
-            assert_eq!(Schema::get().check(&leaf.path), Ok(()), "{}", leaf.path);
-        }
+        in_schema(&l);
     }
     #[test]
     fn an_isis_router_has_the_counters_of_the_levels_it_runs() {
@@ -454,9 +431,7 @@ mod tests {
             4,
             "expected the name and the three level-2 counters given, nothing of level 1; got {l:?}"
         );
-        for leaf in &l {
-            assert_eq!(Schema::get().check(&leaf.path), Ok(()), "{}", leaf.path);
-        }
+        in_schema(&l);
     }
     #[test]
     fn an_ospfv2_router_has_its_sessions_and_each_kind_of_packet_and_lsa_both_ways() {
@@ -495,8 +470,6 @@ mod tests {
             1 + 1 + 22,
             "expected the name, sessions-up and 22 counters; got {l:?}"
         );
-        for leaf in &l {
-            assert_eq!(Schema::get().check(&leaf.path), Ok(()), "{}", leaf.path);
-        }
+        in_schema(&l);
     }
 }
