@@ -51,7 +51,7 @@ def serving(ns: str) -> Iterator[tuple[Any, subprocess.Popen]]:  # type: ignore[
     tmp, otg = Path(tempfile.mkdtemp()), free_port()
     binary = REPO / "target" / "ci" / "gapless"
     srv = subprocess.Popen([str(binary) if binary.exists() else "gapless", "serve", "--listen", f"127.0.0.1:{free_port()}",
-                            "--otg-listen", f"127.0.0.1:{otg}", "--otg-grpc-listen", f"127.0.0.1:{free_port()}",
+                            "--otg-listen", f"127.0.0.1:{otg}", "--otg-grpc-listen", f"127.0.0.1:{free_port()}", "--no-gnmi",
                             "--db", str(tmp / "g.db")], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         t0 = time.monotonic()

@@ -39,7 +39,7 @@ def server() -> tuple[subprocess.Popen, str, str]:  # type: ignore[type-arg]
     tmp, dash, otg = Path(tempfile.mkdtemp()), free_port(), free_port()
     binary = REPO / "target" / "ci" / "gapless"
     srv = subprocess.Popen([str(binary) if binary.exists() else "gapless", "serve", "--listen", f"127.0.0.1:{dash}",
-                            "--otg-listen", f"127.0.0.1:{otg}", "--otg-grpc-listen", f"127.0.0.1:{free_port()}",
+                            "--otg-listen", f"127.0.0.1:{otg}", "--otg-grpc-listen", f"127.0.0.1:{free_port()}", "--no-gnmi",
                             "--db", str(tmp / "g.db")], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     t0 = time.monotonic()
     while True:

@@ -169,7 +169,7 @@ def main() -> None:
     port, otg = free_port(), free_port()
     TLS_PORTS.add(otg)
     db = Path(tempfile.mkdtemp()) / "bench.db"
-    srv = subprocess.Popen([CLI, "serve", "--listen", f"127.0.0.1:{port}", "--otg-listen", f"127.0.0.1:{otg}", "--no-otg-grpc", "--db", str(db)],
+    srv = subprocess.Popen([CLI, "serve", "--listen", f"127.0.0.1:{port}", "--otg-listen", f"127.0.0.1:{otg}", "--no-otg-grpc", "--no-gnmi", "--db", str(db)],
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     out = REPO / "bench" / "results" / f"serve-load-{stamp}.jsonl"

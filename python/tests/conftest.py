@@ -141,14 +141,15 @@ def free_port() -> int:
 class Server:
     """A `gapless serve` process: the dashboard at `url`, the OTG API at `otg` (HTTPS with the
     self-signed certificate made at first start, as snappi's default location expects) and
-    over gRPC at `grpc`."""
+    over gRPC at `grpc`, and gNMI at `gnmi` (host, port; TLS with the OTG certificate)."""
 
-    def __init__(self, db: Path) -> None:
+    def __init__(self, db: Path, *extra: str) -> None:
         import socket
         import ssl
         import time
 
         self.port, self.otg_port, self.grpc_port = free_port(), free_port(), free_port()
+        self.gnmi = ("127.0.0.1", free_port())
         self.url = f"http://127.0.0.1:{self.port}"
         self.otg = f"https://127.0.0.1:{self.otg_port}"
         self.grpc = f"127.0.0.1:{self.grpc_port}"
@@ -156,7 +157,7 @@ class Server:
         self.log = open(db.with_suffix(".log"), "w")
         self.proc = subprocess.Popen(
             [cli(), "serve", "--listen", f"127.0.0.1:{self.port}", "--otg-listen", f"127.0.0.1:{self.otg_port}",
-             "--otg-grpc-listen", self.grpc, "--db", str(db)],
+             "--otg-grpc-listen", self.grpc, "--gnmi-listen", f"127.0.0.1:{self.gnmi[1]}", "--db", str(db), *extra],
             stdout=self.log, stderr=subprocess.STDOUT,
         )
         t0 = time.monotonic()

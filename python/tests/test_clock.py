@@ -45,7 +45,7 @@ def agent(tmp_path: Path) -> Iterator[tuple[str, Path, Path]]:
         db = tmp_path / "agent.db"
         otg = free_port()
         proc = subprocess.Popen(["ip", "netns", "exec", NS, cli(), "serve", "--listen", f"{PEER}:{free_port()}",
-                                 "--otg-listen", f"{PEER}:{otg}", "--no-otg-grpc", "--token-file", str(token),
+                                 "--otg-listen", f"{PEER}:{otg}", "--no-otg-grpc", "--no-gnmi", "--token-file", str(token),
                                  "--db", str(db), "--test-clock-offset-ns", str(SHIFT)],
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         cert = tmp_path / "agent-otg-cert.pem"

@@ -95,6 +95,10 @@ def test_the_controller_drives_agents_with_their_token_behind_a_service() -> Non
     assert svc["spec"]["selector"].items() <= d["spec"]["template"]["metadata"]["labels"].items()
     names = {p["name"] for p in c["ports"]}
     assert {p["targetPort"] for p in svc["spec"]["ports"]} <= names
+    # OTG gRPC and gNMI on the ports and names KNE's OTG node profile gives them.
+    ports = {p["name"]: p["port"] for p in svc["spec"]["ports"]}
+    assert (ports["grpc"], ports["gnmi"]) == (40051, 50051), ports
+    assert args[args.index("--otg-grpc-listen") + 1] == "0.0.0.0:40051" and args[args.index("--gnmi-listen") + 1] == "0.0.0.0:50051", args
     # The Service's names are in the certificate: the controller allows them as hosts.
     hosts = [args[i + 1] for i, a in enumerate(args) if a == "--allow-host"]
     assert "gapless-controller" in hosts

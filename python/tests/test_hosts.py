@@ -73,7 +73,7 @@ class Lab:
         tf.write_text(token + "\n")
         h.log = self.tmp / f"{name}.log"
         h.api = free_port()
-        args = [cli(), "serve", "--listen", f"{h.addr}:{h.api}", "--otg-listen", f"{h.addr}:{h.otg}",
+        args = [cli(), "serve", "--listen", f"{h.addr}:{h.api}", "--otg-listen", f"{h.addr}:{h.otg}", "--no-gnmi",
                 "--token-file", str(tf), "--db", str(self.tmp / f"{name}.db")]
         if shift:
             args += ["--test-clock-offset-ns", str(shift)]
@@ -89,7 +89,7 @@ class Lab:
         log = self.tmp / "controller.log"
         self.controller = subprocess.Popen(
             [cli(), "serve", "--listen", f"127.0.0.1:{self.api_port}", "--otg-listen", f"127.0.0.1:{self.otg_port}",
-             "--agent-token-file", str(tf), "--db", str(self.tmp / "controller.db"), "--otg-grpc-listen", f"127.0.0.1:{self.grpc_port}"],
+             "--agent-token-file", str(tf), "--db", str(self.tmp / "controller.db"), "--otg-grpc-listen", f"127.0.0.1:{self.grpc_port}", "--no-gnmi"],
             stdout=open(log, "a"), stderr=subprocess.STDOUT, text=True)
         wait_listening(self.controller, "127.0.0.1", self.otg_port, log)
 

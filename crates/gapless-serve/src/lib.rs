@@ -20,6 +20,7 @@ pub mod cluster;
 pub mod db;
 mod experiments;
 mod files;
+pub mod gnmi;
 pub mod grpc;
 pub mod guard;
 mod jobs;
@@ -55,6 +56,9 @@ pub struct ServeConfig {
     pub otg_transport: tls::Transport,
     /// The OTG API's gRPC address (service `otg.Openapi`; None: no gRPC).
     pub otg_grpc_listen: Option<SocketAddr>,
+    /// gNMI's address (service `gnmi.gNMI` on the OTG models; TLS as the OTG API has it;
+    /// None: no gNMI).
+    pub gnmi_listen: Option<SocketAddr>,
     /// Host names the listeners answer to besides their address and loopback
     /// (`--allow-host`).
     pub allow_hosts: Vec<String>,
@@ -185,7 +189,12 @@ pub async fn serve(
     // The packet path's cores are its own: a run that would leave none to this server's
     // threads is refused, and while runs hold cores every other thread keeps off them.
     gapless_engine::cores::init(gapless_engine::cores::Policy::KeepOne);
-    for otg in cfg.otg_listen.iter().chain(&cfg.otg_grpc_listen) {
+    for otg in cfg
+        .otg_listen
+        .iter()
+        .chain(&cfg.otg_grpc_listen)
+        .chain(&cfg.gnmi_listen)
+    {
         check_listen(*otg, cfg.token.as_deref())?;
     }
     // OTG devices' routing daemons and namespaces that a server killed before it could
@@ -253,6 +262,10 @@ pub async fn serve(
         }
         None => None,
     };
+    let gnmi_task = match cfg.gnmi_listen {
+        Some(a) => Some(gnmi_task(&cfg, a, state.clone(), ended(rx.clone())).await?),
+        None => None,
+    };
     let grpc_task = grpc.map(|(l, addr)| {
         let svc = grpc::Openapi::new(state.clone(), cfg.guard(addr, true));
         let stop = ended(rx.clone());
@@ -276,7 +289,7 @@ pub async fn serve(
     });
     let app = router(state.clone(), cfg.guard(listen, false));
     let served = serve_on::<_, SocketAddr>(listener, app, ended(rx), cfg.listen).await;
-    for t in otg_task.into_iter().chain(grpc_task) {
+    for t in otg_task.into_iter().chain(grpc_task).chain(gnmi_task) {
         let _ = t.await;
     }
     let s = state.clone();
@@ -288,6 +301,45 @@ pub async fn serve(
     })
     .await;
     served
+}
+
+/// The gNMI listener, serving until `stop`: TLS with the OTG API's certificate, plain when
+/// the OTG API is (`--otg-plain`).
+async fn gnmi_task(
+    cfg: &ServeConfig,
+    addr: SocketAddr,
+    state: Shared,
+    stop: impl std::future::Future<Output = ()> + Send + 'static,
+) -> Result<tokio::task::JoinHandle<Result<(), ServeError>>, ServeError> {
+    let plain = cfg.otg_transport == tls::Transport::Plain;
+    let tls = (!plain).then(|| otg_files(cfg, addr)).transpose()?;
+    let l = bind(addr).await?;
+    let addr = local(&l, addr);
+    let svc = gnmi::Gnmi::new(state, cfg.guard(addr, true));
+    let failed = move |e: tonic::transport::Error| ServeError::Grpc {
+        addr,
+        cause: e.to_string(),
+    };
+    let server = tonic::transport::Server::builder().add_service(svc);
+    Ok(match tls {
+        None => tokio::spawn(async move {
+            let incoming = tonic::transport::server::TcpIncoming::from(l);
+            server
+                .serve_with_incoming_shutdown(incoming, stop)
+                .await
+                .map_err(failed)
+        }),
+        Some(files) => {
+            let (acceptor, _) = tls::acceptor(&files, b"h2")?;
+            let l = tls::TlsListener::new(l, acceptor).map_err(|cause| ServeError::Listen { addr, cause })?;
+            tokio::spawn(async move {
+                server
+                    .serve_with_incoming_shutdown(l.incoming(), stop)
+                    .await
+                    .map_err(failed)
+            })
+        }
+    })
 }
 
 /// The OTG listener's app: the OTG API and the agent API behind one guard and the request
@@ -339,18 +391,24 @@ fn otg_acceptor(
     cfg: &ServeConfig,
     addr: SocketAddr,
 ) -> Result<Option<(tokio_rustls::TlsAcceptor, Vec<u8>)>, ServeError> {
-    let files = match &cfg.otg_transport {
-        tls::Transport::Plain => return Ok(None),
+    if cfg.otg_transport == tls::Transport::Plain {
+        return Ok(None);
+    }
+    tls::acceptor(&otg_files(cfg, addr)?, b"http/1.1").map(Some)
+}
+
+/// The OTG API's certificate and key files (made at first start when none were given).
+fn otg_files(cfg: &ServeConfig, addr: SocketAddr) -> Result<tls::TlsFiles, ServeError> {
+    Ok(match &cfg.otg_transport {
         tls::Transport::Tls(f) => f.clone(),
-        tls::Transport::SelfSigned => {
+        _ => {
             let mut names = cfg.allow_hosts.clone();
             if !addr.ip().is_unspecified() {
                 names.push(addr.ip().to_string());
             }
             tls::self_signed(&cfg.db, &names)?
         }
-    };
-    tls::acceptor(&files).map(Some)
+    })
 }
 
 fn local(l: &tokio::net::TcpListener, asked: SocketAddr) -> SocketAddr {

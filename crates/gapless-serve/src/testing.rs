@@ -129,6 +129,7 @@ impl Server {
             // This module's client speaks plain HTTP; HTTPS has tests of its own.
             otg_transport: crate::tls::Transport::Plain,
             otg_grpc_listen: None,
+            gnmi_listen: None,
             allow_hosts: Vec::new(),
             limits: Default::default(),
             clock_offset_ns: 0,

@@ -97,8 +97,10 @@ fn tls_err(path: &Path, cause: String) -> ServeError {
     }
 }
 
-/// The server side of TLS for these files: TLS 1.2 and 1.3 with ring's ciphers, HTTP/1.1.
-pub fn acceptor(files: &TlsFiles) -> Result<(TlsAcceptor, Vec<u8>), ServeError> {
+/// The server side of TLS for these files: TLS 1.2 and 1.3 with ring's ciphers, and the
+/// application protocol `alpn` (`http/1.1` for the OTG API, `h2` for gNMI's gRPC, which gRPC
+/// clients ask for by ALPN).
+pub fn acceptor(files: &TlsFiles, alpn: &[u8]) -> Result<(TlsAcceptor, Vec<u8>), ServeError> {
     use rustls::pki_types::pem::PemObject;
     use rustls::pki_types::{CertificateDer, PrivateKeyDer};
     let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(&files.cert)
@@ -117,7 +119,7 @@ pub fn acceptor(files: &TlsFiles) -> Result<(TlsAcceptor, Vec<u8>), ServeError> 
         .with_no_client_auth()
         .with_single_cert(certs, key)
         .map_err(|e| tls_err(&files.key, format!("the key does not fit the certificate ({e})")))?;
-    cfg.alpn_protocols = vec![b"http/1.1".to_vec()];
+    cfg.alpn_protocols = vec![alpn.to_vec()];
     Ok((TlsAcceptor::from(Arc::new(cfg)), leaf))
 }
 
@@ -180,6 +182,65 @@ pub struct Peer(pub SocketAddr);
 impl axum::extract::connect_info::Connected<axum::serve::IncomingStream<'_, TlsListener>> for Peer {
     fn connect_info(stream: axum::serve::IncomingStream<'_, TlsListener>) -> Peer {
         Peer(*stream.remote_addr())
+    }
+}
+
+impl TlsListener {
+    /// Its connections as tonic's server takes them (the gNMI listener).
+    pub fn incoming(self) -> impl futures_util::Stream<Item = io::Result<GrpcConn>> {
+        futures_util::stream::unfold(self, |mut l| async move {
+            let (io, peer) = l.ready.recv().await?;
+            Some((Ok(GrpcConn { io, peer }), l))
+        })
+    }
+}
+
+/// A TLS client's address, as the gRPC listeners' request limits read it.
+#[derive(Debug, Clone, Copy)]
+pub struct GrpcPeer(pub SocketAddr);
+
+/// A TLS connection served by tonic, its client's address known as [`GrpcPeer`].
+pub struct GrpcConn {
+    io: TlsStream<TcpStream>,
+    peer: SocketAddr,
+}
+
+impl tonic::transport::server::Connected for GrpcConn {
+    type ConnectInfo = GrpcPeer;
+
+    fn connect_info(&self) -> GrpcPeer {
+        GrpcPeer(self.peer)
+    }
+}
+
+impl tokio::io::AsyncRead for GrpcConn {
+    fn poll_read(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<io::Result<()>> {
+        std::pin::Pin::new(&mut self.get_mut().io).poll_read(cx, buf)
+    }
+}
+
+impl tokio::io::AsyncWrite for GrpcConn {
+    fn poll_write(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<io::Result<usize>> {
+        std::pin::Pin::new(&mut self.get_mut().io).poll_write(cx, buf)
+    }
+
+    fn poll_flush(self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<io::Result<()>> {
+        std::pin::Pin::new(&mut self.get_mut().io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<io::Result<()>> {
+        std::pin::Pin::new(&mut self.get_mut().io).poll_shutdown(cx)
     }
 }
 

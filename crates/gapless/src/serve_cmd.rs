@@ -23,7 +23,15 @@ pub struct ServeArgs {
     /// snappi.api(location="127.0.0.1:40051", transport="grpc")).
     #[arg(long, default_value = "127.0.0.1:40051")]
     otg_grpc_listen: SocketAddr,
-    /// Serve no OTG API (neither HTTPS nor gRPC).
+    /// gNMI's address (service gnmi.gNMI on the OTG YANG models, read-only; TLS with the OTG
+    /// API's certificate, plain with --otg-plain), as ondatra's binding dials it:
+    /// gnmi { target: "127.0.0.1:50051" skip_verify: true }.
+    #[arg(long, default_value = "127.0.0.1:50051")]
+    gnmi_listen: SocketAddr,
+    /// Serve no gNMI.
+    #[arg(long)]
+    no_gnmi: bool,
+    /// Serve no OTG API (neither HTTPS nor gRPC, nor gNMI).
     #[arg(long)]
     no_otg: bool,
     /// Serve no OTG gRPC.
@@ -81,6 +89,7 @@ pub fn cmd_serve(a: ServeArgs) -> Result<i32> {
     let token = a.token_file.as_deref().map(gapless_serve::read_token).transpose()?;
     let otg_listen = (!a.no_otg).then_some(a.otg_listen);
     let otg_grpc_listen = (!a.no_otg && !a.no_otg_grpc).then_some(a.otg_grpc_listen);
+    let gnmi_listen = (!a.no_otg && !a.no_gnmi).then_some(a.gnmi_listen);
     let otg_transport = match (a.otg_plain, a.otg_cert, a.otg_key) {
         (true, ..) => Transport::Plain,
         (false, Some(cert), Some(key)) => Transport::Tls(TlsFiles { cert, key }),
@@ -94,6 +103,7 @@ pub fn cmd_serve(a: ServeArgs) -> Result<i32> {
         otg_listen,
         otg_transport,
         otg_grpc_listen,
+        gnmi_listen,
         allow_hosts: a.allow_host,
         limits: gapless_serve::limits::LimitsConfig {
             client_rate: a.client_rate,
@@ -118,6 +128,14 @@ pub fn cmd_serve(a: ServeArgs) -> Result<i32> {
     }
     if let Some(g) = otg_grpc_listen {
         eprintln!("gapless serve: OTG gRPC {g} (snappi: snappi.api(location=\"{g}\", transport=\"grpc\"))");
+    }
+    if let Some(g) = gnmi_listen {
+        let tls = if scheme == "https" {
+            " skip_verify: true"
+        } else {
+            " insecure: true"
+        };
+        eprintln!("gapless serve: gNMI {g} (ondatra's binding: gnmi {{ target: \"{g}\"{tls} }})");
     }
     eprintln!(
         "gapless serve: database {}, reports in {}",

@@ -24,6 +24,7 @@ fn serve_otg(db: &Path, extra: &[&str]) -> (KillOnDrop, u16) {
         .args(extra)
         // gRPC only where asked for (its default port is one for all).
         .args((!extra.contains(&"--otg-grpc-listen")).then_some("--no-otg-grpc"))
+        .args((!extra.contains(&"--gnmi-listen")).then_some("--no-gnmi"))
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -180,6 +181,7 @@ fn serve_with(db: &Path, cert: &Path, key: &Path) -> std::process::Output {
         "--otg-listen",
         "127.0.0.1:0",
         "--no-otg-grpc",
+        "--no-gnmi",
         "--db",
         db,
         "--otg-cert",

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 /// One element: a node's name and, for a list entry, its keys.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Elem {
     pub name: String,
     pub keys: BTreeMap<String, String>,
@@ -27,7 +27,7 @@ impl Elem {
 }
 
 /// A path: its elements from the root.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 pub struct Path(pub Vec<Elem>);
 
 impl Path {

@@ -37,20 +37,52 @@ pub mod stream;
 
 pub use messages::SERVICE;
 
+/// What a gRPC service of this server holds (OTG's and gNMI's): the state, and the guard
+/// its calls pass.
+#[derive(Clone)]
+pub(crate) struct Guarded {
+    pub state: Shared,
+    pub guard: Arc<crate::guard::Guard>,
+}
+
+/// A call as it arrives: why it is refused (when it is), its method, and the codec.
+pub(crate) struct Arrival {
+    pub refused: Option<Status>,
+    pub method: String,
+    pub grpc: tonic::server::Grpc<RawCodec>,
+}
+
+impl Guarded {
+    pub fn new(state: Shared, guard: crate::guard::Guard) -> Guarded {
+        Guarded {
+            state,
+            guard: Arc::new(guard),
+        }
+    }
+
+    /// The checks of [`admit`] and the call's method. A refused call still has its message
+    /// read (up to `max_in` bytes) before the status goes back: answering first and
+    /// resetting the stream while the client still sends makes some clients report a
+    /// framing error, not the status.
+    pub fn arrive(&self, req: &http::Request<Body>, max_in: usize) -> Arrival {
+        Arrival {
+            refused: admit(&self.state, &self.guard, req).err(),
+            method: req.uri().path().rsplit('/').next().unwrap_or_default().to_string(),
+            grpc: tonic::server::Grpc::new(RawCodec)
+                .max_decoding_message_size(max_in)
+                .max_encoding_message_size(64 << 20),
+        }
+    }
+}
+
 /// The service, cloned per connection.
 #[derive(Clone)]
-pub struct Openapi {
-    state: Shared,
-    guard: Arc<crate::guard::Guard>,
-}
+pub struct Openapi(Guarded);
 
 impl Openapi {
     pub fn new(state: Shared, guard: crate::guard::Guard) -> Openapi {
         LazyLock::force(&POOL);
-        Openapi {
-            state,
-            guard: Arc::new(guard),
-        }
+        Openapi(Guarded::new(state, guard))
     }
 }
 
@@ -70,15 +102,12 @@ impl Service<http::Request<Body>> for Openapi {
     fn call(&mut self, req: http::Request<Body>) -> Self::Future {
         let this = self.clone();
         Box::pin(async move {
-            // A refused call still has its message read (bounded by the size limit) before
-            // the status goes back: answering first and resetting the stream while the
-            // client still sends makes some clients report a framing error, not the status.
-            let refused = this.admit(&req).err();
-            let method = req.uri().path().rsplit('/').next().unwrap_or_default().to_string();
-            let mut grpc = tonic::server::Grpc::new(RawCodec)
-                .max_decoding_message_size(crate::limits::BODY_LIMIT)
-                .max_encoding_message_size(64 << 20);
-            let state = this.state.clone();
+            let Arrival {
+                refused,
+                method,
+                mut grpc,
+            } = this.0.arrive(&req, crate::limits::BODY_LIMIT);
+            let state = this.0.state.clone();
             Ok(match stream::twin(&method) {
                 Some(t @ stream::Twin::In { .. }) => {
                     grpc.client_streaming(
@@ -108,64 +137,70 @@ impl Service<http::Request<Body>> for Openapi {
     }
 }
 
-impl Openapi {
-    /// The checks every request passes before it is read (see the module's doc).
-    fn admit(&self, req: &http::Request<Body>) -> Result<(), Status> {
-        let authority = req.uri().authority().map(|a| a.to_string()).or_else(|| {
-            let h = req.headers().get(http::header::HOST)?;
-            h.to_str().ok().map(str::to_string)
-        });
-        if !authority.as_deref().is_some_and(|a| self.guard.host_allowed(a)) {
-            return Err(Status::permission_denied(format!(
-                "the authority {authority:?} does not name this server ({}): refused, as a page whose name points here (DNS rebinding) would be. Fix: connect by the listen address or localhost, or start the server with --allow-host NAME",
-                self.guard.listen
-            )));
-        }
-        if req.headers().contains_key(http::header::ORIGIN) {
-            return Err(Status::permission_denied(
-                "a request from a web page (it has an Origin) is refused on the gRPC listener. Fix: call it from a script (snappi, gosnappi, grpcio)",
-            ));
-        }
-        let ct = req
-            .headers()
-            .get(http::header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok());
-        if !ct.is_some_and(|t| t.starts_with("application/grpc")) {
-            return Err(Status::invalid_argument(format!(
-                "content type {ct:?} is not gRPC. Fix: send application/grpc (a gRPC client does)"
-            )));
-        }
-        let peer = req
-            .extensions()
-            .get::<tonic::transport::server::TcpConnectInfo>()
-            .and_then(|c| c.remote_addr());
-        if !self
-            .state
-            .limits
-            .take(crate::limits::client(peer.map(|a: SocketAddr| a.ip())))
-        {
-            return Err(Status::resource_exhausted(
-                "too many requests from this client. Fix: poll less often, or start the server with a larger --client-rate",
-            ));
-        }
-        self.token(req)
+/// The checks every gRPC request passes before it is read (see the module's doc); the gNMI
+/// listener's too.
+pub(crate) fn admit(state: &Shared, guard: &crate::guard::Guard, req: &http::Request<Body>) -> Result<(), Status> {
+    let authority = req.uri().authority().map(|a| a.to_string()).or_else(|| {
+        let h = req.headers().get(http::header::HOST)?;
+        h.to_str().ok().map(str::to_string)
+    });
+    // A TLS client that overrides the server's name (pygnmi's skip_verify, grpc's
+    // ssl_target_name_override) sends that name without a port: it names this listener.
+    let with_port = |a: &str| match a.rsplit_once(':') {
+        Some((_, p)) if !a.ends_with(']') && p.parse::<u16>().is_ok() => a.to_string(),
+        _ => format!("{a}:{}", guard.listen.port()),
+    };
+    if !authority.as_deref().is_some_and(|a| guard.host_allowed(&with_port(a))) {
+        return Err(Status::permission_denied(format!(
+            "the authority {authority:?} does not name this server ({}): refused, as a page whose name points here (DNS rebinding) would be. Fix: connect by the listen address or localhost, or start the server with --allow-host NAME",
+            guard.listen
+        )));
     }
+    if req.headers().contains_key(http::header::ORIGIN) {
+        return Err(Status::permission_denied(
+            "a request from a web page (it has an Origin) is refused on the gRPC listeners. Fix: call it from a script (snappi, gosnappi, grpcio, pygnmi, ondatra)",
+        ));
+    }
+    let ct = req
+        .headers()
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok());
+    if !ct.is_some_and(|t| t.starts_with("application/grpc")) {
+        return Err(Status::invalid_argument(format!(
+            "content type {ct:?} is not gRPC. Fix: send application/grpc (a gRPC client does)"
+        )));
+    }
+    if !state.limits.take(crate::limits::client(peer(req).map(|a| a.ip()))) {
+        return Err(Status::resource_exhausted(
+            "too many requests from this client. Fix: poll less often, or start the server with a larger --client-rate",
+        ));
+    }
+    token(guard, req)
+}
 
-    fn token(&self, req: &http::Request<Body>) -> Result<(), Status> {
-        let Some(want) = self.guard.token.as_deref() else {
-            return Ok(());
-        };
-        let given = req
-            .headers()
-            .get(http::header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "));
-        match given {
-            Some(t) if crate::guard::tokens_equal(t, want) => Ok(()),
-            _ => Err(Status::unauthenticated(
-                "this server needs its token. Fix: send the metadata authorization: Bearer TOKEN with every call",
-            )),
-        }
+/// The client's address, over plain TCP or TLS.
+fn peer(req: &http::Request<Body>) -> Option<SocketAddr> {
+    let ext = req.extensions();
+    ext.get::<tonic::transport::server::TcpConnectInfo>()
+        .and_then(|c| c.remote_addr())
+        .or_else(|| ext.get::<crate::tls::GrpcPeer>().map(|p| p.0))
+}
+
+/// The token, when the server has one: as `authorization: Bearer TOKEN`, or as the
+/// `password` metadata that ondatra's static binding sends (its `username` is not checked).
+fn token(guard: &crate::guard::Guard, req: &http::Request<Body>) -> Result<(), Status> {
+    let Some(want) = guard.token.as_deref() else {
+        return Ok(());
+    };
+    let header = |k: &str| req.headers().get(k).and_then(|v| v.to_str().ok());
+    let given = header("authorization")
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .or_else(|| header("password"));
+    match given {
+        Some(t) if crate::guard::tokens_equal(t, want) => Ok(()),
+        _ => Err(Status::unauthenticated(
+            "this server needs its token. Fix: send the metadata authorization: Bearer TOKEN (or password: TOKEN, as ondatra's binding options do) with every call",
+        )),
     }
 }
 
@@ -173,7 +208,7 @@ impl Openapi {
 struct Call {
     this: Openapi,
     method: String,
-    /// Why the call is refused, when it is (see [`Openapi::admit`]).
+    /// Why the call is refused, when it is (see [`admit`]).
     refused: Option<Status>,
 }
 
@@ -187,7 +222,7 @@ impl Service<tonic::Request<Bytes>> for Call {
     }
 
     fn call(&mut self, req: tonic::Request<Bytes>) -> Self::Future {
-        let (s, method, refused) = (self.this.state.clone(), self.method.clone(), self.refused.clone());
+        let (s, method, refused) = (self.this.0.state.clone(), self.method.clone(), self.refused.clone());
         Box::pin(async move {
             if let Some(status) = refused {
                 return Err(status);
@@ -202,7 +237,7 @@ impl Service<tonic::Request<Bytes>> for Call {
 
 /// Passes message bytes through: the messages are read by descriptor, not by type.
 #[derive(Clone, Copy, Default)]
-struct RawCodec;
+pub(crate) struct RawCodec;
 
 impl Codec for RawCodec {
     type Encode = Bytes;

@@ -131,7 +131,7 @@ pub(crate) async fn states(s: Shared, req: Value) -> Result<Value, OtgError> {
     super::blocking(move || states_now(&s, &req)).await
 }
 
-fn states_now(s: &Shared, req: &Value) -> Result<Value, OtgError> {
+pub(crate) fn states_now(s: &Shared, req: &Value) -> Result<Value, OtgError> {
     let choice = req["choice"].as_str().unwrap_or("ipv4_neighbors");
     let v6 = match choice {
         "ipv4_neighbors" => false,

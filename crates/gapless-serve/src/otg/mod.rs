@@ -19,7 +19,7 @@
 
 mod chunks;
 mod daemons;
-mod devices;
+pub(crate) mod devices;
 mod isis;
 mod lldp;
 mod ospf;

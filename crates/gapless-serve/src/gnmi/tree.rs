@@ -1,0 +1,62 @@
+//! The leaves of the OTG state trees now, gathered from the same handlers that answer the
+//! OTG API's `monitor/metrics` and `monitor/states` (one source: the two APIs cannot
+//! disagree). Only the trees asked for are gathered: BGP, IS-IS and OSPF figures are vty
+//! exchanges with each device's daemons.
+
+use std::collections::BTreeSet;
+
+use gapless_otg::gnmi::state::{self, Leaf};
+use serde_json::{json, Value};
+
+use crate::otg::metrics::metrics_for;
+use crate::Shared;
+
+/// The trees this server fills, by their top-level node.
+pub const ROOTS: [&str; 6] = [
+    "flows",
+    "ports",
+    "interfaces",
+    "bgp-peers",
+    "isis-routers",
+    "ospfv2-routers",
+];
+
+/// Every leaf of the trees in `roots` (all when none), on the calling (blocking) thread. A
+/// tree whose source has nothing yet (no config, no run, no device) is empty, not an error:
+/// a client waits on it for entries to come.
+pub fn leaves(s: &Shared, roots: Option<&BTreeSet<String>>) -> Vec<Leaf> {
+    let wanted = |r: &str| roots.is_none_or(|set| set.contains(r));
+    let mut out = Vec::new();
+    for root in ROOTS.into_iter().filter(|r| wanted(r)) {
+        out.extend(match root {
+            "flows" => state::flows(&list(s, "flow", "flow_metrics")),
+            "ports" => state::ports(&list(s, "port", "port_metrics")),
+            "bgp-peers" => {
+                let mut all = list(s, "bgpv4", "bgpv4_metrics");
+                all.extend(list(s, "bgpv6", "bgpv6_metrics"));
+                state::bgp_peers(&all)
+            }
+            "isis-routers" => state::isis_routers(&list(s, "isis", "isis_metrics")),
+            "ospfv2-routers" => state::ospfv2_routers(&list(s, "ospfv2", "ospfv2_metrics")),
+            _ => state::neighbors(&neighbors(s, "ipv4_neighbors"), &neighbors(s, "ipv6_neighbors")),
+        });
+    }
+    out
+}
+
+/// The entries of one metrics choice (none when it has nothing to say yet).
+fn list(s: &Shared, choice: &str, key: &str) -> Vec<Value> {
+    entries(metrics_for(s, &json!({ "choice": choice })), key)
+}
+
+fn neighbors(s: &Shared, choice: &str) -> Vec<Value> {
+    entries(crate::otg::devices::states_now(s, &json!({ "choice": choice })), choice)
+}
+
+/// The list under `key` of an answer; none when the answer is an error (no config yet).
+fn entries(answer: Result<Value, gapless_otg::OtgError>, key: &str) -> Vec<Value> {
+    match answer.map(|mut v| v.get_mut(key).map(Value::take)) {
+        Ok(Some(Value::Array(a))) => a,
+        _ => Vec::new(),
+    }
+}
