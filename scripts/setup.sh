@@ -10,7 +10,9 @@
 #                              headless by Playwright: no browser download), stress-ng, the
 #                              nightly toolchain and cargo-fuzz (the fuzz smoke), the test
 #                              binaries (profile `ci`), and the Python package with its test
-#                              extras. The `gapless` it links onto PATH is the `ci` build the
+#                              extras, and the ondatra tests' Go binary (Go 1.26 or newer:
+#                              /usr/local/go from go.dev, or GOTOOLCHAIN; modules from the
+#                              Go module proxy). The `gapless` it links onto PATH is the `ci` build the
 #                              tests run (no fat-LTO release build: DESIGN-NOTES 45)
 #   scripts/setup.sh --bench   also the peer tools the benchmarks compare against
 set -euo pipefail
@@ -87,6 +89,22 @@ if [[ "$mode" == --test ]]; then
     command -v cargo-fuzz >/dev/null 2>&1 || cargo install cargo-fuzz --locked
   }
   step "nightly + cargo-fuzz" fuzz_tools
+fi
+if [[ "$mode" == --test ]]; then
+  # ondatra (tests/ondatra) needs Go 1.26 or newer. Debian's golang-go is older: take Go from
+  # go.dev (/usr/local/go), or any Go >= 1.21 with GOTOOLCHAIN=go1.26.8, which fetches that
+  # toolchain from the module proxy. Its modules come from the proxy too (tests/ondatra/go.sum
+  # pins them); Go's build cache keeps the binary, so a second build takes a second.
+  command -v go >/dev/null 2>&1 || export PATH="/usr/local/go/bin:$PATH"
+  ondatra_tests() {
+    if ! command -v go >/dev/null 2>&1; then
+      echo "setup: Go is missing. Install Go 1.26 or newer from https://go.dev/dl into /usr/local/go, then run this again" >&2
+      exit 1
+    fi
+    (cd tests/ondatra && go test -c -o ../../target/ondatra/ondatra.test .) || {
+      echo "setup: the ondatra tests did not build (go $(go env GOVERSION); they need 1.26 or newer: set GOTOOLCHAIN=go1.26.8)" >&2; exit 1; }
+  }
+  step "go test -c (the ondatra tests, tests/ondatra)" ondatra_tests
 fi
 if [[ -n "$mode" && "$mode" != --bench ]]; then
   py="${PYTHON:-python3}"

@@ -15,6 +15,7 @@ stage() { # stage NAME: closes the stage that ran since the last call
 }
 bash scripts/setup.sh --test || exit 1
 command -v cargo >/dev/null 2>&1 || export PATH="$HOME/.cargo/bin:/root/.cargo/bin:$PATH"
+command -v go >/dev/null 2>&1 || export PATH="/usr/local/go/bin:$PATH"
 stage "set-up"
 status=0
 cargo fmt --all -- --check || { echo "test.sh: cargo fmt --check failed (run cargo fmt --all)"; status=1; }
