@@ -153,6 +153,9 @@ func routers(t *testing.T) gosnappi.Config {
 		d.Bgp().SetRouterId([]string{ip1, ip2}[k])
 		p := d.Bgp().Ipv4Interfaces().Add().SetIpv4Name(n + ".ip4").Peers().Add().SetName(n + ".bgp")
 		p.SetPeerAddress(peer).SetAsType(gosnappi.BgpV4PeerAsType.EBGP).SetAsNumber(uint32(65001 + k))
+		if k == 1 {
+			p.V4Routes().Add().SetName("d2.r4").Addresses().Add().SetAddress("10.20.0.0").SetPrefix(24).SetCount(1)
+		}
 		d.Isis().SetName(n + ".isis").SetSystemId([]string{"640000000001", "640000000002"}[k])
 		d.Isis().Basic().SetHostname(n)
 		i := d.Isis().Interfaces().Add().SetEthName(n + ".eth").SetName(n + ".isis.if")
@@ -184,6 +187,18 @@ func TestABgpPeerAndAnIsisRouterWatchedUntilUp(t *testing.T) {
 	}
 	if n := gnmi.Get(t, ate, gnmi.OTG().BgpPeer("d1.bgp").Counters().InOpens().State()); n < 1 {
 		t.Errorf("expected d1.bgp to count the OPEN it received; got %d", n)
+	}
+	// d2's range, as d1 learned it, keyed by address, length, origin and path id.
+	prefixes, ok := gnmi.WatchAll(t, ate, gnmi.OTG().BgpPeer("d1.bgp").UnicastIpv4PrefixAny().State(), time.Minute,
+		func(v *ygnmi.Value[*otg.BgpPeer_UnicastIpv4Prefix]) bool {
+			p, ok := v.Val()
+			return ok && p.GetAddress() == "10.20.0.0"
+		}).Await(t)
+	if !ok {
+		t.Fatal("expected d1.bgp to learn 10.20.0.0/24 within a minute")
+	}
+	if p, _ := prefixes.Val(); p.GetPrefixLength() != 24 || p.GetNextHopIpv4Address() != ip2 || p.GetOrigin() != otg.UnicastIpv4Prefix_Origin_IGP {
+		t.Errorf("expected 10.20.0.0/24 via %s, origin IGP; got /%d via %s, origin %v", ip2, p.GetPrefixLength(), p.GetNextHopIpv4Address(), p.GetOrigin())
 	}
 }
 

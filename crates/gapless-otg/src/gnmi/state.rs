@@ -210,34 +210,157 @@ pub fn isis_routers(isis_metrics: &[Value]) -> Vec<Leaf> {
 /// `ospfv2-routers/ospfv2-router[name]`: sessions and the packets and LSAs of each kind, sent
 /// (`out-`) and received (`in-`), from `ospfv2_metrics` entries.
 pub fn ospfv2_routers(ospf_metrics: &[Value]) -> Vec<Leaf> {
+    ospf_routers(ospf_metrics, "ospfv2", &["lsa-acks", "summary-lsas"])
+}
+
+/// `ospfv3-routers/ospfv3-router[name]`, the same from `ospfv3_metrics` entries, with
+/// OSPFv3's kinds of LSA.
+pub fn ospfv3_routers(ospf_metrics: &[Value]) -> Vec<Leaf> {
+    let v3 = [
+        "network-lsas",
+        "inter-area-prefix-lsas",
+        "inter-area-router-lsas",
+        "link-lsas",
+        "intra-area-prefix-lsas",
+    ];
+    ospf_routers(ospf_metrics, "ospfv3", &v3)
+}
+
+/// Either version's routers: the counters both have, and `own` (in the YANG's spelling,
+/// whose model name is the same in snake case, singular: `summary-lsas` is `summary_lsa`).
+fn ospf_routers(metrics: &[Value], version: &str, own: &[&str]) -> Vec<Leaf> {
     const SESSIONS: [(&str, &str); 3] = [
         ("sessions-up", "full_state_count"),
         ("sessions-down", "down_state_count"),
         ("sessions-flap", "sessions_flap"),
     ];
     // The YANG's counter (after `out-`/`in-`) and the model's (before `_sent`/`_received`).
-    const BOTH_WAYS: [(&str, &str); 11] = [
+    const BOTH: [(&str, &str); 9] = [
         ("hellos", "hellos"),
         ("dbds", "dbd"),
         ("ls-requests", "ls_request"),
         ("ls-updates", "ls_update"),
         ("ls-acks", "ls_ack"),
         ("lsas", "lsa"),
-        ("lsa-acks", "lsa_ack"),
         ("router-lsas", "router_lsa"),
-        ("summary-lsas", "summary_lsa"),
         ("external-lsas", "external_lsa"),
         ("nssa-lsas", "nssa_lsa"),
     ];
-    named(ospf_metrics, "ospfv2-routers", "ospfv2-router", |e, m| {
+    let own: Vec<(String, String)> = own
+        .iter()
+        .map(|y| (y.to_string(), y.trim_end_matches('s').replace('-', "_")))
+        .collect();
+    let both = BOTH.iter().map(|(y, o)| (y.to_string(), o.to_string())).chain(own);
+    let both: Vec<(String, String)> = both.collect();
+    let (root, list) = (format!("{version}-routers"), format!("{version}-router"));
+    named(metrics, &root, &list, |e, m| {
         for (yang, otg) in SESSIONS {
             e.leaf(&format!("state/counters/{yang}"), &m[otg]);
         }
-        for (yang, otg) in BOTH_WAYS {
+        for (yang, otg) in &both {
             e.leaf(&format!("state/counters/out-{yang}"), &m[format!("{otg}_sent")]);
             e.leaf(&format!("state/counters/in-{yang}"), &m[format!("{otg}_received")]);
         }
     })
+}
+
+/// `lldps/lldp-interface[name]`: an agent's counters from `lldp_metrics`, and its neighbours
+/// from the `lldp_neighbors` states, keyed by their neighbour id.
+pub fn lldps(lldp_metrics: &[Value], neighbors: &[Value]) -> Vec<Leaf> {
+    const COUNTERS: [(&str, &str); 6] = [
+        ("frame-in", "frames_rx"),
+        ("frame-out", "frames_tx"),
+        ("frame-error-in", "frames_error_rx"),
+        ("frame-discard", "frames_discard"),
+        ("tlv-discard", "tlvs_discard"),
+        ("tlv-unknown", "tlvs_unknown"),
+    ];
+    const NEIGHBOR: [&str; 12] = [
+        "system_name",
+        "system_description",
+        "chassis_id",
+        "chassis_id_type",
+        "neighbor_id",
+        "age",
+        "last_update",
+        "ttl",
+        "port_id",
+        "port_id_type",
+        "port_description",
+        "management_address",
+    ];
+    let mut out = named(lldp_metrics, "lldps", "lldp-interface", |e, m| {
+        for (yang, otg) in COUNTERS {
+            e.leaf(&format!("state/counters/{yang}"), &m[otg]);
+        }
+    });
+    for n in neighbors {
+        let (Some(agent), Some(id)) = (n["lldp_name"].as_str(), n["neighbor_id"].as_str()) else {
+            continue;
+        };
+        let base = Path(vec![
+            Elem::new("lldps"),
+            Elem::new("lldp-interface").key("name", agent),
+            Elem::new("state"),
+            Elem::new("lldp-neighbor-database"),
+            Elem::new("lldp-neighbors"),
+            Elem::new("lldp-neighbor").key("neighbor_id", id),
+        ]);
+        let mut e = Entry { base, out: &mut out };
+        for k in NEIGHBOR {
+            // The YANG spells most of them with dashes, `neighbor_id`, `last_update` as the model.
+            let yang = if matches!(k, "neighbor_id" | "last_update") {
+                k.to_string()
+            } else {
+                k.replace('_', "-")
+            };
+            e.leaf(&format!("state/{yang}"), &n[k]);
+        }
+        e.leaf("state/management-address-type", &n["management_address_type"]);
+    }
+    out
+}
+
+/// `bgp-peers/bgp-peer[name]/unicast-ipv4-prefixes` and the v6 twin: each prefix a peer
+/// learned, keyed by address, length, origin and path id (0 without add-path), from the
+/// `bgp_prefixes` states. Its AS path and communities are keyless lists, not served yet.
+pub fn bgp_prefixes(states: &[Value]) -> Vec<Leaf> {
+    let mut out = Vec::new();
+    for peer in states {
+        let Some(name) = peer["bgp_peer_name"].as_str() else {
+            continue;
+        };
+        for (fam, addr_key) in [("ipv4", "ipv4_address"), ("ipv6", "ipv6_address")] {
+            for p in peer[format!("{fam}_unicast_prefixes")].as_array().into_iter().flatten() {
+                let (Some(addr), Some(len)) = (p[addr_key].as_str(), p["prefix_length"].as_u64()) else {
+                    continue;
+                };
+                let origin = p["origin"].as_str().unwrap_or("incomplete").to_ascii_uppercase();
+                let path_id = p["path_id"].as_u64().unwrap_or(0);
+                let list = format!("unicast-{fam}-prefix");
+                let base = Path(vec![
+                    Elem::new("bgp-peers"),
+                    Elem::new("bgp-peer").key("name", name),
+                    Elem::new(&format!("{list}es")),
+                    Elem::new(&list)
+                        .key("address", addr)
+                        .key("prefix-length", &len.to_string())
+                        .key("origin", &origin)
+                        .key("path-id", &path_id.to_string()),
+                ]);
+                let mut e = Entry { base, out: &mut out };
+                e.leaf("state/address", &p[addr_key]);
+                e.leaf("state/prefix-length", &p["prefix_length"]);
+                e.leaf("state/origin", &Value::from(origin));
+                e.leaf("state/path-id", &Value::from(path_id));
+                e.leaf("state/next-hop-ipv4-address", &p["ipv4_next_hop"]);
+                e.leaf("state/next-hop-ipv6-address", &p["ipv6_next_hop"]);
+                e.leaf("state/local-preference", &p["local_preference"]);
+                e.leaf("state/multi-exit-discriminator", &p["multi_exit_discriminator"]);
+            }
+        }
+    }
+    out
 }
 
 /// `interfaces/interface[name]/ipv4-neighbors` and `ipv6-neighbors`, keyed by the Ethernet's
@@ -470,6 +593,62 @@ mod tests {
             1 + 1 + 22,
             "expected the name, sessions-up and 22 counters; got {l:?}"
         );
+        in_schema(&l);
+    }
+
+    #[test]
+    fn an_ospfv3_router_has_v3s_kinds_of_lsa() {
+        let m = json!({ "name": "o3", "full_state_count": 1, "link_lsa_sent": 2, "link_lsa_received": 3,
+            "intra_area_prefix_lsa_received": 4, "inter_area_router_lsa_sent": 5 });
+        let l = ospfv3_routers(&[m]);
+        let at = |c: &str| value(&l, &format!("ospfv3-routers/ospfv3-router[name=o3]/state/counters/{c}"));
+        assert_eq!(
+            (at("out-link-lsas"), at("in-link-lsas")),
+            (Some(Scalar::Uint(2)), Some(Scalar::Uint(3)))
+        );
+        assert_eq!(at("in-intra-area-prefix-lsas"), Some(Scalar::Uint(4)));
+        assert_eq!(at("out-inter-area-router-lsas"), Some(Scalar::Uint(5)));
+        in_schema(&l);
+    }
+
+    #[test]
+    fn an_lldp_agent_has_its_counters_and_its_neighbours_by_id() {
+        let m = json!({ "name": "l1", "frames_rx": 3, "frames_tx": 4, "tlvs_unknown": 1 });
+        let n = json!({ "lldp_name": "l1", "neighbor_id": "n-1", "system_name": "sw1", "chassis_id": "00:11:22:33:44:55",
+            "chassis_id_type": "mac_address", "port_id": "eth7", "port_id_type": "interface_name", "ttl": 120, "age": 3 });
+        let l = lldps(&[m], &[n]);
+        let base = "lldps/lldp-interface[name=l1]/state";
+        assert_eq!(value(&l, &format!("{base}/counters/frame-in")), Some(Scalar::Uint(3)));
+        let nb = format!("{base}/lldp-neighbor-database/lldp-neighbors/lldp-neighbor[neighbor_id=n-1]/state");
+        assert_eq!(value(&l, &format!("{nb}/system-name")), Some(Scalar::Str("sw1".into())));
+        assert_eq!(
+            value(&l, &format!("{nb}/chassis-id-type")),
+            Some(Scalar::Str("MAC_ADDRESS".into()))
+        );
+        assert_eq!(value(&l, &format!("{nb}/ttl")), Some(Scalar::Uint(120)));
+        in_schema(&l);
+    }
+
+    #[test]
+    fn a_learned_prefix_is_keyed_by_address_length_origin_and_path_id() {
+        let st = json!({ "bgp_peer_name": "p1",
+            "ipv4_unicast_prefixes": [{ "ipv4_address": "10.20.0.0", "prefix_length": 24, "origin": "igp",
+                "ipv4_next_hop": "1.1.1.2", "multi_exit_discriminator": 7 }],
+            "ipv6_unicast_prefixes": [{ "ipv6_address": "2001:db8:20::", "prefix_length": 64, "origin": "incomplete",
+                "path_id": 3, "ipv6_next_hop": "2001:db8::2" }] });
+        let l = bgp_prefixes(&[st]);
+        let v4 = "bgp-peers/bgp-peer[name=p1]/unicast-ipv4-prefixes/unicast-ipv4-prefix[address=10.20.0.0][origin=IGP][path-id=0][prefix-length=24]/state";
+        assert_eq!(
+            value(&l, &format!("{v4}/next-hop-ipv4-address")),
+            Some(Scalar::Str("1.1.1.2".into()))
+        );
+        assert_eq!(value(&l, &format!("{v4}/origin")), Some(Scalar::Str("IGP".into())));
+        assert_eq!(
+            value(&l, &format!("{v4}/multi-exit-discriminator")),
+            Some(Scalar::Uint(7))
+        );
+        let v6 = "bgp-peers/bgp-peer[name=p1]/unicast-ipv6-prefixes/unicast-ipv6-prefix[address=2001:db8:20::][origin=INCOMPLETE][path-id=3][prefix-length=64]/state";
+        assert_eq!(value(&l, &format!("{v6}/path-id")), Some(Scalar::Uint(3)));
         in_schema(&l);
     }
 }

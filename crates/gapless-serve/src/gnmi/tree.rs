@@ -12,13 +12,15 @@ use crate::otg::metrics::metrics_for;
 use crate::Shared;
 
 /// The trees this server fills, by their top-level node.
-pub const ROOTS: [&str; 6] = [
+pub const ROOTS: [&str; 8] = [
     "flows",
     "ports",
     "interfaces",
     "bgp-peers",
     "isis-routers",
     "ospfv2-routers",
+    "ospfv3-routers",
+    "lldps",
 ];
 
 /// Every leaf of the trees in `roots` (all when none), on the calling (blocking) thread. A
@@ -34,11 +36,15 @@ pub fn leaves(s: &Shared, roots: Option<&BTreeSet<String>>) -> Vec<Leaf> {
             "bgp-peers" => {
                 let mut all = list(s, "bgpv4", "bgpv4_metrics");
                 all.extend(list(s, "bgpv6", "bgpv6_metrics"));
-                state::bgp_peers(&all)
+                let mut leaves = state::bgp_peers(&all);
+                leaves.extend(state::bgp_prefixes(&states(s, "bgp_prefixes")));
+                leaves
             }
             "isis-routers" => state::isis_routers(&list(s, "isis", "isis_metrics")),
             "ospfv2-routers" => state::ospfv2_routers(&list(s, "ospfv2", "ospfv2_metrics")),
-            _ => state::neighbors(&neighbors(s, "ipv4_neighbors"), &neighbors(s, "ipv6_neighbors")),
+            "ospfv3-routers" => state::ospfv3_routers(&list(s, "ospfv3", "ospfv3_metrics")),
+            "lldps" => state::lldps(&list(s, "lldp", "lldp_metrics"), &states(s, "lldp_neighbors")),
+            _ => state::neighbors(&states(s, "ipv4_neighbors"), &states(s, "ipv6_neighbors")),
         });
     }
     out
@@ -49,7 +55,8 @@ fn list(s: &Shared, choice: &str, key: &str) -> Vec<Value> {
     entries(metrics_for(s, &json!({ "choice": choice })), key)
 }
 
-fn neighbors(s: &Shared, choice: &str) -> Vec<Value> {
+/// The entries of one states choice (`ipv4_neighbors`, `bgp_prefixes`, `lldp_neighbors`).
+fn states(s: &Shared, choice: &str) -> Vec<Value> {
     entries(crate::otg::devices::states_now(s, &json!({ "choice": choice })), choice)
 }
 
