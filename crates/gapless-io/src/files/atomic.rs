@@ -37,8 +37,22 @@ fn temp_in(dir: &Path) -> std::io::Result<tempfile::NamedTempFile> {
 impl AtomicFile {
     pub fn create(path: &Path) -> std::io::Result<AtomicFile> {
         let dir = dir_of(path);
-        for p in remove_stale(dir) {
-            eprintln!("note: removed {}, left by a gapless that did not finish", p.display());
+        // Once per directory per process: listing it for every file made writing a report
+        // of 4,000 files quadratic (a 1,000-flow run's end took seconds in readdir alone).
+        // A stale file is a dead process's, so none appears while this one runs.
+        static SWEPT: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
+        let first = {
+            let mut swept = SWEPT.lock().unwrap_or_else(|e| e.into_inner());
+            let new = !swept.iter().any(|d| d == dir);
+            if new {
+                swept.push(dir.to_path_buf());
+            }
+            new
+        };
+        if first {
+            for p in remove_stale(dir) {
+                eprintln!("note: removed {}, left by a gapless that did not finish", p.display());
+            }
         }
         let mode = std::fs::metadata(path).map_or(0o644, |m| m.permissions().mode() & 0o7777);
         Ok(AtomicFile {

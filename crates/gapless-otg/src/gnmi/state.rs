@@ -89,14 +89,19 @@ fn named(metrics: &[Value], root: &str, list: &str, mut fill: impl FnMut(&mut En
 /// `flow_metrics` per port; here it is one flow, its received counts over all of them.
 pub fn flows(flow_metrics: &[Value]) -> Vec<Leaf> {
     let mut out = Vec::new();
+    // Each flow's entries, in the order flows first appear (by name, in one pass).
     let mut names: Vec<&str> = Vec::new();
-    for n in flow_metrics.iter().filter_map(|m| m["name"].as_str()) {
-        if !names.contains(&n) {
+    let mut by_name: std::collections::HashMap<&str, Vec<&Value>> = std::collections::HashMap::new();
+    for m in flow_metrics {
+        let Some(n) = m["name"].as_str() else { continue };
+        let entries = by_name.entry(n).or_default();
+        if entries.is_empty() {
             names.push(n);
         }
+        entries.push(m);
     }
     for name in names {
-        let mine: Vec<&Value> = flow_metrics.iter().filter(|m| m["name"] == name).collect();
+        let mine = &by_name[name];
         let m = mine[0];
         let all = &m["x_gapless"]["all_rx_ports"];
         let rx = |k: &str| if all.is_object() { all[k].clone() } else { m[k].clone() };
