@@ -380,3 +380,58 @@ fn a_wild_sequence_number_is_reported_as_such_not_as_loss() {
         "expected a warning about the wild number, got {w}"
     );
 }
+
+#[test]
+fn a_report_of_many_streams_plots_the_first_32_and_exports_every_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let (prof, _) = base(d);
+    let json = d.join("a.json");
+    analyze(
+        &[
+            d.join("clean.pcap").to_str().unwrap(),
+            "--profile",
+            prof.to_str().unwrap(),
+        ],
+        &json,
+    );
+    // One stream made 40, each of its own name.
+    let mut result: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let rx = if result["rx"].is_object() {
+        &mut result["rx"]
+    } else {
+        &mut result
+    };
+    let one = rx["streams"][0].clone();
+    rx["streams"] = (0..40)
+        .map(|i| {
+            let mut s = one.clone();
+            s["name"] = serde_json::json!(format!("s{i:02}"));
+            s
+        })
+        .collect();
+    std::fs::write(&json, result.to_string()).unwrap();
+    let out = d.join("rep");
+    let o = gapless(&["report", json.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", text(&o));
+    let names: Vec<String> = std::fs::read_dir(&out)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    let plotted: std::collections::BTreeSet<&str> = names
+        .iter()
+        .filter(|n| n.ends_with("-rate.png"))
+        .map(|n| &n[..3])
+        .collect();
+    let exported = names.iter().filter(|n| n.ends_with("-series.csv")).count();
+    assert_eq!(
+        (
+            plotted.len(),
+            plotted.iter().next().copied(),
+            plotted.iter().last().copied()
+        ),
+        (32, Some("s00"), Some("s31")),
+        "expected the first 32 streams plotted; got {plotted:?}"
+    );
+    assert_eq!(exported, 40, "expected every stream's CSV export; got {exported}");
+}
