@@ -188,6 +188,10 @@ impl Session {
             }
             if covered {
                 seen.insert(&l.path);
+                // A leaf not sent before goes at once, whatever its mode: an entry that
+                // appears (a learned prefix) arrives whole, not its strings now and its
+                // numbers at the next sample (ondatra's WatchAll saw a prefix of length 0).
+                send |= last.is_none();
             }
             if send {
                 self.sent.insert(l.path.clone(), (l.value.clone(), now));
@@ -260,6 +264,14 @@ mod tests {
             names(&sample),
             ["/flows/flow[name=f1]/state/counters/in-pkts"],
             "expected the counter sampled at 1 s, unchanged or not"
+        );
+        let mut more = tree(9, "ESTABLISHED");
+        more.push(leaf("flows/flow[name=f2]/state/counters/in-pkts", Scalar::Uint(3)));
+        let appeared = s.look(TARGET_SAMPLE_NS + LOOK_NS, &more);
+        assert_eq!(
+            names(&appeared),
+            ["/flows/flow[name=f2]/state/counters/in-pkts"],
+            "expected a new counter sent at once, not at the next sample"
         );
         assert_eq!(
             s.roots().unwrap(),
