@@ -295,20 +295,20 @@ fn bad_captures_and_tables_get_clear_errors() {
     );
 }
 
+/// The clean capture analyzed against its profile: the profile, the result file and its JSON.
+fn clean_result(d: &Path) -> (PathBuf, PathBuf, Value) {
+    let (prof, _) = base(d);
+    let json = d.join("a.json");
+    let pcap = d.join("clean.pcap");
+    let result = analyze(&[pcap.to_str().unwrap(), "--profile", prof.to_str().unwrap()], &json);
+    (prof, json, result)
+}
+
 #[test]
 fn report_redraws_exports_and_plots_from_a_result() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let (prof, _) = base(d);
-    let json = d.join("a.json");
-    analyze(
-        &[
-            d.join("clean.pcap").to_str().unwrap(),
-            "--profile",
-            prof.to_str().unwrap(),
-        ],
-        &json,
-    );
+    let (prof, json, _) = clean_result(d);
     let out = d.join("rep");
     let o = gapless(&["report", json.to_str().unwrap(), "--out", out.to_str().unwrap()]);
     assert!(o.status.success(), "{}", text(&o));
@@ -385,18 +385,8 @@ fn a_wild_sequence_number_is_reported_as_such_not_as_loss() {
 fn a_report_of_many_streams_plots_the_first_32_and_exports_every_one() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let (prof, _) = base(d);
-    let json = d.join("a.json");
-    analyze(
-        &[
-            d.join("clean.pcap").to_str().unwrap(),
-            "--profile",
-            prof.to_str().unwrap(),
-        ],
-        &json,
-    );
+    let (_, json, mut result) = clean_result(d);
     // One stream made 40, each of its own name.
-    let mut result: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     let rx = if result["rx"].is_object() {
         &mut result["rx"]
     } else {

@@ -70,16 +70,21 @@ impl Sub {
         })
     }
 
-    /// The sampling period this subscription has for `v`, or none when `v` is sent on change.
-    fn period(&self, v: &Scalar) -> Option<u64> {
+    /// The subscription's sampling period; none for ON_CHANGE.
+    fn sample_ns(&self) -> Option<u64> {
         match self.mode {
             SubMode::OnChange => None,
-            SubMode::Sample { interval_ns: 0 } => Some(TARGET_SAMPLE_NS),
+            SubMode::Sample { interval_ns: 0 } | SubMode::TargetDefined => Some(TARGET_SAMPLE_NS),
             SubMode::Sample { interval_ns } => Some(interval_ns),
-            SubMode::TargetDefined => {
-                matches!(v, Scalar::Uint(_) | Scalar::Float32(_) | Scalar::Double(_)).then_some(TARGET_SAMPLE_NS)
-            }
         }
+    }
+
+    /// The sampling period this subscription has for `v`, or none when `v` is sent on change
+    /// (TARGET_DEFINED samples numbers only).
+    fn period(&self, v: &Scalar) -> Option<u64> {
+        let number = matches!(v, Scalar::Uint(_) | Scalar::Float32(_) | Scalar::Double(_));
+        self.sample_ns()
+            .filter(|_| number || self.mode != SubMode::TargetDefined)
     }
 }
 
@@ -135,12 +140,7 @@ impl Session {
         let mine: Vec<Leaf> = leaves.iter().filter(|l| self.covered(l)).cloned().collect();
         self.sent = mine.iter().map(|l| (l.path.clone(), (l.value.clone(), now))).collect();
         for (i, s) in self.subs.iter().enumerate() {
-            let period = match s.mode {
-                SubMode::Sample { interval_ns: 0 } | SubMode::TargetDefined => TARGET_SAMPLE_NS,
-                SubMode::Sample { interval_ns } => interval_ns,
-                SubMode::OnChange => 0,
-            };
-            self.next_sample[i] = now + period;
+            self.next_sample[i] = now + s.sample_ns().unwrap_or(0);
         }
         if updates_only {
             Vec::new()
@@ -205,7 +205,7 @@ impl Session {
         }
         for (i, due) in sampled.iter().enumerate() {
             if *due {
-                let period = self.subs[i].period(&Scalar::Uint(0)).unwrap_or(TARGET_SAMPLE_NS);
+                let period = self.subs[i].sample_ns().unwrap_or(TARGET_SAMPLE_NS);
                 // A late look does not make samples bunch up: the next is a period from now.
                 self.next_sample[i] = (self.next_sample[i] + period).max(now + period / 2);
             }
