@@ -214,3 +214,27 @@ def test_a_server_with_a_token_takes_it_as_ondatras_password_or_a_bearer_token(t
     finally:
         s.stop()
 
+
+
+def test_an_open_stream_does_not_hold_a_sigterm_and_is_ended_with_unavailable(tmp_path: Path) -> None:
+    import signal
+
+    s = Server(tmp_path / "g.db")
+    gs, _ = stub(s)
+    every = gnmi_pb2.SubscriptionList(subscription=[gnmi_pb2.Subscription(path=gpath("ports"), mode=2, sample_interval=200_000_000)])
+    stream = gs.Subscribe(iter([gnmi_pb2.SubscribeRequest(subscribe=every)]), timeout=60)
+    next(stream)
+    t0 = time.monotonic()
+    s.proc.send_signal(signal.SIGTERM)
+    try:
+        s.proc.wait(timeout=10)
+    finally:
+        if s.proc.poll() is None:
+            s.proc.kill()
+        s.log.close()
+    took = time.monotonic() - t0
+    with pytest.raises(grpc.RpcError) as ended:
+        for _ in stream:
+            pass
+    assert took < 10 and s.proc.returncode == 0, f"expected the server to stop within 10 s of SIGTERM; took {took:.1f} s, exit {s.proc.returncode}"
+    assert ended.value.code() == grpc.StatusCode.UNAVAILABLE, f"expected the stream ended as UNAVAILABLE; got {ended.value}"

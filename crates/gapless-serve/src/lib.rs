@@ -263,7 +263,7 @@ pub async fn serve(
         None => None,
     };
     let gnmi_task = match cfg.gnmi_listen {
-        Some(a) => Some(gnmi_task(&cfg, a, state.clone(), ended(rx.clone())).await?),
+        Some(a) => Some(gnmi_task(&cfg, a, state.clone(), rx.clone()).await?),
         None => None,
     };
     let grpc_task = grpc.map(|(l, addr)| {
@@ -309,13 +309,19 @@ async fn gnmi_task(
     cfg: &ServeConfig,
     addr: SocketAddr,
     state: Shared,
-    stop: impl std::future::Future<Output = ()> + Send + 'static,
+    stopping: tokio::sync::watch::Receiver<bool>,
 ) -> Result<tokio::task::JoinHandle<Result<(), ServeError>>, ServeError> {
+    let mut on_stop = stopping.clone();
+    let stop = async move {
+        let _ = on_stop.wait_for(|v| *v).await;
+    };
     let plain = cfg.otg_transport == tls::Transport::Plain;
     let tls = (!plain).then(|| otg_files(cfg, addr)).transpose()?;
     let l = bind(addr).await?;
     let addr = local(&l, addr);
-    let svc = gnmi::Gnmi::new(state, cfg.guard(addr, true));
+    // Its Subscribe streams end when the server stops: a graceful shutdown waits for every
+    // open stream, and a STREAM subscription never ends by itself.
+    let svc = gnmi::Gnmi::new(state, cfg.guard(addr, true), stopping);
     let failed = move |e: tonic::transport::Error| ServeError::Grpc {
         addr,
         cause: e.to_string(),

@@ -42,11 +42,12 @@ const UPDATES_PER_NOTIFICATION: usize = 1_000;
 
 /// The service, cloned per connection.
 #[derive(Clone)]
-pub struct Gnmi(Guarded);
+pub struct Gnmi(Guarded, tokio::sync::watch::Receiver<bool>);
 
 impl Gnmi {
-    pub fn new(state: Shared, guard: crate::guard::Guard) -> Gnmi {
-        Gnmi(Guarded::new(state, guard))
+    /// The service; its Subscribe streams end when `stopping` turns true.
+    pub fn new(state: Shared, guard: crate::guard::Guard, stopping: tokio::sync::watch::Receiver<bool>) -> Gnmi {
+        Gnmi(Guarded::new(state, guard), stopping)
     }
 }
 
@@ -73,7 +74,16 @@ impl Service<http::Request<Body>> for Gnmi {
             } = this.0.arrive(&req, 1 << 20);
             let state = this.0.state.clone();
             Ok(if method == "Subscribe" {
-                grpc.streaming(subscribe::Subscribe { state, refused }, req).await
+                let stopping = this.1.clone();
+                grpc.streaming(
+                    subscribe::Subscribe {
+                        state,
+                        refused,
+                        stopping,
+                    },
+                    req,
+                )
+                .await
             } else {
                 grpc.unary(Unary { state, method, refused }, req).await
             })

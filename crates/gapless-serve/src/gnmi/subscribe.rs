@@ -31,6 +31,8 @@ pub const SEND_WAIT: Duration = Duration::from_secs(60);
 pub struct Subscribe {
     pub state: Shared,
     pub refused: Option<Status>,
+    /// True once the server stops: every stream then ends.
+    pub stopping: tokio::sync::watch::Receiver<bool>,
 }
 
 type Sink = mpsc::Sender<Result<Bytes, Status>>;
@@ -45,7 +47,7 @@ impl Service<tonic::Request<Streaming<Bytes>>> for Subscribe {
     }
 
     fn call(&mut self, req: tonic::Request<Streaming<Bytes>>) -> Self::Future {
-        let (s, refused) = (self.state.clone(), self.refused.clone());
+        let (s, refused, mut stopping) = (self.state.clone(), self.refused.clone(), self.stopping.clone());
         Box::pin(async move {
             if let Some(status) = refused {
                 return Err(status);
@@ -75,8 +77,13 @@ impl Service<tonic::Request<Streaming<Bytes>>> for Subscribe {
             let (tx, rx) = mpsc::channel(16);
             tokio::spawn(async move {
                 let _place = place;
-                if let Err(e) = plan.run(&s, requests, &tx).await {
-                    let _ = tx.send_timeout(Err(e), SEND_WAIT).await;
+                let ended = tokio::select! {
+                    r = plan.run(&s, requests, &tx) => r,
+                    _ = stopping.wait_for(|v| *v) => Err(Status::unavailable("the server is stopping")),
+                };
+                if let Err(e) = ended {
+                    // Not waited for: a client that reads nothing must not hold the stop.
+                    let _ = tx.try_send(Err(e));
                 }
             });
             Ok(tonic::Response::new(Replies(rx)))
