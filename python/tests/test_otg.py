@@ -156,6 +156,66 @@ def test_port_patterns_on_the_wire(server: Server, transport: str, testbed: Test
     assert got == want, f"expected source ports {want}; got {got}"
 
 
+def tagged_flow(a: Any, tb: Testbed, count: int) -> Any:
+    """A flow whose DSCP cycles through 10, 46 and 0, its DSCP and ECN bits tagged as they
+    arrive (`egress_packet`), as featureprofiles checks QoS marking."""
+    cfg, _, _ = config(a, tb)
+    f = flow(cfg, "marked", count, pps=3000)
+    eth, ip, udp = f.packet.ethernet().ipv4().udp()
+    eth.src.value, eth.dst.value = MAC_TX, MAC_RX
+    ip.src.value, ip.dst.value = "198.18.0.1", "198.18.0.2"
+    ip.priority.dscp.phb.values = [10, 46, 0]
+    udp.src_port.value, udp.dst_port.value = 5000, 4322
+    f.egress_packet.ethernet()
+    raw = f.egress_packet.ipv4()[-1].priority.raw
+    raw.metric_tags.add(name="dscp", offset=0, length=6)
+    raw.metric_tags.add(name="ecn", offset=6, length=2)
+    return cfg
+
+
+def test_tagged_metrics_count_each_dscp_as_it_arrives(server: Server, transport: str, testbed: Testbed, tmp_path: Path) -> None:
+    a = api(server, transport)
+    count = 600
+    cfg = tagged_flow(a, testbed, count)
+    with capture(testbed, tmp_path / "c.pcap", "udp dst port 4322"):
+        m = run_to_stop(a, cfg)[0]
+    assert m.frames_rx == count, f"expected {count} received; got {m.frames_rx}"
+    # What the wire carried, per TOS byte, read by Scapy from tcpdump's capture.
+    wire: dict[str, int] = {}
+    for p in rdpcap(str(tmp_path / "c.pcap")):
+        wire[f"0x{p['IP'].tos >> 2:02x}"] = wire.get(f"0x{p['IP'].tos >> 2:02x}", 0) + 1
+    assert wire == {"0x0a": 200, "0x2e": 200, "0x00": 200}, f"expected 200 frames of each DSCP on the wire; got {wire}"
+    got = {}
+    for t in m.tagged_metrics:
+        tags = {x.name: x.value.hex for x in t.tags}
+        assert tags["ecn"] == "0x0", f"expected ECN 0x0 (two bits: one hex digit); got {tags}"
+        got[tags["dscp"]] = t.frames_rx
+        assert t.bytes_rx == t.frames_rx * 128, f"expected 128 bytes a frame, FCS included; got {t.bytes_rx} for {t.frames_rx}"
+        assert t.frames_tx is None, f"a received tag has no transmitted count; got {t.frames_tx}"
+    assert got == wire, f"expected the tagged counts to match the wire {wire}; got {got}"
+    # The request's filter: one DSCP, one counter; and none at all.
+    req = a.metrics_request()
+    req.flow.flow_names = ["marked"]
+    req.flow.tagged_metrics.filters.add(name="dscp", values=["0x2E"])
+    req.flow.tagged_metrics.metric_names = ["frames_rx"]
+    only = a.get_metrics(req).flow_metrics[0].tagged_metrics
+    assert [(len(only), only[0].frames_rx, only[0].bytes_rx)] == [(1, 200, None)], f"expected DSCP 46 alone, frames only; got {only}"
+    req = a.metrics_request()
+    req.flow.tagged_metrics.include = False
+    assert len(a.get_metrics(req).flow_metrics[0].tagged_metrics) == 0
+
+
+def test_metric_tags_that_cannot_be_placed_are_refused_with_their_path(server: Server, testbed: Testbed) -> None:
+    a = api(server, "https")
+    cfg = tagged_flow(a, testbed, 10)
+    cfg.flows[0].egress_packet[1].priority.raw.metric_tags[1].offset = 7
+    with pytest.raises(Exception) as e:
+        a.set_config(cfg)
+    want = "flows[0].egress_packet[1].ipv4.priority.raw.metric_tags[1]: offset 7 and length 2 leave the field's 8 bits"
+    text = " ".join(str(e.value).replace("''", "'").split())  # snappi prints the error as YAML
+    assert want in text and "400" in text, f"expected {want!r}; got {text}"
+
+
 def test_random_ports_stay_in_bounds_and_a_seed_repeats_the_sequence(server: Server, transport: str, testbed: Testbed, tmp_path: Path) -> None:
     a = api(server, transport)
     seqs = []

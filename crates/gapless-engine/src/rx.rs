@@ -438,6 +438,7 @@ pub fn targets_of(p: &Profile) -> HashMap<u16, StreamTarget> {
                 target_pps: (!varies).then_some(s.target_pps),
                 lanes: s.lanes,
                 gaps: gap_reference(s, p.on_late),
+                tags: s.tags.clone(),
             };
             (s.id, t)
         })
@@ -482,6 +483,7 @@ pub(crate) fn target_map<'a>(
                 target_pps: pps,
                 lanes,
                 gaps,
+                tags: Vec::new(),
             };
             (id, t)
         })

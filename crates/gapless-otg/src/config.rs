@@ -485,13 +485,17 @@ fn stream(f: &Value, path: &str, name: &str, dev: Option<&DeviceFlow>) -> Result
             });
         }
     }
-    let stream = json!({
+    let mut stream = json!({
         "name": name,
         "template": template,
         "field": fields,
         "size": size(&f["size"], &format!("{path}.size"))?,
         "timing": timing(f, path)?,
     });
+    let tags = crate::tags::of_flow(f, path)?;
+    if !tags.is_empty() {
+        stream["tag"] = json!(tags);
+    }
     Ok((stream, need))
 }
 

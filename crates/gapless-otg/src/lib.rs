@@ -46,6 +46,8 @@ pub mod patterns;
 pub mod requests;
 pub mod runs;
 pub mod shares;
+pub mod tagged;
+pub mod tags;
 pub mod tunnels;
 pub mod update;
 pub mod vty;

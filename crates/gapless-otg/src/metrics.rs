@@ -7,6 +7,7 @@ use serde_json::{json, Value};
 
 use crate::config::{FlowMetrics, Plan};
 use crate::error::OtgError;
+use crate::tagged::{tagged_metrics, TagFilter};
 
 /// A flow's name, its TX and RX ports, and its figures.
 pub type FlowFigures = (String, String, String, Flow);
@@ -29,6 +30,9 @@ pub struct Flow {
     /// One RX port's entry of a flow metered on several ([`on_port`]): the frames received
     /// over all of them, which loss is counted against.
     pub all_rx: Option<u64>,
+    /// A flow with metric tags: its frames by their value (the meter's `TagsRx`), over all
+    /// its RX ports.
+    pub tags: Option<Value>,
 }
 
 impl Flow {
@@ -61,6 +65,7 @@ pub fn from_snapshot(snap: &Value, idx: usize, started: bool) -> Flow {
             "rx_ports": rx["ports"],
         }),
         all_rx: None,
+        tags: rx.get("tags").cloned(),
     }
 }
 
@@ -105,6 +110,7 @@ pub fn from_result(result: &Value, id: i64, idx: usize, name: &str) -> Flow {
             "rx_ports": rx["rx_ports"],
         }),
         all_rx: None,
+        tags: rx.get("tags").cloned(),
     }
 }
 
@@ -138,6 +144,10 @@ pub fn on_port(f: &Flow, k: usize) -> Flow {
         *t = json!({ "first_timestamp_ns": mine["first_rx_ns"], "last_timestamp_ns": mine["last_rx_ns"] });
     }
     out.all_rx = Some(f.frames_rx);
+    // The tags are counted over every port: given once, on the first port's entry.
+    if k > 0 {
+        out.tags = None;
+    }
     out.extra["all_rx_ports"] = json!({ "frames_rx": f.frames_rx, "bytes_rx": f.bytes_rx });
     out
 }
@@ -153,7 +163,7 @@ fn with_fcs(bytes: Option<u64>, frames: Option<u64>) -> u64 {
 /// bit in) takes one frame's serialization time off that, `store_forward` (last bit out to
 /// first bit in) two, at the RX port's `layer1` speed; without a speed nothing is taken off,
 /// and `x_gapless.latency_mode` says so.
-pub fn flow_json(name: &str, tx: &str, rx: &str, f: &Flow, m: &FlowMetrics) -> Value {
+pub fn flow_json(name: &str, tx: &str, rx: &str, f: &Flow, m: &FlowMetrics, tf: &TagFilter) -> Value {
     let loss = if f.frames_tx > 0 {
         (f.frames_tx.saturating_sub(f.received())) as f64 * 100.0 / f.frames_tx as f64
     } else {
@@ -179,6 +189,9 @@ pub fn flow_json(name: &str, tx: &str, rx: &str, f: &Flow, m: &FlowMetrics) -> V
     }
     if let Some(t) = f.timestamps.as_ref().filter(|_| m.timestamps) {
         v["timestamps"] = t.clone();
+    }
+    if let Some(t) = f.tags.as_ref().filter(|_| tf.include) {
+        v["tagged_metrics"] = json!(tagged_metrics(t, f.received(), f.rx_rate, tf));
     }
     if m.loss_duration {
         v["packet_loss_duration"] = json!({ "value": loss_duration_ms(f) });
@@ -295,7 +308,7 @@ mod tests {
             timestamps: true,
             ..FlowMetrics::default()
         };
-        let v = flow_json("f", "p1", "p3", &b, &m);
+        let v = flow_json("f", "p1", "p3", &b, &m, &TagFilter::default());
         let loss = v["loss"].as_f64().unwrap();
         assert!(
             (loss - 2.0 * 100.0 / 12.0).abs() < 1e-9,
@@ -311,7 +324,7 @@ mod tests {
     #[test]
     fn latency_and_timestamps_come_where_asked_in_the_asked_mode() {
         let off = FlowMetrics::default();
-        let v = flow_json("f", "p1", "p2", &flow(), &off);
+        let v = flow_json("f", "p1", "p2", &flow(), &off, &TagFilter::default());
         assert!(
             v.get("latency").is_none() && v.get("timestamps").is_none(),
             "expected neither unless asked: {v}"
@@ -323,7 +336,7 @@ mod tests {
             link_bps: Some(10e9),
             ..off.clone()
         };
-        let v = flow_json("f", "p1", "p2", &flow(), &sf);
+        let v = flow_json("f", "p1", "p2", &flow(), &sf, &TagFilter::default());
         assert_eq!(
             v["latency"],
             json!({ "minimum_ns": 3000.0, "maximum_ns": 7000.0, "average_ns": 4000.0 }),
@@ -335,7 +348,7 @@ mod tests {
             ..sf.clone()
         };
         assert_eq!(
-            flow_json("f", "p1", "p2", &flow(), &ct)["latency"]["average_ns"],
+            flow_json("f", "p1", "p2", &flow(), &ct, &TagFilter::default())["latency"]["average_ns"],
             5000.0,
             "cut_through: one frame time off"
         );
@@ -355,6 +368,7 @@ mod tests {
                 loss_duration: true,
                 ..off.clone()
             },
+            &TagFilter::default(),
         );
         assert_eq!(
             (
@@ -364,7 +378,7 @@ mod tests {
             (Some(50.0), Some(50.1))
         );
         let unknown = FlowMetrics { link_bps: None, ..sf };
-        let v = flow_json("f", "p1", "p2", &flow(), &unknown);
+        let v = flow_json("f", "p1", "p2", &flow(), &unknown, &TagFilter::default());
         assert_eq!(v["latency"]["average_ns"], 6000.0);
         assert!(
             v["x_gapless"]["latency_mode"]

@@ -143,8 +143,9 @@ fn protocol(p: &Value) -> Result<Control, OtgError> {
 /// What a `monitor/metrics` request asks for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Metrics {
-    /// Flow metrics of the flows named (all when none are).
-    Flow(Vec<String>),
+    /// Flow metrics of the flows named (all when none are), with their tagged metrics as
+    /// asked.
+    Flow(Vec<String>, crate::tagged::TagFilter),
     /// Port metrics of the ports named (all when none are).
     Port(Vec<String>),
     /// Convergence metrics of the flows named (all when none are).
@@ -164,7 +165,10 @@ pub enum Metrics {
 pub fn metrics(req: &Value) -> Result<Metrics, OtgError> {
     let choice = req["choice"].as_str().unwrap_or("port");
     match choice {
-        "flow" => Ok(Metrics::Flow(names(&req[choice]["flow_names"]))),
+        "flow" => Ok(Metrics::Flow(
+            names(&req[choice]["flow_names"]),
+            crate::tagged::TagFilter::read(&req[choice]["tagged_metrics"])?,
+        )),
         "port" => Ok(Metrics::Port(names(&req[choice]["port_names"]))),
         "convergence" => Ok(Metrics::Convergence(crate::convergence::request(req))),
         "bgpv4" | "bgpv6" => Ok(Metrics::Bgp(choice == "bgpv6", names(&req[choice]["peer_names"]))),
@@ -217,7 +221,10 @@ mod tests {
     fn metrics_defaults_to_ports_and_refuses_other_choices() {
         assert_eq!(metrics(&json!({})), Ok(Metrics::Port(vec![])));
         let flow = json!({"choice": "flow", "flow": {"flow_names": ["a", "b"]}});
-        assert_eq!(metrics(&flow), Ok(Metrics::Flow(vec!["a".into(), "b".into()])));
+        assert_eq!(
+            metrics(&flow),
+            Ok(Metrics::Flow(vec!["a".into(), "b".into()], Default::default()))
+        );
         let bgp = json!({"choice": "bgpv6", "bgpv6": {"peer_names": ["p"]}});
         assert_eq!(metrics(&bgp), Ok(Metrics::Bgp(true, vec!["p".into()])));
         let isis = json!({"choice": "isis", "isis": {"router_names": ["r"]}});

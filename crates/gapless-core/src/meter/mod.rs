@@ -14,6 +14,7 @@ pub mod report;
 pub mod seq;
 pub mod signed;
 pub mod stream;
+pub mod tags;
 pub mod windows;
 
 use std::collections::HashMap;
@@ -33,6 +34,8 @@ pub struct StreamTarget {
     pub lanes: u32,
     /// What its gaps are measured against.
     pub gaps: reference::GapReference,
+    /// Bits of its frames to count them by ([`tags`]); none for most streams.
+    pub tags: Vec<tags::TagField>,
 }
 
 /// One stream's running counts while the meter runs. Loss here is the gaps in the sequence
@@ -55,6 +58,9 @@ pub struct LiveRx {
     /// A meter on several ports: frames received on each, in port order (else empty).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub ports: Vec<u64>,
+    /// A stream with metric tags: its frames by their value.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tags: Option<tags::TagsRx>,
 }
 
 /// How to meter.
@@ -117,10 +123,13 @@ pub struct Meter {
     /// A meter on several ports counts each stream per port ([`Meter::at_port`]).
     multi_port: bool,
     port: u8,
+    /// Whether any stream has metric tags (the frame is read again for them).
+    tagged: bool,
 }
 
 impl Meter {
     pub fn new(cfg: MeterConfig) -> Meter {
+        let cfg_tagged = cfg.targets.values().any(|t| !t.tags.is_empty());
         Meter {
             cfg,
             index: vec![0; 1 << 16],
@@ -137,6 +146,7 @@ impl Meter {
             warmup: HashMap::new(),
             multi_port: false,
             port: 0,
+            tagged: cfg_tagged,
         }
     }
 
@@ -193,7 +203,7 @@ impl Meter {
         // to the stack in parts and was read back whole, a store-forwarding stall per frame.
         if let Some(sig) = classify::signed_udp4(frame) {
             self.note_cut(frame, wire_len);
-            return self.on_signed(ts_ns, wire_len, sig);
+            return self.signed_frame(ts_ns, frame, wire_len, sig);
         }
         if crate::packet::filler::is_filler(frame) {
             self.tick(ts_ns);
@@ -207,7 +217,7 @@ impl Meter {
             class = classify_cut(frame);
         }
         match class {
-            Class::Signed(sig) => self.on_signed(ts_ns, wire_len, sig),
+            Class::Signed(sig) => self.signed_frame(ts_ns, frame, wire_len, sig),
             Class::Flow(key) => self.on_flow(ts_ns, wire_len, Some(key)),
             Class::Foreign(f) => {
                 self.tick(ts_ns);
@@ -247,12 +257,30 @@ impl Meter {
         }
     }
 
+    /// A signed frame: metered, then counted by its tags when its stream has some.
+    #[inline]
+    fn signed_frame(&mut self, ts_ns: u64, frame: &[u8], wire_len: u32, sig: Signature) {
+        let tagged = self.tagged;
+        let Some(m) = self.signed(ts_ns, wire_len, sig) else {
+            return;
+        };
+        if tagged {
+            m.on_tags(ts_ns, frame, wire_len);
+        }
+    }
+
     /// Takes a signed arrival whose signature was read elsewhere (a CSV of timestamps).
     #[inline]
     pub fn on_signed(&mut self, ts_ns: u64, wire_len: u32, sig: Signature) {
+        self.signed(ts_ns, wire_len, sig);
+    }
+
+    /// Meters a signed arrival; its stream's meter unless it fell in the warm-up.
+    #[inline]
+    fn signed(&mut self, ts_ns: u64, wire_len: u32, sig: Signature) -> Option<&mut StreamMeter> {
         if self.in_warmup(sig.stream, sig.tx_ns) {
             self.frames += 1;
-            return;
+            return None;
         }
         let t0 = self.tick(ts_ns);
         let slot = self.index[sig.stream as usize];
@@ -272,6 +300,7 @@ impl Meter {
         if self.multi_port {
             m.on_port(self.port, ts_ns, wire_len);
         }
+        Some(m)
     }
 
     /// Takes an unsigned arrival: a TCP/UDP flow by its 5-tuple, or (`None`) one anonymous

@@ -232,6 +232,9 @@ pub struct StreamRx {
     pub rate_jitter: Vec<WindowRate>,
     pub ipdv: Option<IpdvSummary>,
     pub series: Vec<SecondPoint>,
+    /// A stream with metric tags: its frames by their value.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tags: Option<crate::meter::tags::TagsRx>,
 }
 
 /// What one of a meter's several ports took of a stream.

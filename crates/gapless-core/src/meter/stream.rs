@@ -119,6 +119,8 @@ pub struct StreamMeter {
     /// Where the current second ends (0 before the first frame).
     sec_until: u64,
     series: Vec<SecondPoint>,
+    /// Its frames by the value of its metric tags (a stream with tags only).
+    tags: Option<super::tags::TagTable>,
 }
 
 impl StreamMeter {
@@ -183,6 +185,17 @@ impl StreamMeter {
             sec: None,
             sec_until: 0,
             series: Vec::new(),
+            tags: target
+                .filter(|t| !t.tags.is_empty())
+                .map(|t| super::tags::TagTable::new(t.tags.clone())),
+        }
+    }
+
+    /// Counts a frame by its metric tags (after [`Self::on_frame`]; none without tags).
+    #[inline]
+    pub fn on_tags(&mut self, ts: u64, frame: &[u8], len: u32) {
+        if let Some(t) = self.tags.as_mut() {
+            t.on_frame(ts, frame, len);
         }
     }
 
@@ -428,6 +441,7 @@ impl StreamMeter {
             latency_p99_ns: lat.map(|h| h.quantile(0.99, self.lat_min, self.lat_max)),
             latency_p99_9_ns: lat.map(|h| h.quantile(0.999, self.lat_min, self.lat_max)),
             ports: self.ports.iter().map(|p| p.rx_frames).collect(),
+            tags: self.tags.as_ref().map(super::tags::TagTable::report),
         }
     }
 
@@ -521,6 +535,7 @@ impl StreamMeter {
             rate_jitter: self.windows.summary(reference),
             ipdv,
             series,
+            tags: self.tags.as_ref().map(super::tags::TagTable::report),
         }
     }
 }

@@ -271,6 +271,7 @@ fn lanes_of_a_split_stream_are_counted_apart() {
             target_pps: None,
             lanes: 2,
             gaps: Default::default(),
+            tags: Vec::new(),
         },
     );
     let mut m = Meter::new(MeterConfig {

@@ -58,6 +58,8 @@ pub struct StreamConfig {
     pub pattern_report: Option<serde_json::Value>,
     /// A replayed capture: its frames, and its timing unless `rate` is fixed.
     pub replay: Option<crate::profile::model::Replay>,
+    /// Bits of each received frame the meter counts the stream's frames by.
+    pub tags: Vec<crate::meter::tags::TagField>,
 }
 
 impl StreamConfig {

@@ -210,6 +210,10 @@ pub struct StreamSpec {
     /// How the stream is shared out when there are several send loops.
     #[serde(default)]
     pub split: SplitKind,
+    /// Metric tags: bits of each received frame to count the stream's frames by
+    /// (`[[stream.tag]] name, bit, bits`; see `meter::tags`).
+    #[serde(rename = "tag", default)]
+    pub tags: Vec<crate::meter::tags::TagField>,
 }
 
 /// `split`: how a stream is shared out over several send loops.

@@ -22,7 +22,7 @@ pub async fn handler(State(s): State<Shared>, b: Bytes) -> OtgResult {
 /// A metrics request of either transport.
 pub(crate) fn metrics_for(s: &Shared, req: &Value) -> Result<Value, OtgError> {
     match requests::metrics(req)? {
-        Metrics::Flow(names) => {
+        Metrics::Flow(names, tags) => {
             let plan = plan_of(s)?;
             // By name, once: 1,000 flows looked up one by one were a million comparisons.
             let at: std::collections::HashMap<&str, usize> =
@@ -34,7 +34,7 @@ pub(crate) fn metrics_for(s: &Shared, req: &Value) -> Result<Value, OtgError> {
             };
             let list: Vec<Value> = figures(s, &names)?
                 .iter()
-                .map(|(n, tx, rx, f)| flow_json(n, tx, rx, f, &setting(n)))
+                .map(|(n, tx, rx, f)| flow_json(n, tx, rx, f, &setting(n), &tags))
                 .collect();
             Ok(json!({ "choice": "flow_metrics", "flow_metrics": list, "warnings": [] }))
         }

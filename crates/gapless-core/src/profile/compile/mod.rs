@@ -722,6 +722,8 @@ fn compile_stream(
             ));
         }
     }
+    crate::meter::tags::check(&s.tags)
+        .map_err(|e| ProfileError::invalid(format!("{path}.tag"), e, "tag fewer bits, or split the stream"))?;
     let id = s.id.unwrap_or(i as u16);
     Ok(StreamConfig {
         index: i,
@@ -749,6 +751,7 @@ fn compile_stream(
         curve: vary.curve,
         pattern_report: vary.report.or(replay.as_ref().map(replay_report)),
         replay,
+        tags: s.tags.clone(),
     })
     .map(|mut c| {
         if let Some(mut r) = c.pattern_report.take() {

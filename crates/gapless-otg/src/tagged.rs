@@ -1,0 +1,230 @@
+//! A flow's `tagged_metrics`: its received frames by the value of its metric tags (counted by
+//! the meter, `gapless_core::meter::tags`), filtered as a `MetricsRequest`'s
+//! `flow.tagged_metrics` asks.
+//!
+//! What is measured: `frames_rx`, `bytes_rx` (with the FCS, as the flow's), the first and last
+//! arrival, and `frames_rx_rate` (the flow's receive rate split by the value's share of its
+//! frames). A tag on the received frame has no transmitted count, so `frames_tx` and `bytes_tx`
+//! are left out rather than written as 0.
+
+use serde_json::{json, Value};
+
+use crate::error::OtgError;
+
+/// The counters a request's `metric_names` may name (the model's list; those of them not
+/// measured here are never given).
+const NAMES: [&str; 16] = [
+    "frames_tx",
+    "frames_rx",
+    "bytes_tx",
+    "bytes_rx",
+    "frames_tx_rate",
+    "frames_rx_rate",
+    "tx_l1_rate_bps",
+    "rx_l1_rate_bps",
+    "tx_rate_bytes",
+    "rx_rate_bytes",
+    "tx_rate_bps",
+    "rx_rate_bps",
+    "tx_rate_kbps",
+    "rx_rate_kbps",
+    "tx_rate_mbps",
+    "rx_rate_mbps",
+];
+
+/// `flow.tagged_metrics` of a `MetricsRequest`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TagFilter {
+    pub include: bool,
+    pub include_empty: bool,
+    /// The counters to give (all when empty).
+    pub names: Vec<String>,
+    /// Only values whose tag `name` is one of these (as hex), each tag named.
+    pub values: Vec<(String, Vec<u64>)>,
+}
+
+impl Default for TagFilter {
+    fn default() -> Self {
+        TagFilter {
+            include: true,
+            include_empty: false,
+            names: Vec::new(),
+            values: Vec::new(),
+        }
+    }
+}
+
+/// A hex value (`0x2e`, `2E`) as a number.
+fn hex(s: &str) -> Option<u64> {
+    let s = s.trim();
+    let digits = s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")).unwrap_or(s);
+    u64::from_str_radix(digits, 16).ok()
+}
+
+impl TagFilter {
+    /// Reads `req` (`flow.tagged_metrics`, at `flow.tagged_metrics`); absent is the model's
+    /// default: included, without empty ones, every counter.
+    pub fn read(req: &Value) -> Result<TagFilter, OtgError> {
+        let at = "flow.tagged_metrics";
+        let mut f = TagFilter::default();
+        if req.is_null() {
+            return Ok(f);
+        }
+        f.include = req["include"].as_bool().unwrap_or(true);
+        f.include_empty = req["include_empty_metrics"].as_bool().unwrap_or(false);
+        for (i, n) in req["metric_names"].as_array().into_iter().flatten().enumerate() {
+            let n = n.as_str().unwrap_or_default();
+            if !NAMES.contains(&n) {
+                return Err(OtgError::invalid(format!(
+                    "{at}.metric_names[{i}]: {n:?} is not a tagged metric; give some of {}",
+                    NAMES.join(", ")
+                )));
+            }
+            f.names.push(n.to_string());
+        }
+        for (i, flt) in req["filters"].as_array().into_iter().flatten().enumerate() {
+            let name = flt["name"].as_str().unwrap_or_default().to_string();
+            let mut vals = Vec::new();
+            for (j, v) in flt["values"].as_array().into_iter().flatten().enumerate() {
+                let n = v.as_str().and_then(hex).ok_or_else(|| {
+                    OtgError::invalid(format!(
+                        "{at}.filters[{i}].values[{j}]: {v} is not a hex value; give it as \"0x2e\""
+                    ))
+                })?;
+                vals.push(n);
+            }
+            f.values.push((name, vals));
+        }
+        Ok(f)
+    }
+
+    fn wants(&self, counter: &str) -> bool {
+        self.names.is_empty() || self.names.iter().any(|n| n == counter)
+    }
+}
+
+/// The `tagged_metrics` of a flow whose meter counted `tags` (its `TagsRx` JSON), received at
+/// `rx_rate` frames/s over `frames_rx` frames; `filter` as the request asks.
+pub fn tagged_metrics(tags: &Value, frames_rx: u64, rx_rate: f64, filter: &TagFilter) -> Vec<Value> {
+    if !filter.include {
+        return Vec::new();
+    }
+    let fields: Vec<gapless_core::meter::tags::TagField> =
+        serde_json::from_value(tags["tags"].clone()).unwrap_or_default();
+    let mut out = Vec::new();
+    for v in tags["values"].as_array().into_iter().flatten() {
+        let values: Vec<u64> = v["values"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_u64)
+            .collect();
+        let keep = filter.values.iter().all(|(name, allowed)| {
+            fields
+                .iter()
+                .position(|t| &t.name == name)
+                .is_some_and(|k| allowed.is_empty() || values.get(k).is_some_and(|x| allowed.contains(x)))
+        });
+        if !keep || values.len() != fields.len() {
+            continue;
+        }
+        if let Some(m) = one(&fields, &values, v, frames_rx, rx_rate, filter) {
+            out.push(m);
+        }
+    }
+    out
+}
+
+/// One value's entry, or none when it is empty and empty ones are not asked for.
+fn one(
+    fields: &[gapless_core::meter::tags::TagField],
+    values: &[u64],
+    v: &Value,
+    frames_rx: u64,
+    rx_rate: f64,
+    filter: &TagFilter,
+) -> Option<Value> {
+    let frames = v["frames"].as_u64().unwrap_or(0);
+    let tags: Vec<Value> = fields
+        .iter()
+        .zip(values)
+        .map(|(t, x)| json!({ "name": t.name, "value": { "choice": "hex", "hex": t.hex(*x) } }))
+        .collect();
+    let share = if frames_rx > 0 {
+        frames as f64 / frames_rx as f64
+    } else {
+        0.0
+    };
+    let mut m = json!({ "tags": tags });
+    let mut any = false;
+    for (k, x) in [
+        ("frames_rx", json!(frames)),
+        ("bytes_rx", json!(v["bytes"].as_u64().unwrap_or(0) + 4 * frames)),
+        ("frames_rx_rate", json!(rx_rate * share)),
+    ] {
+        if filter.wants(k) {
+            any |= x.as_f64().is_some_and(|n| n > 0.0);
+            m[k] = x;
+        }
+    }
+    m["timestamps"] = json!({ "first_timestamp_ns": v["first_rx_ns"], "last_timestamp_ns": v["last_rx_ns"] });
+    (any || filter.include_empty).then_some(m)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn counted() -> Value {
+        json!({ "tags": [{ "name": "dscp", "bit": 120, "bits": 6 }, { "name": "ecn", "bit": 126, "bits": 2 }],
+            "values": [
+                { "values": [10, 0], "frames": 30, "bytes": 3000, "first_rx_ns": 5, "last_rx_ns": 9 },
+                { "values": [46, 0], "frames": 70, "bytes": 7000, "first_rx_ns": 6, "last_rx_ns": 10 }
+            ], "untracked_frames": 0 })
+    }
+
+    #[test]
+    fn each_value_is_an_entry_with_hex_tags() {
+        let got = tagged_metrics(&counted(), 100, 1000.0, &TagFilter::default());
+        assert_eq!(got.len(), 2);
+        assert_eq!(
+            got[1]["tags"],
+            json!([{ "name": "dscp", "value": { "choice": "hex", "hex": "0x2e" } },
+                   { "name": "ecn", "value": { "choice": "hex", "hex": "0x0" } }])
+        );
+        assert_eq!(
+            (got[1]["frames_rx"].as_u64(), got[1]["bytes_rx"].as_u64()),
+            (Some(70), Some(7280))
+        );
+        assert_eq!(got[1]["frames_rx_rate"].as_f64(), Some(700.0));
+        assert!(
+            got[1].get("frames_tx").is_none(),
+            "no transmitted count is measured: {}",
+            got[1]
+        );
+    }
+
+    #[test]
+    fn the_request_filters_and_names() {
+        let req = json!({ "metric_names": ["frames_rx"], "filters": [{ "name": "dscp", "values": ["0x0A"] }] });
+        let f = TagFilter::read(&req).unwrap();
+        let got = tagged_metrics(&counted(), 100, 1000.0, &f);
+        assert_eq!(got.len(), 1, "{got:?}");
+        assert_eq!(got[0]["frames_rx"], 30);
+        assert!(got[0].get("bytes_rx").is_none(), "only the named counter: {}", got[0]);
+        let off = TagFilter::read(&json!({ "include": false })).unwrap();
+        assert!(tagged_metrics(&counted(), 100, 1.0, &off).is_empty());
+        let tx_only = TagFilter::read(&json!({ "metric_names": ["frames_tx"] })).unwrap();
+        assert!(
+            tagged_metrics(&counted(), 100, 1.0, &tx_only).is_empty(),
+            "empty ones are left out"
+        );
+        let with_empty = TagFilter {
+            include_empty: true,
+            ..tx_only
+        };
+        assert_eq!(tagged_metrics(&counted(), 100, 1.0, &with_empty).len(), 2);
+        let bad = TagFilter::read(&json!({ "filters": [{ "name": "dscp", "values": ["zz"] }] })).unwrap_err();
+        assert!(bad.errors[0].contains("filters[0].values[0]"), "{bad:?}");
+    }
+}
