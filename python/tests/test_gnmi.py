@@ -6,6 +6,7 @@ against the OTG API's own metrics, which the trees are made from."""
 
 from __future__ import annotations
 
+import json
 import statistics
 import time
 from pathlib import Path
@@ -238,3 +239,36 @@ def test_an_open_stream_does_not_hold_a_sigterm_and_is_ended_with_unavailable(tm
             pass
     assert took < 10 and s.proc.returncode == 0, f"expected the server to stop within 10 s of SIGTERM; took {took:.1f} s, exit {s.proc.returncode}"
     assert ended.value.code() == grpc.StatusCode.UNAVAILABLE, f"expected the stream ended as UNAVAILABLE; got {ended.value}"
+
+
+def test_tagged_metrics_are_read_with_their_tags_in_proto_and_json_ietf(server: Server, wires: str) -> None:
+    a = api(server, "https")
+    cfg = one_flow(a, "t1", 300, 3000)
+    f = cfg.flows[0]
+    f.packet[1].priority.dscp.phb.values = [10, 46, 0]
+    f.egress_packet.ethernet()
+    raw = f.egress_packet.ipv4()[-1].priority.raw
+    raw.metric_tags.add(name="dscp", offset=0, length=6)
+    raw.metric_tags.add(name="ecn", offset=6, length=2)
+    run_to_stop(a, cfg)
+    at = "flows/flow[name=t1]/tagged-metrics/tagged-metric[name-value-pairs=dscp=0x2e&ecn=0x0]"
+    with client(server) as gc:
+        proto = gc.get(path=["flows/flow[name=t1]/tagged-metrics/tagged-metric[name-value-pairs=*]"], encoding="proto")
+        tree = gc.get(path=["flows/flow[name=t1]/tagged-metrics"], encoding="json_ietf")
+    got = leaves(proto)
+    assert got[f"{at}/state/counters/in-pkts"] == 100, got
+    # The tags, a keyless list, as JSON_IETF at their keyed entry (ygot unmarshals them there).
+    assert got[at] == {"state": {"tags": [
+        {"tag-name": "dscp", "tag-value": {"value-type": "HEX", "value-as-hex": "0x2e"}},
+        {"tag-name": "ecn", "tag-value": {"value-type": "HEX", "value-as-hex": "0x0"}}]}}, got[at]
+    # Below the entry (ondatra's TagsAny): one value per tag at the list's path. pygnmi's path
+    # parser takes no "=" in a key, so this one goes through the stub.
+    st, md = stub(server)
+    req = gnmi_pb2.GetRequest(path=[gpath(f"{at}/state/tags")], encoding=gnmi_pb2.Encoding.Value("PROTO"))
+    per_tag = [json.loads(u.val.json_ietf_val) for n in st.Get(req, metadata=md).notification for u in n.update]
+    assert [t["tag-name"] for t in per_tag] == ["dscp", "ecn"], f"expected one value per tag at the list's path; got {per_tag}"
+    [u] = tree["notification"][0]["update"]
+    entries = {e["name-value-pairs"]: e for e in u["val"]["tagged-metric"]}
+    assert set(entries) == {"dscp=0x0a&ecn=0x0", "dscp=0x2e&ecn=0x0", "dscp=0x00&ecn=0x0"}, entries
+    e = entries["dscp=0x0a&ecn=0x0"]["state"]
+    assert e["counters"]["in-pkts"] == "100" and len(e["tags"]) == 2, e

@@ -26,6 +26,7 @@ GO_TESTS = [
     "TestAFlowsCountersWatchedAndReadAndItsCapture",
     "TestABgpPeerAndAnIsisRouterWatchedUntilUp",
     "TestAPortsLinkReadsDownAfterALinkDown",
+    "TestTaggedMetricsCountEachDscpAsItArrives",
     "TestAppendConfigAndSetControlActionAreRefusedWithTheirReason",
 ]
 

@@ -128,6 +128,68 @@ func TestAFlowsCountersWatchedAndReadAndItsCapture(t *testing.T) {
 	}
 }
 
+// TestTaggedMetricsCountEachDscpAsItArrives: a flow whose DSCP takes three values, its
+// DSCP and ECN bits tagged on the received frame (egress_packet), read as featureprofiles'
+// QoS tests read it: every tagged metric with its two tags and in-pkts, and the tags alone.
+func TestTaggedMetricsCountEachDscpAsItArrives(t *testing.T) {
+	ate := ondatra.ATE(t, "ate").OTG()
+	cfg, _ := devices(t)
+	f := cfg.Flows().Add().SetName("marked")
+	f.TxRx().Device().SetTxNames([]string{"d1.ip4"}).SetRxNames([]string{"d2.ip4"})
+	f.Size().SetFixed(128)
+	f.Rate().SetPps(3000)
+	f.Duration().FixedPackets().SetPackets(900)
+	f.Metrics().SetEnable(true)
+	f.Packet().Add().Ethernet()
+	f.Packet().Add().Ipv4().Priority().Dscp().Phb().SetValues([]uint32{10, 46, 0})
+	f.Packet().Add().Udp()
+	f.EgressPacket().Add().Ethernet()
+	raw := f.EgressPacket().Add().Ipv4().Priority().Raw()
+	raw.MetricTags().Add().SetName("dscp").SetOffset(0).SetLength(6)
+	raw.MetricTags().Add().SetName("ecn").SetOffset(6).SetLength(2)
+	ate.PushConfig(t, cfg)
+	ate.StartProtocols(t)
+	waitForARP(t, ate, cfg)
+	ate.StartTraffic(t)
+	gnmi.Watch(t, ate, gnmi.OTG().Flow("marked").Transmit().State(), time.Minute,
+		func(v *ygnmi.Value[bool]) bool { on, ok := v.Val(); return ok && !on }).Await(t)
+	ets := gnmi.GetAll(t, ate, gnmi.OTG().Flow("marked").TaggedMetricAny().State())
+	got := map[string]uint64{}
+	for _, et := range ets {
+		if len(et.Tags) != 2 {
+			t.Fatalf("expected two tags (dscp, ecn) on each tagged metric; got %d in %v", len(et.Tags), et.GetNameValuePairs())
+		}
+		var dscp, ecn string
+		for _, tag := range et.Tags {
+			switch tag.GetTagName() {
+			case "dscp":
+				dscp = tag.GetTagValue().GetValueAsHex()
+			case "ecn":
+				ecn = tag.GetTagValue().GetValueAsHex()
+			}
+		}
+		if ecn != "0x0" {
+			t.Errorf("expected ECN 0x0 on %s; got %q", et.GetNameValuePairs(), ecn)
+		}
+		got[dscp] = et.GetCounters().GetInPkts()
+	}
+	want := map[string]uint64{"0x0a": 300, "0x2e": 300, "0x00": 300}
+	if len(got) != len(want) || got["0x0a"] != 300 || got["0x2e"] != 300 || got["0x00"] != 300 {
+		t.Errorf("expected in-pkts by DSCP %v; got %v", want, got)
+	}
+	// The tags alone, as EgressTracking tests read them (one tag a metric there; here the
+	// last of the two arrives, each metric's own).
+	tags := gnmi.GetAll(t, ate, gnmi.OTG().Flow("marked").TaggedMetricAny().TagsAny().State())
+	if len(tags) != 3 {
+		t.Errorf("expected the tags of 3 tagged metrics; got %d", len(tags))
+	}
+	for _, tag := range tags {
+		if !strings.HasPrefix(tag.GetTagValue().GetValueAsHex(), "0x") {
+			t.Errorf("expected a hex tag value; got %q of %q", tag.GetTagValue().GetValueAsHex(), tag.GetTagName())
+		}
+	}
+}
+
 // framesOfLength counts a pcap's records of `n` bytes on the wire.
 func framesOfLength(t *testing.T, pcap []byte, n uint32) int {
 	t.Helper()

@@ -56,6 +56,7 @@ impl Json {
             Scalar::Double(x) => Value::from(*x),
             Scalar::Str(s) => Value::String(s.clone()),
             Scalar::Bool(b) => Value::Bool(*b),
+            Scalar::Json(v) => v.clone(),
         }
     }
 
@@ -92,6 +93,18 @@ impl Json {
             let rest = &l.path.0[depth..];
             for (i, e) in rest.iter().enumerate() {
                 let name = self.name(depth + i, e);
+                if let (true, Scalar::Json(Value::Object(sub))) = (i + 1 == rest.len(), &l.value) {
+                    // A keyless list's subtree, at its entry or container: merged into it.
+                    let at = if e.keys.is_empty() {
+                        obj.entry(name)
+                            .or_insert_with(|| Value::Object(Map::new()))
+                            .as_object_mut()
+                    } else {
+                        Some(entry(obj.entry(name).or_insert_with(|| Value::Array(vec![])), e))
+                    };
+                    merge(at.expect("a container is an object"), sub);
+                    break;
+                }
                 if i + 1 == rest.len() {
                     obj.insert(name, self.scalar(&l.path, &l.value));
                     break;
@@ -114,6 +127,18 @@ impl Json {
         match MODULES.iter().find(|m| m.0 == e.name) {
             Some((_, module, _)) if depth == 0 && self.ietf => format!("{module}:{}", e.name),
             _ => e.name.clone(),
+        }
+    }
+}
+
+/// `src`'s members into `dst`, objects member by member.
+fn merge(dst: &mut Map<String, Value>, src: &Map<String, Value>) {
+    for (k, v) in src {
+        match (dst.get_mut(k), v) {
+            (Some(Value::Object(d)), Value::Object(s)) => merge(d, s),
+            _ => {
+                dst.insert(k.clone(), v.clone());
+            }
         }
     }
 }

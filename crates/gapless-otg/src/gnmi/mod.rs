@@ -6,6 +6,7 @@
 //! JSON encodings ([`json`]). The server that speaks gNMI (gapless-serve's `gnmi`) is not here.
 
 pub mod json;
+pub mod keyless;
 pub mod path;
 pub mod schema;
 pub mod state;

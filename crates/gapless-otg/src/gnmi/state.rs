@@ -21,6 +21,8 @@ pub enum Scalar {
     Double(f64),
     Str(String),
     Bool(bool),
+    /// A subtree in RFC 7951 JSON, holding a keyless list ([`super::keyless`]).
+    Json(Value),
 }
 
 /// One leaf of a tree and its value.
@@ -138,8 +140,51 @@ pub fn flows(flow_metrics: &[Value]) -> Vec<Leaf> {
             e.leaf("state/first-timestamp", &a.into());
             e.leaf("state/last-timestamp", &b.into());
         }
+        let base = e.base.clone();
+        for t in mine
+            .iter()
+            .flat_map(|x| x["tagged_metrics"].as_array().into_iter().flatten())
+        {
+            tagged_metric(&base, t, &mut out);
+        }
     }
     out
+}
+
+/// `tagged-metrics/tagged-metric[name-value-pairs]` of the flow at `flow`: keyed by its tags
+/// as `name=0x..&name2=0x..` (sorted by name, hex in lower case), its received counters,
+/// and its tags, a keyless list, as one JSON leaf at the entry ([`super::keyless`]).
+fn tagged_metric(flow: &Path, t: &Value, out: &mut Vec<Leaf>) {
+    let mut pairs: Vec<(&str, String)> = t["tags"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|x| Some((x["name"].as_str()?, x["value"]["hex"].as_str()?.to_ascii_lowercase())))
+        .collect();
+    pairs.sort();
+    let key: Vec<String> = pairs.iter().map(|(n, v)| format!("{n}={v}")).collect();
+    let key = key.join("&");
+    let mut base = flow.clone();
+    base.0.push(Elem::new("tagged-metrics"));
+    base.0.push(Elem::new("tagged-metric").key("name-value-pairs", &key));
+    let mut e = Entry { base, out };
+    e.leaf("state/name-value-pairs", &Value::String(key.clone()));
+    e.leaf("state/counters/in-pkts", &t["frames_rx"]);
+    e.leaf("state/counters/in-octets", &t["bytes_rx"]);
+    let tags: Vec<Value> = t["tags"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|x| {
+            serde_json::json!({ "tag-name": x["name"],
+                "tag-value": { "value-type": "HEX", "value-as-hex": x["value"]["hex"] } })
+        })
+        .collect();
+    let path = e.base.clone();
+    e.out.push(Leaf {
+        path,
+        value: Scalar::Json(serde_json::json!({ "state": { "tags": tags } })),
+    });
 }
 
 /// `ports/port[name]`: link, counters and rates (bits per second, as the model's units say).
@@ -466,6 +511,37 @@ mod tests {
         );
         assert_eq!(l.len(), 14, "expected 14 leaves, each once; got {l:?}");
         in_schema(&l);
+    }
+
+    #[test]
+    fn tagged_metrics_are_keyed_by_their_tags_and_carry_them_as_json() {
+        let m = json!({ "name": "f1", "frames_rx": 30, "tagged_metrics": [{ "frames_rx": 30, "bytes_rx": 3840,
+            "tags": [{ "name": "ecn", "value": { "choice": "hex", "hex": "0x0" } },
+                     { "name": "dscp", "value": { "choice": "hex", "hex": "0x2E" } }] }] });
+        let l = flows(&[m]);
+        let at = "flows/flow[name=f1]/tagged-metrics/tagged-metric[name-value-pairs=dscp=0x2e&ecn=0x0]";
+        assert_eq!(
+            value(&l, &format!("{at}/state/counters/in-pkts")),
+            Some(Scalar::Uint(30))
+        );
+        assert_eq!(
+            value(&l, &format!("{at}/state/name-value-pairs")),
+            Some(Scalar::Str("dscp=0x2e&ecn=0x0".into()))
+        );
+        let Some(Scalar::Json(j)) = value(&l, at) else {
+            panic!("expected the tags as JSON at {at}: {l:?}")
+        };
+        assert_eq!(
+            j["state"]["tags"][1]["tag-value"],
+            json!({ "value-type": "HEX", "value-as-hex": "0x2E" })
+        );
+        in_schema(&l);
+        // JSON_IETF of the flow holds the entry once, its tags merged beside its counters.
+        let q = Path::parse("flows/flow[name=f1]/tagged-metrics").unwrap();
+        let v = super::super::json::Json { ietf: true }.values(&q, &l);
+        let entry = &v[0].1["tagged-metric"][0];
+        assert_eq!(entry["state"]["counters"]["in-pkts"], "30", "{entry}");
+        assert_eq!(entry["state"]["tags"][0]["tag-name"], "ecn", "{entry}");
     }
 
     #[test]

@@ -234,6 +234,7 @@ async fn get(s: Shared, req: proto::GetRequest) -> Result<proto::GetResponse, St
         .map(|p| query(&req.prefix, p))
         .collect::<Result<Vec<_>, _>>()?;
     let leaves = gather(&s, roots(&queries)).await?;
+    let leaves = gapless_otg::gnmi::keyless::reach(&queries.iter().collect::<Vec<_>>(), &leaves);
     let prefix = reply_prefix(&req.prefix);
     let notification = queries
         .iter()
@@ -254,7 +255,17 @@ pub(crate) fn updates(enc: Encoding, q: &Path, leaves: &[Leaf]) -> Vec<proto::Up
         duplicates: 0,
     };
     match enc {
-        Encoding::Proto => leaves.iter().map(|l| update(&l.path, typed(&l.value))).collect(),
+        Encoding::Proto => leaves
+            .iter()
+            .flat_map(|l| match &l.value {
+                // JSON_IETF at a keyless list's entry (or one value per entry of it).
+                Scalar::Json(v) => gapless_otg::gnmi::keyless::each(v)
+                    .into_iter()
+                    .map(|x| update(&l.path, proto::Value::JsonIetfVal(x.to_string().into_bytes())))
+                    .collect(),
+                s => vec![update(&l.path, typed(s))],
+            })
+            .collect(),
         Encoding::Json(j) => j
             .values(q, leaves)
             .into_iter()
@@ -282,6 +293,7 @@ fn typed(v: &Scalar) -> proto::Value {
         Scalar::Double(x) => proto::Value::DoubleVal(*x),
         Scalar::Str(s) => proto::Value::StringVal(s.clone()),
         Scalar::Bool(b) => proto::Value::BoolVal(*b),
+        Scalar::Json(v) => proto::Value::JsonIetfVal(v.to_string().into_bytes()),
     }
 }
 
