@@ -6,6 +6,7 @@ package ondatra_test
 
 import (
 	"encoding/binary"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -216,7 +217,9 @@ func routers(t *testing.T) gosnappi.Config {
 		p := d.Bgp().Ipv4Interfaces().Add().SetIpv4Name(n + ".ip4").Peers().Add().SetName(n + ".bgp")
 		p.SetPeerAddress(peer).SetAsType(gosnappi.BgpV4PeerAsType.EBGP).SetAsNumber(uint32(65001 + k))
 		if k == 1 {
-			p.V4Routes().Add().SetName("d2.r4").Addresses().Add().SetAddress("10.20.0.0").SetPrefix(24).SetCount(1)
+			r := p.V4Routes().Add().SetName("d2.r4")
+			r.Addresses().Add().SetAddress("10.20.0.0").SetPrefix(24).SetCount(1)
+			r.AsPath().Segments().Add().SetType(gosnappi.BgpAsPathSegmentType.AS_SEQ).SetAsNumbers([]uint32{65100, 65101})
 		}
 		d.Isis().SetName(n + ".isis").SetSystemId([]string{"640000000001", "640000000002"}[k])
 		d.Isis().Basic().SetHostname(n)
@@ -261,6 +264,12 @@ func TestABgpPeerAndAnIsisRouterWatchedUntilUp(t *testing.T) {
 	}
 	if p, _ := prefixes.Val(); p.GetPrefixLength() != 24 || p.GetNextHopIpv4Address() != ip2 || p.GetOrigin() != otg.UnicastIpv4Prefix_Origin_IGP {
 		t.Errorf("expected 10.20.0.0/24 via %s, origin IGP; got /%d via %s, origin %v", ip2, p.GetPrefixLength(), p.GetNextHopIpv4Address(), p.GetOrigin())
+	}
+	// The AS path, a keyless list: d2's AS before the two it prepended.
+	p := gnmi.Get(t, ate, gnmi.OTG().BgpPeer("d1.bgp").UnicastIpv4Prefix("10.20.0.0", 24, otg.UnicastIpv4Prefix_Origin_IGP, 0).State())
+	if len(p.AsPath) != 1 || p.AsPath[0].GetSegmentType() != otg.State_SegmentType_AS_SEQUENCE ||
+		fmt.Sprint(p.AsPath[0].AsNumbers) != "[65002 65100 65101]" {
+		t.Errorf("expected one AS_SEQUENCE segment [65002 65100 65101]; got %d segments %v", len(p.AsPath), p.AsPath)
 	}
 }
 

@@ -407,10 +407,38 @@ pub fn bgp_prefixes(states: &[Value]) -> Vec<Leaf> {
                 e.leaf("state/next-hop-ipv6-address", &p["ipv6_next_hop"]);
                 e.leaf("state/local-preference", &p["local_preference"]);
                 e.leaf("state/multi-exit-discriminator", &p["multi_exit_discriminator"]);
+                if let Some(j) = as_path(&p["as_path"]) {
+                    let path = e.base.clone();
+                    e.out.push(Leaf {
+                        path,
+                        value: Scalar::Json(j),
+                    });
+                }
             }
         }
     }
     out
+}
+
+/// A prefix's AS path, a keyless list, as the JSON of its entry ([`super::keyless`]):
+/// `{"state": {"as-path": [{"segment-type": "AS_SEQUENCE", "as_numbers": [...]}]}}`; none
+/// for an empty path.
+fn as_path(p: &Value) -> Option<Value> {
+    let segs: Vec<Value> = p["segments"]
+        .as_array()?
+        .iter()
+        .filter_map(|s| {
+            let ty = match s["type"].as_str()? {
+                "as_seq" => "AS_SEQUENCE",
+                "as_set" => "AS_SET",
+                "as_confed_seq" => "AS_CONFED_SEQUENCE",
+                "as_confed_set" => "AS_CONFED_SET",
+                _ => return None,
+            };
+            Some(serde_json::json!({ "segment-type": ty, "as_numbers": s["as_numbers"] }))
+        })
+        .collect();
+    (!segs.is_empty()).then(|| serde_json::json!({ "state": { "as-path": segs } }))
 }
 
 /// `interfaces/interface[name]/ipv4-neighbors` and `ipv6-neighbors`, keyed by the Ethernet's
@@ -714,7 +742,8 @@ mod tests {
     fn a_learned_prefix_is_keyed_by_address_length_origin_and_path_id() {
         let st = json!({ "bgp_peer_name": "p1",
             "ipv4_unicast_prefixes": [{ "ipv4_address": "10.20.0.0", "prefix_length": 24, "origin": "igp",
-                "ipv4_next_hop": "1.1.1.2", "multi_exit_discriminator": 7 }],
+                "ipv4_next_hop": "1.1.1.2", "multi_exit_discriminator": 7,
+                "as_path": { "segments": [{ "type": "as_seq", "as_numbers": [65002, 65100] }, { "type": "as_set", "as_numbers": [7] }] } }],
             "ipv6_unicast_prefixes": [{ "ipv6_address": "2001:db8:20::", "prefix_length": 64, "origin": "incomplete",
                 "path_id": 3, "ipv6_next_hop": "2001:db8::2" }] });
         let l = bgp_prefixes(&[st]);
@@ -727,6 +756,14 @@ mod tests {
         assert_eq!(
             value(&l, &format!("{v4}/multi-exit-discriminator")),
             Some(Scalar::Uint(7))
+        );
+        let entry = v4.trim_end_matches("/state");
+        assert_eq!(
+            value(&l, entry),
+            Some(Scalar::Json(json!({ "state": { "as-path": [
+                { "segment-type": "AS_SEQUENCE", "as_numbers": [65002, 65100] },
+                { "segment-type": "AS_SET", "as_numbers": [7] }] } }))),
+            "the AS path, a keyless list, as JSON at its entry"
         );
         let v6 = "bgp-peers/bgp-peer[name=p1]/unicast-ipv6-prefixes/unicast-ipv6-prefix[address=2001:db8:20::][origin=INCOMPLETE][path-id=3][prefix-length=64]/state";
         assert_eq!(value(&l, &format!("{v6}/path-id")), Some(Scalar::Uint(3)));
