@@ -226,6 +226,9 @@ func routers(t *testing.T) gosnappi.Config {
 		i := d.Isis().Interfaces().Add().SetEthName(n + ".eth").SetName(n + ".isis.if")
 		i.SetNetworkType(gosnappi.IsisInterfaceNetworkType.POINT_TO_POINT).SetLevelType(gosnappi.IsisInterfaceLevelType.LEVEL_2)
 		i.L2Settings().SetHelloInterval(1).SetDeadInterval(3)
+		if k == 1 {
+			d.Isis().V4Routes().Add().SetName("d2.isis.r4").Addresses().Add().SetAddress("10.30.0.0").SetPrefix(24)
+		}
 	}
 	return cfg
 }
@@ -249,6 +252,26 @@ func TestABgpPeerAndAnIsisRouterWatchedUntilUp(t *testing.T) {
 		func(v *ygnmi.Value[uint64]) bool { n, ok := v.Val(); return ok && n >= 1 }).Await(t)
 	if !ok {
 		t.Fatal("expected d1.isis to have a level 2 session up within a minute")
+	}
+	// d2's route in d2's LSP, as d1 learned it: featureprofiles' WatchAll on the LSP database.
+	lsdb := gnmi.OTG().IsisRouter("d1.isis").LinkStateDatabase()
+	_, ok = gnmi.WatchAll(t, ate, lsdb.LspsAny().Tlvs().ExtendedIpv4Reachability().Prefix("10.30.0.0").State(), time.Minute,
+		func(v *ygnmi.Value[*otg.IsisRouter_LinkStateDatabase_Lsps_Tlvs_ExtendedIpv4Reachability_Prefix]) bool {
+			p, present := v.Val()
+			return present && p.GetPrefix() == "10.30.0.0" && p.GetPrefixLength() == 24
+		}).Await(t)
+	if !ok {
+		t.Fatal("expected d1.isis to learn 10.30.0.0/24 in d2's LSP within a minute")
+	}
+	var hosts []string
+	for _, l := range gnmi.GetAll(t, ate, lsdb.LspsAny().State()) {
+		hosts = append(hosts, l.GetTlvs().GetHostnames().Hostname...)
+		if l.GetPduType() != otg.Lsps_PduType_LEVEL_2 || l.GetSequenceNumber() == 0 {
+			t.Errorf("expected a level 2 LSP with a sequence number; got %v #%d", l.GetPduType(), l.GetSequenceNumber())
+		}
+	}
+	if fmt.Sprint(hosts) != "[d2]" {
+		t.Errorf("expected d1.isis's database to hold d2's LSP by its hostname; got %v", hosts)
 	}
 	if n := gnmi.Get(t, ate, gnmi.OTG().BgpPeer("d1.bgp").Counters().InOpens().State()); n < 1 {
 		t.Errorf("expected d1.bgp to count the OPEN it received; got %d", n)

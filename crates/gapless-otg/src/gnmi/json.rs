@@ -57,6 +57,7 @@ impl Json {
             Scalar::Str(s) => Value::String(s.clone()),
             Scalar::Bool(b) => Value::Bool(*b),
             Scalar::Json(v) => v.clone(),
+            Scalar::Strs(v) => Value::from(v.clone()),
         }
     }
 

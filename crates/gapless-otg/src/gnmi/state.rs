@@ -23,6 +23,8 @@ pub enum Scalar {
     Bool(bool),
     /// A subtree in RFC 7951 JSON, holding a keyless list ([`super::keyless`]).
     Json(Value),
+    /// A leaf-list of strings or enumerations (an LSP's flags, its hostnames).
+    Strs(Vec<String>),
 }
 
 /// One leaf of a tree and its value.
@@ -51,6 +53,31 @@ impl Entry<'_> {
         if let Some(value) = node.and_then(|n| typed(&n.ty, &n.base, &n.enums, v)) {
             self.out.push(Leaf { path, value });
         }
+    }
+}
+
+impl Entry<'_> {
+    /// The leaf-list at `rel` below the entry, when it has values.
+    fn leaf_list(&mut self, rel: &str, v: Vec<String>) {
+        let mut path = self.base.clone();
+        path.0.extend(rel.split('/').map(Elem::new));
+        let names: Vec<&str> = path.0.iter().map(|e| e.name.as_str()).collect();
+        let node = Schema::get().node(&names).filter(|n| n.kind == Kind::LeafList);
+        debug_assert!(node.is_some(), "{path} is not a leaf-list of the OTG models");
+        if node.is_some() && !v.is_empty() {
+            self.out.push(Leaf {
+                path,
+                value: Scalar::Strs(v),
+            });
+        }
+    }
+
+    /// The entry below, at `rel` (`tlvs/hostnames`) and the list element `list[key=value]`.
+    fn below(&mut self, rel: &str, list: &str, key: &str, value: &str) -> Entry<'_> {
+        let mut base = self.base.clone();
+        base.0.extend(rel.split('/').filter(|s| !s.is_empty()).map(Elem::new));
+        base.0.push(Elem::new(list).key(key, value));
+        Entry { base, out: self.out }
     }
 }
 
@@ -420,6 +447,108 @@ pub fn bgp_prefixes(states: &[Value]) -> Vec<Leaf> {
     out
 }
 
+/// `isis-routers/isis-router[name]/state/link-state-database/lsp-states/lsps[lsp-id][pdu-type]`:
+/// each LSP a router learned (the `isis_lsps` states), with its flags, hostnames, neighbours
+/// and reachable prefixes keyed as the model keys them.
+pub fn isis_lsps(states: &[Value]) -> Vec<Leaf> {
+    let mut out = Vec::new();
+    for r in states {
+        let Some(name) = r["isis_router_name"].as_str() else {
+            continue;
+        };
+        for l in r["lsps"].as_array().into_iter().flatten() {
+            let (Some(id), Some(pdu)) = (l["lsp_id"].as_str(), l["pdu_type"].as_str()) else {
+                continue;
+            };
+            let pdu = pdu.to_ascii_uppercase();
+            let base = Path(vec![
+                Elem::new("isis-routers"),
+                Elem::new("isis-router").key("name", name),
+                Elem::new("state"),
+                Elem::new("link-state-database"),
+                Elem::new("lsp-states"),
+                Elem::new("lsps").key("lsp-id", id).key("pdu-type", &pdu),
+            ]);
+            let mut e = Entry { base, out: &mut out };
+            lsp(&mut e, l, &pdu);
+        }
+    }
+    out
+}
+
+/// One LSP's leaves below its entry.
+fn lsp(e: &mut Entry, l: &Value, pdu: &str) {
+    e.leaf("state/lsp-id", &l["lsp_id"]);
+    e.leaf("state/pdu-type", &Value::from(pdu));
+    for k in ["remaining-lifetime", "sequence-number", "pdu-length", "is-type"] {
+        e.leaf(&format!("state/{k}"), &l[k.replace('-', "_")]);
+    }
+    let flags = l["flags"].as_object().into_iter().flatten();
+    e.leaf_list(
+        "state/flags",
+        flags
+            .filter(|(_, on)| on.as_bool() == Some(true))
+            .map(|(k, _)| k.to_ascii_uppercase())
+            .collect(),
+    );
+    let t = &l["tlvs"];
+    let items = |k: &str, list: &str| -> Vec<Value> {
+        let tlvs = t[k].as_array().into_iter().flatten();
+        tlvs.flat_map(|x| x[list].as_array().cloned().unwrap_or_else(|| vec![x.clone()]))
+            .collect()
+    };
+    let hosts = items("hostname_tlvs", "hostname")
+        .iter()
+        .filter_map(|h| h["hostname"].as_str().map(String::from))
+        .collect();
+    e.leaf_list("tlvs/hostnames/state/hostname", hosts);
+    for (k, node) in [
+        ("is_reachability_tlvs", "is-reachability"),
+        ("extended_is_reachability_tlvs", "extended-is-reachability"),
+    ] {
+        for n in items(k, "neighbors") {
+            let Some(id) = n["system_id"].as_str() else { continue };
+            e.below(&format!("tlvs/{node}/neighbors"), "neighbor", "system-id", id)
+                .leaf("state/system-id", &n["system_id"]);
+        }
+    }
+    for (k, node, addr) in [
+        (
+            "ipv4_internal_reachability_tlvs",
+            "ipv4-internal-reachability",
+            "ipv4_address",
+        ),
+        (
+            "ipv4_external_reachability_tlvs",
+            "ipv4-external-reachability",
+            "ipv4_address",
+        ),
+        (
+            "extended_ipv4_reachability_tlvs",
+            "extended-ipv4-reachability",
+            "ipv4_address",
+        ),
+        ("ipv6_reachability_tlvs", "ipv6-reachability", "ipv6_address"),
+    ] {
+        for p in items(k, "prefixes") {
+            let Some(a) = p[addr].as_str() else { continue };
+            let mut pe = e.below(&format!("tlvs/{node}/prefixes"), "prefix", "prefix", a);
+            pe.leaf("state/prefix", &p[addr]);
+            for f in [
+                "prefix-length",
+                "metric",
+                "default-metric",
+                "redistribution-type",
+                "origin-type",
+            ] {
+                if !p[f.replace('-', "_")].is_null() {
+                    pe.leaf(&format!("state/{f}"), &p[f.replace('-', "_")]);
+                }
+            }
+        }
+    }
+}
+
 /// A prefix's AS path, a keyless list, as the JSON of its entry ([`super::keyless`]):
 /// `{"state": {"as-path": [{"segment-type": "AS_SEQUENCE", "as_numbers": [...]}]}}`; none
 /// for an empty path.
@@ -736,6 +865,42 @@ mod tests {
         );
         assert_eq!(value(&l, &format!("{nb}/ttl")), Some(Scalar::Uint(120)));
         in_schema(&l);
+    }
+
+    #[test]
+    fn an_lsp_is_keyed_by_id_and_level_with_its_flags_hostnames_and_prefixes() {
+        let st = json!({ "isis_router_name": "d1.isis", "lsps": [{ "lsp_id": "640000000002-00-00", "pdu_type": "level_2",
+            "remaining_lifetime": 1190, "sequence_number": 3, "pdu_length": 120,
+            "flags": { "partition_repair": false, "attached_default": false, "overload": true },
+            "tlvs": { "hostname_tlvs": [{ "hostname": "d2" }],
+                "extended_is_reachability_tlvs": [{ "neighbors": [{ "system_id": "640000000001" }] }],
+                "extended_ipv4_reachability_tlvs": [{ "prefixes": [{ "ipv4_address": "10.30.0.0", "prefix_length": 24,
+                    "metric": 10, "redistribution_type": "up" }] }],
+                "ipv6_reachability_tlvs": [{ "prefixes": [{ "ipv6_address": "2001:db8:30::", "prefix_length": 64,
+                    "metric": 10, "redistribution_type": "up", "origin_type": "internal" }] }] } }] });
+        let l = isis_lsps(&[st]);
+        in_schema(&l);
+        let at = "isis-routers/isis-router[name=d1.isis]/state/link-state-database/lsp-states/lsps[lsp-id=640000000002-00-00][pdu-type=LEVEL_2]";
+        assert_eq!(value(&l, &format!("{at}/state/sequence-number")), Some(Scalar::Uint(3)));
+        assert_eq!(
+            value(&l, &format!("{at}/state/flags")),
+            Some(Scalar::Strs(vec!["OVERLOAD".into()]))
+        );
+        assert_eq!(
+            value(&l, &format!("{at}/tlvs/hostnames/state/hostname")),
+            Some(Scalar::Strs(vec!["d2".into()]))
+        );
+        let v4 = format!("{at}/tlvs/extended-ipv4-reachability/prefixes/prefix[prefix=10.30.0.0]/state");
+        assert_eq!(value(&l, &format!("{v4}/metric")), Some(Scalar::Uint(10)));
+        assert_eq!(
+            value(&l, &format!("{v4}/redistribution-type")),
+            Some(Scalar::Str("UP".into()))
+        );
+        let v6 = format!("{at}/tlvs/ipv6-reachability/prefixes/prefix[prefix=2001:db8:30::]/state/origin-type");
+        assert_eq!(value(&l, &v6), Some(Scalar::Str("INTERNAL".into())));
+        let nb =
+            format!("{at}/tlvs/extended-is-reachability/neighbors/neighbor[system-id=640000000001]/state/system-id");
+        assert_eq!(value(&l, &nb), Some(Scalar::Str("640000000001".into())));
     }
 
     #[test]

@@ -54,7 +54,7 @@ fn a_router_becomes_zebra_and_isisd_configurations_and_kernel_routes() {
         "interface gd1x0\n ip router isis gl\n ipv6 router isis gl\n isis circuit-type level-1-2\n isis network point-to-point\n isis metric 10\n",
         " isis hello-interval level-1 1\n isis hello-multiplier level-1 3\n isis priority 0 level-1\n",
         " isis hello-interval level-2 10\n",
-        " net 49.0001.6400.0000.0001.00\n is-type level-1-2\n metric-style wide\n lsp-gen-interval 1\n",
+        " is-type level-1-2\n net 49.0001.6400.0000.0001.00\n metric-style wide\n lsp-gen-interval 1\n",
         " redistribute ipv4 kernel level-1 route-map GL-ISIS-ipv4\n redistribute ipv4 kernel level-2 route-map GL-ISIS-ipv4\n",
         "ip prefix-list GL-ISIS-PL-0 permit 10.1.0.0/23 ge 24 le 24\n",
         "route-map GL-ISIS-ipv4 permit 10\n match ip address prefix-list GL-ISIS-PL-0\n set metric 20\n",

@@ -294,6 +294,14 @@ fn typed(v: &Scalar) -> proto::Value {
         Scalar::Str(s) => proto::Value::StringVal(s.clone()),
         Scalar::Bool(b) => proto::Value::BoolVal(*b),
         Scalar::Json(v) => proto::Value::JsonIetfVal(v.to_string().into_bytes()),
+        Scalar::Strs(v) => proto::Value::LeaflistVal(proto::ScalarArray {
+            element: v
+                .iter()
+                .map(|s| proto::TypedValue {
+                    value: Some(proto::Value::StringVal(s.clone())),
+                })
+                .collect(),
+        }),
     }
 }
 

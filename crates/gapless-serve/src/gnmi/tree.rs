@@ -40,7 +40,11 @@ pub fn leaves(s: &Shared, roots: Option<&BTreeSet<String>>) -> Vec<Leaf> {
                 leaves.extend(state::bgp_prefixes(&states(s, "bgp_prefixes")));
                 leaves
             }
-            "isis-routers" => state::isis_routers(&list(s, "isis", "isis_metrics")),
+            "isis-routers" => {
+                let mut leaves = state::isis_routers(&list(s, "isis", "isis_metrics"));
+                leaves.extend(state::isis_lsps(&states(s, "isis_lsps")));
+                leaves
+            }
             "ospfv2-routers" => state::ospfv2_routers(&list(s, "ospfv2", "ospfv2_metrics")),
             "ospfv3-routers" => state::ospfv3_routers(&list(s, "ospfv3", "ospfv3_metrics")),
             "lldps" => state::lldps(&list(s, "lldp", "lldp_metrics"), &states(s, "lldp_neighbors")),
