@@ -13,6 +13,7 @@ from typing import Any, Iterator
 import pytest
 
 from conftest import Server, tcpdump
+from test_gnmi import client as gnmi_client
 from test_otg import api, run_to_stop, transport  # noqa: F401 (transport: a fixture)
 from test_otg_ixia import device_pair, two_veths, withdrawal
 
@@ -86,6 +87,15 @@ def test_ospfv2_p2p_reaches_full_lists_the_peers_summary_and_external_lsas_and_c
     assert all(r.header.advertising_router_id != "1.1.1.1" for r in s.router_lsas), "expected only LSAs learned from o2"
     p2p = [ln for r in s.router_lsas for ln in r.links if ln.type == "point_to_point"]
     assert [(ln.id, ln.data) for ln in p2p] == [("1.1.1.1", "1.1.1.2")], p2p
+    if transport == "grpc":
+        # The same database over gNMI, as the OTG models key it: pygnmi's Get in PROTO.
+        with gnmi_client(server) as gc:
+            got = gc.get(path=["ospfv2-routers/ospfv2-router[name=o1]/state/link-state-database"], encoding="proto")
+        ups = {u["path"].split("lsa-states/")[1]: u["val"] for n in got["notification"] for u in n.get("update", [])}
+        key = f"external-as-lsa[link-state-id={ext.header.lsa_id}]/state"
+        assert (ups[f"{key}/metric"], ups[f"{key}/metric-type"], ups[f"{key}/advertising-router"]) == (33, 1, "1.1.1.2"), ups
+        links = {k: v for k, v in ups.items() if k.startswith("router-lsa") and "/link[id=1.1.1.1]/" in k}
+        assert sorted(v for k, v in links.items() if k.endswith("/type") or k.endswith("/data")) == ["1.1.1.2", "POINT_TO_POINT"], links
     m = ospf_metrics(a)["o1"]
     assert m.hellos_sent > 0 and m.hellos_received > 0 and m.dbd_sent > 0 and m.ls_update_received > 0, m
     # The LSA counters, counted on the wire: o2's router, two summaries and an external

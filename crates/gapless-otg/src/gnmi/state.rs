@@ -72,6 +72,28 @@ impl Entry<'_> {
         }
     }
 
+    /// Whether the model has a node at `rel` below the entry.
+    fn has(&self, rel: &str) -> bool {
+        let mut names: Vec<&str> = self.base.0.iter().map(|e| e.name.as_str()).collect();
+        names.extend(rel.split('/'));
+        Schema::get().node(&names).is_some()
+    }
+
+    /// The leaf at `rel` when the model has one there for this entry (a field some types of
+    /// LSA have and others do not) and `v` is a value.
+    fn maybe(&mut self, rel: &str, v: &Value) {
+        if !v.is_null() && self.has(rel) {
+            self.leaf(rel, v);
+        }
+    }
+
+    /// The leaf-list at `rel` when the model has one there.
+    fn leaf_list_if(&mut self, rel: &str, v: Vec<String>) {
+        if self.has(rel) {
+            self.leaf_list(rel, v);
+        }
+    }
+
     /// The entry below, at `rel` (`tlvs/hostnames`) and the list element `list[key=value]`.
     fn below(&mut self, rel: &str, list: &str, key: &str, value: &str) -> Entry<'_> {
         let mut base = self.base.clone();
@@ -549,6 +571,106 @@ fn lsp(e: &mut Entry, l: &Value, pdu: &str) {
     }
 }
 
+/// `ospfv2-routers` (or, `v3`, `ospfv3-routers`) `/…-router[name]/state/link-state-database/
+/// lsa-states/<type>-lsa[link-state-id]`: each LSA a router learned (the `ospfv2_lsas` or
+/// `ospfv3_lsas` states), its header and body. An OSPFv2 router LSA's links are keyed by id;
+/// an OSPFv3 one's are a keyless list, sent as JSON at the LSA ([`super::keyless`]).
+pub fn ospf_lsas(states: &[Value], v3: bool) -> Vec<Leaf> {
+    let (root, list) = if v3 {
+        ("ospfv3-routers", "ospfv3-router")
+    } else {
+        ("ospfv2-routers", "ospfv2-router")
+    };
+    let mut out = Vec::new();
+    for r in states {
+        let Some(name) = r["router_name"].as_str() else {
+            continue;
+        };
+        for (kind, lsas) in r
+            .as_object()
+            .into_iter()
+            .flatten()
+            .filter(|(k, _)| k.ends_with("_lsas"))
+        {
+            let node = kind.trim_end_matches('s').replace('_', "-");
+            for l in lsas.as_array().into_iter().flatten() {
+                let Some(id) = l["header"]["lsa_id"].as_str() else {
+                    continue;
+                };
+                let base = Path(vec![
+                    Elem::new(root),
+                    Elem::new(list).key("name", name),
+                    Elem::new("state"),
+                    Elem::new("link-state-database"),
+                    Elem::new("lsa-states"),
+                    Elem::new(&node).key("link-state-id", id),
+                ]);
+                lsa(&mut Entry { base, out: &mut out }, l);
+            }
+        }
+    }
+    out
+}
+
+/// One LSA's leaves: its header's, then each body field the model has for its type.
+fn lsa(e: &mut Entry, l: &Value) {
+    let h = &l["header"];
+    e.leaf("state/link-state-id", &h["lsa_id"]);
+    e.leaf("state/advertising-router", &h["advertising_router_id"]);
+    for (k, v) in [
+        ("sequence-number", &h["sequence_number"]),
+        ("age", &h["age"]),
+        ("option-bits", &h["option_bits"]),
+    ] {
+        e.maybe(&format!("state/{k}"), v);
+    }
+    const BODY: [(&str, &str); 10] = [
+        ("network_mask", "network-mask"),
+        ("metric", "metric"),
+        ("metric_type", "metric-type"),
+        ("address_prefix", "address-prefix"),
+        ("prefix_length", "prefix-length"),
+        ("referenced_ls_type", "referenced-ls-type"),
+        ("link_local_address", "link-local-address"),
+        ("destination_router_id", "destination_router"),
+        ("neighbor_router_id", "neighbor-router"),
+        ("forwarding_address", "forwarding-address"),
+    ];
+    for (otg, yang) in BODY {
+        e.maybe(&format!("state/{yang}"), &l[otg]);
+    }
+    let attached = l["neighbor_router_ids"]
+        .as_array()
+        .or(l["attached_router_ids"].as_array());
+    let ids: Vec<String> = attached
+        .into_iter()
+        .flatten()
+        .filter_map(|x| x.as_str().map(String::from))
+        .collect();
+    e.leaf_list_if("state/attached-router", ids);
+    let links = l["links"].as_array().into_iter().flatten();
+    let keyed = e.has("state/link/id");
+    let mut keyless = Vec::new();
+    for k in links {
+        let ty = k["type"].as_str().unwrap_or_default().to_ascii_uppercase();
+        match (keyed, k["id"].as_str()) {
+            (true, Some(id)) => {
+                let mut le = e.below("state", "link", "id", id);
+                le.leaf("state/type", &Value::from(ty));
+                for f in ["id", "data", "metric"] {
+                    le.leaf(&format!("state/{f}"), &k[f]);
+                }
+            }
+            _ => keyless.push(serde_json::json!({ "type": ty, "metric": k["metric"] })),
+        }
+    }
+    if !keyless.is_empty() {
+        let path = e.base.clone();
+        let value = Scalar::Json(serde_json::json!({ "state": { "link": keyless } }));
+        e.out.push(Leaf { path, value });
+    }
+}
+
 /// A prefix's AS path, a keyless list, as the JSON of its entry ([`super::keyless`]):
 /// `{"state": {"as-path": [{"segment-type": "AS_SEQUENCE", "as_numbers": [...]}]}}`; none
 /// for an empty path.
@@ -901,6 +1023,55 @@ mod tests {
         let nb =
             format!("{at}/tlvs/extended-is-reachability/neighbors/neighbor[system-id=640000000001]/state/system-id");
         assert_eq!(value(&l, &nb), Some(Scalar::Str("640000000001".into())));
+    }
+
+    fn ospf_data(rel: &str) -> Value {
+        let p = format!("{}/src/ospf/testdata/{rel}.json", env!("CARGO_MANIFEST_DIR"));
+        serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn learned_lsas_are_keyed_by_type_and_id_with_their_links() {
+        use crate::ospf::frr_json::{lsas, lsas_v3, KINDS_V3};
+        let db = ["router", "network", "summary", "asbr-summary", "external"].map(ospf_data);
+        let v2 = lsas("o1", "1.1.1.1", [&db[0], &db[1], &db[2], &db[3], &db[4]]);
+        let l = ospf_lsas(&[v2.clone()], false);
+        in_schema(&l);
+        let r = &v2["router_lsas"][0];
+        let id = r["header"]["lsa_id"].as_str().unwrap();
+        let at = format!(
+            "ospfv2-routers/ospfv2-router[name=o1]/state/link-state-database/lsa-states/router-lsa[link-state-id={id}]"
+        );
+        assert_eq!(
+            value(&l, &format!("{at}/state/advertising-router")),
+            Some(Scalar::Str("1.1.1.2".into()))
+        );
+        let link = &r["links"][0];
+        let lp = format!("{at}/state/link[id={}]/state/type", link["id"].as_str().unwrap());
+        let want = link["type"].as_str().unwrap().to_ascii_uppercase();
+        assert_eq!(value(&l, &lp), Some(Scalar::Str(want)));
+        let d6 = KINDS_V3.map(|k| ospf_data(&format!("v3/{k}")));
+        let v3 = lsas_v3(
+            "o6",
+            "1.1.1.1",
+            [&d6[0], &d6[1], &d6[2], &d6[3], &d6[4], &d6[5], &d6[6]],
+        );
+        let l = ospf_lsas(&[v3.clone()], true);
+        in_schema(&l);
+        let id = v3["router_lsas"][0]["header"]["lsa_id"].as_str().unwrap();
+        let at = format!(
+            "ospfv3-routers/ospfv3-router[name=o6]/state/link-state-database/lsa-states/router-lsa[link-state-id={id}]"
+        );
+        assert_eq!(
+            value(&l, &at),
+            Some(Scalar::Json(
+                json!({ "state": { "link": [{ "type": "POINT_TO_POINT", "metric": 10 }] } })
+            )),
+            "an OSPFv3 router LSA's links, a keyless list, as JSON at the LSA"
+        );
+        let iap = v3["inter_area_prefix_lsas"][0]["header"]["lsa_id"].as_str().unwrap();
+        let p = format!("ospfv3-routers/ospfv3-router[name=o6]/state/link-state-database/lsa-states/inter-area-prefix-lsa[link-state-id={iap}]/state/address-prefix");
+        assert_eq!(value(&l, &p), Some(Scalar::Str("2001:db8:2::".into())));
     }
 
     #[test]

@@ -45,8 +45,16 @@ pub fn leaves(s: &Shared, roots: Option<&BTreeSet<String>>) -> Vec<Leaf> {
                 leaves.extend(state::isis_lsps(&states(s, "isis_lsps")));
                 leaves
             }
-            "ospfv2-routers" => state::ospfv2_routers(&list(s, "ospfv2", "ospfv2_metrics")),
-            "ospfv3-routers" => state::ospfv3_routers(&list(s, "ospfv3", "ospfv3_metrics")),
+            "ospfv2-routers" => {
+                let mut leaves = state::ospfv2_routers(&list(s, "ospfv2", "ospfv2_metrics"));
+                leaves.extend(state::ospf_lsas(&states(s, "ospfv2_lsas"), false));
+                leaves
+            }
+            "ospfv3-routers" => {
+                let mut leaves = state::ospfv3_routers(&list(s, "ospfv3", "ospfv3_metrics"));
+                leaves.extend(state::ospf_lsas(&states(s, "ospfv3_lsas"), true));
+                leaves
+            }
             "lldps" => state::lldps(&list(s, "lldp", "lldp_metrics"), &states(s, "lldp_neighbors")),
             _ => state::neighbors(&states(s, "ipv4_neighbors"), &states(s, "ipv6_neighbors")),
         });
