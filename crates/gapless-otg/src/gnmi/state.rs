@@ -1035,7 +1035,7 @@ mod tests {
         use crate::ospf::frr_json::{lsas, lsas_v3, KINDS_V3};
         let db = ["router", "network", "summary", "asbr-summary", "external"].map(ospf_data);
         let v2 = lsas("o1", "1.1.1.1", [&db[0], &db[1], &db[2], &db[3], &db[4]]);
-        let l = ospf_lsas(&[v2.clone()], false);
+        let l = ospf_lsas(std::slice::from_ref(&v2), false);
         in_schema(&l);
         let r = &v2["router_lsas"][0];
         let id = r["header"]["lsa_id"].as_str().unwrap();
@@ -1056,7 +1056,7 @@ mod tests {
             "1.1.1.1",
             [&d6[0], &d6[1], &d6[2], &d6[3], &d6[4], &d6[5], &d6[6]],
         );
-        let l = ospf_lsas(&[v3.clone()], true);
+        let l = ospf_lsas(std::slice::from_ref(&v3), true);
         in_schema(&l);
         let id = v3["router_lsas"][0]["header"]["lsa_id"].as_str().unwrap();
         let at = format!(
