@@ -205,6 +205,21 @@ def test_tagged_metrics_count_each_dscp_as_it_arrives(server: Server, transport:
     assert len(a.get_metrics(req).flow_metrics[0].tagged_metrics) == 0
 
 
+def test_tags_on_sent_fields_count_each_value_sent_and_received(server: Server, testbed: Testbed) -> None:
+    a = api(server, "grpc")
+    cfg, _, _ = config(a, testbed)
+    f = flow(cfg, "sent-tags", 300, pps=3000)
+    eth, ip, udp = f.packet.ethernet().ipv4().udp()
+    eth.src.value, eth.dst.value = MAC_TX, MAC_RX
+    ip.src.value, ip.dst.value = "198.18.0.1", "198.18.0.2"
+    ip.priority.dscp.phb.values = [10, 46, 0]
+    ip.priority.dscp.phb.metric_tags.add(name="dscp")
+    udp.src_port.value, udp.dst_port.value = 5000, 4323
+    m = run_to_stop(a, cfg)[0]
+    got = {t.tags[0].value.hex: (t.frames_tx, t.frames_rx) for t in m.tagged_metrics}
+    assert got == {"0x0a": (100, 100), "0x2e": (100, 100), "0x00": (100, 100)}, f"expected 100 of each DSCP sent and received; got {got}"
+
+
 def test_metric_tags_that_cannot_be_placed_are_refused_with_their_path(server: Server, testbed: Testbed) -> None:
     a = api(server, "https")
     cfg = tagged_flow(a, testbed, 10)

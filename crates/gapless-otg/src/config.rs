@@ -157,6 +157,9 @@ pub struct FlowMetrics {
     pub link_bps: Option<f64>,
     /// `options.flow_options.packet_loss_duration`: the flow metric of that name.
     pub loss_duration: bool,
+    /// Each metric tag's values over the flow's cycle, for its transmitted counts
+    /// ([`crate::tags::tx_cycles`]).
+    pub tx_tags: Vec<crate::tags::TxCycle>,
 }
 
 fn flow_metrics(f: &Value, cfg: &Value, rx_port: &str) -> FlowMetrics {
@@ -169,6 +172,7 @@ fn flow_metrics(f: &Value, cfg: &Value, rx_port: &str) -> FlowMetrics {
         loss_duration: cfg["options"]["flow_options"]["packet_loss_duration"]
             .as_bool()
             .unwrap_or(false),
+        tx_tags: crate::tags::tx_cycles(f),
     }
 }
 

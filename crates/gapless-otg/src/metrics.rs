@@ -7,7 +7,7 @@ use serde_json::{json, Value};
 
 use crate::config::{FlowMetrics, Plan};
 use crate::error::OtgError;
-use crate::tagged::{tagged_metrics, TagFilter};
+use crate::tagged::{tagged_metrics, TagFilter, Totals};
 
 /// A flow's name, its TX and RX ports, and its figures.
 pub type FlowFigures = (String, String, String, Flow);
@@ -191,7 +191,14 @@ pub fn flow_json(name: &str, tx: &str, rx: &str, f: &Flow, m: &FlowMetrics, tf: 
         v["timestamps"] = t.clone();
     }
     if let Some(t) = f.tags.as_ref().filter(|_| tf.include) {
-        v["tagged_metrics"] = json!(tagged_metrics(t, f.received(), f.rx_rate, tf));
+        let totals = Totals {
+            frames_rx: f.received(),
+            rx_rate: f.rx_rate,
+            frames_tx: f.frames_tx,
+            tx_rate: f.tx_rate,
+            sent: crate::tags::tx_counts(&m.tx_tags, f.frames_tx),
+        };
+        v["tagged_metrics"] = json!(tagged_metrics(t, &totals, tf));
     }
     if m.loss_duration {
         v["packet_loss_duration"] = json!({ "value": loss_duration_ms(f) });

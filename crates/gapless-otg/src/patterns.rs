@@ -32,7 +32,7 @@ pub struct Pattern {
 }
 
 impl Kind {
-    fn parse(self, v: &Value, path: &str) -> Result<u128, Invalid> {
+    pub(crate) fn parse(self, v: &Value, path: &str) -> Result<u128, Invalid> {
         let bad = || Invalid(format!("{path}: {v} is not {}", self.what()));
         match self {
             Kind::Int(bits) => {

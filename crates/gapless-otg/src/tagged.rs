@@ -7,6 +7,9 @@
 //! frames). A tag on the received frame has no transmitted count, so `frames_tx` and `bytes_tx`
 //! are left out rather than written as 0.
 
+use std::collections::HashMap;
+
+use gapless_core::meter::tags::TagField;
 use serde_json::{json, Value};
 
 use crate::error::OtgError;
@@ -103,15 +106,26 @@ impl TagFilter {
     }
 }
 
-/// The `tagged_metrics` of a flow whose meter counted `tags` (its `TagsRx` JSON), received at
-/// `rx_rate` frames/s over `frames_rx` frames; `filter` as the request asks.
-pub fn tagged_metrics(tags: &Value, frames_rx: u64, rx_rate: f64, filter: &TagFilter) -> Vec<Value> {
+/// A flow's counts that its tagged metrics are shares of.
+#[derive(Debug, Clone, Default)]
+pub struct Totals {
+    pub frames_rx: u64,
+    pub rx_rate: f64,
+    pub frames_tx: u64,
+    pub tx_rate: f64,
+    /// The frames sent with each value of the tags, when they are known (tags on the sent
+    /// fields, [`crate::tags::tx_counts`]).
+    pub sent: Option<HashMap<Vec<u64>, u64>>,
+}
+
+/// The `tagged_metrics` of a flow whose meter counted `tags` (its `TagsRx` JSON), filtered as
+/// `filter` asks: a value received, or sent (with its `frames_rx` 0 when none of it came).
+pub fn tagged_metrics(tags: &Value, t: &Totals, filter: &TagFilter) -> Vec<Value> {
     if !filter.include {
         return Vec::new();
     }
-    let fields: Vec<gapless_core::meter::tags::TagField> =
-        serde_json::from_value(tags["tags"].clone()).unwrap_or_default();
-    let mut out = Vec::new();
+    let fields: Vec<TagField> = serde_json::from_value(tags["tags"].clone()).unwrap_or_default();
+    let mut keys: Vec<(Vec<u64>, &Value)> = Vec::new();
     for v in tags["values"].as_array().into_iter().flatten() {
         let values: Vec<u64> = v["values"]
             .as_array()
@@ -119,61 +133,105 @@ pub fn tagged_metrics(tags: &Value, frames_rx: u64, rx_rate: f64, filter: &TagFi
             .flatten()
             .filter_map(Value::as_u64)
             .collect();
-        let keep = filter.values.iter().all(|(name, allowed)| {
+        keys.push((values, v));
+    }
+    let mut unseen: Vec<&Vec<u64>> = t
+        .sent
+        .iter()
+        .flat_map(|m| m.keys())
+        .filter(|k| !keys.iter().any(|(x, _)| x == *k))
+        .collect();
+    unseen.sort();
+    keys.extend(unseen.into_iter().map(|k| (k.clone(), &Value::Null)));
+    keys.into_iter()
+        .filter(|(values, _)| values.len() == fields.len() && filter.keeps(&fields, values))
+        .filter_map(|(values, v)| one(&fields, &values, v, t, filter))
+        .collect()
+}
+
+impl TagFilter {
+    /// Whether the request's `filters` keep a value of the tags.
+    fn keeps(&self, fields: &[TagField], values: &[u64]) -> bool {
+        self.values.iter().all(|(name, allowed)| {
             fields
                 .iter()
                 .position(|t| &t.name == name)
                 .is_some_and(|k| allowed.is_empty() || values.get(k).is_some_and(|x| allowed.contains(x)))
-        });
-        if !keep || values.len() != fields.len() {
-            continue;
-        }
-        if let Some(m) = one(&fields, &values, v, frames_rx, rx_rate, filter) {
-            out.push(m);
-        }
+        })
     }
-    out
 }
 
-/// One value's entry, or none when it is empty and empty ones are not asked for.
-fn one(
-    fields: &[gapless_core::meter::tags::TagField],
-    values: &[u64],
-    v: &Value,
-    frames_rx: u64,
-    rx_rate: f64,
-    filter: &TagFilter,
-) -> Option<Value> {
+/// One value's entry (`v`: what the meter counted of it, null when none came), or none when
+/// it is empty and empty ones are not asked for.
+fn one(fields: &[TagField], values: &[u64], v: &Value, t: &Totals, filter: &TagFilter) -> Option<Value> {
     let frames = v["frames"].as_u64().unwrap_or(0);
     let tags: Vec<Value> = fields
         .iter()
         .zip(values)
-        .map(|(t, x)| json!({ "name": t.name, "value": { "choice": "hex", "hex": t.hex(*x) } }))
+        .map(|(f, x)| json!({ "name": f.name, "value": { "choice": "hex", "hex": f.hex(*x) } }))
         .collect();
-    let share = if frames_rx > 0 {
-        frames as f64 / frames_rx as f64
-    } else {
-        0.0
-    };
-    let mut m = json!({ "tags": tags });
-    let mut any = false;
-    for (k, x) in [
+    let share = |n: u64, of: u64| if of > 0 { n as f64 / of as f64 } else { 0.0 };
+    let mut counters = vec![
         ("frames_rx", json!(frames)),
         ("bytes_rx", json!(v["bytes"].as_u64().unwrap_or(0) + 4 * frames)),
-        ("frames_rx_rate", json!(rx_rate * share)),
-    ] {
-        if filter.wants(k) {
-            any |= x.as_f64().is_some_and(|n| n > 0.0);
-            m[k] = x;
-        }
+        ("frames_rx_rate", json!(t.rx_rate * share(frames, t.frames_rx))),
+    ];
+    if let Some(sent) = &t.sent {
+        let n = sent.get(values).copied().unwrap_or(0);
+        counters.push(("frames_tx", json!(n)));
+        counters.push(("frames_tx_rate", json!(t.tx_rate * share(n, t.frames_tx))));
     }
-    m["timestamps"] = json!({ "first_timestamp_ns": v["first_rx_ns"], "last_timestamp_ns": v["last_rx_ns"] });
+    let mut m = json!({ "tags": tags });
+    let mut any = false;
+    for (k, x) in counters.into_iter().filter(|(k, _)| filter.wants(k)) {
+        any |= x.as_f64().is_some_and(|n| n > 0.0);
+        m[k] = x;
+    }
+    if v.is_object() {
+        m["timestamps"] = json!({ "first_timestamp_ns": v["first_rx_ns"], "last_timestamp_ns": v["last_rx_ns"] });
+    }
     (any || filter.include_empty).then_some(m)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn rx(frames_rx: u64, rx_rate: f64) -> Totals {
+        Totals {
+            frames_rx,
+            rx_rate,
+            ..Totals::default()
+        }
+    }
+
+    #[test]
+    fn sent_values_are_counted_and_one_never_received_shows_its_loss() {
+        let sent = HashMap::from([(vec![10, 0], 40), (vec![46, 0], 70), (vec![18, 0], 10)]);
+        let t = Totals {
+            frames_rx: 100,
+            rx_rate: 1000.0,
+            frames_tx: 120,
+            tx_rate: 1200.0,
+            sent: Some(sent),
+        };
+        let got = tagged_metrics(&counted(), &t, &TagFilter::default());
+        let by: Vec<(String, u64, u64)> = got
+            .iter()
+            .map(|m| {
+                (
+                    m["tags"][0]["value"]["hex"].as_str().unwrap().to_string(),
+                    m["frames_tx"].as_u64().unwrap(),
+                    m["frames_rx"].as_u64().unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            by,
+            vec![("0x0a".into(), 40, 30), ("0x2e".into(), 70, 70), ("0x12".into(), 10, 0)]
+        );
+        assert_eq!(got[1]["frames_tx_rate"].as_f64(), Some(700.0));
+    }
 
     fn counted() -> Value {
         json!({ "tags": [{ "name": "dscp", "bit": 120, "bits": 6 }, { "name": "ecn", "bit": 126, "bits": 2 }],
@@ -185,7 +243,7 @@ mod tests {
 
     #[test]
     fn each_value_is_an_entry_with_hex_tags() {
-        let got = tagged_metrics(&counted(), 100, 1000.0, &TagFilter::default());
+        let got = tagged_metrics(&counted(), &rx(100, 1000.0), &TagFilter::default());
         assert_eq!(got.len(), 2);
         assert_eq!(
             got[1]["tags"],
@@ -208,22 +266,22 @@ mod tests {
     fn the_request_filters_and_names() {
         let req = json!({ "metric_names": ["frames_rx"], "filters": [{ "name": "dscp", "values": ["0x0A"] }] });
         let f = TagFilter::read(&req).unwrap();
-        let got = tagged_metrics(&counted(), 100, 1000.0, &f);
+        let got = tagged_metrics(&counted(), &rx(100, 1000.0), &f);
         assert_eq!(got.len(), 1, "{got:?}");
         assert_eq!(got[0]["frames_rx"], 30);
         assert!(got[0].get("bytes_rx").is_none(), "only the named counter: {}", got[0]);
         let off = TagFilter::read(&json!({ "include": false })).unwrap();
-        assert!(tagged_metrics(&counted(), 100, 1.0, &off).is_empty());
+        assert!(tagged_metrics(&counted(), &rx(100, 1.0), &off).is_empty());
         let tx_only = TagFilter::read(&json!({ "metric_names": ["frames_tx"] })).unwrap();
         assert!(
-            tagged_metrics(&counted(), 100, 1.0, &tx_only).is_empty(),
+            tagged_metrics(&counted(), &rx(100, 1.0), &tx_only).is_empty(),
             "empty ones are left out"
         );
         let with_empty = TagFilter {
             include_empty: true,
             ..tx_only
         };
-        assert_eq!(tagged_metrics(&counted(), 100, 1.0, &with_empty).len(), 2);
+        assert_eq!(tagged_metrics(&counted(), &rx(100, 1.0), &with_empty).len(), 2);
         let bad = TagFilter::read(&json!({ "filters": [{ "name": "dscp", "values": ["zz"] }] })).unwrap_err();
         assert!(bad.errors[0].contains("filters[0].values[0]"), "{bad:?}");
     }

@@ -11,6 +11,7 @@
 use serde_json::{json, Value};
 
 use crate::error::Invalid;
+use crate::patterns::Kind;
 
 /// One field a tag may sit in: its path under the header, first bit and width.
 type FieldAt = (&'static str, u32, u32);
@@ -114,9 +115,75 @@ fn at<'a>(v: &'a Value, dotted: &str) -> &'a Value {
     dotted.split('.').fold(v, |v, k| &v[k])
 }
 
+/// A tag's value in each frame of a cycle the flow repeats: what its transmitted counts are
+/// worked out from. None for a tag on the received frame, or on a field whose values are not
+/// known ahead (`auto`, `random`, a cycle over [`MAX_CYCLE`]).
+pub type TxCycle = Option<Vec<u64>>;
+
+/// The longest cycle of a tagged field's values worked through for its transmitted counts.
+pub const MAX_CYCLE: u64 = 65_536;
+
+/// The field's values, frame by frame over one cycle, as its pattern `p` gives them.
+fn field_cycle(p: &Value, kind: Kind, width: u32) -> Option<Vec<u128>> {
+    let at = |v: &Value| kind.parse(v, "").ok();
+    let wrap = |x: u128| if width >= 128 { x } else { x & ((1u128 << width) - 1) };
+    let choice = p["choice"]
+        .as_str()
+        .unwrap_or(if p.get("value").is_some() { "value" } else { "auto" });
+    match choice {
+        "value" => Some(vec![at(&p["value"])?]),
+        "values" => p["values"].as_array()?.iter().map(at).collect(),
+        "increment" | "decrement" => {
+            let s = &p[choice];
+            let (start, step) = (at(&s["start"])?, at(&s["step"]).unwrap_or(1));
+            let count = crate::patterns::num(&s["count"]).unwrap_or(1).max(1);
+            (count <= MAX_CYCLE).then(|| {
+                (0..count as u128)
+                    .map(|k| {
+                        if choice == "increment" {
+                            start.wrapping_add(k * step)
+                        } else {
+                            start.wrapping_sub(k * step)
+                        }
+                    })
+                    .map(wrap)
+                    .collect()
+            })
+        }
+        _ => None,
+    }
+}
+
+/// The tag `made` (at frame bit `field_bit`, in a field `width` bits wide with pattern `p`)
+/// as its value in each frame of the field's cycle.
+fn tx_cycle(p: &Value, kind: Kind, width: u32, made: &Value, field_bit: u32) -> TxCycle {
+    let first = made["bit"].as_u64()? as u32 - field_bit;
+    let bits = made["bits"].as_u64()? as u32;
+    let shift = width - first - bits;
+    let mask = if bits >= 64 { u64::MAX } else { (1u64 << bits) - 1 };
+    let values = field_cycle(p, kind, width)?;
+    Some(values.into_iter().map(|x| (x >> shift) as u64 & mask).collect())
+}
+
+/// The pattern kind of a field `width` bits wide at `field` of header `choice`.
+fn kind_of(choice: &str, field: &str, width: u32) -> Kind {
+    match (choice, field, width) {
+        (_, _, 48) => Kind::Mac,
+        ("ipv4", "src" | "dst", _) => Kind::Ipv4,
+        ("ipv6", "src" | "dst", _) => Kind::Ipv6,
+        _ => Kind::Int(width),
+    }
+}
+
 /// The tags on the fields of one header list (`packet` or `egress_packet`, at `path`), each
-/// as the stream's `tag` table (`name`, `bit`, `bits`).
-fn of_headers(list: &[Value], path: &str, out: &mut Vec<Value>) -> Result<(), Invalid> {
+/// as the stream's `tag` table (`name`, `bit`, `bits`); with `cycles`, each tag's
+/// [`TxCycle`] too.
+fn of_headers(
+    list: &[Value],
+    path: &str,
+    out: &mut Vec<Value>,
+    mut cycles: Option<&mut Vec<TxCycle>>,
+) -> Result<(), Invalid> {
     let mut start = 0u32;
     for (i, h) in list.iter().enumerate() {
         let choice = h["choice"].as_str().unwrap_or_default();
@@ -140,13 +207,19 @@ fn of_headers(list: &[Value], path: &str, out: &mut Vec<Value>) -> Result<(), In
         };
         for &(field, bit, width) in fields {
             let fp = format!("{hp}.{field}.metric_tags");
-            for (k, t) in at(&h[choice], field)["metric_tags"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .enumerate()
-            {
-                out.push(tag(t, &format!("{fp}[{k}]"), start + bit, width)?);
+            let pattern = at(&h[choice], field);
+            for (k, t) in pattern["metric_tags"].as_array().into_iter().flatten().enumerate() {
+                let made = tag(t, &format!("{fp}[{k}]"), start + bit, width)?;
+                if let Some(c) = cycles.as_deref_mut() {
+                    c.push(tx_cycle(
+                        pattern,
+                        kind_of(choice, field, width),
+                        width,
+                        &made,
+                        start + bit,
+                    ));
+                }
+                out.push(made);
             }
         }
         start += if choice == "gre" && gre_checksum(&h[choice]) {
@@ -202,15 +275,62 @@ pub fn of_flow(f: &Value, path: &str) -> Result<Vec<Value>, Invalid> {
         f["packet"].as_array().unwrap_or(&none),
         &format!("{path}.packet"),
         &mut out,
+        None,
     )?;
     let egress = f["egress_packet"].as_array().unwrap_or(&none);
-    of_headers(egress, &format!("{path}.egress_packet"), &mut out)?;
+    of_headers(egress, &format!("{path}.egress_packet"), &mut out, None)?;
     let fields: Vec<gapless_core::meter::tags::TagField> = out
         .iter()
         .filter_map(|t| serde_json::from_value(t.clone()).ok())
         .collect();
     gapless_core::meter::tags::check(&fields).map_err(|e| Invalid(format!("{path}: {e}")))?;
     Ok(out)
+}
+
+/// Each of a flow's tags' [`TxCycle`], in the order of [`of_flow`]: those of its `packet`
+/// from their fields' patterns, then none for each of its `egress_packet`. Empty for a flow
+/// without tags, or with tags that can't be placed (the config is refused then).
+pub fn tx_cycles(f: &Value) -> Vec<TxCycle> {
+    let (mut out, mut cycles) = (Vec::new(), Vec::new());
+    let none = Vec::new();
+    if of_headers(f["packet"].as_array().unwrap_or(&none), "", &mut out, Some(&mut cycles)).is_err() {
+        return Vec::new();
+    }
+    let mut egress = Vec::new();
+    if of_headers(f["egress_packet"].as_array().unwrap_or(&none), "", &mut egress, None).is_err() {
+        return Vec::new();
+    }
+    cycles.extend(egress.iter().map(|_| None));
+    cycles
+}
+
+/// The frames sent with each value of a flow's tags, over its first `sent` frames, when every
+/// tag has a [`TxCycle`]: the cycles run side by side, frame `i` taking each one's
+/// `i mod length`th value. None when a tag has no cycle, or their common period is over
+/// [`MAX_CYCLE`].
+pub fn tx_counts(cycles: &[TxCycle], sent: u64) -> Option<std::collections::HashMap<Vec<u64>, u64>> {
+    if cycles.is_empty() {
+        return None;
+    }
+    let lists: Vec<&Vec<u64>> = cycles.iter().map(Option::as_ref).collect::<Option<_>>()?;
+    let gcd = |mut a: u64, mut b: u64| {
+        while b > 0 {
+            (a, b) = (b, a % b);
+        }
+        a
+    };
+    let period = lists.iter().try_fold(1u64, |p, l| {
+        let n = l.len().max(1) as u64;
+        let lcm = p / gcd(p, n) * n;
+        (lcm <= MAX_CYCLE).then_some(lcm)
+    })?;
+    let (full, rest) = (sent / period, sent % period);
+    let mut out = std::collections::HashMap::new();
+    for i in 0..period.min(sent) {
+        let key: Vec<u64> = lists.iter().map(|l| l[(i % l.len() as u64) as usize]).collect();
+        *out.entry(key).or_insert(0) += full + u64::from(i < rest);
+    }
+    Some(out)
 }
 
 #[cfg(test)]
@@ -262,6 +382,28 @@ mod tests {
         assert_eq!(
             bits(&f),
             vec![("tc".into(), 116, 8), ("syn".into(), 112 + 320 + 110, 1)]
+        );
+    }
+
+    #[test]
+    fn sent_counts_follow_the_fields_cycles() {
+        let f = json!({"packet": [{"choice": "ethernet"}, {"choice": "ipv4", "ipv4": {
+            "priority": {"dscp": {"phb": {"choice": "values", "values": [10, 46, 0],
+                "metric_tags": [{"name": "dscp"}]}}},
+            "src": {"choice": "increment", "increment": {"start": "10.0.0.1", "step": "0.0.0.1", "count": 2},
+                "metric_tags": [{"name": "lo", "offset": 31, "length": 1}]}}}],
+            "egress_packet": []});
+        let c = tx_cycles(&f);
+        assert_eq!(c, vec![Some(vec![10, 46, 0]), Some(vec![1, 0])]);
+        // 3 and 2 side by side: a period of 6, each pair once; 13 frames are two periods and one.
+        let n = tx_counts(&c, 13).unwrap();
+        assert_eq!((n[&vec![10, 1]], n[&vec![46, 0]], n.values().sum::<u64>()), (3, 2, 13));
+        let egress =
+            json!({"egress_packet": [{"choice": "ethernet", "ethernet": {"dst": {"metric_tags": [{"name": "d"}]}}}]});
+        assert_eq!(tx_cycles(&egress), vec![None]);
+        assert!(
+            tx_counts(&tx_cycles(&egress), 10).is_none(),
+            "a received tag has no sent count"
         );
     }
 

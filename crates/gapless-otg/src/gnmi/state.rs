@@ -220,6 +220,9 @@ fn tagged_metric(flow: &Path, t: &Value, out: &mut Vec<Leaf>) {
     e.leaf("state/name-value-pairs", &Value::String(key.clone()));
     e.leaf("state/counters/in-pkts", &t["frames_rx"]);
     e.leaf("state/counters/in-octets", &t["bytes_rx"]);
+    if !t["frames_tx"].is_null() {
+        e.leaf("state/counters/out-pkts", &t["frames_tx"]);
+    }
     let tags: Vec<Value> = t["tags"]
         .as_array()
         .into_iter()
