@@ -7,6 +7,7 @@ once; each Go test is then checked by name, its log shown when it failed."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 from pathlib import Path
@@ -20,6 +21,8 @@ from test_otg_ixia import A, Z, two_veths
 REPO = Path(__file__).resolve().parents[2]
 MODULE = REPO / "tests" / "ondatra"
 BINARY = REPO / "target" / "ondatra" / "ondatra.test"
+# The server's table of the OTG models, checked against the schema ondatra was generated from.
+SCHEMA = REPO / "crates" / "gapless-otg" / "src" / "gnmi" / "schema.tsv"
 NS = "glon"
 GO_TESTS = [
     "TestPushConfigStartProtocolsAndWaitForARP",
@@ -28,6 +31,7 @@ GO_TESTS = [
     "TestAPortsLinkReadsDownAfterALinkDown",
     "TestTaggedMetricsCountEachDscpAsItArrives",
     "TestAppendConfigAndSetControlActionAreRefusedWithTheirReason",
+    "TestTheServersSchemaIsOndatras",
 ]
 
 
@@ -50,7 +54,8 @@ def go_run(server: Server, tmp_path_factory: pytest.TempPathFactory) -> Iterator
     (tmp / "binding.json").write_text(json.dumps(bind))
     with two_veths(NS):
         p = subprocess.run([str(binary), "-testbed", str(MODULE / "testbed.textproto"), "-binding", str(tmp / "binding.json"),
-                            "-test.v", "-test.timeout", "8m"], cwd=tmp, capture_output=True, text=True, timeout=600)
+                            "-test.v", "-test.timeout", "8m"], cwd=tmp, capture_output=True, text=True, timeout=600,
+                           env={**os.environ, "GAPLESS_SCHEMA_TSV": str(SCHEMA)})
     out = p.stdout + p.stderr
     verdicts = {m.group(2): m.group(1) for m in re.finditer(r"^\s*--- (PASS|FAIL|SKIP): (\w+)", out, re.M)}
     yield {"out": out, "rc": str(p.returncode), **verdicts}

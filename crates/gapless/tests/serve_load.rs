@@ -250,9 +250,18 @@ fn a_run_keeps_its_core_while_clients_poll_and_read_its_events() {
         lp["wall_ns"].as_u64().unwrap(),
     );
     let share = wait as f64 / wall as f64;
+    // Under 1 %, unless the host took the core away: then the run's own verdict must say the
+    // schedule was not held and name that wait (the VM's steal time, larger, beside it).
+    let steal = lp["steal_ns"].as_u64().unwrap_or(0);
+    let named = v["causes"].as_array().is_some_and(|c| {
+        c.iter().any(|x| {
+            x.as_str()
+                .is_some_and(|t| t.contains("while the send loop waited to run"))
+        })
+    });
     assert!(
-        share < 0.01,
-        "expected the send loop to wait for its core under 1 % of the run with the load on other cores; got {:.3} % ({wait} ns of {wall} ns); verdict: {v}",
+        share < 0.01 || (v["schedule"] == "NOT held" && named && steal > wait),
+        "expected the send loop to wait for its core under 1 % of the run with the load on other cores, or the verdict to say why (not held, the wait named, the host's steal time larger); got {:.3} % ({wait} ns of {wall} ns, {steal} ns stolen); verdict: {v}",
         share * 100.0
     );
     assert_eq!(
