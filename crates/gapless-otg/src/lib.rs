@@ -39,6 +39,7 @@ mod frr_fuzz;
 pub mod frr_gate;
 pub mod gnmi;
 pub mod isis;
+pub mod lacp;
 pub mod lldp;
 pub mod metrics;
 pub mod ospf;

@@ -1,0 +1,154 @@
+use super::*;
+
+const MS: u64 = 1_000_000;
+
+fn cfg(sys: u8, key: u16, port: u16, active: bool) -> Config {
+    Config {
+        actor: Info {
+            system_priority: 1,
+            system: [2, 0, 0, 0, 0, sys],
+            key,
+            port_priority: 255,
+            port,
+            state: 0,
+        },
+        active,
+        short_timeout: true,
+    }
+}
+
+/// `a` and `b` on one link for `ms` milliseconds, ticked every 100 ms, each LACPDU delivered
+/// to the other (its frame encoded and decoded). `cut_b`: b's LACPDUs are lost.
+fn run(a: &mut Member, b: &mut Member, from: u64, ms: u64, cut_b: bool) -> u64 {
+    let mut t = from;
+    while t < from + ms * MS {
+        if let Some(p) = a.on_tick(t) {
+            b.on_frame(t, &p.encode([2, 0, 0, 0, 0, 0xa]));
+        }
+        if let Some(p) = b.on_tick(t) {
+            if !cut_b {
+                a.on_frame(t, &p.encode([2, 0, 0, 0, 0, 0xb]));
+            }
+        }
+        t += 100 * MS;
+    }
+    t
+}
+
+fn pair(a_active: bool, b_active: bool) -> (Member, Member) {
+    (
+        Member::new(cfg(1, 10, 1, a_active), 0),
+        Member::new(cfg(2, 20, 7, b_active), 0),
+    )
+}
+
+#[test]
+fn two_active_members_come_to_collect_and_distribute() {
+    let (mut a, mut b) = pair(true, true);
+    run(&mut a, &mut b, 0, 4000, false);
+    assert!(
+        a.distributing() && b.distributing(),
+        "expected both distributing after 4 s; got {:?} {:?}",
+        a.mux(),
+        b.mux()
+    );
+    let all = state::ACTIVITY
+        | state::TIMEOUT
+        | state::AGGREGATION
+        | state::SYNCHRONIZATION
+        | state::COLLECTING
+        | state::DISTRIBUTING;
+    assert_eq!(a.actor_state(), all, "actor state {:#x}", a.actor_state());
+    let p = a.partner().unwrap();
+    assert_eq!(
+        (p.system[5], p.key, p.port, p.state),
+        (2, 20, 7, all),
+        "a's partner is b as b says it is"
+    );
+    assert!(
+        a.counters.lacpdus_tx >= 4 && a.counters.lacpdus_rx >= 4,
+        "{:?}",
+        a.counters
+    );
+}
+
+#[test]
+fn passive_answers_active_and_two_passives_stay_silent() {
+    let (mut a, mut b) = pair(false, true);
+    run(&mut a, &mut b, 0, 4000, false);
+    assert!(
+        a.distributing() && b.distributing(),
+        "passive against active: {:?} {:?}",
+        a.mux(),
+        b.mux()
+    );
+    let (mut c, mut d) = pair(false, false);
+    run(&mut c, &mut d, 0, 4000, false);
+    assert_eq!(
+        (c.counters.lacpdus_tx, d.counters.lacpdus_tx),
+        (0, 0),
+        "two passive members send nothing"
+    );
+    assert!(!c.distributing());
+}
+
+#[test]
+fn a_silent_partner_expires_then_defaults() {
+    let (mut a, mut b) = pair(true, true);
+    let t = run(&mut a, &mut b, 0, 4000, false);
+    // b's LACPDUs stop: after the short timeout (3 s) a is expired and no longer distributing.
+    let t = run(&mut a, &mut b, t, 3100, true);
+    assert_eq!(a.rx_state(), Rx::Expired);
+    assert!(!a.distributing(), "an expired partner is not distributed to");
+    assert!(a.actor_state() & state::EXPIRED != 0);
+    run(&mut a, &mut b, t, 3100, true);
+    assert_eq!((a.rx_state(), a.partner()), (Rx::Defaulted, None));
+}
+
+#[test]
+fn admin_down_clears_sync_and_the_partner_stops_using_the_member() {
+    let (mut a, mut b) = pair(true, true);
+    let t = run(&mut a, &mut b, 0, 4000, false);
+    b.set_admin(false);
+    run(&mut a, &mut b, t, 300, false);
+    assert!(!b.distributing(), "b's own side stops");
+    assert_eq!(
+        b.actor_state() & state::SYNCHRONIZATION,
+        0,
+        "b still sends, Synchronization cleared"
+    );
+    assert!(
+        !a.distributing(),
+        "a stops once it reads b's next LACPDU: {:?}",
+        a.mux()
+    );
+    assert_eq!(a.rx_state(), Rx::Current, "a still hears b");
+}
+
+#[test]
+fn a_partner_key_change_detaches_until_the_wait_is_over() {
+    let (mut a, mut b) = pair(true, true);
+    let t = run(&mut a, &mut b, 0, 4000, false);
+    b.cfg.actor.key = 21;
+    let t = run(&mut a, &mut b, t, 300, false);
+    assert!(
+        !a.distributing(),
+        "a new key is a new partner: selection starts again ({:?})",
+        a.mux()
+    );
+    run(&mut a, &mut b, t, 3000, false);
+    assert!(a.distributing() && a.partner().unwrap().key == 21, "{:?}", a.mux());
+}
+
+#[test]
+fn a_link_down_forgets_the_partner_and_a_bad_frame_is_counted() {
+    let (mut a, mut b) = pair(true, true);
+    let t = run(&mut a, &mut b, 0, 4000, false);
+    a.set_link(false, t);
+    assert!(!a.distributing() && a.partner().is_none());
+    a.set_link(true, t);
+    run(&mut a, &mut b, t, 4000, false);
+    assert!(a.distributing());
+    a.on_frame(t, &[0u8; 30]);
+    assert_eq!(a.counters.lacpdus_rx_errors, 1);
+}
