@@ -120,7 +120,7 @@ impl Lacpdu {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     /// A crafted LACPDU, byte by byte as 802.1AX 6.4.2.2 lays it out (not through
@@ -159,6 +159,48 @@ mod tests {
         src.copy_from_slice(&frame[6..12]);
         assert_eq!(p.encode(src), frame, "the frame written back is the one read");
         assert_eq!(p.collector_max_delay, 5);
+    }
+
+    /// Two LACPDUs Open vSwitch 3.1.0 (Debian) sent on a veth of this machine, from a bond
+    /// with `lacp=active other_config:lacp-time=fast` and no partner yet (tcpdump, one second
+    /// apart): first expired (0xbf), then defaulted (0x77).
+    pub(crate) const OVS_EXPIRED: &str = "0180c200000216cb7b113895880901010114fffe2aea62fc224f0001ffff0001bf00000002140000000000000000000000000000020000000310000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000";
+    pub(crate) const OVS_DEFAULTED: &str = "0180c200000216cb7b113895880901010114fffe2aea62fc224f0001ffff00017700000002140000000000000000000000000000000000000310000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000";
+
+    pub(crate) fn hex(s: &str) -> Vec<u8> {
+        (0..s.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn reads_open_vswitchs_lacpdus() {
+        let p = Lacpdu::decode(&hex(OVS_EXPIRED)).unwrap();
+        assert_eq!(p.actor.system, [0x2a, 0xea, 0x62, 0xfc, 0x22, 0x4f]);
+        assert_eq!(
+            (
+                p.actor.system_priority,
+                p.actor.key,
+                p.actor.port_priority,
+                p.actor.port
+            ),
+            (0xfffe, 1, 0xffff, 1)
+        );
+        assert_eq!(p.actor.state, 0xbf);
+        assert_eq!((p.partner.system, p.partner.state), ([0; 6], state::TIMEOUT));
+        let q = Lacpdu::decode(&hex(OVS_DEFAULTED)).unwrap();
+        let want = state::ACTIVITY
+            | state::TIMEOUT
+            | state::AGGREGATION
+            | state::COLLECTING
+            | state::DISTRIBUTING
+            | state::DEFAULTED;
+        assert_eq!(q.actor.state, want);
+        let frame = hex(OVS_DEFAULTED);
+        let mut src = [0u8; 6];
+        src.copy_from_slice(&frame[6..12]);
+        assert_eq!(q.encode(src), frame, "written back byte for byte");
     }
 
     #[test]

@@ -152,3 +152,21 @@ fn a_link_down_forgets_the_partner_and_a_bad_frame_is_counted() {
     a.on_frame(t, &[0u8; 30]);
     assert_eq!(a.counters.lacpdus_rx_errors, 1);
 }
+
+#[test]
+fn open_vswitchs_lacpdu_is_taken_and_answered_with_it_as_partner() {
+    use crate::lacp::pdu::tests::{hex, OVS_DEFAULTED};
+    let mut a = Member::new(cfg(1, 10, 1, true), 0);
+    a.on_frame(0, &hex(OVS_DEFAULTED));
+    let out = a.on_tick(0).expect("an LACPDU at once: a new partner");
+    assert_eq!(
+        out.partner.system,
+        [0x2a, 0xea, 0x62, 0xfc, 0x22, 0x4f],
+        "OVS echoed as the partner"
+    );
+    assert_eq!((out.partner.key, out.partner.port, out.partner.state), (1, 1, 0x77));
+    // OVS is aggregatable but not yet in sync with us: selected, then attached, not distributing.
+    a.on_tick(2100 * MS);
+    assert_eq!(a.mux(), Mux::Attached);
+    assert!(!a.distributing());
+}
