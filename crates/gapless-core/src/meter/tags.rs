@@ -8,19 +8,12 @@ use std::collections::HashMap;
 
 use serde::{Deserialize, Serialize};
 
+pub use crate::spec::TagField;
+
 /// Bits a stream's tags may take in all: their values together are one 64-bit key.
 pub const MAX_TAG_BITS: u32 = 64;
 /// Distinct values a stream's tags are counted for; frames with others are counted apart.
 pub const MAX_TAG_VALUES: usize = 4096;
-
-/// One tag: `bits` bits of the frame from bit `bit` (bit 0 is the first byte's top bit).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct TagField {
-    pub name: String,
-    pub bit: u32,
-    pub bits: u32,
-}
 
 impl TagField {
     /// The tag's value in `frame`, or none when the frame ends before it.

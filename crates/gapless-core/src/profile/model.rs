@@ -59,7 +59,7 @@ pub struct StreamConfig {
     /// A replayed capture: its frames, and its timing unless `rate` is fixed.
     pub replay: Option<crate::profile::model::Replay>,
     /// Bits of each received frame the meter counts the stream's frames by.
-    pub tags: Vec<crate::meter::tags::TagField>,
+    pub tags: Vec<crate::spec::TagField>,
 }
 
 impl StreamConfig {

@@ -213,7 +213,16 @@ pub struct StreamSpec {
     /// Metric tags: bits of each received frame to count the stream's frames by
     /// (`[[stream.tag]] name, bit, bits`; see `meter::tags`).
     #[serde(rename = "tag", default)]
-    pub tags: Vec<crate::meter::tags::TagField>,
+    pub tags: Vec<TagField>,
+}
+
+/// One tag: `bits` bits of the frame from bit `bit` (bit 0 is the first byte's top bit).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TagField {
+    pub name: String,
+    pub bit: u32,
+    pub bits: u32,
 }
 
 /// `split`: how a stream is shared out over several send loops.
