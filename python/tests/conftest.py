@@ -175,10 +175,10 @@ class Server:
         """The OTG listener's self-signed certificate, beside the database."""
         return self.db.with_name(self.db.stem + "-otg-cert.pem")
 
-    def stop(self) -> None:
-        import signal
-
-        self.proc.send_signal(signal.SIGINT)
+    def stop(self, sig: int = signal.SIGINT) -> None:
+        """Stops the server with `sig` (SIGINT, Ctrl-C, unless told; SIGTERM as a service
+        manager stops it), killing it if it has not ended within 10 s."""
+        self.proc.send_signal(sig)
         try:
             self.proc.wait(timeout=10)
         finally:

@@ -226,13 +226,7 @@ def test_an_open_stream_does_not_hold_a_sigterm_and_is_ended_with_unavailable(tm
     stream = gs.Subscribe(iter([gnmi_pb2.SubscribeRequest(subscribe=every)]), timeout=60)
     next(stream)
     t0 = time.monotonic()
-    s.proc.send_signal(signal.SIGTERM)
-    try:
-        s.proc.wait(timeout=10)
-    finally:
-        if s.proc.poll() is None:
-            s.proc.kill()
-        s.log.close()
+    s.stop(signal.SIGTERM)
     took = time.monotonic() - t0
     with pytest.raises(grpc.RpcError) as ended:
         for _ in stream:

@@ -135,11 +135,13 @@ pub fn tagged_metrics(tags: &Value, t: &Totals, filter: &TagFilter) -> Vec<Value
             .collect();
         keys.push((values, v));
     }
+    // By hash: up to 4,096 values received against as many sent.
+    let received: std::collections::HashSet<&[u64]> = keys.iter().map(|(x, _)| x.as_slice()).collect();
     let mut unseen: Vec<&Vec<u64>> = t
         .sent
         .iter()
         .flat_map(|m| m.keys())
-        .filter(|k| !keys.iter().any(|(x, _)| x == *k))
+        .filter(|k| !received.contains(k.as_slice()))
         .collect();
     unseen.sort();
     keys.extend(unseen.into_iter().map(|k| (k.clone(), &Value::Null)));

@@ -6,7 +6,7 @@
 //! valued `{"state": {"tags": [...]}}`).
 //!
 //! A client that asks below that entry (`.../state/tags`, as ondatra's `TagsAny()` does)
-//! gets the part it asked for at its own path ([`reach`]); within the list itself that is
+//! gets the part it asked for at its own path ([`parts`]); within the list itself that is
 //! one value per entry, all at the list's path.
 
 use serde_json::Value;
@@ -14,26 +14,19 @@ use serde_json::Value;
 use super::path::{Elem, Path};
 use super::state::{Leaf, Scalar};
 
-/// `leaves` as the queries reach them: a JSON leaf above a query is cut to the part below
-/// it (once per such query), every other leaf is kept as it is.
-pub fn reach(queries: &[&Path], leaves: &[Leaf]) -> Vec<Leaf> {
-    let mut out = Vec::with_capacity(leaves.len());
+/// What the queries reach inside `leaves`' JSON leaves: each JSON leaf above a query cut to
+/// the part below it (once per such query). Every leaf stays as it is beside these, so only
+/// the parts are made (a tree of plain leaves costs nothing here).
+pub fn parts(queries: &[&Path], leaves: &[Leaf]) -> Vec<Leaf> {
+    let mut out = Vec::new();
     for l in leaves {
-        let Scalar::Json(v) = &l.value else {
-            out.push(l.clone());
-            continue;
-        };
-        let deeper: Vec<&&Path> = queries
+        let Scalar::Json(v) = &l.value else { continue };
+        let depth = l.path.0.len();
+        for q in queries
             .iter()
-            .filter(|q| q.0.len() > l.path.0.len() && Path(q.0[..l.path.0.len()].to_vec()).covers(&l.path))
-            .collect();
-        if queries.iter().any(|q| q.covers(&l.path)) {
-            out.push(l.clone());
-        }
-        for q in deeper {
-            if let Some(cut) = narrow(&l.path, v, &q.0[l.path.0.len()..]) {
-                out.push(cut);
-            }
+            .filter(|q| q.0.len() > depth && Path(q.0[..depth].to_vec()).covers(&l.path))
+        {
+            out.extend(narrow(&l.path, v, &q.0[depth..]));
         }
     }
     out
@@ -92,13 +85,17 @@ mod tests {
     #[test]
     fn a_query_above_the_entry_gets_it_whole() {
         let q = Path::parse("flows/flow[name=*]").unwrap();
-        assert_eq!(reach(&[&q], &[tagged()]), vec![tagged()]);
+        assert!(q.covers(&tagged().path));
+        assert!(
+            parts(&[&q], &[tagged()]).is_empty(),
+            "nothing to cut: the leaf goes as it is"
+        );
     }
 
     #[test]
     fn a_query_below_the_entry_gets_its_part_at_its_path() {
         let q = Path::parse("flows/flow[name=f]/tagged-metrics/tagged-metric[name-value-pairs=*]/state/tags").unwrap();
-        let got = reach(&[&q], &[tagged()]);
+        let got = parts(&[&q], &[tagged()]);
         assert_eq!(got.len(), 1, "{got:?}");
         assert!(q.covers(&got[0].path), "{} under {q}", got[0].path);
         let Scalar::Json(v) = &got[0].value else {
@@ -106,11 +103,11 @@ mod tests {
         };
         assert_eq!(each(v).len(), 2, "one value per tag: {v}");
         let names = Path::parse("flows/flow/tagged-metrics/tagged-metric/state/tags/tag-name").unwrap();
-        let got = reach(&[&names], &[tagged()]);
+        let got = parts(&[&names], &[tagged()]);
         assert_eq!(got[0].value, Scalar::Json(json!(["dscp", "ecn"])));
         let other = Path::parse("flows/flow[name=g]/tagged-metrics/tagged-metric/state/tags").unwrap();
         assert!(
-            reach(&[&other], &[tagged()]).is_empty(),
+            parts(&[&other], &[tagged()]).is_empty(),
             "another flow's query reaches nothing"
         );
     }

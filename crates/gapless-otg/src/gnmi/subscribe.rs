@@ -137,8 +137,13 @@ impl Session {
     /// Every leaf a subscription covers, for ONCE, a POLL, or a stream's first full set
     /// (when `updates_only`, nothing goes out but the values are taken as sent).
     pub fn full(&mut self, now: u64, leaves: &[Leaf], updates_only: bool) -> Vec<Leaf> {
-        let leaves = self.reach(leaves);
-        let mine: Vec<Leaf> = leaves.into_iter().filter(|l| self.covered(l)).collect();
+        let parts = self.parts(leaves);
+        let mine: Vec<Leaf> = leaves
+            .iter()
+            .chain(&parts)
+            .filter(|l| self.covered(l))
+            .cloned()
+            .collect();
         self.sent = mine.iter().map(|l| (l.path.clone(), (l.value.clone(), now))).collect();
         for (i, s) in self.subs.iter().enumerate() {
             self.next_sample[i] = now + s.sample_ns().unwrap_or(0);
@@ -171,10 +176,10 @@ impl Session {
     /// heartbeat is due, and the paths sent before that are gone.
     pub fn look(&mut self, now: u64, leaves: &[Leaf]) -> Sent {
         let sampled: Vec<bool> = self.next_sample.iter().map(|t| *t <= now).collect();
-        let leaves = self.reach(leaves);
+        let parts = self.parts(leaves);
         let mut out = Sent::default();
         let mut seen = BTreeSet::new();
-        for l in &leaves {
+        for l in leaves.iter().chain(&parts) {
             let mut send = false;
             let mut covered = false;
             let last = self.sent.get(&l.path);
@@ -215,10 +220,10 @@ impl Session {
         out
     }
 
-    /// The leaves as the subscriptions reach them ([`super::keyless::reach`]).
-    fn reach(&self, leaves: &[Leaf]) -> Vec<Leaf> {
+    /// The parts of JSON leaves the subscriptions reach below them ([`super::keyless::parts`]).
+    fn parts(&self, leaves: &[Leaf]) -> Vec<Leaf> {
         let paths: Vec<&Path> = self.subs.iter().map(|s| &s.path).collect();
-        super::keyless::reach(&paths, leaves)
+        super::keyless::parts(&paths, leaves)
     }
 
     fn covered(&self, l: &Leaf) -> bool {

@@ -234,12 +234,17 @@ async fn get(s: Shared, req: proto::GetRequest) -> Result<proto::GetResponse, St
         .map(|p| query(&req.prefix, p))
         .collect::<Result<Vec<_>, _>>()?;
     let leaves = gather(&s, roots(&queries)).await?;
-    let leaves = gapless_otg::gnmi::keyless::reach(&queries.iter().collect::<Vec<_>>(), &leaves);
+    let parts = gapless_otg::gnmi::keyless::parts(&queries.iter().collect::<Vec<_>>(), &leaves);
     let prefix = reply_prefix(&req.prefix);
     let notification = queries
         .iter()
         .map(|q| {
-            let mine: Vec<Leaf> = leaves.iter().filter(|l| q.covers(&l.path)).cloned().collect();
+            let mine: Vec<Leaf> = leaves
+                .iter()
+                .chain(&parts)
+                .filter(|l| q.covers(&l.path))
+                .cloned()
+                .collect();
             notification(prefix.clone(), updates(enc, q, &mine), Vec::new())
         })
         .collect();
