@@ -142,27 +142,38 @@ pub fn cmd_serve(a: ServeArgs) -> Result<i32> {
         cfg.db.display(),
         cfg.reports_dir().display()
     );
-    rt.block_on(gapless_serve::serve(cfg, stop_signal()))?;
+    // The handlers go in before any listener is up: made inside the server's first poll of
+    // the future, a SIGTERM that came once gNMI answered but before that poll killed the
+    // process by the signal's default action (exit -15, nothing stopped in order).
+    let stop = {
+        let _rt = rt.enter();
+        stop_signal()
+    };
+    rt.block_on(gapless_serve::serve(cfg, stop))?;
     Ok(0)
 }
 
 /// Ends at the first SIGINT (Ctrl-C), SIGTERM (systemd, Docker and Kubernetes stop a
 /// service with it) or SIGHUP (its terminal closed): each stops the server the same way,
-/// its runs ended and written, its daemons stopped.
-async fn stop_signal() {
+/// its runs ended and written, its daemons stopped. The handlers are installed when this is
+/// called (inside a runtime), not when the future is first polled.
+fn stop_signal() -> impl std::future::Future<Output = ()> {
     use tokio::signal::unix::{signal, SignalKind};
-    let (Ok(mut int), Ok(mut term), Ok(mut hup)) = (
+    let sigs = (
         signal(SignalKind::interrupt()),
         signal(SignalKind::terminate()),
         signal(SignalKind::hangup()),
-    ) else {
-        let _ = tokio::signal::ctrl_c().await;
-        return;
-    };
-    tokio::select! {
-        _ = int.recv() => {}
-        _ = term.recv() => {}
-        _ = hup.recv() => {}
+    );
+    async move {
+        let (Ok(mut int), Ok(mut term), Ok(mut hup)) = sigs else {
+            let _ = tokio::signal::ctrl_c().await;
+            return;
+        };
+        tokio::select! {
+            _ = int.recv() => {}
+            _ = term.recv() => {}
+            _ = hup.recv() => {}
+        }
     }
 }
 
