@@ -286,7 +286,12 @@ fn check_caps(spec: &RunSpec) -> Result<(), IoError> {
         need.push(Cap::NetAdmin);
     }
     let rx_ns = spec.rx.as_ref().is_some_and(|r| r.netns.is_some());
-    if spec.netns.is_some() || rx_ns || spec.more_tx.iter().any(|p| p.netns.is_some()) {
+    let lag_ns = spec
+        .lags
+        .iter()
+        .flat_map(|l| &l.more_members)
+        .any(|p| p.netns.is_some());
+    if spec.netns.is_some() || rx_ns || lag_ns || spec.more_tx.iter().any(|p| p.netns.is_some()) {
         need.push(Cap::SysAdmin);
     }
     if spec.rt_priority.is_some() {
@@ -720,6 +725,9 @@ fn run_threads(p: &mut Prepared, stop: &Arc<AtomicBool>) -> Result<Ran, EngineEr
         .collect();
     let tx_done = AtomicBool::new(false);
     let avoid = p.plan.loops.first().and_then(|l| l.core);
+    // A LAG's target is its first member: one member going down is the LAG's business (its
+    // frames move to the others), not the run's end.
+    let watched = p.iface.clone().filter(|_| !p.spec.lags.iter().any(|l| l.port == 0));
     let (rt, iface) = (p.spec.rt_priority, p.iface.clone());
     let rx_spec = p.spec.rx.clone();
     let rx_live = p.board.rx.clone();
@@ -766,7 +774,7 @@ fn run_threads(p: &mut Prepared, stop: &Arc<AtomicBool>) -> Result<Ran, EngineEr
             std::thread::sleep(Duration::from_millis(50));
             // A link that goes down ends the run within a tick: no spin, no backlog burst.
             // A user's event that holds it down does not.
-            if let (Some(i), None, false) = (&iface, &link_fault, link.down()) {
+            if let (Some(i), None, false) = (&watched, &link_fault, link.down()) {
                 if let Some(e) = gapless_io::kernel::nic::link_fault(i).filter(|_| !link.down()) {
                     link_fault = Some(e.to_string());
                     stop.store(true, Ordering::Relaxed);

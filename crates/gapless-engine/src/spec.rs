@@ -396,6 +396,9 @@ pub struct RunSpec {
     /// ([`gapless_io::tx::ports`]). AF_PACKET sendmmsg with software pacing only.
     pub more_tx: Vec<PortRef>,
     pub stream_ports: Vec<usize>,
+    /// TX ports that are LAGs: each frame of such a port leaves on one of its members that
+    /// distributes, by the frame's hash ([`gapless_io::tx::lag`]).
+    pub lags: Vec<LagTx>,
     /// Probe the cores' load (100 ms) before a paced run, to pick the quietest or warn of a
     /// busy one. Experiments probe before their first trial only: the probe was most of a
     /// trial's set-up (bench/ports.py).
@@ -403,6 +406,17 @@ pub struct RunSpec {
     /// Close the run's sockets on a thread of their own after the report is made (the next
     /// trial of an experiment need not wait for them). AF_PACKET only.
     pub close_later: bool,
+}
+
+/// A TX port that is a LAG.
+#[derive(Debug, Clone)]
+pub struct LagTx {
+    /// The port: 0 the target, k `more_tx[k - 1]`. It is the LAG's member 0.
+    pub port: usize,
+    /// Members 1 and up (member 0 is the port itself).
+    pub more_members: Vec<PortRef>,
+    /// Which members distribute, and what each sent; None: every member, always.
+    pub live: Option<std::sync::Arc<gapless_io::tx::lag::LagLive>>,
 }
 
 /// An interface in a network namespace (None: the run's own).
@@ -442,6 +456,7 @@ impl RunSpec {
             events: Vec::new(),
             more_tx: Vec::new(),
             stream_ports: Vec::new(),
+            lags: Vec::new(),
             probe_cores: true,
             close_later: false,
         }

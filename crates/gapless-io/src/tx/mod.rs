@@ -1,12 +1,14 @@
 //! TX backends under one trait, [`TxBackend`]: AF_PACKET ([`afpacket`], `sendmmsg`), a pcap
 //! file ([`pcap`]), [`null`], the [`filler`] wrapper (`rate_control = "filler"`), and
-//! several ports under one send loop ([`ports`]).
+//! several ports under one send loop ([`ports`]), and a LAG's members as one port, each
+//! frame on a member by its hash ([`lag`]).
 //! AF_XDP's TX is in [`crate::xdp`], beside its RX.
 //!
 //! May import `socket`, `kernel` and `files`; never `rx`.
 
 pub mod afpacket;
 pub mod filler;
+pub mod lag;
 pub mod null;
 pub mod pcap;
 pub mod ports;
