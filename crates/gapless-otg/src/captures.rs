@@ -99,6 +99,7 @@ mod tests {
                 iface: n.to_string(),
                 netns: None,
                 agent: None,
+                members: Vec::new(),
             })
             .collect()
     }

@@ -21,6 +21,8 @@ pub struct Port {
     pub netns: Option<String>,
     /// The gapless agent whose OTG listener is at this `HOST:PORT`; None: this host.
     pub agent: Option<String>,
+    /// A LAG's members (its `iface` and `netns` are the first's); empty for a port.
+    pub members: Vec<Port>,
 }
 
 /// A location's parts: the agent (`HOST:PORT`), the namespace and the interface; None when
@@ -68,6 +70,22 @@ pub struct Group {
     pub needs: Vec<Option<Need>>,
 }
 
+impl Group {
+    /// The ports the meter reads: every RX port, a LAG's members in its place.
+    pub fn rx_ports(&self) -> Vec<Port> {
+        self.rx
+            .iter()
+            .flat_map(|p| {
+                if p.members.is_empty() {
+                    vec![p.clone()]
+                } else {
+                    p.members.clone()
+                }
+            })
+            .collect()
+    }
+}
+
 /// A destination MAC to resolve: the gateway of a device Ethernet.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Need {
@@ -90,6 +108,8 @@ pub struct Plan {
     pub ospf: Vec<crate::ospf::Router>,
     /// The LLDP agents (`lldp[]`), one per port at most.
     pub lldp: Vec<crate::lldp::Agent>,
+    /// The LAGs (`lags[]`), each member a port of `ports`.
+    pub lags: Vec<crate::lag::Lag>,
     /// What the config asks that is accepted but done otherwise, for `set_config`'s reply.
     pub warnings: Vec<String>,
     pub groups: Vec<Group>,
@@ -196,9 +216,34 @@ fn ports(cfg: &Value) -> Result<Vec<Port>, Invalid> {
                 iface,
                 netns,
                 agent,
+                members: Vec::new(),
             })
         })
         .collect()
+}
+
+/// A LAG as a port flows may name: its first member's interface, and every member.
+pub fn lag_port(lag: &crate::lag::Lag, ports: &[Port]) -> Port {
+    let members: Vec<Port> = lag
+        .members
+        .iter()
+        .map(|m| {
+            ports
+                .iter()
+                .find(|p| p.name == m.port)
+                .cloned()
+                .expect("checked by lag::parse")
+        })
+        .collect();
+    let at: Vec<&str> = members.iter().map(|p| p.location.as_str()).collect();
+    Port {
+        name: lag.name.clone(),
+        location: format!("lag:{}", at.join("+")),
+        iface: members[0].iface.clone(),
+        netns: members[0].netns.clone(),
+        agent: None,
+        members,
+    }
 }
 
 /// The line rate the config's `layer1` gives a port (`speed_10_gbps` ...), in bit/s.
@@ -223,12 +268,15 @@ pub fn plan(cfg: &Value) -> Result<Plan, Invalid> {
     if !cfg.is_object() {
         return Err(Invalid("the config must be a JSON object".into()));
     }
-    if cfg["lags"].as_array().is_some_and(|a| !a.is_empty()) {
-        return Err(Invalid(
-            "lags: LAGs are not supported; gapless sends flows between ports".into(),
-        ));
-    }
     let ports = ports(cfg)?;
+    let named: Vec<crate::lag::PortName> = ports
+        .iter()
+        .map(|p| crate::lag::PortName {
+            name: &p.name,
+            agent: p.agent.as_deref(),
+        })
+        .collect();
+    let lags = crate::lag::parse(cfg, &named)?;
     let names: Vec<String> = ports.iter().map(|p| p.name.clone()).collect();
     let speeds = names
         .iter()
@@ -256,7 +304,8 @@ pub fn plan(cfg: &Value) -> Result<Plan, Invalid> {
             .iter()
             .find(|p| p.name == name)
             .cloned()
-            .ok_or_else(|| Invalid(format!("{path}: no port named {name:?}")))
+            .or_else(|| lags.iter().find(|l| l.name == name).map(|l| lag_port(l, &ports)))
+            .ok_or_else(|| Invalid(format!("{path}: no port or LAG named {name:?}")))
     };
     let mut groups: Vec<Group> = Vec::new();
     let mut flows = Vec::new();
@@ -310,6 +359,7 @@ pub fn plan(cfg: &Value) -> Result<Plan, Invalid> {
         isis,
         ospf,
         lldp,
+        lags,
         warnings,
         groups,
         flows,
@@ -899,7 +949,7 @@ mod tests {
         );
         for (bad, want) in [
             (json!(["p2", "p2"]), "rx_names[1]: port \"p2\" is named twice"),
-            (json!(["p2", "p9"]), "rx_names[1]: no port named \"p9\""),
+            (json!(["p2", "p9"]), "rx_names[1]: no port or LAG named \"p9\""),
             (json!([]), "rx_names: give one or more receiving ports"),
         ] {
             let e = plan(&json!({ "ports": ports, "flows": [flow("f", bad)] }))

@@ -82,6 +82,11 @@ pub fn parse(cfg: &Value) -> Result<Vec<Eth>, Invalid> {
 }
 
 fn eth(e: &Value, at: &str, device: &str) -> Result<Eth, Invalid> {
+    if e["connection"]["lag_name"].is_string() {
+        return Err(Invalid(format!(
+            "{at}.connection.lag_name: devices on a LAG are not emulated yet (issue 60: their interface forwarded over the members); flows on a LAG are. Fix: put the device on a port (connection.port_name)"
+        )));
+    }
     let port = e["connection"]["port_name"]
         .as_str()
         .or(e["port_name"].as_str())

@@ -20,7 +20,8 @@
 //! `tunnel`), [`config`], [`captures`] (a config's captures, the capture request), [`requests`],
 //! [`update`] (`update_config`: a flow's rate or size changed), [`bgp`], [`isis`] and [`ospf`] (routing
 //! protocols on devices as FRR configurations, FRR's answers as metrics and states), [`lldp`]
-//! (LLDPDUs built and decoded), [`runs`], [`shares`] (a config
+//! (LLDPDUs built and decoded), [`lacp`] (LACPDUs and one member's 802.1AX machines),
+//! [`lag`] (`lags[]` read and checked: members, protocol, the zero defaults), [`runs`], [`shares`] (a config
 //! whose ports are on agents, split into each agent's share), [`metrics`], [`convergence`]
 //! (outages and the events that caused them as the model's convergence metrics).
 //! The state a server keeps (the config set last, the runs its traffic started) and the
@@ -40,6 +41,7 @@ pub mod frr_gate;
 pub mod gnmi;
 pub mod isis;
 pub mod lacp;
+pub mod lag;
 pub mod lldp;
 pub mod metrics;
 pub mod ospf;

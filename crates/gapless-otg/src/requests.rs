@@ -3,7 +3,7 @@
 
 use serde_json::{json, Value};
 
-use crate::error::OtgError;
+use crate::error::{Invalid, OtgError};
 
 /// A JSON body, or a validation error that says what is wrong.
 pub fn body(b: &[u8]) -> Result<Value, OtgError> {
@@ -50,6 +50,14 @@ pub enum Control {
     /// `protocol.isis.routers` up (true) or down for the IS-IS routers named (all when none
     /// are).
     IsisRouters(bool, Vec<String>),
+    /// `protocol.lacp`: `admin` (true: Synchronization in the LACPDUs) or `member_ports`
+    /// (false: LACP on the member at all), up (true) or down, on the LAG members named by
+    /// their ports (all when none are).
+    Lacp {
+        admin: bool,
+        up: bool,
+        members: Vec<String>,
+    },
     /// A choice gapless takes as a no-op, with the warning to send.
     NoOp(String),
 }
@@ -126,9 +134,25 @@ fn protocol(p: &Value) -> Result<Control, OtgError> {
             &p["isis"]["routers"]["state"],
             &p["isis"]["routers"]["router_names"],
         ),
+        "lacp" => {
+            let l = &p["lacp"];
+            let c = Invalid::one_of(&l["choice"], "protocol.lacp.choice", &["admin", "member_ports"], "admin")
+                .map_err(|e| OtgError::invalid(e.0))?;
+            let at = format!("protocol.lacp.{c}.state");
+            let up = match l[c]["state"].as_str().unwrap_or_default() {
+                "up" => true,
+                "down" => false,
+                other => return Err(OtgError::invalid(format!("{at}: {other:?} is not a state of it (up or down)"))),
+            };
+            return Ok(Control::Lacp {
+                admin: c == "admin",
+                up,
+                members: names(&l[c]["lag_member_names"]),
+            });
+        }
         other => {
             return Ok(Control::NoOp(format!(
-                "control protocol {other:?} does nothing in gapless: it drives BGP and IS-IS through FRR (protocol all, route, bgp and isis)"
+                "control protocol {other:?} does nothing in gapless: it drives BGP and IS-IS through FRR and LACP itself (protocol all, route, bgp, isis and lacp)"
             )))
         }
     };
@@ -159,6 +183,11 @@ pub enum Metrics {
     Lldp(Vec<String>),
     /// OSPFv2 (false) or OSPFv3 (true) metrics of the routers named (all when none are).
     Ospf(bool, Vec<String>),
+    /// LAG metrics of the LAGs named (all when none are).
+    Lag(Vec<String>),
+    /// LACP metrics of the members of the LAGs named, of the member ports named (all when
+    /// none are).
+    Lacp(Vec<String>, Vec<String>),
 }
 
 /// Reads a `monitor/metrics` request (port metrics when no choice is given).
@@ -175,8 +204,13 @@ pub fn metrics(req: &Value) -> Result<Metrics, OtgError> {
         "isis" => Ok(Metrics::Isis(names(&req[choice]["router_names"]))),
         "lldp" => Ok(Metrics::Lldp(names(&req[choice]["lldp_names"]))),
         "ospfv2" | "ospfv3" => Ok(Metrics::Ospf(choice == "ospfv3", names(&req[choice]["router_names"]))),
+        "lag" => Ok(Metrics::Lag(names(&req[choice]["lag_names"]))),
+        "lacp" => Ok(Metrics::Lacp(
+            names(&req[choice]["lag_names"]),
+            names(&req[choice]["lag_member_port_names"]),
+        )),
         other => Err(OtgError::invalid(format!(
-            "choice: {other:?} metrics are not supported (port, flow, convergence, bgpv4, bgpv6, isis, lldp, ospfv2 or ospfv3)"
+            "choice: {other:?} metrics are not supported (port, flow, convergence, bgpv4, bgpv6, isis, lldp, ospfv2, ospfv3, lag or lacp)"
         ))),
     }
 }
@@ -231,7 +265,21 @@ mod tests {
         assert_eq!(metrics(&isis), Ok(Metrics::Isis(vec!["r".into()])));
         let lldp = json!({"choice": "lldp", "lldp": {"lldp_names": ["l"]}});
         assert_eq!(metrics(&lldp), Ok(Metrics::Lldp(vec!["l".into()])));
-        let e = metrics(&json!({"choice": "lacp"})).unwrap_err();
+        let lacp = json!({"choice": "lacp", "lacp": {"lag_names": ["l"], "lag_member_port_names": ["p1"]}});
+        assert_eq!(metrics(&lacp), Ok(Metrics::Lacp(vec!["l".into()], vec!["p1".into()])));
+        let down = json!({"choice": "protocol", "protocol": {"choice": "lacp", "lacp": {"choice": "member_ports",
+            "member_ports": {"lag_member_names": ["p2"], "state": "down"}}}});
+        assert_eq!(
+            control(&down),
+            Ok(Control::Lacp {
+                admin: false,
+                up: false,
+                members: vec!["p2".into()]
+            })
+        );
+        let odd = json!({"choice": "protocol", "protocol": {"choice": "lacp", "lacp": {"choice": "admin", "admin": {"state": "off"}}}});
+        assert!(control(&odd).unwrap_err().errors[0].contains("protocol.lacp.admin.state: \"off\""));
+        let e = metrics(&json!({"choice": "macsec"})).unwrap_err();
         assert_eq!(
             e.body(),
             json!({"code": 400, "kind": "validation", "errors": [e.errors[0].clone()]})

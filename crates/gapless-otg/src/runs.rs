@@ -4,7 +4,7 @@
 //! directions between two ports, or any mix of flows over any ports, run at once.
 
 use gapless_engine::request::RunRequest;
-use gapless_engine::spec::PortRef;
+use gapless_engine::spec::{LagTx, PortRef};
 use gapless_engine::{ProfileSource, RunSpec};
 use serde_json::{json, Value};
 
@@ -165,6 +165,27 @@ pub fn join(groups: &[Group]) -> Option<Joint> {
     })
 }
 
+/// The TX ports that are LAGs, each with its members after the first (the server gives each
+/// its live state, which its LACP driver keeps).
+fn lags(j: &Joint) -> Vec<LagTx> {
+    std::iter::once(&j.group.tx)
+        .chain(&j.more_tx)
+        .enumerate()
+        .filter(|(_, p)| !p.members.is_empty())
+        .map(|(k, p)| LagTx {
+            port: k,
+            more_members: p.members[1..]
+                .iter()
+                .map(|m| PortRef {
+                    iface: m.iface.clone(),
+                    netns: m.netns.clone(),
+                })
+                .collect(),
+            live: None,
+        })
+        .collect()
+}
+
 /// A stream whose rate is a percentage of its port's `link` speed, at the bit rate (L1, as
 /// a percentage counts) that it is; unchanged without a speed (compiling it says so).
 fn pct_as_bps(mut stream: Value, link: Option<f64>) -> Value {
@@ -189,7 +210,8 @@ pub fn port_run(j: &Joint) -> Result<PortRun, OtgError> {
         netns: g.tx.netns.clone(),
         ..RunRequest::default()
     };
-    if let Some((rx, more)) = g.rx.split_first() {
+    let rx_ports = g.rx_ports();
+    if let Some((rx, more)) = rx_ports.split_first() {
         req.rx = Some(rx.iface.clone());
         req.rx_netns = rx.netns.clone();
         req.rx_also = more
@@ -220,6 +242,7 @@ pub fn port_run(j: &Joint) -> Result<PortRun, OtgError> {
         target["otg_ports"] = json!(j.tx_names());
         target["tx_also"] = json!(j.more_tx.iter().map(|p| p.location.clone()).collect::<Vec<_>>());
     }
+    spec.lags = lags(j);
     Ok(PortRun {
         profile: format!("otg:{}", j.tx_names().join("+")),
         toml,

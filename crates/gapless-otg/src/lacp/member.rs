@@ -7,9 +7,8 @@
 use super::pdu::{state, Info, Lacpdu};
 
 const SEC: u64 = 1_000_000_000;
-/// `current_while` with a short and a long timeout (6.4.4).
+/// `current_while` with a short timeout (6.4.4); a long one is OTG's 90.
 const SHORT_TIMEOUT: u64 = 3 * SEC;
-const LONG_TIMEOUT: u64 = 90 * SEC;
 /// Periodic transmission, fast and slow (6.4.4).
 const FAST_PERIODIC: u64 = SEC;
 const SLOW_PERIODIC: u64 = 30 * SEC;
@@ -41,8 +40,28 @@ pub struct Config {
     /// The actor's system, key, port and priorities; its `state` is made here.
     pub actor: Info,
     pub active: bool,
-    /// Ask the partner for short timeouts (and send fast, 1 s, when the partner asks).
-    pub short_timeout: bool,
+    /// OTG's `lacpdu_timeout`: how long a partner's information holds without a new
+    /// LACPDU, in s. 0 (auto): 3 s, short. The LACPDU's one timeout bit asks the partner
+    /// for short timeouts (so it sends every second) below 90 s, long from 90 s.
+    pub timeout_s: u16,
+    /// OTG's `lacpdu_periodic_time_interval`: send every this many s. 0 (auto): as
+    /// 802.1AX says, 1 s when the partner asks for short timeouts, 30 s when long.
+    pub periodic_s: u16,
+}
+
+impl Config {
+    /// Whether the actor asks for short timeouts (its state's timeout bit).
+    pub fn short_timeout(&self) -> bool {
+        self.timeout_s < 90
+    }
+
+    /// `current_while`: the configured timeout, or 3 s for auto.
+    fn current_while(&self) -> u64 {
+        match self.timeout_s {
+            0 => SHORT_TIMEOUT,
+            t => u64::from(t) * SEC,
+        }
+    }
 }
 
 /// Counters a member keeps (`monitor/metrics` `lacp`).
@@ -60,6 +79,9 @@ pub struct Member {
     /// `control/state` `lacp` `admin` or `member_ports` down: LACPDUs go on, Synchronization
     /// cleared, so the partner stops using the member.
     admin_up: bool,
+    /// `control/state` `lacp` `member_ports`: LACP runs on the member (down: no LACPDUs, and
+    /// the member is out of the aggregate while its link stays up).
+    enabled: bool,
     link_up: bool,
     rx: Rx,
     partner: Info,
@@ -76,6 +98,7 @@ impl Member {
         Member {
             cfg,
             admin_up: true,
+            enabled: true,
             link_up: true,
             rx: Rx::Defaulted,
             partner: Info::default(),
@@ -92,7 +115,7 @@ impl Member {
     pub fn actor_state(&self) -> u8 {
         let mut s = state::AGGREGATION;
         s |= if self.cfg.active { state::ACTIVITY } else { 0 };
-        s |= if self.cfg.short_timeout || self.rx == Rx::Expired {
+        s |= if self.cfg.short_timeout() || self.rx == Rx::Expired {
             state::TIMEOUT
         } else {
             0
@@ -122,7 +145,26 @@ impl Member {
 
     /// Whether frames may go out on this member (and come in).
     pub fn distributing(&self) -> bool {
-        self.link_up && self.admin_up && self.mux == Mux::CollectingDistributing
+        self.enabled && self.link_up && self.admin_up && self.mux == Mux::CollectingDistributing
+    }
+
+    pub fn enabled(&self) -> bool {
+        self.enabled
+    }
+
+    /// LACP on or off on the member (`member_ports`), its link as it is: off, it sends
+    /// nothing, forgets its partner and detaches; on, it starts again as after a link up.
+    pub fn set_enabled(&mut self, on: bool, now: u64) {
+        if self.enabled == on {
+            return;
+        }
+        self.enabled = on;
+        let link = self.link_up;
+        self.set_link(false, now);
+        self.link_up = link;
+        if on && link {
+            self.set_link(true, now);
+        }
     }
 
     /// `admin` up or down (the member's LACP in control/state).
@@ -157,7 +199,7 @@ impl Member {
     /// The receive machine's CURRENT on an LACPDU (6.4.12): the partner recorded, its view of
     /// us checked (a stale view asks for a reply at once), `current_while` restarted.
     pub fn on_pdu(&mut self, now: u64, p: &Lacpdu) {
-        if !self.link_up {
+        if !self.link_up || !self.enabled {
             return;
         }
         self.counters.lacpdus_rx += 1;
@@ -168,12 +210,7 @@ impl Member {
         }
         self.partner = p.actor;
         self.rx = Rx::Current;
-        let timeout = if self.cfg.short_timeout {
-            SHORT_TIMEOUT
-        } else {
-            LONG_TIMEOUT
-        };
-        self.current_until = now + timeout;
+        self.current_until = now + self.cfg.current_while();
         let mine = Info {
             state: self.actor_state(),
             ..self.cfg.actor
@@ -191,7 +228,7 @@ impl Member {
     /// The time passes to `now`: timers run out, the mux moves, and the LACPDU to send now,
     /// if one is due (periodic, or something changed).
     pub fn on_tick(&mut self, now: u64) -> Option<Lacpdu> {
-        if !self.link_up {
+        if !self.link_up || !self.enabled {
             return None;
         }
         self.receive_timers(now);
@@ -236,12 +273,24 @@ impl Member {
         }
     }
 
+    /// The periodic interval: the configured one, else by the partner's timeout bit.
+    fn periodic(&self) -> u64 {
+        if self.cfg.periodic_s > 0 {
+            return u64::from(self.cfg.periodic_s) * SEC;
+        }
+        let fast = self.rx == Rx::Defaulted || self.partner.state & state::TIMEOUT != 0;
+        if fast {
+            FAST_PERIODIC
+        } else {
+            SLOW_PERIODIC
+        }
+    }
+
     fn transmit(&mut self, now: u64) -> Option<Lacpdu> {
         let partner_active = self.rx != Rx::Defaulted && self.partner.state & state::ACTIVITY != 0;
         if (self.cfg.active || partner_active) && now >= self.next_periodic {
             self.ntt = true;
-            let fast = self.rx == Rx::Defaulted || self.partner.state & state::TIMEOUT != 0;
-            self.next_periodic = now + if fast { FAST_PERIODIC } else { SLOW_PERIODIC };
+            self.next_periodic = now + self.periodic();
         }
         if !self.ntt || !(self.cfg.active || partner_active) {
             return None;

@@ -158,6 +158,7 @@ fn group(port: &str, iface: &str, netns: &Option<String>, profile: &Value, flows
             iface: iface.to_string(),
             netns: netns.clone(),
             agent: None,
+            members: Vec::new(),
         },
         rx: Vec::new(),
         flows,

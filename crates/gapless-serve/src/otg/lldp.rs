@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use gapless_io::devices::lldp::LldpSocket;
+use gapless_io::devices::group::{GroupSocket, LLDP};
 use gapless_otg::config::Plan;
 use gapless_otg::lldp::{decode, frame, neighbor_id, neighbor_state, Agent, Neighbor, MAX_NEIGHBORS};
 use gapless_otg::OtgError;
@@ -76,7 +76,7 @@ impl LldpAgent {
         if run.as_ref().is_some_and(|r| !r.1.is_finished()) {
             return Ok(());
         }
-        let sock = LldpSocket::open(self.netns.as_deref(), &self.iface).map_err(|e| {
+        let sock = GroupSocket::open(self.netns.as_deref(), &self.iface, LLDP).map_err(|e| {
             OtgError::invalid(format!(
                 "lldp: {:?} cannot open LLDP on port {:?}: {e}",
                 self.agent.name, self.agent.port
@@ -143,7 +143,7 @@ impl Drop for LldpAgent {
 }
 
 /// The agent's loop: send on time, read what comes in between, until told to stop.
-fn speak(a: &Agent, iface: &str, sock: &LldpSocket, tally: &Mutex<Tally>, stop: &AtomicBool) {
+fn speak(a: &Agent, iface: &str, sock: &GroupSocket, tally: &Mutex<Tally>, stop: &AtomicBool) {
     let lock = || tally.lock().unwrap_or_else(|e| e.into_inner());
     let every = Duration::from_secs(u64::from(a.interval_s));
     let mut next = Instant::now();

@@ -42,6 +42,7 @@ pub(crate) fn metrics_for(s: &Shared, req: &Value) -> Result<Value, OtgError> {
             let plan = plan_of(s)?;
             let mut ports = port_metrics(&plan, &figures(s, &[])?, &names)?;
             with_speeds(&plan, &mut ports);
+            with_lag_members(s, &mut ports);
             with_captures(s, &mut ports);
             with_lost_agents(s, &mut ports);
             let down = otg(s).links_down.clone();
@@ -57,6 +58,20 @@ pub(crate) fn metrics_for(s: &Shared, req: &Value) -> Result<Value, OtgError> {
         Metrics::Isis(names) => super::isis::metrics(s, &names),
         Metrics::Lldp(names) => super::lldp::metrics(s, &names),
         Metrics::Ospf(v6, names) => super::ospf::metrics(s, v6, &names),
+        Metrics::Lacp(lags, ports) => super::lag::lacp_metrics(s, &lags, &ports),
+        Metrics::Lag(names) => {
+            let all = figures(s, &[])?;
+            let rx = |lag: &str| {
+                let on = all.iter().filter(|f| f.2 == lag);
+                let frames = on.clone().map(|f| f.3.frames_rx).sum();
+                (
+                    frames,
+                    on.clone().map(|f| f.3.bytes_rx).sum(),
+                    on.map(|f| f.3.rx_rate).sum::<f64>(),
+                )
+            };
+            super::lag::metrics(s, &names, rx)
+        }
         Metrics::Convergence(names) => {
             let d = convergence::detector(otg(s).raw.as_ref().unwrap_or(&Value::Null))?;
             let made = otg(s).made.clone();
@@ -126,10 +141,14 @@ fn per_port(meter: &[String], name: &str, tx: &str, rx: &[String], f: Flow) -> V
             .map(|r| (name.into(), tx.into(), r.clone(), f.clone()))
             .collect();
     }
+    // A LAG is not one of the meter's ports (its members are): its entry is the flow's.
     rx.iter()
         .map(|r| {
-            let k = meter.iter().position(|p| p == r).unwrap_or(0);
-            (name.into(), tx.into(), r.clone(), gapless_otg::metrics::on_port(&f, k))
+            let f = match meter.iter().position(|p| p == r) {
+                Some(k) => gapless_otg::metrics::on_port(&f, k),
+                None => f.clone(),
+            };
+            (name.into(), tx.into(), r.clone(), f)
         })
         .collect()
 }
@@ -146,6 +165,20 @@ fn merge_x(p: &mut Value, x: Value) {
     }
     if let (Some(m), Value::Object(x)) = (p["x_gapless"].as_object_mut(), x) {
         m.extend(x);
+    }
+}
+
+/// A LAG member's frames and bytes sent: its share of the flows on the LAG, as the LAG's
+/// send path counted them (the flows themselves count against the LAG).
+fn with_lag_members(s: &Shared, ports: &mut [Value]) {
+    for d in otg(s).lags.iter() {
+        for (k, m) in d.lag.members.iter().enumerate() {
+            if let Some(p) = ports.iter_mut().find(|p| p["name"] == m.port.as_str()) {
+                let (frames, bytes) = d.live.sent(k);
+                p["frames_tx"] = json!(frames);
+                p["bytes_tx"] = json!(bytes);
+            }
+        }
     }
 }
 

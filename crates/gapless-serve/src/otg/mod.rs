@@ -21,6 +21,7 @@ mod chunks;
 mod daemons;
 pub(crate) mod devices;
 mod isis;
+mod lag;
 mod lldp;
 mod ospf;
 mod routing;
@@ -70,6 +71,8 @@ pub struct OtgState {
     pub ospf: Vec<Arc<ospf::Ospfd>>,
     /// The LLDP agents, a thread each on its port.
     pub lldp: Vec<Arc<lldp::LldpAgent>>,
+    /// The LAGs, a thread each over its members.
+    pub lags: Vec<Arc<lag::LagDriver>>,
     /// A config whose ports are on agents: the agents, and its run ([`crate::cluster`]).
     pub cluster: Option<Arc<crate::cluster::Cluster>>,
     /// The link events `control/state` made (for convergence metrics), and the ports set down.
@@ -96,6 +99,9 @@ impl Drop for OtgState {
         }
         for a in &self.lldp {
             a.stop();
+        }
+        for l in &self.lags {
+            l.stop();
         }
         for (_, h) in &self.hosts {
             h.remove();
@@ -304,7 +310,7 @@ fn set_config_now(s: &Shared, cfg: Value) -> Result<Value, OtgError> {
     drop(old);
     let made = bring_up(&plan);
     let mut st = otg(s);
-    let (hosts, routers, isis, ospf, lldp) = match made {
+    let (hosts, routers, isis, ospf, lldp, lags) = match made {
         Ok(m) => m,
         Err(e) => {
             *st = OtgState::default();
@@ -321,6 +327,7 @@ fn set_config_now(s: &Shared, cfg: Value) -> Result<Value, OtgError> {
         isis,
         ospf,
         lldp,
+        lags,
         runs: Vec::new(),
         pausers: Vec::new(),
         cluster: None,
@@ -354,6 +361,7 @@ type Up = (
     Vec<Arc<isis::Isisd>>,
     Vec<Arc<ospf::Ospfd>>,
     Vec<Arc<lldp::LldpAgent>>,
+    Vec<Arc<lag::LagDriver>>,
 );
 
 /// `plan`'s devices as hosts, then their routers and LLDP agents; on a failure, what came up
@@ -371,13 +379,18 @@ fn bring_up(plan: &Plan) -> Result<Up, OtgError> {
         isis.iter().for_each(|r| r.stop());
         hosts.iter().for_each(|h| h.1.remove());
     })?;
-    let lldp = lldp::up(plan).inspect_err(|_| {
+    let undo = || {
         routers.iter().for_each(|r| r.stop());
         isis.iter().for_each(|r| r.stop());
         ospf.iter().for_each(|r| r.stop());
         hosts.iter().for_each(|h| h.1.remove());
+    };
+    let lldp = lldp::up(plan).inspect_err(|_| undo())?;
+    let lags = lag::up(plan).inspect_err(|_| {
+        undo();
+        lldp.iter().for_each(|a| a.stop());
     })?;
-    Ok((hosts, routers, isis, ospf, lldp))
+    Ok((hosts, routers, isis, ospf, lldp, lags))
 }
 
 /// A config whose ports are on agents: every agent reached and verified, or the config is
@@ -436,34 +449,49 @@ pub(crate) async fn control_with(s: Shared, req: Value) -> Result<Value, OtgErro
         Control::NoOp(warning) => Ok(requests::ok(vec![warning])),
         Control::Protocols(true) => {
             devices::resolve_in_background(&otg(&s).hosts);
-            let (routers, isis, ospf, lldp) = {
+            let (routers, isis, ospf, lldp, lags) = {
                 let st = otg(&s);
-                (st.routers.clone(), st.isis.clone(), st.ospf.clone(), st.lldp.clone())
+                (
+                    st.routers.clone(),
+                    st.isis.clone(),
+                    st.ospf.clone(),
+                    st.lldp.clone(),
+                    st.lags.clone(),
+                )
             };
             blocking(move || {
                 routers.iter().try_for_each(|r| r.start())?;
                 isis.iter().try_for_each(|r| r.start())?;
                 ospf.iter().try_for_each(|r| r.start())?;
                 lldp.iter().try_for_each(|a| a.start())?;
+                lags.iter().try_for_each(|l| l.start())?;
                 Ok(requests::ok(Vec::new()))
             })
             .await
         }
         Control::Protocols(false) => {
-            let (routers, isis, ospf, lldp) = {
+            let (routers, isis, ospf, lldp, lags) = {
                 let st = otg(&s);
-                (st.routers.clone(), st.isis.clone(), st.ospf.clone(), st.lldp.clone())
+                (
+                    st.routers.clone(),
+                    st.isis.clone(),
+                    st.ospf.clone(),
+                    st.lldp.clone(),
+                    st.lags.clone(),
+                )
             };
             blocking(move || {
                 routers.iter().for_each(|r| r.stop());
                 isis.iter().for_each(|r| r.stop());
                 ospf.iter().for_each(|r| r.stop());
                 lldp.iter().for_each(|a| a.stop());
+                lags.iter().for_each(|l| l.stop());
                 Ok(requests::ok(Vec::new()))
             })
             .await
         }
         Control::IsisRouters(up, names) => blocking(move || isis::router_control(&s, up, &names)).await,
+        Control::Lacp { admin, up, members } => lag::control(&s, admin, up, &members),
         Control::Routes(advertise, names) => blocking(move || routing::route_control(&s, advertise, &names)).await,
         Control::BgpPeers(up, names) => blocking(move || routing::peer_control(&s, up, &names)).await,
         Control::Link(up, ports) => blocking(move || link_control(&s, up, &ports)).await,
@@ -494,6 +522,7 @@ async fn cluster_control(s: Shared, c: Arc<crate::cluster::Cluster>, ctl: Contro
         Control::Protocols(_) => Ok(requests::ok(Vec::new())),
         Control::Link(..) => Err(not_yet("link control")),
         Control::Routes(..) | Control::BgpPeers(..) | Control::IsisRouters(..) => Err(not_yet("routing control")),
+        Control::Lacp { .. } => Err(not_yet("LACP control")),
         Control::Start(names) if names.is_empty() => {
             let (plan, raw) = {
                 let st = otg(&s);
@@ -634,7 +663,7 @@ fn start(s: &Shared, names: &[String]) -> Result<Value, OtgError> {
         pauser,
         room,
         tx: joint.tx_names(),
-        rx: joint.group.rx.iter().map(|p| p.name.clone()).collect(),
+        rx: joint.group.rx_ports().iter().map(|p| p.name.clone()).collect(),
     }));
     Ok(requests::ok(Vec::new()))
 }
@@ -662,6 +691,11 @@ fn start_joint(s: &Shared, j: &runs::Joint) -> Result<(i64, Option<gapless_engin
     let g = &j.group;
     let room = runs::compiled(g)?.max_frame() as usize - FCS_LEN;
     let mut run = runs::port_run(j)?;
+    let tx_names = j.tx_names();
+    for l in &mut run.spec.lags {
+        let name = &tx_names[l.port];
+        l.live = otg(s).lags.iter().find(|d| &d.lag.name == name).map(|d| d.live.clone());
+    }
     // Each RX port's capture, if the config has one: its meter offers it the port's frames.
     if let Some(rx) = run.spec.rx.as_mut() {
         let st = otg(s);
@@ -671,8 +705,9 @@ fn start_joint(s: &Shared, j: &runs::Joint) -> Result<(i64, Option<gapless_engin
                 .find(|c| c.cfg.port == port.name)
                 .map(|c| c.buf.clone())
         };
-        rx.capture = g.rx.first().and_then(of);
-        for (more, port) in rx.more.iter_mut().zip(g.rx.iter().skip(1)) {
+        let rx_ports = g.rx_ports();
+        rx.capture = rx_ports.first().and_then(of);
+        for (more, port) in rx.more.iter_mut().zip(rx_ports.iter().skip(1)) {
             more.capture = of(port);
         }
     }

@@ -13,7 +13,8 @@ fn cfg(sys: u8, key: u16, port: u16, active: bool) -> Config {
             state: 0,
         },
         active,
-        short_timeout: true,
+        timeout_s: 0,
+        periodic_s: 0,
     }
 }
 
@@ -169,4 +170,84 @@ fn open_vswitchs_lacpdu_is_taken_and_answered_with_it_as_partner() {
     a.on_tick(2100 * MS);
     assert_eq!(a.mux(), Mux::Attached);
     assert!(!a.distributing());
+}
+
+#[test]
+fn the_configured_interval_and_timeout_set_the_pace_and_the_bit() {
+    let (mut a, mut b) = pair(true, true);
+    a.cfg.periodic_s = 30;
+    a.cfg.timeout_s = 90;
+    // b asks for long timeouts too: a partner asking for short ones would time a out between
+    // its 30 s LACPDUs, as 802.1AX would have it sending every second.
+    b.cfg.timeout_s = 90;
+    let t = run(&mut a, &mut b, 0, 4000, false);
+    assert!(a.distributing() && b.distributing(), "{:?} {:?}", a.mux(), b.mux());
+    assert_eq!(a.actor_state() & state::TIMEOUT, 0, "90 s asks for long timeouts");
+    let sent = a.counters.lacpdus_tx;
+    let t = run(&mut a, &mut b, t, 25_000, false);
+    assert_eq!(a.counters.lacpdus_tx, sent, "nothing periodic between 4 s and 29 s");
+    run(&mut a, &mut b, t, 2000, false);
+    assert_eq!(a.counters.lacpdus_tx, sent + 1, "one LACPDU at 30 s");
+    // b asks for short timeouts, so by 802.1AX it would send every second; auto does that.
+    let (mut c, mut d) = pair(true, true);
+    let t = run(&mut c, &mut d, 0, 4000, false);
+    let sent = c.counters.lacpdus_tx;
+    run(&mut c, &mut d, t, 10_000, false);
+    assert!(
+        (9..=11).contains(&(c.counters.lacpdus_tx - sent)),
+        "auto: every second; got {}",
+        c.counters.lacpdus_tx - sent
+    );
+}
+
+#[test]
+fn a_timeout_of_10_s_holds_the_partner_10_s_with_the_short_bit() {
+    let (mut a, mut b) = pair(true, true);
+    a.cfg.timeout_s = 10;
+    let t = run(&mut a, &mut b, 0, 4000, false);
+    assert_ne!(
+        a.actor_state() & state::TIMEOUT,
+        0,
+        "under 90 s: short, so the partner sends every second"
+    );
+    let t = run(&mut a, &mut b, t, 9000, true);
+    assert_eq!(a.rx_state(), Rx::Current, "9 s of silence: still current");
+    run(&mut a, &mut b, t, 1500, true);
+    assert_eq!(a.rx_state(), Rx::Expired, "10 s: expired");
+}
+
+#[test]
+fn lacp_off_on_a_member_silences_it_and_the_partner_times_out() {
+    let (mut a, mut b) = pair(true, true);
+    let t = run(&mut a, &mut b, 0, 4000, false);
+    b.set_enabled(false, t);
+    assert!(!b.distributing() && !b.enabled());
+    let sent = b.counters.lacpdus_tx;
+    let t = run(&mut a, &mut b, t, 3500, false);
+    assert_eq!(b.counters.lacpdus_tx, sent, "no LACPDU while LACP is off");
+    assert!(
+        !a.distributing() && a.rx_state() == Rx::Expired,
+        "a's partner timed out: {:?}",
+        a.rx_state()
+    );
+    b.set_enabled(true, t);
+    run(&mut a, &mut b, t, 4000, false);
+    assert!(
+        a.distributing() && b.distributing(),
+        "back in the aggregate: {:?} {:?}",
+        a.mux(),
+        b.mux()
+    );
+}
+
+#[test]
+fn a_partner_that_churns_is_out_while_out_of_sync_and_back_when_in() {
+    let (mut a, mut b) = pair(true, true);
+    let mut t = run(&mut a, &mut b, 0, 4000, false);
+    for k in 0..5 {
+        b.set_admin(k % 2 == 1);
+        t = run(&mut a, &mut b, t, 300, false);
+        assert_eq!(a.distributing(), k % 2 == 1, "round {k}: a follows b's Synchronization");
+    }
+    assert!(a.counters.lacpdus_rx > 10 && a.rx_state() == Rx::Current);
 }
