@@ -211,6 +211,18 @@ def test_ovs_sees_our_system_key_and_ports_each_synchronized_collecting_distribu
     req.lag.lag_names = ["l1"]
     (lag,) = a.get_metrics(req).lag_metrics
     assert (lag.name, lag.oper_status, lag.member_ports_up) == ("l1", "up", 2), lag
+    # The same over gNMI, as ondatra and featureprofiles read it (pygnmi here).
+    from test_gnmi import client, leaves
+
+    with client(server) as gc:
+        got = leaves(gc.get(path=["lags/lag[name=l1]/state", "lacp/lag-members/lag-member[name=p2]/state"],
+                            encoding="proto"))
+    assert got["lags/lag[name=l1]/state/oper-status"] == "UP", got
+    assert got["lags/lag[name=l1]/state/counters/member-ports-up"] == 2, got
+    m = "lacp/lag-members/lag-member[name=p2]/state"
+    assert (got[f"{m}/system-id"], got[f"{m}/oper-key"], got[f"{m}/port-num"]) == (SYS_ID, KEY, 12), got
+    assert (got[f"{m}/synchronization"], got[f"{m}/distributing"]) == ("IN_SYNC", True), got
+    assert (got[f"{m}/partner-id"], got[f"{m}/partner-port-num"]) == (seen["o2"]["actor sys_id"], int(seen["o2"]["actor port_id"])), got
 
 
 def test_a_flow_from_the_lag_spreads_over_both_members_and_arrives_whole(server: Server, ovs: Ovs) -> None:

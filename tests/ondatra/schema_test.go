@@ -19,7 +19,7 @@ func TestTheServersSchemaIsOndatras(t *testing.T) {
 		t.Fatalf("expected the server's schema table at $GAPLESS_SCHEMA_TSV; got %v", err)
 	}
 	root := otg.SchemaTree["Root"]
-	served := []string{"flows", "ports", "interfaces", "bgp-peers", "isis-routers", "ospfv2-routers", "ospfv3-routers", "lldps"}
+	served := []string{"flows", "ports", "interfaces", "bgp-peers", "isis-routers", "ospfv2-routers", "ospfv3-routers", "lldps", "lags", "lacp"}
 	var bad []string
 	checked := 0
 	for _, line := range strings.Split(string(data), "\n") {

@@ -124,13 +124,25 @@ fn typed(ty: &str, base: &str, enums: &[String], v: &Value) -> Option<Scalar> {
 
 /// The leaves of `root/list[name]` for each named entry of `metrics`: its `state/name`, then
 /// what `fill` adds below it.
-fn named(metrics: &[Value], root: &str, list: &str, mut fill: impl FnMut(&mut Entry, &Value)) -> Vec<Leaf> {
+fn named(metrics: &[Value], root: &str, list: &str, fill: impl FnMut(&mut Entry, &Value)) -> Vec<Leaf> {
+    named_at(metrics, &[root], list, "name", fill)
+}
+
+/// As [`named`], the list below the containers `root`, each entry named by its `by`.
+fn named_at(
+    metrics: &[Value],
+    root: &[&str],
+    list: &str,
+    by: &str,
+    mut fill: impl FnMut(&mut Entry, &Value),
+) -> Vec<Leaf> {
     let mut out = Vec::new();
     for m in metrics {
-        let Some(name) = m["name"].as_str() else { continue };
-        let base = Path(vec![Elem::new(root), Elem::new(list).key("name", name)]);
+        let Some(name) = m[by].as_str() else { continue };
+        let mut base = Path(root.iter().map(|r| Elem::new(r)).collect());
+        base.0.push(Elem::new(list).key("name", name));
         let mut e = Entry { base, out: &mut out };
-        e.leaf("state/name", &m["name"]);
+        e.leaf("state/name", &m[by]);
         fill(&mut e, m);
     }
     out
@@ -251,6 +263,58 @@ pub fn ports(port_metrics: &[Value]) -> Vec<Leaf> {
         e.leaf("state/counters/out-octets", &m["bytes_tx"]);
         e.leaf("state/counters/in-octets", &m["bytes_rx"]);
     })
+}
+
+/// `lags/lag[name]`: the LAG's status, members up, counters and rates, from `lag_metrics`.
+pub fn lags(lag_metrics: &[Value]) -> Vec<Leaf> {
+    named(lag_metrics, "lags", "lag", |e, m| {
+        let bps = |k: &str| m[k].as_f64().map(|x| Value::from(x * 8.0)).unwrap_or(Value::Null);
+        e.leaf("state/oper-status", &m["oper_status"]);
+        e.leaf("state/out-rate", &bps("bytes_tx_rate"));
+        e.leaf("state/in-rate", &bps("bytes_rx_rate"));
+        e.leaf("state/counters/member-ports-up", &m["member_ports_up"]);
+        e.leaf("state/counters/out-frames", &m["frames_tx"]);
+        e.leaf("state/counters/in-frames", &m["frames_rx"]);
+        e.leaf("state/counters/out-octets", &m["bytes_tx"]);
+        e.leaf("state/counters/in-octets", &m["bytes_rx"]);
+    })
+}
+
+/// `lacp/lag-members/lag-member[name]`: each LACP member by its port, from `lacp_metrics`.
+pub fn lacp(lacp_metrics: &[Value]) -> Vec<Leaf> {
+    const STATE: [(&str, &str); 12] = [
+        ("activity", "activity"),
+        ("timeout", "timeout"),
+        ("synchronization", "synchronization"),
+        ("aggregatable", "aggregatable"),
+        ("collecting", "collecting"),
+        ("distributing", "distributing"),
+        ("system-id", "system_id"),
+        ("oper-key", "oper_key"),
+        ("partner-id", "partner_id"),
+        ("partner-key", "partner_key"),
+        ("port-num", "port_num"),
+        ("partner-port-num", "partner_port_num"),
+    ];
+    const COUNTERS: [(&str, &str); 3] = [
+        ("lacp-in-pkts", "lacp_packets_rx"),
+        ("lacp-out-pkts", "lacp_packets_tx"),
+        ("lacp-rx-errors", "lacp_rx_errors"),
+    ];
+    named_at(
+        lacp_metrics,
+        &["lacp", "lag-members"],
+        "lag-member",
+        "lag_member_port_name",
+        |e, m| {
+            for (yang, otg) in STATE {
+                e.leaf(&format!("state/{yang}"), &m[otg]);
+            }
+            for (yang, otg) in COUNTERS {
+                e.leaf(&format!("state/counters/{yang}"), &m[otg]);
+            }
+        },
+    )
 }
 
 /// `bgp-peers/bgp-peer[name]`: the session's state in the YANG's spelling and its counters,
@@ -972,6 +1036,50 @@ mod tests {
         assert_eq!(at("in-intra-area-prefix-lsas"), Some(Scalar::Uint(4)));
         assert_eq!(at("out-inter-area-router-lsas"), Some(Scalar::Uint(5)));
         in_schema(&l);
+    }
+
+    #[test]
+    fn a_lag_and_its_lacp_members_have_their_status_counters_and_partners() {
+        let l = json!({ "name": "l1", "oper_status": "up", "member_ports_up": 2, "frames_tx": 10, "bytes_tx": 1280,
+            "frames_rx": 9, "bytes_rx": 1152, "bytes_tx_rate": 100.0, "frames_tx_rate": 1.0 });
+        let got = lags(&[l]);
+        in_schema(&got);
+        let at = |p: &str| value(&got, p);
+        assert_eq!(
+            at("lags/lag[name=l1]/state/oper-status"),
+            Some(Scalar::Str("UP".into()))
+        );
+        assert_eq!(
+            at("lags/lag[name=l1]/state/counters/member-ports-up"),
+            Some(Scalar::Uint(2))
+        );
+        assert_eq!(at("lags/lag[name=l1]/state/out-rate"), Some(Scalar::Float32(800.0)));
+        assert_eq!(
+            at("lags/lag[name=l1]/state/in-rate"),
+            None,
+            "no received byte rate: no leaf"
+        );
+        let m = json!({ "lag_name": "l1", "lag_member_port_name": "p1", "activity": "active", "timeout": "short",
+            "synchronization": "in_sync", "aggregatable": true, "collecting": true, "distributing": false,
+            "system_id": "02:aa:00:00:00:01", "oper_key": 7, "partner_id": "02:bb:00:00:00:01", "partner_key": 9,
+            "port_num": 11, "partner_port_num": 3, "lacp_packets_rx": 5, "lacp_packets_tx": 6, "lacp_rx_errors": 0 });
+        let got = lacp(&[m]);
+        in_schema(&got);
+        let at = |p: &str| value(&got, p);
+        let base = "lacp/lag-members/lag-member[name=p1]/state";
+        assert_eq!(at(&format!("{base}/name")), Some(Scalar::Str("p1".into())));
+        assert_eq!(
+            at(&format!("{base}/synchronization")),
+            Some(Scalar::Str("IN_SYNC".into()))
+        );
+        assert_eq!(at(&format!("{base}/distributing")), Some(Scalar::Bool(false)));
+        assert_eq!(
+            at(&format!("{base}/partner-id")),
+            Some(Scalar::Str("02:bb:00:00:00:01".into()))
+        );
+        assert_eq!(at(&format!("{base}/partner-port-num")), Some(Scalar::Uint(3)));
+        assert_eq!(at(&format!("{base}/counters/lacp-out-pkts")), Some(Scalar::Uint(6)));
+        assert_eq!(got.len(), 16, "name, 12 state leaves and 3 counters");
     }
 
     #[test]

@@ -12,7 +12,7 @@ use crate::otg::metrics::metrics_for;
 use crate::Shared;
 
 /// The trees this server fills, by their top-level node.
-pub const ROOTS: [&str; 8] = [
+pub const ROOTS: [&str; 10] = [
     "flows",
     "ports",
     "interfaces",
@@ -21,6 +21,8 @@ pub const ROOTS: [&str; 8] = [
     "ospfv2-routers",
     "ospfv3-routers",
     "lldps",
+    "lags",
+    "lacp",
 ];
 
 /// Every leaf of the trees in `roots` (all when none), on the calling (blocking) thread. A
@@ -56,6 +58,8 @@ pub fn leaves(s: &Shared, roots: Option<&BTreeSet<String>>) -> Vec<Leaf> {
                 leaves
             }
             "lldps" => state::lldps(&list(s, "lldp", "lldp_metrics"), &states(s, "lldp_neighbors")),
+            "lags" => state::lags(&list(s, "lag", "lag_metrics")),
+            "lacp" => state::lacp(&list(s, "lacp", "lacp_metrics")),
             _ => state::neighbors(&states(s, "ipv4_neighbors"), &states(s, "ipv6_neighbors")),
         });
     }
