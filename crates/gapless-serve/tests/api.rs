@@ -324,7 +324,7 @@ fn otg_refuses_what_it_cannot_send_with_code_kind_and_errors() {
         (200, Some(0)),
         "{b}"
     );
-    let (st, b) = http(srv.otg, "POST", "/monitor/metrics", br#"{"choice": "lag"}"#, None);
+    let (st, b) = http(srv.otg, "POST", "/monitor/metrics", br#"{"choice": "macsec"}"#, None);
     assert_eq!(st, 400, "{b}");
     let (st, b) = http(
         srv.otg,

@@ -17,7 +17,7 @@ use super::state::{Leaf, Scalar};
 
 /// The OTG models the trees come from, with their revisions at the pinned commit: their
 /// top-level node and module.
-pub const MODULES: [(&str, &str, &str); 9] = [
+pub const MODULES: [(&str, &str, &str); 10] = [
     ("flows", "open-traffic-generator-flow", "2022-01-21"),
     ("ports", "open-traffic-generator-port", "2022-01-21"),
     ("interfaces", "open-traffic-generator-discovery", "2022-01-21"),
@@ -27,6 +27,7 @@ pub const MODULES: [(&str, &str, &str); 9] = [
     ("ospfv3-routers", "open-traffic-generator-ospfv3", "2022-01-21"),
     ("lldps", "open-traffic-generator-lldp", "2022-08-09"),
     ("lags", "open-traffic-generator-lag", "2022-06-08"),
+    ("lacp", "open-traffic-generator-lacp", "2022-06-08"),
 ];
 
 /// Which JSON: RFC 7951's (`ietf`) or plain.
