@@ -374,6 +374,12 @@ def test_ovs_balance_tcp_to_our_lag_is_metered_as_one_sequence(server: Server, o
     assert m.frames_rx == m.frames_tx == 20_000, f"expected all 20000 over both members as one flow; got {m}"
     assert all(n >= 1_000 for n in on.values()), \
         f"expected OVS's balance-tcp to use both members; got {on}\n{ovs.appctl('bond/show', 'bond0')}\n{ovs.appctl('fdb/show', 'br0')}"
+    req = a.metrics_request()
+    req.port.port_names = ["p1", "p2"]
+    got = {p.name: p.frames_rx for p in a.get_metrics(req).port_metrics}
+    assert got["p1"] + got["p2"] == 20_000, f"expected the members' frames_rx to add up to the flow's 20000; got {got}"
+    assert abs(got["p1"] - on["m1"]) <= 20 and abs(got["p2"] - on["m2"]) <= 20, \
+        f"expected each member's frames_rx to be what its veth counted (within LACPDUs); got {got} vs {on}"
 
 
 @pytest.fixture(scope="module")

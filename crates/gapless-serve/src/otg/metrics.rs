@@ -40,7 +40,8 @@ pub(crate) fn metrics_for(s: &Shared, req: &Value) -> Result<Value, OtgError> {
         }
         Metrics::Port(names) => {
             let plan = plan_of(s)?;
-            let mut ports = port_metrics(&plan, &figures(s, &[])?, &names)?;
+            // Each LAG member's entry counts its share of what the LAG received.
+            let mut ports = port_metrics(&plan, &figures_by(s, &[], true)?, &names)?;
             with_speeds(&plan, &mut ports);
             with_lag_members(s, &mut ports);
             with_captures(s, &mut ports);
@@ -90,6 +91,11 @@ pub(crate) fn metrics_for(s: &Shared, req: &Value) -> Result<Value, OtgError> {
 
 /// Every flow named (all when none are), a flow with several RX ports once per port.
 fn figures(s: &Shared, names: &[String]) -> Result<Vec<FlowFigures>, OtgError> {
+    figures_by(s, names, false)
+}
+
+/// As [`figures`]; `members`: a flow received on a LAG once per member, with its share.
+fn figures_by(s: &Shared, names: &[String], members: bool) -> Result<Vec<FlowFigures>, OtgError> {
     let plan = plan_of(s)?;
     let cluster = otg(s).cluster.clone();
     if let Some(c) = cluster {
@@ -126,7 +132,11 @@ fn figures(s: &Shared, names: &[String]) -> Result<Vec<FlowFigures>, OtgError> {
         let meter = run
             .and_then(|r| meters.iter().find(|m| m.0 == r.1))
             .map_or(&[][..], |m| &m.1[..]);
-        out.extend(per_port(meter, name, tx, rx, f));
+        let rx: Vec<String> = match members {
+            true => rx.iter().flat_map(|r| lag_members(&plan, r)).collect(),
+            false => rx.clone(),
+        };
+        out.extend(per_port(meter, name, tx, &rx, f));
     }
     Ok(out)
 }
@@ -151,6 +161,14 @@ fn per_port(meter: &[String], name: &str, tx: &str, rx: &[String], f: Flow) -> V
             (name.into(), tx.into(), r.clone(), f)
         })
         .collect()
+}
+
+/// A LAG's member ports, or the port itself.
+fn lag_members(plan: &gapless_otg::config::Plan, port: &str) -> Vec<String> {
+    match plan.lags.iter().find(|l| l.name == port) {
+        Some(l) => l.members.iter().map(|m| m.port.clone()).collect(),
+        None => vec![port.to_string()],
+    }
 }
 
 /// An ended run's result, from the run table.
