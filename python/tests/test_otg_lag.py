@@ -175,6 +175,15 @@ def stamps_ns(path: Path) -> list[int]:
     return [meta.sec * 1_000_000_000 + meta.usec for _, meta in RawPcapReader(str(path))]
 
 
+BALANCE_TCP = ("lacp=active", "bond_mode=balance-tcp", "other_config:lacp-time=fast")
+
+
+def set_and_sync(a: Any, ovs: Ovs, cfg: Any) -> None:
+    """Sets `cfg` and waits for OVS to attach both members to our aggregate."""
+    a.set_config(cfg)
+    until("OVS in sync with us", lambda: in_sync(ovs), 15)
+
+
 def rx_packets(dev: str) -> int:
     return int(ns_sh("cat", f"/sys/class/net/{dev}/statistics/rx_packets"))
 
@@ -196,7 +205,7 @@ def wait_done(a: Any, name: str, within: float = 30) -> Any:
 
 
 def test_ovs_sees_our_system_key_and_ports_each_synchronized_collecting_distributing(server: Server, ovs: Ovs) -> None:
-    ovs.bond("lacp=active", "bond_mode=balance-tcp", "other_config:lacp-time=fast")
+    ovs.bond(*BALANCE_TCP)
     a = api(server, "https")
     assert list(a.set_config(lag_config(a)).warnings) == []
     until("OVS to attach both members to our aggregate", lambda: in_sync(ovs), 15)
@@ -236,12 +245,11 @@ def test_ovs_sees_our_system_key_and_ports_each_synchronized_collecting_distribu
 
 
 def test_a_flow_from_the_lag_spreads_over_both_members_and_arrives_whole(server: Server, ovs: Ovs) -> None:
-    ovs.bond("lacp=active", "bond_mode=balance-tcp", "other_config:lacp-time=fast")
+    ovs.bond(*BALANCE_TCP)
     a = api(server, "https")
     cfg = lag_config(a)
     lag_flow(cfg, "spread", "l1", "p3", pps=5_000, count=5_000)
-    a.set_config(cfg)
-    until("OVS in sync with us", lambda: in_sync(ovs), 15)
+    set_and_sync(a, ovs, cfg)
     before = {d: rx_packets(d) for d in ("o1", "o2")}
     run_flow(a, "spread")
     m = wait_done(a, "spread")
@@ -257,15 +265,14 @@ def test_a_flow_from_the_lag_spreads_over_both_members_and_arrives_whole(server:
 
 
 def test_a_member_link_down_moves_its_share_within_100_ms(server: Server, ovs: Ovs, tmp_path: Path) -> None:
-    ovs.bond("lacp=active", "bond_mode=balance-tcp", "other_config:lacp-time=fast")
+    ovs.bond(*BALANCE_TCP)
     a = api(server, "https")
     cfg = lag_config(a)
     f = lag_flow(cfg, "conv", "l1", "p3", pps=20_000, count=60_000)
     f.metrics.enable = True
     cfg.events.dp_events.enable, cfg.events.dp_events.rx_rate_threshold = True, 95
     cfg.events.cp_events.enable = True
-    a.set_config(cfg)
-    until("OVS in sync with us", lambda: in_sync(ovs), 15)
+    set_and_sync(a, ovs, cfg)
     with tcpdump(NS, "m3", tmp_path / "sink.pcap", "udp", keep_all=True):
         run_flow(a, "conv")
         time.sleep(1)
@@ -299,12 +306,11 @@ def test_a_member_link_down_moves_its_share_within_100_ms(server: Server, ovs: O
 
 
 def test_admin_down_on_a_member_moves_its_traffic_once_ovs_reads_the_next_lacpdu(server: Server, ovs: Ovs) -> None:
-    ovs.bond("lacp=active", "bond_mode=balance-tcp", "other_config:lacp-time=fast")
+    ovs.bond(*BALANCE_TCP)
     a = api(server, "https")
     cfg = lag_config(a)
     lag_flow(cfg, "moved", "l1", "p3", pps=2_000, seconds=6)
-    a.set_config(cfg)
-    until("OVS in sync with us", lambda: in_sync(ovs), 15)
+    set_and_sync(a, ovs, cfg)
     cs = a.control_state()
     cs.protocol.lacp.admin.lag_member_names, cs.protocol.lacp.admin.state = ["p1"], "down"
     a.set_control_state(cs)
@@ -326,7 +332,7 @@ def test_admin_down_on_a_member_moves_its_traffic_once_ovs_reads_the_next_lacpdu
 
 
 def test_passive_members_against_an_active_partner_come_up(server: Server, ovs: Ovs) -> None:
-    ovs.bond("lacp=active", "bond_mode=balance-tcp", "other_config:lacp-time=fast")
+    ovs.bond(*BALANCE_TCP)
     a = api(server, "https")
     a.set_config(lag_config(a, activity="passive"))
     until("OVS in sync with our passive members", lambda: in_sync(ovs), 15)
@@ -363,8 +369,7 @@ def test_ovs_balance_tcp_to_our_lag_is_metered_as_one_sequence(server: Server, o
     # To the LAG's source MAC, which OVS learns on bond0 from "teach"; from p3's own.
     f.packet[0].src.value, f.packet[0].dst.value = "02:bb:00:00:00:03", "02:aa:00:00:00:aa"
     lag_flow(cfg, "teach", "l1", "p3", pps=100, count=10)
-    a.set_config(cfg)
-    until("OVS in sync with us", lambda: in_sync(ovs), 15)
+    set_and_sync(a, ovs, cfg)
     run_flow(a, "teach")
     wait_done(a, "teach")
     before = {d: rx_packets(d) for d in ("m1", "m2")}

@@ -188,14 +188,7 @@ impl TxBackend for LagTx {
         Ok(sent)
     }
     fn finish(&mut self) -> Result<(), IoError> {
-        let mut first = Ok(());
-        for m in &mut self.members {
-            let r = m.finish();
-            if first.is_ok() {
-                first = r;
-            }
-        }
-        first
+        super::finish_all(&mut self.members)
     }
     fn errors(&self) -> u64 {
         self.dropped + self.members.iter().map(|m| m.errors()).sum::<u64>()

@@ -83,3 +83,16 @@ pub trait TxBackend: Send {
         None
     }
 }
+
+/// Finishes every backend of `all` (several ports, a LAG's members), each even when one
+/// before it failed, and gives the first failure.
+pub(crate) fn finish_all(all: &mut [Box<dyn TxBackend>]) -> Result<(), IoError> {
+    let mut first = Ok(());
+    for b in all {
+        let r = b.finish();
+        if first.is_ok() {
+            first = r;
+        }
+    }
+    first
+}

@@ -69,14 +69,7 @@ impl TxBackend for TxPorts {
         self.port().send(lens, at_ns)
     }
     fn finish(&mut self) -> Result<(), IoError> {
-        let mut first = Ok(());
-        for p in &mut self.ports {
-            let r = p.finish();
-            if first.is_ok() {
-                first = r;
-            }
-        }
-        first
+        super::finish_all(&mut self.ports)
     }
     fn errors(&self) -> u64 {
         self.ports.iter().map(|p| p.errors()).sum()

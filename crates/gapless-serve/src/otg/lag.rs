@@ -187,7 +187,7 @@ fn drive(lag: &Lag, socks: &[GroupSocket], live: &LagLive, shared: &Mutex<Shared
         drop(sh);
         std::thread::sleep(TICK);
     }
-    goodbye(lag, socks, live, shared);
+    goodbye(lag, socks, live, shared, t0.elapsed().as_nanos() as u64);
 }
 
 /// One member's tick: its link, what came in, what its machines send, whether it distributes.
@@ -223,7 +223,7 @@ fn publish(live: &LagLive, up: &[bool], min_links: usize) {
 
 /// The thread's end: no member carries frames, and each LACP member still up says once more,
 /// out of sync, that it is out of the aggregate.
-fn goodbye(lag: &Lag, socks: &[GroupSocket], live: &LagLive, shared: &Mutex<Shared>) {
+fn goodbye(lag: &Lag, socks: &[GroupSocket], live: &LagLive, shared: &Mutex<Shared>, now: u64) {
     publish(live, &vec![false; socks.len()], lag.min_links);
     let mut sh = shared.lock().unwrap_or_else(|e| e.into_inner());
     for (k, sock) in socks.iter().enumerate() {
@@ -233,7 +233,7 @@ fn goodbye(lag: &Lag, socks: &[GroupSocket], live: &LagLive, shared: &Mutex<Shar
             continue;
         };
         l.set_admin(false);
-        if let Some(p) = l.on_tick(u64::MAX / 2) {
+        if let Some(p) = l.on_tick(now) {
             let _ = sock.send(&p.encode(lag.members[k].mac));
         }
     }

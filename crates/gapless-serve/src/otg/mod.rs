@@ -691,10 +691,10 @@ fn start_joint(s: &Shared, j: &runs::Joint) -> Result<(i64, Option<gapless_engin
     let g = &j.group;
     let room = runs::compiled(g)?.max_frame() as usize - FCS_LEN;
     let mut run = runs::port_run(j)?;
-    let tx_names = j.tx_names();
+    let (tx_names, drivers) = (j.tx_names(), otg(s).lags.clone());
     for l in &mut run.spec.lags {
         let name = &tx_names[l.port];
-        l.live = otg(s).lags.iter().find(|d| &d.lag.name == name).map(|d| d.live.clone());
+        l.live = drivers.iter().find(|d| &d.lag.name == name).map(|d| d.live.clone());
     }
     // Each RX port's capture, if the config has one: its meter offers it the port's frames.
     if let Some(rx) = run.spec.rx.as_mut() {
