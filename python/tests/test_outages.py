@@ -138,9 +138,11 @@ def test_a_withdrawn_route_is_one_episode_matching_the_capture(router: str, tmp_
 
 
 def test_scattered_loss_gives_the_captures_histogram(router: str, tmp_path: Path) -> None:
-    # A shaper just below the offered rate drops a frame here and there (netem is not in
-    # this kernel).
-    subprocess.run(["ip", "netns", "exec", DUT, "tc", "qdisc", "replace", "dev", D1, "root", "tbf", "rate", "13mbit",
+    # A shaper below the offered rate (30 kframes/s of 60 bytes: 14.4 Mbit/s) drops frames
+    # here and there (netem is not in this kernel). At 10 Mbit/s it drops while the sender
+    # gets above 70% of its rate: on a 2-core VM whose host stalls it, the sendto loop (which
+    # carries the router's forwarding in its softirq) once managed only 13 Mbit/s.
+    subprocess.run(["ip", "netns", "exec", DUT, "tc", "qdisc", "replace", "dev", D1, "root", "tbf", "rate", "10mbit",
                     "burst", "1600", "limit", "1600"], check=True, capture_output=True)
     try:
         with sink_capture(tmp_path / "c.pcap"):
@@ -156,7 +158,13 @@ def test_scattered_loss_gives_the_captures_histogram(router: str, tmp_path: Path
         k = h.bit_length() - 1
         bins[k] = bins.get(k, 0) + 1
     want = [{"frames_min": 1 << k, "frames_max": (2 << k) - 1, "count": bins[k]} for k in sorted(bins)]
-    assert len(holes) > 20, f"expected scattered loss through the shaper; got {len(holes)} holes"
+    if len(holes) <= 20:
+        # Then the sender did not offer the shaper more than it passes: its verdict must say
+        # the schedule was not held, and the sink must have seen under 10 Mbit/s.
+        ts = [t for t, _ in captured(tmp_path / "c.pcap")]
+        sink_bps = len(ts) * 60 * 8 / ((ts[-1] - ts[0]) / 1e9)
+        assert not r["verdict"]["held"] and sink_bps < 10.5e6, \
+            f"expected scattered loss through the shaper, or a verdict that the schedule was not held and under 10 Mbit/s at the sink; got {len(holes)} holes, held {r['verdict']['held']}, {sink_bps / 1e6:.1f} Mbit/s"
     assert ep["histogram"] == want, f"expected the capture's histogram {want}; got {ep['histogram']}"
     assert ep["count"] == len(holes) and ep["lost_frames"] == sum(holes), ep
 
