@@ -416,6 +416,8 @@ fn afpacket_options(
         tx_stamps: spec.tx_stamps,
         txtime: method == K::LaunchTime,
         nofcs: false,
+        // A LAG's members open whatever their links: one down is out of the LAG until up.
+        even_down: !spec.lags.is_empty(),
     }
 }
 

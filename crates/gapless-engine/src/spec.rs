@@ -280,33 +280,54 @@ impl RxSpec {
     }
 
     /// Opens the meter's sockets, each in its namespace, and comes back to the current one:
-    /// a socket keeps the namespace it was made in. Several ports are read as one.
+    /// a socket keeps the namespace it was made in. Several ports are read as one; of
+    /// several, those down are read once they come up (a LAG's member taken down, a failover's
+    /// backup), but one must be up.
     pub fn open(&self) -> Result<Box<dyn RxSource>, EngineError> {
-        let first = self.open_one(&self.iface, self.netns.as_deref())?;
         if self.more.is_empty() {
-            return Ok(first);
+            return Ok(self.open_one(&self.iface, self.netns.as_deref(), false)?.0);
         }
-        let mut all = vec![first];
-        for p in &self.more {
-            all.push(self.open_one(&p.iface, p.netns.as_deref())?);
+        let ports = std::iter::once((&self.iface, &self.netns)).chain(self.more.iter().map(|p| (&p.iface, &p.netns)));
+        let mut all = Vec::new();
+        let mut any_up = false;
+        for (iface, netns) in ports {
+            let (rx, up) = self.open_one(iface, netns.as_deref(), true)?;
+            all.push(rx);
+            any_up |= up;
+        }
+        if !any_up {
+            // Every port down: the first is named (bringing any one up would do).
+            return Err(gapless_io::IoError::InterfaceDown(self.iface.clone()).into());
         }
         let realtime = self.timestamps == RxTimestamps::Software;
         Ok(Box::new(gapless_io::rx::ports::RxPorts::new(all, realtime)))
     }
 
-    fn open_one(&self, iface: &str, netns: Option<&str>) -> Result<Box<dyn RxSource>, EngineError> {
+    /// One port's socket, and whether its interface is up.
+    fn open_one(
+        &self,
+        iface: &str,
+        netns: Option<&str>,
+        even_down: bool,
+    ) -> Result<(Box<dyn RxSource>, bool), EngineError> {
         let home = current_netns()?;
         if let Some(ns) = netns {
             enter_netns(ns)?;
         }
-        let rx = match (self.socket, self.ring_blocks) {
-            (RxSocket::AfPacket, Some(b)) => AfPacketRx::open_with(iface, self.timestamps, b)
+        let up = gapless_io::kernel::nic::iface_info(iface).map(|i| i.up);
+        let rx = match (self.socket, self.ring_blocks, even_down) {
+            (RxSocket::AfPacket, b, true) => {
+                AfPacketRx::open_in_state(iface, self.timestamps, b.unwrap_or(gapless_io::rx::BLOCK_NR), true)
+                    .map(|r| Box::new(r) as Box<dyn RxSource>)
+                    .map_err(EngineError::from)
+            }
+            (RxSocket::AfPacket, Some(b), false) => AfPacketRx::open_with(iface, self.timestamps, b)
                 .map(|r| Box::new(r) as Box<dyn RxSource>)
                 .map_err(EngineError::from),
             _ => open_rx(iface, self.timestamps, self.socket),
         };
         return_to_netns(&home)?;
-        rx
+        Ok((rx?, up.unwrap_or(false)))
     }
 
     /// How many ports the meter reads.

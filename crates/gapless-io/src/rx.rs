@@ -121,9 +121,16 @@ impl AfPacketRx {
     /// As [`AfPacketRx::open`], with a ring of `blocks` 1 MiB blocks (at least
     /// [`MIN_BLOCKS`], at most [`BLOCK_NR`]).
     pub fn open_with(iface: &str, ts: RxTimestamps, blocks: u32) -> Result<AfPacketRx, IoError> {
+        Self::open_in_state(iface, ts, blocks, false)
+    }
+
+    /// As [`AfPacketRx::open_with`], on an interface that is down too (`even_down`): one of
+    /// several a meter reads ([`ports`]), which counts the port's error and reads it again
+    /// once it is up (the kernel hooks a bound socket in when its interface comes up).
+    pub fn open_in_state(iface: &str, ts: RxTimestamps, blocks: u32, even_down: bool) -> Result<AfPacketRx, IoError> {
         let blocks = blocks.clamp(MIN_BLOCKS, BLOCK_NR);
         let info = iface_info(iface)?;
-        if !info.up {
+        if !info.up && !even_down {
             return Err(IoError::InterfaceDown(iface.to_string()));
         }
         if ts == RxTimestamps::Hardware {

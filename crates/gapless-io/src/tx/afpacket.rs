@@ -45,6 +45,9 @@ pub struct AfPacketOptions {
     pub txtime: bool,
     /// Frames carry their own FCS (SO_NOFCS): filler frames with a bad one.
     pub nofcs: bool,
+    /// Open on an interface that is down, too: a LAG's member, which the LAG's driver keeps
+    /// out of the frames' choice while it is down (a frame sent on it would be refused).
+    pub even_down: bool,
 }
 
 impl Default for AfPacketOptions {
@@ -54,6 +57,7 @@ impl Default for AfPacketOptions {
             tx_stamps: None,
             txtime: false,
             nofcs: false,
+            even_down: false,
         }
     }
 }
@@ -104,7 +108,7 @@ struct TxSocket {
 impl TxSocket {
     fn open(iface: &str, opts: AfPacketOptions) -> Result<TxSocket, IoError> {
         let info = iface_info(iface)?;
-        if !info.up || !info.running {
+        if !opts.even_down && (!info.up || !info.running) {
             return Err(IoError::InterfaceDown(iface.to_string()));
         }
         // Protocol 0: this socket sends only and receives nothing.
