@@ -32,7 +32,7 @@ step() { # step NAME COMMAND...: runs it and prints how long it took
 pkgs=(iproute2 tcpdump tshark util-linux ca-certificates frr)
 case "$mode" in
   --python) pkgs+=(python3 python3-venv) ;;
-  --test) pkgs+=(python3 python3-venv chromium stress-ng curl bird2 gobgpd openvswitch-switch) ;;
+  --test) pkgs+=(python3 python3-venv chromium stress-ng curl bird2 gobgpd openvswitch-switch ethtool) ;;
   # dpdk-testpmd is in dpdk-dev; its AF_XDP and AF_PACKET drivers and mempool are separate packages.
   --bench) pkgs+=(python3 python3-venv stress-ng netsniff-ng tcpreplay iperf3 d-itg dpdk-dev librte-net-af-xdp23 librte-net-af-packet23 librte-mempool-ring23) ;;
 esac

@@ -100,6 +100,10 @@ def ovs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Ovs]:
             for dev in (f"m{k}", f"o{k}"):
                 sh("ip", "-n", NS, "link", "set", dev, "up")
         sh("ip", "-n", NS, "link", "set", "lo", "up")
+        # OVS's userspace datapath reads and sends frames as they are: a TCP segment whose
+        # checksum the kernel left to a NIC would reach the other side unfinished.
+        for dev in ("m1", "m2", "m3", "o1", "o2", "o3"):
+            ns_sh("ethtool", "-K", dev, "tx", "off", "tso", "off", "gso", "off")
         o = Ovs(tmp_path_factory.mktemp("ovs"))
         yield o
     finally:
@@ -146,6 +150,18 @@ def lag_flow(cfg: Any, name: str, tx: str, rx: str, pps: int, count: int | None 
     udp.src_port.increment.start, udp.src_port.increment.step, udp.src_port.increment.count = 5000, 1, 256
     udp.dst_port.value = 4789 + 1
     return f
+
+
+def spread_over_members(a: Any, flow: str, frames: int) -> Any:
+    """Runs `flow` from the LAG to p3: every frame arrives, and each member carries at least a
+    quarter by its peer veth's own counter. The flow's metric, and each veth's count."""
+    before = {d: rx_packets(d) for d in ("o1", "o2")}
+    run_flow(a, flow)
+    m = wait_done(a, flow)
+    on = {d: rx_packets(d) - before[d] for d in ("o1", "o2")}
+    assert m.frames_tx == m.frames_rx == frames, f"expected all {frames} frames through OVS; got {m.frames_tx} sent, {m.frames_rx} received"
+    assert all(n >= frames // 4 for n in on.values()), f"expected each member to carry at least a quarter; the veths counted {on}"
+    return m, on
 
 
 def lacp(a: Any) -> dict[str, Any]:
@@ -250,12 +266,7 @@ def test_a_flow_from_the_lag_spreads_over_both_members_and_arrives_whole(server:
     cfg = lag_config(a)
     lag_flow(cfg, "spread", "l1", "p3", pps=5_000, count=5_000)
     set_and_sync(a, ovs, cfg)
-    before = {d: rx_packets(d) for d in ("o1", "o2")}
-    run_flow(a, "spread")
-    m = wait_done(a, "spread")
-    on = {d: rx_packets(d) - before[d] for d in ("o1", "o2")}
-    assert m.frames_tx == 5_000 and m.frames_rx == 5_000, f"expected all 5000 frames through OVS to p3; got {m.frames_tx} sent, {m.frames_rx} received"
-    assert all(n >= 5_000 // 4 for n in on.values()), f"expected each member to carry at least a quarter; the veths counted {on}"
+    _, on = spread_over_members(a, "spread", 5_000)
     req = a.metrics_request()
     req.port.port_names = ["p1", "p2"]
     ports = {p.name: p.frames_tx for p in a.get_metrics(req).port_metrics}
@@ -305,6 +316,38 @@ def test_a_member_link_down_moves_its_share_within_100_ms(server: Server, ovs: O
     a.set_control_state(cs)
 
 
+def test_flows_on_the_lag_start_with_a_member_down_and_go_over_the_other(server: Server, ovs: Ovs) -> None:
+    ovs.bond(*BALANCE_TCP)
+    a = api(server, "https")
+    cfg = lag_config(a)
+    lag_flow(cfg, "out", "l1", "p3", pps=5_000, count=4_000)
+    f = lag_flow(cfg, "back", "p3", "l1", pps=5_000, count=4_000)
+    f.packet[0].src.value, f.packet[0].dst.value = "02:bb:00:00:00:03", "02:aa:00:00:00:aa"
+    set_and_sync(a, ovs, cfg)
+    cs = a.control_state()
+    cs.port.link.port_names, cs.port.link.state = ["p1"], "down"
+    a.set_control_state(cs)
+    try:
+        def one_up() -> bool:
+            req = a.metrics_request()
+            req.lag.lag_names = ["l1"]
+            return a.get_metrics(req).lag_metrics[0].member_ports_up == 1
+
+        until("the LAG to count one member up", one_up, 5)
+        before = {d: rx_packets(d) for d in ("o1", "o2", "m1", "m2")}
+        run_flow(a, "out")  # it also teaches OVS the LAG's MAC, which "back" is sent to
+        out = wait_done(a, "out")
+        run_flow(a, "back")
+        back = wait_done(a, "back")
+        on = {d: rx_packets(d) - before[d] for d in before}
+        assert out.frames_tx == out.frames_rx == 4_000, f"expected the flow from the LAG whole over p2; got {out}"
+        assert back.frames_tx == back.frames_rx == 4_000, f"expected the flow to the LAG metered whole on p2; got {back}"
+        assert on["o1"] == on["m1"] == 0 and on["o2"] >= 4_000 and on["m2"] >= 4_000, f"expected nothing on p1's link; the veths counted {on}"
+    finally:
+        cs.port.link.state = "up"
+        a.set_control_state(cs)
+
+
 def test_admin_down_on_a_member_moves_its_traffic_once_ovs_reads_the_next_lacpdu(server: Server, ovs: Ovs) -> None:
     ovs.bond(*BALANCE_TCP)
     a = api(server, "https")
@@ -347,12 +390,7 @@ def test_a_static_lag_works_against_an_ovs_bond_without_lacp(server: Server, ovs
     cfg = lag_config(a, protocol="static")
     lag_flow(cfg, "static", "l1", "p3", pps=5_000, count=5_000)
     a.set_config(cfg)
-    before = {d: rx_packets(d) for d in ("o1", "o2")}
-    run_flow(a, "static")
-    m = wait_done(a, "static")
-    on = {d: rx_packets(d) - before[d] for d in ("o1", "o2")}
-    assert m.frames_rx == m.frames_tx == 5_000, f"expected all 5000 through OVS; got {m.frames_tx} sent, {m.frames_rx} received"
-    assert all(n >= 5_000 // 4 for n in on.values()), f"expected each member to carry at least a quarter; got {on}"
+    spread_over_members(a, "static", 5_000)
     req = a.metrics_request()
     req.lacp.lag_names = ["l1"]
     assert list(a.get_metrics(req).lacp_metrics) == [], "a static LAG has no LACP"
@@ -387,6 +425,58 @@ def test_ovs_balance_tcp_to_our_lag_is_metered_as_one_sequence(server: Server, o
         f"expected each member's frames_rx to be what its veth counted (within LACPDUs); got {got} vs {on}"
 
 
+def devices_on_lag_and_p3(cfg: Any) -> None:
+    """d1 on LAG l1 (1.1.1.1) and d2 on p3 (1.1.1.2), each the other's gateway, in eBGP (AS
+    65001 and 65002), each advertising four /24s; a flow from d1 to d2 whose UDP source port
+    takes 256 values."""
+    from test_otg_bgp import ebgp_peer
+
+    for k, (conn, mac) in enumerate([("lag_name", "02:d1:00:00:00:01"), ("port_name", "02:d2:00:00:00:02")], 1):
+        d = cfg.devices.device(name=f"d{k}")[-1]
+        e = d.ethernets.add()
+        e.name, e.mac = f"d{k}.eth", mac
+        setattr(e.connection, conn, "l1" if k == 1 else "p3")
+        ip = e.ipv4_addresses.add()
+        ip.name, ip.address, ip.gateway, ip.prefix = f"d{k}.ip4", f"1.1.1.{k}", f"1.1.1.{3 - k}", 24
+        ebgp_peer(d, k, f"1.1.1.{3 - k}", count=4)
+    f = cfg.flows.flow(name="dev")[-1]
+    f.tx_rx.device.tx_names, f.tx_rx.device.rx_names = ["d1.ip4"], ["d2.ip4"]
+    f.size.fixed, f.rate.pps = 128, 5_000
+    f.duration.fixed_packets.packets = 5_000
+    f.metrics.enable = True
+    _, _, udp = f.packet.ethernet().ipv4().udp()
+    udp.src_port.increment.start, udp.src_port.increment.step, udp.src_port.increment.count = 5000, 1, 256
+    udp.dst_port.value = 4790
+
+
+def test_a_device_on_the_lag_peers_in_bgp_through_ovs_and_its_flow_spreads(server: Server, ovs: Ovs) -> None:
+    """The device's ARP, its BGP session (TCP, both ways through OVS's bond) and its routes go
+    over the LAG's interface, forwarded over the members; its flow spreads over both."""
+    from test_otg_bgp import bgp_metrics, start_protocols
+
+    ovs.bond(*BALANCE_TCP, "other_config:bond-rebalance-interval=1000")
+    a = api(server, "https")
+    cfg = lag_config(a)
+    devices_on_lag_and_p3(cfg)
+    set_and_sync(a, ovs, cfg)
+    start_protocols(a)
+
+    def routes() -> Any:
+        m = bgp_metrics(a)
+        got = {n: (x.session_state, x.routes_received) for n, x in m.items()}
+        return got == {"d1.bgp": ("up", 4), "d2.bgp": ("up", 4)} and m
+
+    m = until("both sessions up, each with the other's 4 routes", routes, 30)
+    assert m["d1.bgp"].opens_sent >= 1 and m["d2.bgp"].updates_received >= 1, m
+    req = a.states_request()
+    req.ipv4_neighbors.ethernet_names = ["d1.eth"]
+    n = a.get_states(req).ipv4_neighbors
+    assert [(x.ipv4_address, x.link_layer_address) for x in n] == [("1.1.1.2", "02:d2:00:00:00:02")], \
+        f"expected d1 to have resolved d2 over the LAG; got {n}"
+    spread_over_members(a, "dev", 5_000)
+    assert bgp_metrics(a)["d1.bgp"].session_state == "up", "expected the session still up after the flow"
+
+
 @pytest.fixture(scope="module")
 def back_to_back() -> Iterator[str]:
     """Namespace gllag2: veths a1-b1 and a2-b2, for two LAGs of our own."""
@@ -415,6 +505,12 @@ def test_two_of_our_lags_back_to_back_negotiate_and_carry_a_flow(server: Server,
         for k in (1, 2):
             m = lag.ports.port(port_name=f"{side}{k}")[-1]
             m.ethernet.name, m.ethernet.mac = f"{side}{k}.eth", f"02:0{'ab'.index(side) + 1}:00:00:00:0{k}"
+        # A device on each LAG: each resolves the other through both LAGs' interfaces.
+        k = "ab".index(side) + 1
+        e = cfg.devices.device(name=f"d{side}")[-1].ethernets.add()
+        e.name, e.mac, e.connection.lag_name = f"d{side}.eth", f"02:0{k}:00:00:00:dd", f"lag-{side}"
+        ip = e.ipv4_addresses.add()
+        ip.name, ip.address, ip.gateway, ip.prefix = f"d{side}.ip4", f"1.1.2.{k}", f"1.1.2.{3 - k}", 24
     lag_flow(cfg, "b2b", "lag-a", "lag-b", pps=5_000, count=5_000)
     a.set_config(cfg)
 
@@ -428,6 +524,14 @@ def test_two_of_our_lags_back_to_back_negotiate_and_carry_a_flow(server: Server,
     req.lacp.lag_names = ["lag-a"]
     x = {m.lag_member_port_name: m for m in a.get_metrics(req).lacp_metrics}
     assert (x["a1"].partner_id, x["a1"].partner_key, x["a1"].partner_port_num) == ("02:02:00:00:00:00", 2, 1), x["a1"]
+
+    def resolved() -> Any:
+        req = a.states_request()
+        req.ipv4_neighbors.ethernet_names = []
+        got = {(n.ethernet_name, n.ipv4_address, n.link_layer_address) for n in a.get_states(req).ipv4_neighbors}
+        return got == {("da.eth", "1.1.2.2", "02:02:00:00:00:dd"), ("db.eth", "1.1.2.1", "02:01:00:00:00:dd")} and got
+
+    until("each LAG's device to resolve the other's", resolved, 10)
     run_flow(a, "b2b")
     m = wait_done(a, "b2b")
     assert m.frames_rx == m.frames_tx == 5_000, f"expected the flow whole across the two LAGs; got {m}"

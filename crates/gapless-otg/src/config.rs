@@ -246,6 +246,31 @@ pub fn lag_port(lag: &crate::lag::Lag, ports: &[Port]) -> Port {
     }
 }
 
+/// Each device is on a port of the config, or on one of its LAGs; not on a LAG's member.
+fn device_ports(devices: &[crate::devices::Eth], ports: &[Port], lags: &[crate::lag::Lag]) -> Result<(), Invalid> {
+    for e in devices {
+        if e.on_lag {
+            if !lags.iter().any(|l| l.name == e.port) {
+                return Err(Invalid(format!(
+                    "devices: {:?} is on LAG {:?} (connection.lag_name), which the config does not have (lags[].name)",
+                    e.name, e.port
+                )));
+            }
+        } else if !ports.iter().any(|p| p.name == e.port) {
+            return Err(Invalid(format!(
+                "devices: {:?} is on port {:?}, which the config does not have",
+                e.name, e.port
+            )));
+        } else if let Some(l) = lags.iter().find(|l| l.members.iter().any(|m| m.port == e.port)) {
+            return Err(Invalid(format!(
+                "devices: {:?} is on port {:?}, a member of LAG {:?}; its frames would bypass the LAG. Fix: put it on the LAG (connection.lag_name {:?})",
+                e.name, e.port, l.name, l.name
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// The line rate the config's `layer1` gives a port (`speed_10_gbps` ...), in bit/s.
 fn link_speed(cfg: &Value, port: &str) -> Option<f64> {
     let l1 = cfg["layer1"].as_array()?;
@@ -293,12 +318,7 @@ pub fn plan(cfg: &Value) -> Result<Plan, Invalid> {
     let routers = crate::bgp::parse(cfg, &devices)?;
     let (isis, warnings) = crate::isis::parse(cfg, &devices)?;
     let ospf = crate::ospf::parse(cfg, &devices)?;
-    if let Some(e) = devices.iter().find(|e| !ports.iter().any(|p| p.name == e.port)) {
-        return Err(Invalid(format!(
-            "devices: {:?} is on port {:?}, which the config does not have",
-            e.name, e.port
-        )));
-    }
+    device_ports(&devices, &ports, &lags)?;
     let find = |name: &str, path: String| {
         ports
             .iter()
@@ -1196,5 +1216,62 @@ mod tests {
             ],
             "each range's first address at each end, one group per TX port"
         );
+    }
+
+    #[test]
+    fn a_device_on_a_lag_sends_its_flows_on_the_lag_and_one_on_a_member_is_refused() {
+        let member = |p: &str, m: &str| json!({ "port_name": p, "ethernet": { "name": format!("{p}.eth"), "mac": m } });
+        let dev = |name: &str, conn: Value, ip: &str, gw: &str| {
+            json!({ "name": name, "ethernets": [{ "name": format!("{name}.eth"), "connection": conn, "mac": "02:00:00:00:00:0d",
+                "ipv4_addresses": [{ "name": format!("{name}.ip"), "address": ip, "gateway": gw, "prefix": 24 }] }] })
+        };
+        let mut cfg = json!({
+            "ports": [{ "name": "p1", "location": "a" }, { "name": "p2", "location": "b" }, { "name": "p3", "location": "c" }],
+            "lags": [{ "name": "l1", "ports": [member("p1", "02:00:00:00:01:01"), member("p2", "02:00:00:00:01:02")] }],
+            "devices": [dev("d1", json!({ "choice": "lag_name", "lag_name": "l1" }), "10.0.0.1", "10.0.0.2"),
+                        dev("d2", json!({ "port_name": "p3" }), "10.0.0.2", "10.0.0.1")],
+            "flows": [{ "name": "f", "tx_rx": { "choice": "device", "device": { "tx_names": ["d1.ip"], "rx_names": ["d2.ip"] } },
+                        "packet": [{ "choice": "ethernet" }, { "choice": "ipv4" }] },
+                      { "name": "g", "tx_rx": { "choice": "device", "device": { "tx_names": ["d2.ip"], "rx_names": ["d1.ip"] } },
+                        "packet": [{ "choice": "ethernet" }, { "choice": "ipv4" }] }]
+        });
+        let p = plan(&cfg).expect("a device on a LAG is planned");
+        assert!(
+            p.devices[0].on_lag && p.devices[0].port == "l1" && !p.devices[1].on_lag,
+            "{:?}",
+            p.devices
+        );
+        let g = &p.groups[0];
+        assert_eq!(
+            (g.tx.name.as_str(), g.tx.members.len()),
+            ("l1", 2),
+            "expected d1's flow sent on the LAG's two members"
+        );
+        assert_eq!(
+            p.groups[1].rx[0].name, "l1",
+            "expected d2's flow to d1 metered on the LAG"
+        );
+        cfg["devices"][0]["ethernets"][0]["connection"] = json!({ "lag_name": "l9" });
+        let e = plan(&cfg).unwrap_err().0;
+        assert!(
+            e.contains("\"d1.eth\" is on LAG \"l9\" (connection.lag_name), which the config does not have"),
+            "{e}"
+        );
+        cfg["devices"][0]["ethernets"][0]["connection"] = json!({ "port_name": "p2" });
+        let e = plan(&cfg).unwrap_err().0;
+        assert!(
+            e.contains("\"d1.eth\" is on port \"p2\", a member of LAG \"l1\"")
+                && e.contains("connection.lag_name \"l1\""),
+            "{e}"
+        );
+        cfg["devices"][0]["ethernets"][0]["connection"] = json!({ "port_name": "p3", "lag_name": "l1" });
+        let e = plan(&cfg).unwrap_err().0;
+        assert!(
+            e.contains("devices[0].ethernets[0].connection: give port_name or lag_name, not both"),
+            "{e}"
+        );
+        cfg["devices"][0]["ethernets"][0]["connection"] =
+            json!({ "choice": "lag_name", "port_name": "p3", "lag_name": "l1" });
+        assert!(plan(&cfg).is_ok(), "expected connection.choice to say which one counts");
     }
 }

@@ -1,5 +1,5 @@
 //! OTG devices: emulated hosts on ports. Each `devices[].ethernets[]` entry is a host on its
-//! port (`connection.port_name`) with its MAC, MTU and IPv4/IPv6 addresses, each with a
+//! port (`connection.port_name`), or on a LAG (`connection.lag_name`), with its MAC, MTU and IPv4/IPv6 addresses, each with a
 //! prefix and a gateway. The server brings them up on the Linux stack (see
 //! `gapless_io::devices::hosts`), which answers ARP and Neighbor Solicitation for them and resolves
 //! their gateways; a flow between two device addresses (`tx_rx.device`) sends from the one
@@ -16,7 +16,9 @@ use crate::error::Invalid;
 pub struct Eth {
     pub device: String,
     pub name: String,
+    /// The port, or the LAG when `on_lag` (`connection.lag_name`).
     pub port: String,
+    pub on_lag: bool,
     pub mac: String,
     pub mtu: Option<u32>,
     /// VLAN tags, outer first (at most two: 802.1Q, or QinQ with an 802.1ad outer tag).
@@ -82,15 +84,30 @@ pub fn parse(cfg: &Value) -> Result<Vec<Eth>, Invalid> {
 }
 
 fn eth(e: &Value, at: &str, device: &str) -> Result<Eth, Invalid> {
-    if e["connection"]["lag_name"].is_string() {
-        return Err(Invalid(format!(
-            "{at}.connection.lag_name: devices on a LAG are not emulated yet (issue 60: their interface forwarded over the members); flows on a LAG are. Fix: put the device on a port (connection.port_name)"
-        )));
-    }
-    let port = e["connection"]["port_name"]
-        .as_str()
-        .or(e["port_name"].as_str())
-        .ok_or_else(|| Invalid(format!("{at}.connection.port_name: name the port this device is on")))?;
+    let c = &e["connection"];
+    let (by_port, by_lag) = (
+        c["port_name"].as_str().or(e["port_name"].as_str()),
+        c["lag_name"].as_str(),
+    );
+    let named = match c["choice"].as_str() {
+        Some("port_name") => (by_port, None),
+        Some("lag_name") => (None, by_lag),
+        _ => (by_port, by_lag),
+    };
+    let (port, on_lag) = match named {
+        (Some(p), None) => (p, false),
+        (None, Some(l)) => (l, true),
+        (Some(_), Some(_)) => {
+            return Err(Invalid(format!(
+                "{at}.connection: give port_name or lag_name, not both (or connection.choice to say which)"
+            )))
+        }
+        (None, None) => {
+            return Err(Invalid(format!(
+                "{at}.connection.port_name: name the port (or lag_name: the LAG) this device is on"
+            )))
+        }
+    };
     let mac = e["mac"]
         .as_str()
         .filter(|m| m.split(':').count() == 6 && m.split(':').all(|b| u8::from_str_radix(b, 16).is_ok()))
@@ -105,6 +122,7 @@ fn eth(e: &Value, at: &str, device: &str) -> Result<Eth, Invalid> {
         device: device.to_string(),
         name: e["name"].as_str().unwrap_or_default().to_string(),
         port: port.to_string(),
+        on_lag,
         mac: mac.to_ascii_lowercase(),
         mtu: e["mtu"].as_u64().map(|m| m as u32),
         vlans: vlans(e, at)?,

@@ -85,7 +85,8 @@ impl Lag {
     }
 }
 
-pub(crate) fn mac(s: &str) -> Option<[u8; 6]> {
+/// A MAC address `aa:bb:cc:dd:ee:ff`.
+pub fn mac(s: &str) -> Option<[u8; 6]> {
     let b: Vec<u8> = s.split(':').filter_map(|x| u8::from_str_radix(x, 16).ok()).collect();
     (s.split(':').count() == 6 && b.len() == 6).then(|| b.try_into().expect("six"))
 }

@@ -108,6 +108,23 @@ fn carrier(fd: &OwnedFd, iface: &str) -> Option<bool> {
     Some(u32::from_ne_bytes(v[4..8].try_into().expect("4 bytes")) != 0)
 }
 
+/// Turns off TX checksum offload, TSO and GSO on `iface` (this thread's namespace), as
+/// `ethtool -K IFACE tx off tso off gso off` does (ETHTOOL_STXCSUM, STSO, SGSO): what the
+/// stack sends through it is then whole frames with their checksums, as a socket that reads
+/// them off the other end of a veth needs.
+pub fn offloads_off(iface: &str) -> Result<(), IoError> {
+    let fd = dgram()?;
+    for (cmd, what) in [(0x17u32, "STXCSUM"), (0x1f, "STSO"), (0x24, "SGSO")] {
+        let mut v = [0u8; 8];
+        v[0..4].copy_from_slice(&cmd.to_ne_bytes());
+        ethtool(&fd, iface, &mut v).map_err(|e| IoError::Os {
+            context: format!("ETHTOOL_{what} off on {iface}"),
+            cause: e,
+        })?;
+    }
+    Ok(())
+}
+
 /// Why `iface` cannot send now, or None when it can. A link being removed is set down
 /// first: a fault is looked at again 20 ms later, so that it is named by how it ended.
 pub fn link_fault(iface: &str) -> Option<IoError> {

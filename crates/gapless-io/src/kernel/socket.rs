@@ -63,6 +63,56 @@ pub(crate) fn bind_packet(fd: &OwnedFd, ifindex: u32, protocol: u16) -> i32 {
     }
 }
 
+/// One classic BPF instruction.
+pub(crate) const fn bpf(code: u16, jt: u8, jf: u8, k: u32) -> libc::sock_filter {
+    libc::sock_filter { code, jt, jf, k }
+}
+
+/// Attaches a classic BPF filter (`SO_ATTACH_FILTER`): the socket queues only the frames
+/// it accepts. Attach before the bind, so that no other frame is queued.
+pub(crate) fn attach_filter(fd: &OwnedFd, f: &[libc::sock_filter]) -> Result<(), IoError> {
+    let prog = libc::sock_fprog {
+        len: f.len() as u16,
+        filter: f.as_ptr().cast_mut(),
+    };
+    sockopt(fd, libc::SOL_SOCKET, libc::SO_ATTACH_FILTER, &prog).map_err(|e| IoError::Os {
+        context: "SO_ATTACH_FILTER".into(),
+        cause: e,
+    })
+}
+
+/// One recvmsg(2) on a packet socket, not waiting: the frame into `buf`, its control messages
+/// into `ctl`. Its length (the whole frame's with `MSG_TRUNC` in `flags`), the sender's
+/// address, and the header to walk `ctl` with (`CMSG_FIRSTHDR`: only its control fields are
+/// left set); None when no frame is queued.
+pub(crate) fn recv_packet(
+    fd: libc::c_int,
+    buf: &mut [u8],
+    ctl: &mut [u64],
+    flags: libc::c_int,
+) -> Option<(usize, libc::sockaddr_ll, libc::msghdr)> {
+    // SAFETY: plain data, zeroed is valid.
+    let mut from: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+    let mut iov = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
+    // SAFETY: plain data, zeroed is valid; its pointers are set to live buffers below.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_name = (&mut from as *mut libc::sockaddr_ll).cast();
+    msg.msg_namelen = std::mem::size_of::<libc::sockaddr_ll>() as u32;
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = ctl.as_mut_ptr().cast();
+    msg.msg_controllen = std::mem::size_of_val(ctl);
+    // SAFETY: msg points to live buffers of the sizes given.
+    let n = unsafe { libc::recvmsg(fd, &mut msg, libc::MSG_DONTWAIT | flags) };
+    // Not pointing at this frame's locals any more.
+    msg.msg_name = std::ptr::null_mut();
+    msg.msg_iov = std::ptr::null_mut();
+    (n >= 0).then_some((n as usize, from, msg))
+}
+
 /// Reads `SOL_SOCKET/SO_ERROR` for the error that ended a socket (`ENETDOWN` if none is set).
 pub(crate) fn socket_error(fd: &OwnedFd) -> std::io::Error {
     let mut err: libc::c_int = 0;

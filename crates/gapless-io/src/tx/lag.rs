@@ -57,6 +57,18 @@ impl LagLive {
         self.mask.load(Ordering::Acquire) & (1 << k) != 0
     }
 
+    /// The members distributing now, in order.
+    pub fn up(&self) -> Vec<usize> {
+        let mask = self.mask.load(Ordering::Acquire);
+        (0..self.members()).filter(|k| mask & (1 << k) != 0).collect()
+    }
+
+    /// The member of `up` (see [`LagLive::up`]; not empty) that `frame` leaves on, by its
+    /// spreading hash.
+    pub fn pick(up: &[usize], frame: &[u8]) -> usize {
+        up[spread::hash(frame) as usize % up.len()]
+    }
+
     /// Frames and bytes member `k` sent.
     pub fn sent(&self, k: usize) -> (u64, u64) {
         (
@@ -169,17 +181,16 @@ impl TxBackend for LagTx {
         Some((&mut self.bufs[first * s..(first + n) * s], s))
     }
     fn send(&mut self, lens: &[usize], at_ns: &[u64]) -> Result<usize, IoError> {
-        let mask = self.live.mask.load(Ordering::Acquire) & (u64::MAX >> (64 - self.members.len()));
-        if mask == 0 {
+        let up = self.live.up();
+        if up.is_empty() {
             self.dropped += lens.len() as u64;
             self.last = Some("no member of the LAG is distributing".into());
             return Ok(0);
         }
-        let up: Vec<usize> = (0..self.members.len()).filter(|k| mask & (1 << k) != 0).collect();
         self.on.clear();
         for (i, &len) in lens.iter().enumerate() {
-            let h = spread::hash(&self.bufs[i * self.stride..i * self.stride + len]);
-            self.on.push(up[h as usize % up.len()]);
+            self.on
+                .push(LagLive::pick(&up, &self.bufs[i * self.stride..i * self.stride + len]));
         }
         let mut sent = 0;
         for &m in &up {

@@ -13,9 +13,11 @@ use axum::extract::State;
 use axum::Json;
 use gapless_io::devices::hosts::{netns_name, Host, HostSpec};
 use gapless_otg::config::{Group, Plan};
+use gapless_otg::devices::Eth;
 use gapless_otg::OtgError;
 use serde_json::{json, Value};
 
+use super::lag::LagDriver;
 use super::{otg, OtgResult};
 use crate::Shared;
 
@@ -26,20 +28,17 @@ pub const RESOLVE_WITHIN: Duration = Duration::from_secs(3);
 /// first [`RESOLVE_WITHIN`], then every second) for a gateway that has not answered.
 pub const RESOLVE_IN_BACKGROUND: Duration = Duration::from_secs(30);
 
-/// A host per device Ethernet, on its port's interface, in a namespace of its own. Interface
-/// names are `gd<pid>x<k>`: unique per server in the port's namespace, at most 15 bytes.
-pub fn up(plan: &Plan) -> Result<Vec<(String, Arc<Host>)>, OtgError> {
+/// A host per device Ethernet, on its port's interface (or its LAG's, from `lags`), in a
+/// namespace of its own. Interface names are `gd<pid>x<k>`: unique per server in the port's
+/// namespace, at most 15 bytes.
+pub fn up(plan: &Plan, lags: &[Arc<LagDriver>]) -> Result<Vec<(String, Arc<Host>)>, OtgError> {
     let make = |k: &usize| -> Result<(String, Arc<Host>), OtgError> {
         let e = &plan.devices[*k];
-        let port = plan
-            .ports
-            .iter()
-            .find(|p| p.name == e.port)
-            .expect("checked by the plan");
+        let (lower, netns) = lower(plan, lags, e);
         let spec = HostSpec {
             ifname: format!("gd{}x{k}", std::process::id() % 100_000),
-            lower: port.iface.clone(),
-            netns: port.netns.clone(),
+            lower,
+            netns,
             own_netns: netns_name(*k),
             mac: e.mac.clone(),
             mtu: e.mtu,
@@ -61,6 +60,24 @@ pub fn up(plan: &Plan) -> Result<Vec<(String, Arc<Host>)>, OtgError> {
     let mut hosts = super::chunks::in_chunks(first, make)?;
     hosts.extend(super::chunks::in_chunks(rest, make)?);
     Ok(hosts)
+}
+
+/// The interface a device sits on, and its namespace: its port's, or its LAG's.
+fn lower(plan: &Plan, lags: &[Arc<LagDriver>], e: &Eth) -> (String, Option<String>) {
+    if e.on_lag {
+        let (i, ns) = lags
+            .iter()
+            .find(|l| l.lag.name == e.port)
+            .and_then(|l| l.devices_iface())
+            .expect("a LAG with devices has their interface");
+        return (i, Some(ns));
+    }
+    let port = plan
+        .ports
+        .iter()
+        .find(|p| p.name == e.port)
+        .expect("checked by the plan");
+    (port.iface.clone(), port.netns.clone())
 }
 
 /// Starts asking for every host's gateways on a thread of its own, so that the neighbour

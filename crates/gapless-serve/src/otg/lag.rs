@@ -5,7 +5,9 @@
 //! members distribute in the LAG's [`LagLive`], which the runs sending on the LAG read
 //! (`gapless_io::tx::lag`). A static LAG's member distributes while its link is up and sends
 //! no LACPDU. Fewer members distributing than `min_links`: the LAG is down and none carries
-//! frames. Started when the config is set and on `protocol.all start`; stopped, with a last
+//! frames. A LAG with devices on it (`connection.lag_name`) has an interface for them
+//! (`gapless_io::devices::lagif`), forwarded over the members by the same [`LagLive`].
+//! Started when the config is set and on `protocol.all start`; stopped, with a last
 //! LACPDU out of sync on each member so the partner stops at once, on `protocol.all stop`, a
 //! new config and the server's end.
 
@@ -14,6 +16,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use gapless_io::devices::group::{GroupSocket, SLOW_PROTOCOLS};
+use gapless_io::devices::lagif::{self, LagIface, LagIfaceSpec};
 use gapless_io::tx::lag::LagLive;
 use gapless_otg::config::Plan;
 use gapless_otg::lacp::member::Member;
@@ -50,13 +53,15 @@ pub struct LagDriver {
     pub live: Arc<LagLive>,
     shared: Arc<Mutex<Shared>>,
     run: Mutex<Option<(Arc<AtomicBool>, std::thread::JoinHandle<()>)>>,
+    /// The LAG's interface for the devices on it (`connection.lag_name`), if any.
+    iface: Mutex<Option<LagIface>>,
 }
 
-/// A driver for every `lags[]` entry, each started.
+/// A driver for every `lags[]` entry, each started, with its interface if devices are on it.
 pub fn up(plan: &Plan) -> Result<Vec<Arc<LagDriver>>, OtgError> {
     let mut out = Vec::new();
-    for l in &plan.lags {
-        let at = l
+    for (k, l) in plan.lags.iter().enumerate() {
+        let at: Vec<(String, Option<String>)> = l
             .members
             .iter()
             .map(|m| {
@@ -68,17 +73,46 @@ pub fn up(plan: &Plan) -> Result<Vec<Arc<LagDriver>>, OtgError> {
                 (p.iface.clone(), p.netns.clone())
             })
             .collect();
+        let live = Arc::new(LagLive::new(l.members.len()));
+        let iface = interface(plan, k, &at, &live)?;
         let d = Arc::new(LagDriver {
             lag: l.clone(),
             at,
-            live: Arc::new(LagLive::new(l.members.len())),
+            live,
             shared: Arc::default(),
             run: Mutex::new(None),
+            iface: Mutex::new(iface),
         });
         d.start()?;
         out.push(d);
     }
     Ok(out)
+}
+
+/// The interface of the `k`-th LAG for the devices on it (None when there are none): a veth
+/// pair in a namespace of its own, forwarded over the members by `live`.
+fn interface(
+    plan: &Plan,
+    k: usize,
+    members: &[(String, Option<String>)],
+    live: &Arc<LagLive>,
+) -> Result<Option<LagIface>, OtgError> {
+    let lag = &plan.lags[k].name;
+    let devs: Vec<&gapless_otg::devices::Eth> = plan.devices.iter().filter(|e| e.on_lag && &e.port == lag).collect();
+    if devs.is_empty() {
+        return Ok(None);
+    }
+    let spec = LagIfaceSpec {
+        netns: lagif::netns_name(k),
+        outer: "gl-lag".into(),
+        inner: "gl-dev".into(),
+        members: members.to_vec(),
+        macs: devs.iter().filter_map(|e| gapless_otg::lag::mac(&e.mac)).collect(),
+        mtu: devs.iter().filter_map(|e| e.mtu).max().unwrap_or(1500).max(1500),
+    };
+    LagIface::create(spec, live.clone())
+        .map(Some)
+        .map_err(|e| OtgError::invalid(format!("lags: {lag:?} cannot carry its devices: {e}")))
 }
 
 impl LagDriver {
@@ -135,6 +169,18 @@ impl LagDriver {
             stop.store(true, Ordering::Relaxed);
             let _ = t.join();
         }
+    }
+
+    /// The interface the devices on the LAG sit on, and its namespace.
+    pub fn devices_iface(&self) -> Option<(String, String)> {
+        let i = self.iface.lock().unwrap_or_else(|e| e.into_inner());
+        i.as_ref().map(|i| (i.inner().0.to_string(), i.inner().1.to_string()))
+    }
+
+    /// Stops its thread and removes its interface (the config's end).
+    pub fn remove(&self) {
+        self.stop();
+        self.iface.lock().unwrap_or_else(|e| e.into_inner()).take();
     }
 
     /// `admin` (the members' Synchronization) or `member_ports` (LACP on the member at all)

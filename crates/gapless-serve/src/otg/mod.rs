@@ -100,11 +100,12 @@ impl Drop for OtgState {
         for a in &self.lldp {
             a.stop();
         }
-        for l in &self.lags {
-            l.stop();
-        }
         for (_, h) in &self.hosts {
             h.remove();
+        }
+        // Then the LAGs' interfaces the hosts sat on.
+        for l in &self.lags {
+            l.remove();
         }
     }
 }
@@ -364,31 +365,32 @@ type Up = (
     Vec<Arc<lag::LagDriver>>,
 );
 
-/// `plan`'s devices as hosts, then their routers and LLDP agents; on a failure, what came up
-/// goes again.
+/// `plan`'s LAGs (the interfaces devices on a LAG sit on), its devices as hosts, then their
+/// routers and LLDP agents; on a failure, what came up goes again.
 fn bring_up(plan: &Plan) -> Result<Up, OtgError> {
-    let hosts = devices::up(plan)?;
+    let lags = lag::up(plan)?;
+    let undo_lags = || lags.iter().for_each(|l| l.remove());
+    let hosts = devices::up(plan, &lags).inspect_err(|_| undo_lags())?;
     devices::resolve_in_background(&hosts);
-    let routers = routing::up(plan, &hosts).inspect_err(|_| hosts.iter().for_each(|h| h.1.remove()))?;
+    let undo_hosts = || {
+        hosts.iter().for_each(|h| h.1.remove());
+        undo_lags();
+    };
+    let routers = routing::up(plan, &hosts).inspect_err(|_| undo_hosts())?;
     let isis = isis::up(plan, &hosts).inspect_err(|_| {
         routers.iter().for_each(|r| r.stop());
-        hosts.iter().for_each(|h| h.1.remove());
+        undo_hosts();
     })?;
     let ospf = ospf::up(plan, &hosts).inspect_err(|_| {
         routers.iter().for_each(|r| r.stop());
         isis.iter().for_each(|r| r.stop());
-        hosts.iter().for_each(|h| h.1.remove());
+        undo_hosts();
     })?;
-    let undo = || {
+    let lldp = lldp::up(plan).inspect_err(|_| {
         routers.iter().for_each(|r| r.stop());
         isis.iter().for_each(|r| r.stop());
         ospf.iter().for_each(|r| r.stop());
-        hosts.iter().for_each(|h| h.1.remove());
-    };
-    let lldp = lldp::up(plan).inspect_err(|_| undo())?;
-    let lags = lag::up(plan).inspect_err(|_| {
-        undo();
-        lldp.iter().for_each(|a| a.stop());
+        undo_hosts();
     })?;
     Ok((hosts, routers, isis, ospf, lldp, lags))
 }

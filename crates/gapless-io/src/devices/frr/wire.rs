@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use crate::error::IoError;
 use crate::kernel::nic::{if_index, in_netns};
-use crate::kernel::socket::{bind_packet, packet_socket, sockopt};
+use crate::kernel::socket::{attach_filter, bind_packet, bpf, packet_socket, recv_packet, sockopt};
 
 /// A watch on a device's outgoing frames.
 pub struct SentWatch {
@@ -32,7 +32,7 @@ impl SentWatch {
         in_netns(Some(netns), || {
             let fd = packet_socket()?;
             if let Some(f) = filter {
-                attach(&fd, f)?;
+                attach_filter(&fd, f)?;
             }
             let index = if_index(iface)?;
             if bind_packet(&fd, index, ETH_P_ALL) != 0 {
@@ -74,24 +74,9 @@ impl SentWatch {
 
     /// One frame: its length, whether the host sent it, and its kernel stamp.
     fn recv(&self, buf: &mut [u8]) -> Option<(usize, bool, u64)> {
-        // SAFETY: plain data, zeroed is valid.
-        let mut from: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
         let mut ctl = [0u64; 16];
-        let mut iov = libc::iovec {
-            iov_base: buf.as_mut_ptr().cast(),
-            iov_len: buf.len(),
-        };
-        // SAFETY: plain data, zeroed is valid; its pointers are set to live buffers below.
-        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-        msg.msg_name = (&mut from as *mut libc::sockaddr_ll).cast();
-        msg.msg_namelen = std::mem::size_of::<libc::sockaddr_ll>() as u32;
-        msg.msg_iov = &mut iov;
-        msg.msg_iovlen = 1;
-        msg.msg_control = ctl.as_mut_ptr().cast();
-        msg.msg_controllen = std::mem::size_of_val(&ctl);
-        // SAFETY: msg points to live buffers of the sizes given.
-        let n = unsafe { libc::recvmsg(self.fd.as_raw_fd(), &mut msg, libc::MSG_DONTWAIT) };
-        if n <= 0 {
+        let (n, from, msg) = recv_packet(self.fd.as_raw_fd(), buf, &mut ctl, 0)?;
+        if n == 0 {
             return None;
         }
         let mut ts = None;
@@ -106,7 +91,7 @@ impl SentWatch {
                 c = libc::CMSG_NXTHDR(&msg, c);
             }
         }
-        Some((n as usize, from.sll_pkttype == libc::PACKET_OUTGOING, ts?))
+        Some((n, from.sll_pkttype == libc::PACKET_OUTGOING, ts?))
     }
 }
 
@@ -122,21 +107,6 @@ const OSPF_ONLY: [libc::sock_filter; 9] = [
     bpf(0x06, 0, 0, 0xffff), // accept
     bpf(0x06, 0, 0, 0),      // drop
 ];
-
-const fn bpf(code: u16, jt: u8, jf: u8, k: u32) -> libc::sock_filter {
-    libc::sock_filter { code, jt, jf, k }
-}
-
-fn attach(fd: &OwnedFd, f: &[libc::sock_filter]) -> Result<(), IoError> {
-    let prog = libc::sock_fprog {
-        len: f.len() as u16,
-        filter: f.as_ptr().cast_mut(),
-    };
-    sockopt(fd, libc::SOL_SOCKET, libc::SO_ATTACH_FILTER, &prog).map_err(|e| IoError::Os {
-        context: "SO_ATTACH_FILTER".into(),
-        cause: e,
-    })
-}
 
 /// Every OSPF frame on a device's interface, each way, handed to a callback on a thread of
 /// its own until the tap is dropped (its LSAs counted: FRR counts packets only). A BPF
