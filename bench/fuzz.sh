@@ -3,9 +3,7 @@
 # fuzz/corpus/; a crash fails the script and leaves its input in fuzz/artifacts/. Needs the
 # nightly toolchain and cargo-fuzz (`bash scripts/setup.sh --test`).
 #   bash bench/fuzz.sh [SECONDS] [--smoke]
-#   bash bench/fuzz.sh --build
 # --smoke (scripts/test.sh): the result is printed, not recorded in bench/results.
-# --build: only builds the targets (scripts/test.sh does it while the tests run).
 # The fuzz build lives in one directory per machine (GAPLESS_FUZZ_TARGET, default
 # ~/.cache/gapless/fuzz-target), so a fresh clone on the same machine does not rebuild it.
 set -euo pipefail
@@ -13,9 +11,6 @@ cd "$(dirname "$0")/../fuzz"
 secs=${1:-60}
 target_dir="${GAPLESS_FUZZ_TARGET:-${XDG_CACHE_HOME:-$HOME/.cache}/gapless/fuzz-target}"
 mkdir -p "$target_dir"
-if [[ "${1:-}" == "--build" ]]; then
-  exec cargo +nightly fuzz build --target-dir "$target_dir"
-fi
 stamp=$(date -u +%Y%m%dT%H%M%SZ)
 out=../bench/results/fuzz-$stamp.txt
 [[ "${2:-}" == "--smoke" ]] && out=/dev/null

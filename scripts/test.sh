@@ -19,26 +19,12 @@ command -v go >/dev/null 2>&1 || export PATH="/usr/local/go/bin:$PATH"
 stage "set-up"
 status=0
 cargo fmt --all -- --check || { echo "test.sh: cargo fmt --check failed (run cargo fmt --all)"; status=1; }
-# Clippy, the doc links and the fuzz targets' build need no test's machine: they run behind
-# the tests, at idle priority (SCHED_IDLE: only on a core the tests leave idle, so a send
-# loop or a meter never waits for them), in target directories of their own (no wait for
-# cargo's lock). Their results are read after the tests (DESIGN-NOTES 89).
-behind() { # behind LOG COMMAND...: runs it in the background at idle priority
-  local log=$1; shift
-  chrt --idle 0 nice -n 19 "$@" >"$log" 2>&1 &
-}
-lint() {
-  export CARGO_TARGET_DIR=target/lint
-  cargo clippy --profile ci --locked --all-targets --quiet -- -D warnings || { echo "test.sh: clippy failed"; return 1; }
-  # Every intra-doc link resolves (private items documented, so links to them count).
-  RUSTDOCFLAGS="-D rustdoc::broken_intra_doc_links -A rustdoc::private_intra_doc_links" \
-    cargo doc --profile ci --locked --no-deps --workspace --document-private-items --quiet \
-    || { echo "test.sh: cargo doc found broken intra-doc links"; return 1; }
-}
-lint_log=$(mktemp); fuzz_log=$(mktemp)
-behind "$lint_log" bash -c "$(declare -f lint); lint"; lint_pid=$!
-behind "$fuzz_log" bash bench/fuzz.sh --build; fuzz_pid=$!
-stage "fmt"
+cargo clippy --profile ci --locked --all-targets --quiet -- -D warnings || { echo "test.sh: clippy failed"; status=1; }
+# Every intra-doc link resolves (private items documented, so links to them count).
+RUSTDOCFLAGS="-D rustdoc::broken_intra_doc_links -A rustdoc::private_intra_doc_links" \
+  cargo doc --profile ci --locked --no-deps --workspace --document-private-items --quiet \
+  || { echo "test.sh: cargo doc found broken intra-doc links"; status=1; }
+stage "fmt + clippy + doc links"
 log=$(mktemp)
 # The ci profile (DESIGN-NOTES 39): the test binaries setup.sh --test built.
 cargo test --profile ci --locked --workspace --no-fail-fast 2>&1 | tee "$log"
@@ -55,14 +41,6 @@ read -r py_pass py_fail < <(tail -n 1 "$pylog" | awk '{ p = 0; f = 0
 if [[ $py_rc -ne 0 && ${py_fail:-0} -eq 0 ]]; then py_fail=1; fi
 echo "test result: pytest. ${py_pass:-0} passed; ${py_fail:-0} failed (python/tests)" | tee -a "$log"
 [[ -d target/screenshots ]] && echo "test.sh: the dashboard test's screenshots are in $(pwd)/target/screenshots"
-# The work behind the tests: clippy and the doc links, then the fuzz targets' build.
-wait "$lint_pid" || status=1
-cat "$lint_log"
-stage "clippy + doc links (behind)"
-if ! wait "$fuzz_pid"; then
-  tail -40 "$fuzz_log"; echo "test.sh: the fuzz targets did not build"; status=1
-fi
-stage "fuzz build (behind)"
 # Fuzz smoke: each cargo-fuzz target for 10 s from the committed corpus (bench/fuzz.sh runs
 # them longer and records the result). A crash, or a target that does not build, fails.
 if bash bench/fuzz.sh 10 --smoke; then
