@@ -119,19 +119,31 @@ fn raw(ns: &str, iface: &str) -> OwnedFd {
     in_netns(Some(ns), || open(iface, None)).unwrap()
 }
 
-/// The frames `fd` gets within `ms` (the tags put back), skipping any that `skip` takes.
-fn frames(fd: &OwnedFd, ms: u64) -> Vec<Vec<u8>> {
+/// The frames `fd` gets (their tags put back) that `keep` takes, until there are `n` of them
+/// or 10 s have passed: a host that stops the VM for a moment only delays them.
+fn frames(fd: &OwnedFd, n: usize, keep: impl Fn(&[u8]) -> bool) -> Vec<Vec<u8>> {
     let mut out = Vec::new();
     let mut buf = vec![0u8; 4000];
     let t0 = std::time::Instant::now();
-    while t0.elapsed() < Duration::from_millis(ms) {
+    while out.len() < n && t0.elapsed() < Duration::from_secs(10) {
         match recv(fd.as_raw_fd(), &mut buf) {
             Some(0) => {}
-            Some(n) => out.push(buf[..n].to_vec()),
-            None => std::thread::sleep(Duration::from_millis(2)),
+            Some(len) if keep(&buf[..len]) => out.push(buf[..len].to_vec()),
+            Some(_) => {}
+            None => std::thread::sleep(Duration::from_millis(1)),
         }
     }
     out
+}
+
+/// What `fd` has queued now that `keep` takes.
+fn queued(fd: &OwnedFd, keep: impl Fn(&[u8]) -> bool) -> usize {
+    let mut buf = vec![0u8; 4000];
+    let mut n = 0;
+    while let Some(len) = recv(fd.as_raw_fd(), &mut buf) {
+        n += usize::from(len > 0 && keep(&buf[..len]));
+    }
+    n
 }
 
 fn udp_from(src: [u8; 6], sport: u16) -> Vec<u8> {
@@ -162,41 +174,36 @@ fn frames_go_between_the_devices_end_and_the_members_that_distribute() {
     let (inner, ns) = lag.inner();
     let dev = raw(ns, inner);
     let far = [raw(&s.0, "f0"), raw(&s.0, "f1")];
-    // Out: a device's frames spread over both members by their hash; another MAC's stay in.
+    let from = |mac: [u8; 6]| move |f: &[u8]| f[6..12] == mac;
+    // Out: another MAC's frame stays in; then the device's frames spread over both members by
+    // their hash (the forwarder reads in order: once they are out, the first was passed on).
+    send(&dev, &udp_from(D2, 1));
     for sport in 0..64u16 {
         send(&dev, &udp_from(D1, sport));
     }
-    send(&dev, &udp_from(D2, 1));
-    let got: Vec<Vec<Vec<u8>>> = far.iter().map(|f| frames(f, 300)).collect();
-    let ours = |v: &Vec<Vec<u8>>| v.iter().filter(|f| f[6..12] == D1).count();
-    assert_eq!(
-        ours(&got[0]) + ours(&got[1]),
-        64,
-        "expected the 64 frames out on the members"
-    );
-    assert!(
-        ours(&got[0]) >= 16 && ours(&got[1]) >= 16,
-        "expected each member to carry a quarter or more; got {} and {}",
-        ours(&got[0]),
-        ours(&got[1])
-    );
-    assert!(
-        got.iter().flatten().all(|f| f[6..12] != D2),
-        "expected a frame from another MAC kept off the LAG"
-    );
-    for (k, g) in got.iter().enumerate() {
+    for (k, f) in far.iter().enumerate() {
         let want: Vec<Vec<u8>> = (0..64)
             .map(|p| udp_from(D1, p))
             .filter(|f| LagLive::pick(&[0, 1], f) == k)
             .collect();
-        let g: Vec<&Vec<u8>> = g.iter().filter(|f| f[6..12] == D1).collect();
+        let got = frames(f, want.len(), from(D1));
         assert_eq!(
-            g.len(),
-            want.len(),
-            "expected member {k} to carry the frames its hash picks"
+            got, want,
+            "expected member {k} to carry the frames its hash picks, in order"
+        );
+        assert!(
+            got.len() >= 16,
+            "expected each member to carry a quarter or more; member {k} carried {}",
+            got.len()
+        );
+        assert_eq!(
+            queued(f, |x: &[u8]| x[6..12] == D1 || x[6..12] == D2),
+            0,
+            "expected no other frame on member {k}"
         );
     }
     // In: to the device (tagged or not) and to a group; not LACP's, nor another MAC's.
+    let peer = [2, 0, 0, 0, 0, 0x99];
     let mut tagged = frame(D1, 0x8100);
     tagged[14..18].copy_from_slice(&[0x20, 0x64, 0x08, 0x00]); // priority 1, VLAN 100, IPv4
     for f in [
@@ -208,33 +215,47 @@ fn frames_go_between_the_devices_end_and_the_members_that_distribute() {
     ] {
         send(&far[0], &f);
     }
-    let got = frames(&dev, 300);
-    let got: Vec<&Vec<u8>> = got.iter().filter(|f| f[6..12] == [2, 0, 0, 0, 0, 0x99]).collect();
+    let got = frames(&dev, 3, from(peer));
     assert_eq!(
         got.len(),
         3,
         "expected the device's two frames and the broadcast in; got {got:02x?}"
     );
     assert_eq!(got[2][..18], tagged[..18], "expected the VLAN tag put back as it came");
+    assert_eq!(
+        queued(&dev, from(peer)),
+        0,
+        "expected LACP's and another MAC's frames kept out"
+    );
     // A member that stops distributing neither sends nor takes in.
     live.set(1, false);
+    send(&far[1], &frame(D1, 0x0800));
+    std::thread::sleep(Duration::from_millis(50));
+    let mut sentinel = frame(D1, 0x0800);
+    sentinel[11] = 0x98;
+    send(&far[0], &sentinel);
+    assert_eq!(
+        frames(&dev, 1, from([2, 0, 0, 0, 0, 0x98])).len(),
+        1,
+        "expected member 0 still to take in"
+    );
+    assert_eq!(
+        queued(&dev, from(peer)),
+        0,
+        "expected nothing in from member 1 once it stopped"
+    );
     for sport in 0..16u16 {
         send(&dev, &udp_from(D1, sport));
     }
-    send(&far[1], &frame(D1, 0x0800));
     assert_eq!(
-        frames(&far[1], 200).iter().filter(|f| f[6..12] == D1).count(),
-        0,
-        "expected nothing on member 1 once it stopped"
-    );
-    assert_eq!(
-        frames(&far[0], 100).iter().filter(|f| f[6..12] == D1).count(),
+        frames(&far[0], 16, from(D1)).len(),
         16,
         "expected member 0 to carry all"
     );
-    assert!(
-        frames(&dev, 100).iter().all(|f| f[6..12] != [2, 0, 0, 0, 0, 0x99]),
-        "expected nothing in from member 1"
+    assert_eq!(
+        queued(&far[1], from(D1)),
+        0,
+        "expected nothing on member 1 once it stopped"
     );
     let ns = ns.to_string();
     drop(lag);
