@@ -16,15 +16,15 @@
 //! would drop frames to the devices' MACs) and filtered in the kernel (classic BPF), so that
 //! a flow's frames to other MACs never wake the thread.
 //!
-//! May import `kernel`, `error` and `tx::lag` (the LAG's [`LagLive`]).
+//! May import `kernel`, `error`, `tx::lag` (the LAG's [`LagLive`]) and `hosts` (its namespace helpers).
 
 use std::os::fd::{AsRawFd, OwnedFd};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use crate::error::IoError;
-use crate::kernel::nic::{if_index, in_netns, ip, ip_batch, offloads_off};
+use crate::kernel::nic::{if_index, in_netns, ip_batch, offloads_off};
 use crate::kernel::socket::{attach_filter, bind_packet, bpf, packet_socket, recv_packet, sockopt};
 use crate::tx::lag::LagLive;
 
@@ -55,23 +55,11 @@ pub fn netns_name(k: usize) -> String {
     format!("{}{}-lag{k}", super::hosts::NETNS_PREFIX, std::process::id())
 }
 
-/// Frames forwarded each way.
-#[derive(Debug, Default)]
-pub struct Forwarded {
-    /// From the devices onto a member.
-    pub out: AtomicU64,
-    /// From a member to the devices.
-    pub r#in: AtomicU64,
-    /// From the devices while no member distributed.
-    pub dropped: AtomicU64,
-}
-
 /// A LAG's interface and its forwarding thread; both go when it is dropped.
 pub struct LagIface {
     spec: LagIfaceSpec,
     stop: Arc<AtomicBool>,
     thread: Option<std::thread::JoinHandle<()>>,
-    pub forwarded: Arc<Forwarded>,
 }
 
 impl LagIface {
@@ -84,7 +72,6 @@ impl LagIface {
             spec,
             stop: Arc::new(AtomicBool::new(false)),
             thread: None,
-            forwarded: Arc::default(),
         };
         let outer = in_netns(Some(&iface.spec.netns), || open(&iface.spec.outer, None))?;
         let filter = to_devices(&iface.spec.macs);
@@ -99,7 +86,6 @@ impl LagIface {
             members,
             macs: iface.spec.macs.clone(),
             live,
-            counts: iface.forwarded.clone(),
         };
         let stop = iface.stop.clone();
         iface.thread = Some(
@@ -126,7 +112,7 @@ impl Drop for LagIface {
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
-        let _ = ip(&["netns", "del", &self.spec.netns]);
+        super::hosts::remove_netns(&self.spec.netns);
     }
 }
 
@@ -134,10 +120,7 @@ impl Drop for LagIface {
 /// so neither end sends ND or MLD) and the inner end's offloads off.
 fn make_pair(spec: &LagIfaceSpec) -> Result<(), IoError> {
     let ns = spec.netns.as_str();
-    if std::path::Path::new("/run/netns").join(ns).exists() {
-        let _ = ip(&["netns", "del", ns]);
-    }
-    ip(&["netns", "add", ns])?;
+    super::hosts::fresh_netns(ns)?;
     let (o, i, mtu) = (&spec.outer, &spec.inner, spec.mtu);
     let made = ip_batch(
         Some(ns),
@@ -149,7 +132,7 @@ fn make_pair(spec: &LagIfaceSpec) -> Result<(), IoError> {
     )
     .and_then(|()| in_netns(Some(ns), || offloads_off(i)));
     if made.is_err() {
-        let _ = ip(&["netns", "del", ns]);
+        super::hosts::remove_netns(ns);
     }
     made
 }
@@ -229,7 +212,6 @@ struct Forwarder {
     members: Vec<OwnedFd>,
     macs: Vec<[u8; 6]>,
     live: Arc<LagLive>,
-    counts: Arc<Forwarded>,
 }
 
 impl Forwarder {
@@ -267,7 +249,6 @@ impl Forwarder {
                 self.out(frame);
             } else if self.live.distributing(k - 1) {
                 send(&self.outer, frame);
-                self.counts.r#in.fetch_add(1, Ordering::Relaxed);
             }
         }
     }
@@ -278,12 +259,9 @@ impl Forwarder {
             return;
         }
         let up = self.live.up();
-        if up.is_empty() {
-            self.counts.dropped.fetch_add(1, Ordering::Relaxed);
-            return;
+        if !up.is_empty() {
+            send(&self.members[LagLive::pick(&up, frame)], frame);
         }
-        send(&self.members[LagLive::pick(&up, frame)], frame);
-        self.counts.out.fetch_add(1, Ordering::Relaxed);
     }
 }
 

@@ -107,10 +107,7 @@ impl Host {
         };
         let spec = &host.spec;
         let own = spec.own_netns.as_str();
-        if std::path::Path::new("/run/netns").join(own).exists() {
-            let _ = ip(&["netns", "del", own]);
-        }
-        ip(&["netns", "add", own])?;
+        fresh_netns(own)?;
         host.made = true;
         let add = [
             "link",
@@ -289,9 +286,18 @@ impl Drop for Host {
     }
 }
 
-/// Removes a host's namespace: its links first (a socket still open in the namespace would
-/// keep it, and the macvlan with its MAC, alive), then the namespace.
-fn remove_netns(name: &str) {
+/// Makes namespace `name`, replacing a leftover of that name.
+pub(crate) fn fresh_netns(name: &str) -> Result<(), IoError> {
+    if std::path::Path::new("/run/netns").join(name).exists() {
+        let _ = ip(&["netns", "del", name]);
+    }
+    ip(&["netns", "add", name]).map(|_| ())
+}
+
+/// Removes a namespace of ours (a host's, a LAG interface's): its links first (a socket
+/// still open in the namespace would keep it, and the macvlan with its MAC, alive), then
+/// the namespace.
+pub(crate) fn remove_netns(name: &str) {
     if let Ok(out) = ip(&["-n", name, "-j", "link", "show"]) {
         let rows: Vec<serde_json::Value> = serde_json::from_str(&out).unwrap_or_default();
         for r in rows.iter().filter_map(|r| r["ifname"].as_str()).filter(|n| *n != "lo") {

@@ -1,4 +1,5 @@
 use super::*;
+use crate::kernel::nic::ip;
 
 /// The classic BPF instructions `to_devices` uses, run on `frame`: what the kernel keeps.
 fn run_filter(f: &[libc::sock_filter], frame: &[u8]) -> u32 {
