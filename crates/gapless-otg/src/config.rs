@@ -122,6 +122,13 @@ pub struct Plan {
     pub speeds: Vec<PortSpeed>,
 }
 
+impl Plan {
+    /// The config's port named `name` (its LAGs are not ports here).
+    pub fn port(&self, name: &str) -> Option<&Port> {
+        self.ports.iter().find(|p| p.name == name)
+    }
+}
+
 /// A port's line rate, and where it was read.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PortSpeed {

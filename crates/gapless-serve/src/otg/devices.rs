@@ -72,11 +72,7 @@ fn lower(plan: &Plan, lags: &[Arc<LagDriver>], e: &Eth) -> (String, Option<Strin
             .expect("a LAG with devices has their interface");
         return (i, Some(ns));
     }
-    let port = plan
-        .ports
-        .iter()
-        .find(|p| p.name == e.port)
-        .expect("checked by the plan");
+    let port = plan.port(&e.port).expect("checked by the plan");
     (port.iface.clone(), port.netns.clone())
 }
 

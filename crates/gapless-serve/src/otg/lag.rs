@@ -65,11 +65,7 @@ pub fn up(plan: &Plan) -> Result<Vec<Arc<LagDriver>>, OtgError> {
             .members
             .iter()
             .map(|m| {
-                let p = plan
-                    .ports
-                    .iter()
-                    .find(|p| p.name == m.port)
-                    .expect("checked by the plan");
+                let p = plan.port(&m.port).expect("checked by the plan");
                 (p.iface.clone(), p.netns.clone())
             })
             .collect();

@@ -47,11 +47,7 @@ pub struct LldpAgent {
 pub fn up(plan: &Plan) -> Result<Vec<Arc<LldpAgent>>, OtgError> {
     let mut out = Vec::new();
     for a in &plan.lldp {
-        let port = plan
-            .ports
-            .iter()
-            .find(|p| p.name == a.port)
-            .expect("checked by the plan");
+        let port = plan.port(&a.port).expect("checked by the plan");
         let agent = Arc::new(LldpAgent {
             agent: a.clone(),
             netns: port.netns.clone(),
