@@ -314,20 +314,21 @@ impl RxSpec {
         if let Some(ns) = netns {
             enter_netns(ns)?;
         }
-        let up = gapless_io::kernel::nic::iface_info(iface).map(|i| i.up);
-        let rx = match (self.socket, self.ring_blocks, even_down) {
-            (RxSocket::AfPacket, b, true) => {
-                AfPacketRx::open_in_state(iface, self.timestamps, b.unwrap_or(gapless_io::rx::BLOCK_NR), true)
-                    .map(|r| Box::new(r) as Box<dyn RxSource>)
+        let rx = match self.socket {
+            RxSocket::AfPacket => {
+                let blocks = self.ring_blocks.unwrap_or(gapless_io::rx::BLOCK_NR);
+                AfPacketRx::open_in_state(iface, self.timestamps, blocks, even_down)
+                    .map(|r| {
+                        let up = r.info.up;
+                        (Box::new(r) as Box<dyn RxSource>, up)
+                    })
                     .map_err(EngineError::from)
             }
-            (RxSocket::AfPacket, Some(b), false) => AfPacketRx::open_with(iface, self.timestamps, b)
-                .map(|r| Box::new(r) as Box<dyn RxSource>)
-                .map_err(EngineError::from),
-            _ => open_rx(iface, self.timestamps, self.socket),
+            // AF_XDP opens an interface only while it is up.
+            _ => open_rx(iface, self.timestamps, self.socket).map(|r| (r, true)),
         };
         return_to_netns(&home)?;
-        Ok((rx?, up.unwrap_or(false)))
+        rx
     }
 
     /// How many ports the meter reads.
