@@ -155,13 +155,31 @@ def lag_flow(cfg: Any, name: str, tx: str, rx: str, pps: int, count: int | None 
 def spread_over_members(a: Any, flow: str, frames: int) -> Any:
     """Runs `flow` from the LAG to p3: every frame arrives, and each member carries at least a
     quarter by its peer veth's own counter. The flow's metric, and each veth's count."""
-    before = {d: rx_packets(d) for d in ("o1", "o2")}
-    run_flow(a, flow)
-    m = wait_done(a, flow)
-    on = {d: rx_packets(d) - before[d] for d in ("o1", "o2")}
+    m, on = run_counted(a, flow, ("o1", "o2"))
     assert m.frames_tx == m.frames_rx == frames, f"expected all {frames} frames through OVS; got {m.frames_tx} sent, {m.frames_rx} received"
     assert all(n >= frames // 4 for n in on.values()), f"expected each member to carry at least a quarter; the veths counted {on}"
     return m, on
+
+
+def run_counted(a: Any, flow: str, veths: tuple[str, ...]) -> tuple[Any, dict[str, int]]:
+    """Runs `flow` to its end: its metric, and the frames each of `veths` received meanwhile
+    (the kernel's own counters)."""
+    before = {d: rx_packets(d) for d in veths}
+    run_flow(a, flow)
+    m = wait_done(a, flow)
+    return m, {d: rx_packets(d) - before[d] for d in veths}
+
+
+def members_count_their_share(a: Any, field: str, total: int, on: dict[str, int], veth: dict[str, str]) -> None:
+    """The LAG members' port metric `field` (frames_tx or frames_rx) adds up to the flow's
+    `total`, and each member's is what its veth `veth[port]` counted in `on` (within the
+    LACPDUs)."""
+    req = a.metrics_request()
+    req.port.port_names = list(veth)
+    got = {p.name: getattr(p, field) for p in a.get_metrics(req).port_metrics}
+    assert sum(got.values()) == total, f"expected the members' {field} to add up to the flow's {total}; got {got}"
+    assert all(abs(got[p] - on[d]) <= 20 for p, d in veth.items()), \
+        f"expected each member's {field} to be what its veth counted (within LACPDUs); got {got} vs {on}"
 
 
 def lacp(a: Any) -> dict[str, Any]:
@@ -267,12 +285,7 @@ def test_a_flow_from_the_lag_spreads_over_both_members_and_arrives_whole(server:
     lag_flow(cfg, "spread", "l1", "p3", pps=5_000, count=5_000)
     set_and_sync(a, ovs, cfg)
     _, on = spread_over_members(a, "spread", 5_000)
-    req = a.metrics_request()
-    req.port.port_names = ["p1", "p2"]
-    ports = {p.name: p.frames_tx for p in a.get_metrics(req).port_metrics}
-    assert ports["p1"] + ports["p2"] == 5_000, f"expected the members' frames_tx to add up to the flow's; got {ports}"
-    assert abs(ports["p1"] - on["o1"]) <= 20 and abs(ports["p2"] - on["o2"]) <= 20, \
-        f"expected each member's frames_tx to be what its peer counted (within LACPDUs); got {ports} vs {on}"
+    members_count_their_share(a, "frames_tx", 5_000, on, {"p1": "o1", "p2": "o2"})
 
 
 def test_a_member_link_down_moves_its_share_within_100_ms(server: Server, ovs: Ovs, tmp_path: Path) -> None:
@@ -410,19 +423,11 @@ def test_ovs_balance_tcp_to_our_lag_is_metered_as_one_sequence(server: Server, o
     set_and_sync(a, ovs, cfg)
     run_flow(a, "teach")
     wait_done(a, "teach")
-    before = {d: rx_packets(d) for d in ("m1", "m2")}
-    run_flow(a, "back")
-    m = wait_done(a, "back")
-    on = {d: rx_packets(d) - before[d] for d in ("m1", "m2")}
+    m, on = run_counted(a, "back", ("m1", "m2"))
     assert m.frames_rx == m.frames_tx == 20_000, f"expected all 20000 over both members as one flow; got {m}"
     assert all(n >= 1_000 for n in on.values()), \
         f"expected OVS's balance-tcp to use both members; got {on}\n{ovs.appctl('bond/show', 'bond0')}\n{ovs.appctl('fdb/show', 'br0')}"
-    req = a.metrics_request()
-    req.port.port_names = ["p1", "p2"]
-    got = {p.name: p.frames_rx for p in a.get_metrics(req).port_metrics}
-    assert got["p1"] + got["p2"] == 20_000, f"expected the members' frames_rx to add up to the flow's 20000; got {got}"
-    assert abs(got["p1"] - on["m1"]) <= 20 and abs(got["p2"] - on["m2"]) <= 20, \
-        f"expected each member's frames_rx to be what its veth counted (within LACPDUs); got {got} vs {on}"
+    members_count_their_share(a, "frames_rx", 20_000, on, {"p1": "m1", "p2": "m2"})
 
 
 def devices_on_lag_and_p3(cfg: Any) -> None:
