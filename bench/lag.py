@@ -15,27 +15,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import socket
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
-from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
+from otg_devices import REPO, serving
+
 NS = "glbenchlag"
-
-
-def sh(*a: str) -> None:
-    subprocess.run(a, check=True, capture_output=True)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def config(api: Any, frames: int, lags: bool) -> Any:
@@ -77,35 +64,13 @@ def run(api: Any, name: str) -> dict[str, Any]:
 
 
 def main() -> int:
-    import snappi  # type: ignore[import-untyped]
-
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--frames", type=int, default=400_000)
     args = ap.parse_args()
     out = REPO / "bench" / "results" / f"lag-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}.jsonl"
-    subprocess.run(["ip", "netns", "del", NS], capture_output=True)
-    sh("ip", "netns", "add", NS)
-    for k in (1, 2):
-        sh("ip", "-n", NS, "link", "add", f"a{k}", "type", "veth", "peer", "name", f"b{k}")
-        for d in (f"a{k}", f"b{k}"):
-            sh("ip", "-n", NS, "link", "set", d, "up")
-    tmp, otg = Path(tempfile.mkdtemp()), free_port()
-    binary = REPO / "target" / "ci" / "gapless"
-    srv = subprocess.Popen([str(binary) if binary.exists() else "gapless", "serve", "--listen", f"127.0.0.1:{free_port()}",
-                            "--otg-listen", f"127.0.0.1:{otg}", "--otg-grpc-listen", f"127.0.0.1:{free_port()}", "--no-gnmi",
-                            "--db", str(tmp / "g.db")], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     rows: list[dict[str, Any]] = []
-    try:
-        t0 = time.monotonic()
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", otg), timeout=1).close()
-                break
-            except OSError:
-                assert srv.poll() is None and time.monotonic() - t0 < 30, "gapless serve did not listen within 30 s"
-                time.sleep(0.05)
-        api = snappi.api(location=f"https://127.0.0.1:{otg}", verify=False)
+    with serving(NS, (("a1", "b1"), ("a2", "b2"))) as (api, _):
         for r in range(args.rounds):
             for name in (("port", "lag") if r % 2 == 0 else ("lag", "port")):
                 api.set_config(config(api, args.frames, name == "lag"))
@@ -113,10 +78,6 @@ def main() -> int:
                 row = {"round": r, **run(api, name)}
                 print(json.dumps(row))
                 rows.append(row)
-    finally:
-        srv.terminate()
-        srv.wait(timeout=30)
-        subprocess.run(["ip", "netns", "del", NS], capture_output=True)
     out.write_text("".join(json.dumps(r) + "\n" for r in rows))
     ratios = [next(x["tx_pps"] for x in rows if x["round"] == r and x["flow"] == "lag")
               / next(x["tx_pps"] for x in rows if x["round"] == r and x["flow"] == "port") for r in range(args.rounds)]

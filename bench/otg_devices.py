@@ -37,17 +37,20 @@ def free_port() -> int:
 
 
 @contextmanager
-def serving(ns: str) -> Iterator[tuple[Any, subprocess.Popen]]:  # type: ignore[type-arg]
-    """Two veths, `veth-a` and `veth-z`, in namespace `ns` (ixia-c's wiring), and a `gapless
-    serve` (target/ci/gapless when built, else the one on PATH) listening for snappi over
-    HTTPS: yields (the snappi api, the server's process); both go at the end."""
+def serving(ns: str, pairs: tuple[tuple[str, str], ...] = (("veth-a", "veth-z"),)
+            ) -> Iterator[tuple[Any, subprocess.Popen]]:  # type: ignore[type-arg]
+    """Veth `pairs` in namespace `ns` (by default `veth-a` and `veth-z`, ixia-c's wiring), and
+    a `gapless serve` (target/ci/gapless when built, else the one on PATH) listening for
+    snappi over HTTPS: yields (the snappi api, the server's process); both go at the end."""
     import snappi  # type: ignore[import-untyped]
 
     subprocess.run(["ip", "netns", "del", ns], capture_output=True)
     sh("ip", "netns", "add", ns)
-    sh("ip", "-n", ns, "link", "add", "veth-a", "type", "veth", "peer", "name", "veth-z")
-    for d in ("lo", "veth-a", "veth-z"):
-        sh("ip", "-n", ns, "link", "set", d, "up")
+    sh("ip", "-n", ns, "link", "set", "lo", "up")
+    for a, z in pairs:
+        sh("ip", "-n", ns, "link", "add", a, "type", "veth", "peer", "name", z)
+        for d in (a, z):
+            sh("ip", "-n", ns, "link", "set", d, "up")
     tmp, otg = Path(tempfile.mkdtemp()), free_port()
     binary = REPO / "target" / "ci" / "gapless"
     srv = subprocess.Popen([str(binary) if binary.exists() else "gapless", "serve", "--listen", f"127.0.0.1:{free_port()}",
