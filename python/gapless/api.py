@@ -125,7 +125,7 @@ def start(profile: ProfileLike, **options: Any) -> Run:
     "launch-time", "shaper"), ``tx_timestamps`` ("kernel"/"hardware"). To meter while
     sending: ``rx`` (an interface), ``rx_netns``, ``rx_also`` (more ports the same meter
     reads, each ``"NETNS/IFACE"``: a failover's backup), ``rx_core``, ``rx_linger``,
-    ``timestamps``, ``rx_backend``, ``rx_queue``, ``xdp_attach``, ``target_pps``,
+    ``timestamps``, ``rx_backend``, ``rx_queue``, ``xdp_attach``, ``xdp_stamp``, ``target_pps``,
     ``latency_unit_ns``, ``calibration`` (a file from :func:`calibrate`),
     ``use_invalid_calibration``, ``signed_only``, ``warmup`` (seconds not metered). Link and
     route changes during the run: ``events``, a list of the CLI's ``--event`` strings, e.g.
@@ -202,7 +202,7 @@ def measure(
     """Meters an interface live, as ``gapless measure`` does, until ``duration`` seconds
     have passed or Ctrl-C (then the report is marked ``interrupted``); returns the meter's
     report. ``profile``: a profile or a run's result naming the streams and their targets.
-    Options: ``core``, ``timestamps``, ``rx_backend``, ``rx_queue``, ``xdp_attach``,
+    Options: ``core``, ``timestamps``, ``rx_backend``, ``rx_queue``, ``xdp_attach``, ``xdp_stamp``,
     ``target_pps``, ``latency_unit_ns``, ``calibration``, ``use_invalid_calibration``,
     ``signed_only``, ``warmup``. A meter that fails on the way raises
     :class:`gapless.RunError` with the report so far as ``result``.
@@ -227,7 +227,7 @@ def calibrate(
     rx_netns="gl-rx"``). Returns the calibration (its ``run`` key holds the run's result)
     and writes it to ``out`` when given, for ``calibration=`` of later runs.
     Options: ``rate_pps`` (10000), ``duration`` (5 s), ``core``, ``timestamps``,
-    ``rx_backend``, ``rx_queue``, ``xdp_attach``.
+    ``rx_backend``, ``rx_queue``, ``xdp_attach``, ``xdp_stamp``.
     """
     req = dict(options, tx=tx, rx=rx, tx_netns=tx_netns, rx_netns=rx_netns)
     r: Result = _gapless.calibrate(_options(req), None if out is None else os.fspath(out))

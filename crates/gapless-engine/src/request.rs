@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use gapless_core::spec::RateControlKind;
 use gapless_io::rx::RxTimestamps;
-use gapless_io::xdp::program::XdpAttach;
+use gapless_io::xdp::program::{XdpAttach, XdpStamp};
 use gapless_io::xdp::XdpMode;
 use serde::{Deserialize, Serialize};
 
@@ -67,6 +67,17 @@ pub enum XdpAttachName {
     Generic,
 }
 
+/// Where an AF_XDP meter's RX stamps come from (see [`XdpStamp`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum XdpStampName {
+    #[default]
+    Auto,
+    Metadata,
+    Prefix,
+    Socket,
+}
+
 /// Keys a request did not know: serde's `deny_unknown_fields` does not work across
 /// `flatten`, so each request collects them here and [`Unknown::check`] refuses them.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -108,6 +119,9 @@ pub struct RxPath {
     pub rx_backend: Option<BackendName>,
     pub rx_queue: u32,
     pub xdp_attach: XdpAttachName,
+    /// `auto` (default: the first of the others this kernel's verifier takes), `metadata`,
+    /// `prefix` or `socket`.
+    pub xdp_stamp: XdpStampName,
     /// `software` (default) or `hardware`.
     pub timestamps: StampName,
 }
@@ -121,6 +135,12 @@ impl RxPath {
                     XdpAttachName::Auto => XdpAttach::Auto,
                     XdpAttachName::Native => XdpAttach::Native,
                     XdpAttachName::Generic => XdpAttach::Generic,
+                },
+                stamp: match self.xdp_stamp {
+                    XdpStampName::Auto => XdpStamp::Auto,
+                    XdpStampName::Metadata => XdpStamp::Metadata,
+                    XdpStampName::Prefix => XdpStamp::Prefix,
+                    XdpStampName::Socket => XdpStamp::Socket,
                 },
             },
             _ => RxSocket::AfPacket,

@@ -128,6 +128,7 @@ pub fn describe_source(r: &mut MeterReport, spec: &crate::spec::RxSpec, src: &dy
     r.environment.link_speed_bps = src.info().speed_bps;
     r.environment.netns = spec.netns.clone();
     r.capture.method = src.describe();
+    r.capture.stamp = src.stamp().into();
     r.warnings.extend(src.warnings());
 }
 
@@ -164,7 +165,13 @@ pub fn finish_report(r: &mut MeterReport, stats: Option<RxStats>, failed: Option
     if let Some(s) = stats {
         r.capture.kernel_drops = Some(s.drops);
         r.capture.freeze_count = Some(s.freeze_count);
-        if s.user_stamped > 0 {
+        if s.user_stamped > 0 && r.capture.stamp == "socket" {
+            r.capture.user_stamped = Some(s.user_stamped);
+            r.warnings.push(format!(
+                "all {} frames were stamped when the meter read them from the AF_XDP ring (the socket stamp, see rx_timestamp_source): latency and inter-arrival times include the meter's wake-up and batching delay. Fix: meter with --rx-backend afpacket for kernel stamps",
+                s.user_stamped
+            ));
+        } else if s.user_stamped > 0 {
             r.capture.user_stamped = Some(s.user_stamped);
             r.warnings.push(format!(
                 "{} frames came without the XDP program's kernel stamp and were stamped when the meter read them: their latency and inter-arrival times include the meter's own delay",

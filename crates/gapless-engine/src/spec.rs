@@ -14,7 +14,7 @@ use gapless_core::{CompileCtx, Profile, ProfileSpec};
 use gapless_io::kernel::nic::{current_netns, enter_netns, return_to_netns};
 pub use gapless_io::kernel::timestamping::TxStampKind;
 use gapless_io::rx::{AfPacketRx, RxSource, RxTimestamps};
-use gapless_io::xdp::program::XdpAttach;
+use gapless_io::xdp::program::{XdpAttach, XdpStamp};
 use gapless_io::xdp::{AfXdpRx, XdpMode};
 
 use crate::EngineError;
@@ -121,7 +121,11 @@ pub enum RxSocket {
     #[default]
     AfPacket,
     /// AF_XDP fed by gapless's XDP program, on one RX queue.
-    AfXdp { queue: u32, attach: XdpAttach },
+    AfXdp {
+        queue: u32,
+        attach: XdpAttach,
+        stamp: XdpStamp,
+    },
 }
 
 /// How to meter: what every meter front end asks.
@@ -369,7 +373,9 @@ pub fn open_rx(iface: &str, ts: RxTimestamps, socket: RxSocket) -> Result<Box<dy
     Ok(match socket {
         RxSocket::AfPacket => Box::new(AfPacketRx::open(iface, ts)?),
         RxSocket::AfXdp { .. } if ts == RxTimestamps::Hardware => return Err(EngineError::HardwareStampsNeedAfPacket),
-        RxSocket::AfXdp { queue, attach } => Box::new(AfXdpRx::open(iface, queue, XdpMode::Auto, attach)?),
+        RxSocket::AfXdp { queue, attach, stamp } => {
+            Box::new(AfXdpRx::open(iface, queue, XdpMode::Auto, attach, stamp)?)
+        }
     })
 }
 

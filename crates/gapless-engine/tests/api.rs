@@ -211,6 +211,7 @@ fn every_refusal_before_a_run_is_its_own_error_kind() {
     let xdp = gapless_engine::RxSocket::AfXdp {
         queue: 0,
         attach: gapless_io::xdp::program::XdpAttach::Auto,
+        stamp: gapless_io::xdp::program::XdpStamp::Auto,
     };
     let e = gapless_engine::spec::open_rx("lo", gapless_io::rx::RxTimestamps::Hardware, xdp).err();
     assert!(

@@ -79,6 +79,12 @@ pub trait RxSource: Send {
     fn timestamp_source(&self) -> String;
     /// What the result file says of the capture path.
     fn describe(&self) -> String;
+    /// Who stamped the frames, for the verdict: "kernel" (SO_TIMESTAMPING), "nic",
+    /// "xdp-metadata" or "xdp-prefix" (the kernel at the XDP hook), or "socket" (the meter,
+    /// as it read the frame).
+    fn stamp(&self) -> &'static str {
+        "kernel"
+    }
     /// The interface.
     fn info(&self) -> &IfaceInfo;
     /// What the result should warn about this capture path.
@@ -340,6 +346,12 @@ impl RxSource for AfPacketRx {
     }
     fn timestamp_source(&self) -> String {
         self.source_text()
+    }
+    fn stamp(&self) -> &'static str {
+        match self.timestamps {
+            RxTimestamps::Software => "kernel",
+            RxTimestamps::Hardware => "nic",
+        }
     }
     fn describe(&self) -> String {
         format!(

@@ -12,6 +12,7 @@ use gapless_engine::live::RxLive;
 use gapless_engine::report::write_json_atomic;
 use gapless_engine::request::{
     AnalyzeRequest, BackendName, CalibrateRequest, MeasureRequest, MeterRequest, RxPath, StampName, XdpAttachName,
+    XdpStampName,
 };
 use gapless_engine::rx::summary_text;
 
@@ -133,6 +134,19 @@ pub enum XdpAttachArg {
     Generic,
 }
 
+/// Where an AF_XDP meter's RX stamps come from.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, ValueEnum)]
+pub enum XdpStampArg {
+    /// The first of metadata, prefix and socket whose XDP program this kernel's verifier takes.
+    Auto,
+    /// The kernel's TAI stamp at the XDP hook, in XDP metadata (bpf_xdp_adjust_meta).
+    Metadata,
+    /// The same stamp in 16 bytes before the frame that the meter cuts off (bpf_xdp_adjust_head).
+    Prefix,
+    /// No kernel stamp: the meter stamps each frame as it reads it (includes its own delay).
+    Socket,
+}
+
 /// The receive path of a meter: the socket, and for AF_XDP its queue and XDP attach mode.
 #[derive(clap::Args, Clone, Debug)]
 pub struct RxPathArgs {
@@ -145,6 +159,9 @@ pub struct RxPathArgs {
     /// Where the AF_XDP meter's XDP program runs (--rx-backend afxdp).
     #[arg(long, value_enum, default_value_t = XdpAttachArg::Auto)]
     pub xdp_attach: XdpAttachArg,
+    /// Where the AF_XDP meter's RX stamps come from (--rx-backend afxdp).
+    #[arg(long, value_enum, default_value_t = XdpStampArg::Auto)]
+    pub xdp_stamp: XdpStampArg,
 }
 
 impl RxPathArgs {
@@ -160,6 +177,12 @@ impl RxPathArgs {
                 XdpAttachArg::Auto => XdpAttachName::Auto,
                 XdpAttachArg::Native => XdpAttachName::Native,
                 XdpAttachArg::Generic => XdpAttachName::Generic,
+            },
+            xdp_stamp: match self.xdp_stamp {
+                XdpStampArg::Auto => XdpStampName::Auto,
+                XdpStampArg::Metadata => XdpStampName::Metadata,
+                XdpStampArg::Prefix => XdpStampName::Prefix,
+                XdpStampArg::Socket => XdpStampName::Socket,
             },
             timestamps: match ts {
                 TsArg::Software => StampName::Software,

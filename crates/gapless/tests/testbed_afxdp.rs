@@ -232,6 +232,21 @@ fn afxdp_meter_receives_every_frame_in_native_and_generic_mode() {
             "{method}"
         );
         assert_eq!(rx["capture"]["kernel_drops"], 0, "{attach}");
+        // The stamp the probe kept: the metadata one, unless the run names the kernel's
+        // refusal of it (issue 66: a kernel build that refused bpf_xdp_adjust_meta).
+        let stamp = rx["verdict"]["rx_stamp"].as_str().unwrap().to_string();
+        if stamp != "xdp-metadata" {
+            let w = rx["warnings"].to_string();
+            assert!(
+                w.contains("this kernel refused the metadata stamp's program (gapless_rx)"),
+                "{attach}: the probe kept {stamp}, so the warnings must name the refusal, got {w}"
+            );
+        }
+        if stamp == "socket" {
+            assert_eq!(rx["verdict"]["complete"], false, "{attach}: {}", rx["verdict"]);
+            assert_eq!(rx["streams"][0]["rx_frames"], 50_000, "{attach}");
+            continue;
+        }
         assert!(
             rx["capture"].get("user_stamped").is_none(),
             "every frame has the XDP stamp"
@@ -350,4 +365,101 @@ fn afxdp_meter_falls_back_to_generic_and_names_each_error() {
     let o = gapless(&["measure", "--netns", &ns, "--iface", &rx_if, "--duration", "0.3", "-q"]);
     ip(&["link", "set", "dev", &rx_if, "xdpgeneric", "off"]);
     assert!(o.status.success(), "{}", text(&o));
+}
+
+/// Each RX stamp the probe can fall back to, forced with `--xdp-stamp` on this kernel (which
+/// takes all three programs): every frame arrives and is counted at its sent size (the prefix
+/// program's 16 bytes are cut off), and the verdict names the stamp. Kernel stamps keep the
+/// verdict complete; the socket stamp makes it INCOMPLETE, naming the meter's own stamps.
+#[test]
+fn afxdp_meter_counts_every_frame_with_each_rx_stamp_and_the_verdict_names_it() {
+    let _x = exclusive();
+    let bed = Bed::up();
+    let dir = tempfile::tempdir().unwrap();
+    let prof = write(dir.path(), "p.toml", CBR);
+    for (stamp, attach, tx) in [
+        ("prefix", "generic", "afpacket"),
+        ("prefix", "native", "afxdp"),
+        ("socket", "generic", "afpacket"),
+        ("metadata", "generic", "afpacket"),
+    ] {
+        let what = format!("--xdp-stamp {stamp} --xdp-attach {attach}");
+        let res = dir.path().join(format!("{stamp}-{attach}.json"));
+        let o = bed.run_rx(
+            &prof,
+            &res,
+            &[
+                "--backend",
+                tx,
+                "--rx-backend",
+                "afxdp",
+                "--xdp-attach",
+                attach,
+                "--xdp-stamp",
+                stamp,
+            ],
+        );
+        assert!(o.status.success(), "{what}: {}", text(&o));
+        let r = read_json(&res);
+        let rx = &r["rx"];
+        let s = &rx["streams"][0];
+        assert_eq!(s["rx_frames"], 50_000, "{what}: {s}");
+        assert_eq!(s["lost_vs_tx"], 0, "{what}");
+        assert_eq!(
+            (s["seq"]["reordered"].as_u64(), s["seq"]["duplicated"].as_u64()),
+            (Some(0), Some(0))
+        );
+        // Sent bytes count the FCS, received ones do not.
+        assert_eq!(
+            s["rx_bytes_l2"].as_u64().unwrap() + 4 * 50_000,
+            r["streams"][0]["sent_bytes_l2"].as_u64().unwrap(),
+            "{what}: every frame counted at the size it was sent (the prefix cut off)"
+        );
+        let v = &rx["verdict"];
+        let src = rx["rx_timestamp_source"].as_str().unwrap();
+        match stamp {
+            "socket" => {
+                assert_eq!(v["rx_stamp"], "socket", "{what}: {v}");
+                assert_eq!(
+                    rx["capture"]["user_stamped"], 50_000,
+                    "{what}: every frame is the meter's"
+                );
+                assert_eq!(v["complete"], false, "{what}: {v}");
+                assert!(
+                    v["reasons"]
+                        .to_string()
+                        .contains("stamped by the meter, not the kernel"),
+                    "{what}: expected the verdict to name the meter's stamps, got {v}"
+                );
+                assert!(src.contains("as it read the AF_XDP ring"), "{what}: {src}");
+            }
+            _ => {
+                assert_eq!(v["rx_stamp"], format!("xdp-{stamp}"), "{what}: {v}");
+                assert!(
+                    rx["capture"].get("user_stamped").is_none(),
+                    "{what}: every frame has the kernel's stamp, got {}",
+                    rx["capture"]
+                );
+                assert!(
+                    src.contains("XDP hook")
+                        && src.contains(if stamp == "prefix" {
+                            "16 bytes before the frame"
+                        } else {
+                            "XDP metadata"
+                        }),
+                    "{what}: {src}"
+                );
+                // The kernel's stamp is on the sender's clock: a veth's latency.
+                let p50 = s["latency"]["percentiles_ns"]["p50"].as_i64().unwrap();
+                assert!(
+                    (0..1_000_000).contains(&p50),
+                    "{what}: expected a latency p50 in 0..1 ms, got {p50} ns"
+                );
+            }
+        }
+        assert!(
+            !link_detail(&bed.rx_ns(), &bed.rx_if()).contains("prog/xdp"),
+            "{what}: the XDP program is detached after the run"
+        );
+    }
 }

@@ -276,6 +276,10 @@ pub struct CaptureStats {
     /// Frames that came without a kernel stamp and were stamped when the meter read them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub user_stamped: Option<u64>,
+    /// Who stamped the frames: "kernel", "nic", "xdp-metadata", "xdp-prefix" or "socket"
+    /// (the meter as it read them); empty for files.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub stamp: String,
     /// Frames captured short of their length on the wire (a snap length).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cut: Option<CutFrames>,
@@ -350,7 +354,7 @@ impl CalibrationRef {
     pub fn mismatch(&self, rx_timestamp_source: &str) -> Option<String> {
         (!self.rx_timestamp_source.is_empty() && self.rx_timestamp_source != rx_timestamp_source).then(|| {
             format!(
-                "the calibration {} was made with other RX stamps ({}) than this run ({}): its latency offset and floor do not apply. Fix: calibrate with the same --rx-backend, --xdp-attach and --timestamps",
+                "the calibration {} was made with other RX stamps ({}) than this run ({}): its latency offset and floor do not apply. Fix: calibrate with the same --rx-backend, --xdp-attach, --xdp-stamp and --timestamps",
                 self.path, self.rx_timestamp_source, rx_timestamp_source
             )
         })
@@ -406,6 +410,10 @@ pub struct MeterVerdict {
     pub measurement: String,
     pub complete: bool,
     pub reasons: Vec<String>,
+    /// Who stamped the frames (the capture's `stamp`): "kernel", "nic", "xdp-metadata",
+    /// "xdp-prefix", or "socket" when the meter stamped every frame as it read it.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub rx_stamp: String,
 }
 
 impl MeterVerdict {
@@ -440,6 +448,7 @@ impl MeterVerdict {
             measurement: if complete { "complete" } else { "INCOMPLETE" }.into(),
             complete,
             reasons,
+            rx_stamp: r.capture.stamp.clone(),
         }
     }
 
@@ -455,6 +464,9 @@ impl MeterVerdict {
         };
         for r in &self.reasons {
             s.push_str(&format!("  cause: {r}\n"));
+        }
+        if !self.rx_stamp.is_empty() {
+            s.push_str(&format!("  RX stamps: {}\n", self.rx_stamp));
         }
         s
     }

@@ -235,6 +235,10 @@ impl RxSource for RxPorts {
         self.ports[0].timestamp_source()
     }
 
+    fn stamp(&self) -> &'static str {
+        self.ports[0].stamp()
+    }
+
     fn describe(&self) -> String {
         let each: Vec<String> = self
             .ports

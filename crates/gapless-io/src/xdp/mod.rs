@@ -26,7 +26,9 @@ use crate::kernel::nic::{iface_info, IfaceInfo};
 use crate::kernel::socket::{clock_ns, tai_offset_ns, wait_readable};
 use crate::rx::{RxFrame, RxSource, RxStats};
 use crate::tx::TxBackend;
-use program::{attach_name, XdpAttach, XdpProgram, META_LEN, META_MAGIC};
+use program::{
+    attach_name, refusals_text, XdpAttach, XdpProgram, XdpStamp, META_LEN, META_MAGIC, PREFIX_LEN, PREFIX_MAGIC,
+};
 
 /// An OS error with what was being done.
 fn os_err(what: &'static str) -> impl Fn(std::io::Error) -> IoError {
@@ -811,13 +813,20 @@ pub struct AfXdpRx {
 unsafe impl Send for AfXdpRx {}
 
 impl AfXdpRx {
-    /// Attaches the receive program to `iface` and binds a socket to its RX queue `queue`.
-    pub fn open(iface: &str, queue: u32, mode: XdpMode, attach: XdpAttach) -> Result<AfXdpRx, IoError> {
+    /// Attaches the receive program that carries `stamp` (Auto: the first this kernel takes)
+    /// to `iface` and binds a socket to its RX queue `queue`.
+    pub fn open(
+        iface: &str,
+        queue: u32,
+        mode: XdpMode,
+        attach: XdpAttach,
+        stamp: XdpStamp,
+    ) -> Result<AfXdpRx, IoError> {
         let info = iface_info(iface)?;
         if !info.up {
             return Err(IoError::InterfaceDown(iface.to_string()));
         }
-        let prog = XdpProgram::attach(iface, info.index, attach)?;
+        let prog = XdpProgram::attach(iface, info.index, attach, stamp)?;
         // Generic XDP hands the socket skbs: only copy mode can take them.
         let mode = match (prog.mode, mode) {
             (XdpAttach::Generic, XdpMode::ZeroCopy) => {
@@ -869,6 +878,38 @@ impl AfXdpRx {
     pub fn attach_mode(&self) -> &'static str {
         attach_name(self.prog.mode)
     }
+
+    /// The stamp its program carries: Metadata, Prefix or Socket.
+    pub fn stamp(&self) -> XdpStamp {
+        self.prog.stamp
+    }
+}
+
+/// The kernel's TAI stamp on a received frame, and where the frame itself starts and its
+/// length, for a program that carries `stamp`: `meta` is the 16 bytes before the frame in
+/// its UMEM chunk (None at the chunk's start), `data` what the socket handed over (with the
+/// prefix program's 16 bytes in front, which are cut off). No stamp when the frame has none
+/// of ours.
+pub fn kernel_stamp(stamp: XdpStamp, meta: Option<&[u8]>, data: &[u8]) -> (Option<u64>, usize) {
+    let u32_at = |b: &[u8], i: usize| u32::from_ne_bytes(b[i..i + 4].try_into().expect("4 bytes"));
+    let u64_at = |b: &[u8], i: usize| u64::from_ne_bytes(b[i..i + 8].try_into().expect("8 bytes"));
+    match stamp {
+        XdpStamp::Auto | XdpStamp::Metadata => {
+            let tai = meta
+                .filter(|m| m.len() >= META_LEN && u32_at(m, 8) == META_MAGIC)
+                .map(|m| u64_at(m, 0));
+            (tai, 0)
+        }
+        XdpStamp::Prefix if data.len() >= PREFIX_LEN => {
+            let tai = u64_at(data, 0);
+            if u32_at(data, 8) == PREFIX_MAGIC && u32_at(data, 12) == !(tai as u32) {
+                (Some(tai), PREFIX_LEN)
+            } else {
+                (None, 0)
+            }
+        }
+        XdpStamp::Prefix | XdpStamp::Socket => (None, 0),
+    }
 }
 
 impl RxSource for AfXdpRx {
@@ -901,12 +942,16 @@ impl RxSource for AfXdpRx {
                 let meta = (in_chunk >= META_LEN).then(|| self.xsk.frame(d.addr - META_LEN as u64, META_LEN));
                 (meta, self.xsk.frame(d.addr, d.len as usize))
             };
-            let stamped = meta.and_then(|m| {
-                let magic = u32::from_ne_bytes(m[8..12].try_into().expect("4 bytes"));
-                (magic == META_MAGIC).then(|| u64::from_ne_bytes(m[..8].try_into().expect("8 bytes")))
-            });
+            let (stamped, start) = kernel_stamp(self.prog.stamp, meta, data);
+            let data = &data[start..];
             let ts_ns = match stamped {
                 Some(tai) => (tai as i64 - self.tai_offset_ns) as u64,
+                // The socket stamp: each frame as it is read, so their order and spacing
+                // survive within a batch.
+                None if self.prog.stamp == XdpStamp::Socket => {
+                    self.unstamped += 1;
+                    clock_ns(libc::CLOCK_REALTIME) as u64
+                }
                 None => {
                     self.unstamped += 1;
                     *user_now.get_or_insert_with(|| clock_ns(libc::CLOCK_REALTIME) as u64)
@@ -915,7 +960,7 @@ impl RxSource for AfXdpRx {
             f(RxFrame {
                 ts_ns,
                 data,
-                wire_len: d.len,
+                wire_len: data.len() as u32,
                 hw: false,
                 port: 0,
             });
@@ -963,11 +1008,26 @@ impl RxSource for AfXdpRx {
     }
 
     fn timestamp_source(&self) -> String {
-        format!(
-            "kernel TAI stamp at the XDP hook ({} mode; bpf_ktime_get_tai_ns in XDP metadata), minus the TAI offset of {} s = CLOCK_REALTIME",
-            self.attach_mode(),
-            self.tai_offset_ns / 1_000_000_000
-        )
+        match self.prog.stamp {
+            XdpStamp::Socket => format!(
+                "meter's CLOCK_REALTIME as it read the AF_XDP ring (XDP program attached {} mode, no kernel stamp: the kernel took no stamping program): includes the meter's wake-up and batching delay",
+                self.attach_mode()
+            ),
+            s => format!(
+                "kernel TAI stamp at the XDP hook ({} mode; {}), minus the TAI offset of {} s = CLOCK_REALTIME",
+                self.attach_mode(),
+                s.describe(),
+                self.tai_offset_ns / 1_000_000_000
+            ),
+        }
+    }
+
+    fn stamp(&self) -> &'static str {
+        match self.prog.stamp {
+            XdpStamp::Socket => "socket",
+            XdpStamp::Prefix => "xdp-prefix",
+            XdpStamp::Auto | XdpStamp::Metadata => "xdp-metadata",
+        }
     }
 
     fn describe(&self) -> String {
@@ -995,12 +1055,29 @@ impl RxSource for AfXdpRx {
     }
 
     fn warnings(&self) -> Vec<String> {
+        let mut w = Vec::new();
+        if !self.prog.refused.is_empty() {
+            w.push(format!(
+                "this kernel refused {}. The AF_XDP meter uses the {} stamp instead ({})",
+                refusals_text(&self.prog.refused),
+                self.prog.stamp.name(),
+                self.prog.stamp.describe()
+            ));
+        }
+        w.extend(self.queue_warning());
+        w
+    }
+}
+
+impl AfXdpRx {
+    /// A warning when the interface has more RX queues than the one metered.
+    fn queue_warning(&self) -> Option<String> {
         match self.rx_queues {
-            Some(n) if n > 1 => vec![format!(
+            Some(n) if n > 1 => Some(format!(
                 "{} has {n} RX queues and the AF_XDP meter reads queue {} only: frames the NIC puts on other queues go to the host's stack unmetered and count as lost. Fix: steer the traffic to queue {} (e.g. `ethtool -N {} flow-type udp4 ... action {}`, or `ethtool -X {} equal 1`), or meter with --rx-backend afpacket",
                 self.xsk.info.name, self.xsk.queue, self.xsk.queue, self.xsk.info.name, self.xsk.queue, self.xsk.info.name
-            )],
-            _ => Vec::new(),
+            )),
+            _ => None,
         }
     }
 }
@@ -1040,6 +1117,38 @@ mod tests {
             socket_failed(std::io::Error::from_raw_os_error(libc::EPERM)),
             IoError::NoPermission
         ));
+    }
+
+    #[test]
+    fn each_program_s_stamp_is_read_where_it_writes_it() {
+        let tai: u64 = 0x1234_5678_9abc_def0;
+        let frame = [7u8; 60];
+        let mut meta = tai.to_ne_bytes().to_vec();
+        meta.extend(META_MAGIC.to_ne_bytes());
+        meta.extend([0; 4]);
+        assert_eq!(kernel_stamp(XdpStamp::Metadata, Some(&meta), &frame), (Some(tai), 0));
+        assert_eq!(
+            kernel_stamp(XdpStamp::Metadata, None, &frame),
+            (None, 0),
+            "no room before it"
+        );
+        let mut wrong = meta.clone();
+        wrong[8] ^= 1;
+        assert_eq!(kernel_stamp(XdpStamp::Metadata, Some(&wrong), &frame), (None, 0));
+        // The prefix program's 16 bytes: stamp, magic, check word; cut off the frame.
+        let mut prefixed = tai.to_ne_bytes().to_vec();
+        prefixed.extend(PREFIX_MAGIC.to_ne_bytes());
+        prefixed.extend((!(tai as u32)).to_ne_bytes());
+        prefixed.extend(frame);
+        assert_eq!(kernel_stamp(XdpStamp::Prefix, None, &prefixed), (Some(tai), 16));
+        // A frame the program could not prefix is read whole, even when its bytes 8..12 hold
+        // the magic (the check word differs).
+        let mut bad = prefixed.clone();
+        bad[15] ^= 0x80;
+        assert_eq!(kernel_stamp(XdpStamp::Prefix, None, &bad), (None, 0));
+        assert_eq!(kernel_stamp(XdpStamp::Prefix, None, &frame[..10]), (None, 0));
+        // The socket program carries none, and metadata left by another program is not read.
+        assert_eq!(kernel_stamp(XdpStamp::Socket, Some(&meta), &prefixed), (None, 0));
     }
 
     #[test]
