@@ -12,8 +12,13 @@
   precision  CBR 64 B at 100 kpps for 3 s with both capturing the same run: the live meter's
              figures beside tcpdump + `gapless analyze` (rate error, |err| p50/p99, MSE, burst
              fraction, W100 max rate).
+  stamps     CBR 64 B at 100 kpps for 3 s, metered by AF_PACKET and by AF_XDP with each RX stamp
+             (--xdp-stamp metadata, prefix, socket; attached native and generic), one run each,
+             interleaved: latency p50/p99 and |gap - target| p50/p99 per stamp (DESIGN-NOTES 90).
+             tcpdump cannot watch the same run: the XDP program takes the frames before any
+             packet tap sees them, so the schedule itself is the reference.
 
-Run as root: python3 bench/meter.py [--reps 3] [--only keepup|fast|precision]. Raw results: bench/results/meter-<UTC>.jsonl,
+Run as root: python3 bench/meter.py [--reps 3] [--only keepup|fast|precision|stamps]. Raw results: bench/results/meter-<UTC>.jsonl,
 summary: .md next to it.
 """
 import argparse
@@ -29,7 +34,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-G = os.path.join(ROOT, "target", "release", "gapless")
+# GAPLESS_BIN: another build (e.g. target/ci/gapless, which the tests use) instead of the release one.
+G = os.environ.get("GAPLESS_BIN", os.path.join(ROOT, "target", "release", "gapless"))
 BED = "gm"
 # Frames to a MAC the sink does not own: the veth delivers them, the packet sockets see them
 # (the meter is promiscuous, tcpdump too), and the stack drops them at once; the sender then
@@ -145,10 +151,47 @@ def precision(tmp, rep, out):
     return rows
 
 
+STAMPS = [("afpacket", [])] + [
+    (f"afxdp {stamp} {attach}", ["--rx-backend", "afxdp", "--xdp-stamp", stamp, "--xdp-attach", attach])
+    for stamp in ("metadata", "prefix", "socket") for attach in ("native", "generic")]
+
+
+def stamps(tmp, rep, out):
+    prof = profile(tmp, 100_000)
+    rows = []
+    for who, extra in STAMPS:
+        r = run(prof, tmp, ["--rx", RXIF, "--rx-netns", RXNS] + extra)
+        s = r["rx"]["streams"][0]
+        ia, lat = s["interarrival"], s["latency"]
+        row = dict(bench="stamps", rep=rep, meter=who, frames=s["rx_frames"], lost=s["lost_vs_tx"],
+                   rx_stamp=r["rx"]["verdict"].get("rx_stamp", ""), complete=r["rx"]["verdict"]["complete"],
+                   lat_p50_ns=lat["percentiles_ns"]["p50"], lat_p99_ns=lat["percentiles_ns"]["p99"],
+                   abs_err_p50_ns=ia["abs_err_p50_ns"], abs_err_p99_ns=ia["abs_err_p99_ns"],
+                   rate_error_rel=ia["rate_error_rel"], schedule_held=r.get("verdict", {}).get("held"))
+        print(json.dumps(row))
+        out.write(json.dumps(row) + "\n")
+        rows.append(row)
+    return rows
+
+
+def stamp_lines(rows, med):
+    lines = ["", "## RX stamps: one 100 kpps CBR run per RX path, interleaved", "",
+             "| meter | stamp | frames | lost | lat p50 ns | lat p99 ns | abs err p50 ns | abs err p99 ns | rate error |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for who, _ in STAMPS:
+        r = [x for x in rows if x["bench"] == "stamps" and x["meter"] == who]
+        if r:
+            lines.append(f"| {who} | {r[0]['rx_stamp']} | {med([x['frames'] for x in r]):.0f} | {med([x['lost'] for x in r]):.0f} | "
+                         f"{med([x['lat_p50_ns'] for x in r]):.0f} | {med([x['lat_p99_ns'] for x in r]):.0f} | "
+                         f"{med([x['abs_err_p50_ns'] for x in r]):.0f} | {med([x['abs_err_p99_ns'] for x in r]):.0f} | "
+                         f"{med([x['rate_error_rel'] for x in r]):+.5%} |")
+    return lines
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--reps", type=int, default=3)
-    ap.add_argument("--only", choices=["keepup", "fast", "precision"], help="one part of the benchmark")
+    ap.add_argument("--only", choices=["keepup", "fast", "precision", "stamps"], help="one part of the benchmark")
     a = ap.parse_args()
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     os.makedirs(os.path.join(HERE, "results"), exist_ok=True)
@@ -165,6 +208,8 @@ def main():
                     rows += fast(tmp, rep, out)
                 if a.only in (None, "precision"):
                     rows += precision(tmp, rep, out)
+                if a.only in (None, "stamps"):
+                    rows += stamps(tmp, rep, out)
     finally:
         sh(G, "testbed", "down", "--name", BED)
     med = lambda xs: statistics.median(xs)
@@ -198,6 +243,8 @@ def main():
                          f"{med([x['abs_err_p50_ns'] for x in r]):.0f} | {med([x['abs_err_p99_ns'] for x in r]):.0f} | "
                          f"{med([x['mse_ns2'] for x in r]):.3e} | {med([x['burst_fraction'] for x in r]):.3%} | "
                          f"{med([x['w100_max_pct'] for x in r]):.1f} |")
+    if any(x["bench"] == "stamps" for x in rows):
+        lines += stamp_lines(rows, med)
     text = "\n".join(lines) + "\n"
     with open(base + ".md", "w") as f:
         f.write(text)
