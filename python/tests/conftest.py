@@ -130,12 +130,30 @@ def examples_checked_alone() -> List[Path]:
     return sorted(p for p in EXAMPLES.glob("*.toml") if p.name != "link_pct.toml" and not experiment(p))
 
 
+# Listening ports for the servers the tests start: taken in turn from a range below the
+# kernel's ephemeral ports (ip_local_port_range starts at 32768) and apart from the Rust tests'
+# (20000-32000, tests/common local_port), so no two listeners of one run
+# get the same port (binding port 0 and closing it can hand the same port out twice, as it did
+# to a dashboard and a gRPC listener), and no outgoing connection holds one in between.
+PORT_RANGE = (10000, 20000)
+_next_port = [PORT_RANGE[0] + (os.getpid() * 7919) % (PORT_RANGE[1] - PORT_RANGE[0])]
+
+
 def free_port() -> int:
+    """A TCP port no earlier call of this run returned, and free on every address now."""
     import socket
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    lo, hi = PORT_RANGE
+    for _ in range(hi - lo):
+        p = _next_port[0]
+        _next_port[0] = lo + (p + 1 - lo) % (hi - lo)
+        with socket.socket() as s:
+            try:
+                s.bind(("0.0.0.0", p))
+            except OSError:
+                continue
+            return p
+    raise RuntimeError(f"free_port: no free TCP port in {lo}-{hi}")
 
 
 class Server:
