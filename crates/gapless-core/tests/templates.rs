@@ -829,3 +829,107 @@ fn outer_ipv6_and_varying_outer_fields_keep_every_checksum_right_and_the_stamp_k
     }
     assert_eq!(n, 72);
 }
+
+/// ECN, IPv4's identification and DF bit, IPv6's flow label and each TCP flag take field ops
+/// (issue 67): each value lands at its bits, the bits beside it keep the template's, and the
+/// checksums stay right (etherparse checks them).
+#[test]
+fn ecn_identification_df_flow_label_and_tcp_flags_vary() {
+    let v4 = compile(
+        r#"
+        [[stream]]
+        size = 80
+        [stream.template]
+        l4 = "tcp"
+        dscp = 46
+        tcp_flags = "A"
+        [[stream.field]]
+        field = "ecn"
+        op = "list"
+        values = [1, 2, 3]
+        [[stream.field]]
+        field = "ip_id"
+        op = "inc"
+        from = 7
+        to = 9
+        [[stream.field]]
+        field = "df"
+        op = "list"
+        values = [1, 0]
+        [[stream.field]]
+        field = "tcp_syn"
+        op = "list"
+        values = [1, 0]
+        [[stream.field]]
+        field = "tcp_cwr"
+        op = "list"
+        values = [0, 0, 1]
+        [stream.timing]
+        rate_pps = 10
+        "#,
+    );
+    let mut g = StreamGen::new(v4.streams[0].clone());
+    let mut buf = vec![0u8; 80];
+    for i in 0..6u16 {
+        let len = g.build(&mut buf, 0);
+        let c = check(&buf[..len]);
+        let ip = &buf[14..34];
+        let ecn = [1, 2, 3][i as usize % 3];
+        assert_eq!(c.tos, 46 << 2 | ecn, "frame {i}: DSCP kept, ECN {ecn}");
+        assert_eq!(
+            u16::from_be_bytes([ip[4], ip[5]]),
+            7 + i % 3,
+            "frame {i}: identification"
+        );
+        assert_eq!(ip[6] & 0x40 != 0, i % 2 == 0, "frame {i}: DF");
+        let flags = buf[34 + 13];
+        let want = 0x10 | if i % 2 == 0 { 0x02 } else { 0 } | if i % 3 == 2 { 0x80 } else { 0 };
+        assert_eq!(flags, want, "frame {i}: ACK kept, SYN and CWR as listed");
+    }
+    let v6 = compile(
+        r#"
+        [[stream]]
+        size = 90
+        [stream.template]
+        ip_src = "2001:2::1"
+        ip_dst = "2001:2::2"
+        tos = 0xb8
+        flow_label = 0xfffff
+        [[stream.field]]
+        field = "flow_label"
+        op = "inc"
+        from = 1
+        to = 2
+        [[stream.field]]
+        field = "ecn"
+        op = "list"
+        values = [3, 1]
+        [stream.timing]
+        rate_pps = 10
+        "#,
+    );
+    let mut g = StreamGen::new(v6.streams[0].clone());
+    let mut buf = vec![0u8; 90];
+    for i in 0..4u32 {
+        let len = g.build(&mut buf, 0);
+        let c = check(&buf[..len]);
+        let word = u32::from_be_bytes(buf[14..18].try_into().unwrap());
+        assert_eq!(word >> 28, 6, "frame {i}: version");
+        assert_eq!(c.tos, 0xb8 | [3, 1][i as usize % 2], "frame {i}: DSCP kept, ECN listed");
+        assert_eq!(word & 0xfffff, 1 + i % 2, "frame {i}: flow label");
+    }
+    // On a header without the field, the op is refused naming the fix.
+    for (toml, want) in [
+        ("l4 = \"udp\"\n[[stream.field]]\nfield = \"tcp_syn\"\nop = \"list\"\nvalues = [1]", "use a tcp template"),
+        ("ip_src = \"2001:2::1\"\nip_dst = \"2001:2::2\"\n[[stream.field]]\nfield = \"df\"\nop = \"list\"\nvalues = [1]", "IPv6 has no identification"),
+        ("[[stream.field]]\nfield = \"flow_label\"\nop = \"list\"\nvalues = [1]", "the flow label is IPv6's"),
+    ] {
+        let text = format!("[[stream]]\nsize = 128\n[stream.template]\n{toml}\n[stream.timing]\nrate_pps = 10\n");
+        let e = ProfileSpec::from_toml(&text, "t")
+            .and_then(|s| s.compile(&CompileCtx { link_speed_bps: None, files: &NoFiles }))
+            .err()
+            .unwrap_or_else(|| panic!("expected {want:?} refused"))
+            .to_string();
+        assert!(e.contains(want), "expected {want:?}, got {e}");
+    }
+}

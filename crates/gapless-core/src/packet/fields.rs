@@ -363,6 +363,9 @@ fn field_target(
     if let Some(t) = outer_target(spec, layout, path) {
         return t;
     }
+    if let Some(t) = bit_target(&spec.field, layout, l4, path) {
+        return t;
+    }
     let (target, kind) = match spec.field.as_str() {
         // An ARP template (RFC 826 offsets from the ARP header).
         "ip_src" if arp => (FieldTarget::whole(layout.l3 + 14, 4), Kind::Ip { v6: false }),
@@ -477,7 +480,7 @@ fn field_target(
         other => return Err(ProfileError::invalid(
             format!("{path}.field"),
             format!("unknown field {other:?}"),
-            "use mac_src, mac_dst, vlan_id, vlan_pcp, ip_src, ip_dst, tos, dscp, ttl, src_port, dst_port, icmp_id, icmp_seq, arp_op, arp_sha, arp_tha or payload (or a tunnel's outer_ip_src, outer_ip_dst, outer_ttl, outer_src_port, outer_dst_port, vni, teid, gre_key, mpls_label)",
+            "use mac_src, mac_dst, vlan_id, vlan_pcp, ip_src, ip_dst, tos, dscp, ecn, ttl, ip_id, df, flow_label, src_port, dst_port, tcp_fin, tcp_syn, tcp_rst, tcp_psh, tcp_ack, tcp_urg, tcp_ece, tcp_cwr, icmp_id, icmp_seq, arp_op, arp_sha, arp_tha or payload (or a tunnel's outer_ip_src, outer_ip_dst, outer_ttl, outer_src_port, outer_dst_port, vni, teid, gre_key, mpls_label)",
         )),
     };
     if spec.field != "payload" && (spec.offset.is_some() || spec.width.is_some()) {
@@ -488,6 +491,76 @@ fn field_target(
         ));
     }
     Ok((target, kind))
+}
+
+/// The TCP flag fields and their bit in the flags byte (offset 13 of the TCP header).
+const TCP_FLAGS: [(&str, u64); 8] = [
+    ("tcp_fin", 0x01),
+    ("tcp_syn", 0x02),
+    ("tcp_rst", 0x04),
+    ("tcp_psh", 0x08),
+    ("tcp_ack", 0x10),
+    ("tcp_urg", 0x20),
+    ("tcp_ece", 0x40),
+    ("tcp_cwr", 0x80),
+];
+
+/// Where a field of part of an IP or TCP header is (None: `name` is none of these): ECN,
+/// IPv4's identification and don't-fragment bit, IPv6's flow label, and each TCP flag.
+/// Each is a masked window, so the checksums follow as for any other field.
+fn bit_target(
+    name: &str,
+    layout: &Layout,
+    l4: L4Kind,
+    path: &str,
+) -> Option<Result<(FieldTarget, Kind), ProfileError>> {
+    let (l3, v6) = (layout.l3, layout.ipv6);
+    let masked = |offset, nbytes, mask, shift| {
+        Ok((
+            FieldTarget {
+                offset,
+                nbytes,
+                mask,
+                shift,
+            },
+            Kind::Num,
+        ))
+    };
+    let refuse = |what: &str, fix: &str| {
+        Err(ProfileError::invalid(
+            format!("{path}.field"),
+            format!("{name} on {what}"),
+            fix.to_string(),
+        ))
+    };
+    let ip_field = matches!(name, "ecn" | "ip_id" | "df" | "flow_label");
+    let tcp_bit = TCP_FLAGS.iter().find(|(n, _)| *n == name).map(|&(_, bit)| bit);
+    if !ip_field && tcp_bit.is_none() {
+        return None;
+    }
+    Some(match name {
+        _ if l4 == L4Kind::Arp => refuse("an ARP template", "use a udp, tcp or icmp template for IP fields"),
+        "ecn" if v6 => masked(l3, 4, 0x0030_0000, 20),
+        "ecn" => masked(l3 + 1, 1, 0x03, 0),
+        "ip_id" | "df" if v6 => refuse(
+            "an IPv6 template",
+            "IPv6 has no identification or fragment flags; use an IPv4 template",
+        ),
+        "ip_id" => Ok((FieldTarget::whole(l3 + 4, 2), Kind::Num)),
+        "df" => masked(l3 + 6, 2, 0x4000, 14),
+        "flow_label" if !v6 => refuse("an IPv4 template", "the flow label is IPv6's; use an IPv6 template"),
+        "flow_label" => masked(l3, 4, 0x000f_ffff, 0),
+        _ if l4 != L4Kind::Tcp => refuse(
+            &format!("a {l4:?} template"),
+            "use a tcp template (l4 = \"tcp\") for TCP's flags",
+        ),
+        _ => masked(
+            layout.l4 + 13,
+            1,
+            tcp_bit.unwrap_or(0),
+            tcp_bit.unwrap_or(1).trailing_zeros(),
+        ),
+    })
 }
 
 /// The names of a tunnel's outer fields.
