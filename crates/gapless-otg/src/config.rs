@@ -543,7 +543,11 @@ fn device_ends(d: &Value, at: &str, devices: Ends<'_>) -> Result<(String, Vec<St
 /// from its device's MAC and address to the other device's address, through the sending
 /// device's gateway, unless its headers say otherwise (`auto` and unset fields take these).
 fn stream(f: &Value, path: &str, name: &str, dev: Option<&DeviceFlow>) -> Result<(Value, Option<Need>), Invalid> {
-    let (mut template, fields) = headers(&f["packet"], &format!("{path}.packet"))?;
+    let Hdr {
+        t: mut template,
+        fields,
+        v6,
+    } = headers(&f["packet"], &format!("{path}.packet"))?;
     let mut need = None;
     if let Some(d) = dev {
         template.entry("eth_src").or_insert(json!(d.mac));
@@ -566,6 +570,12 @@ fn stream(f: &Value, path: &str, name: &str, dev: Option<&DeviceFlow>) -> Result
             });
         }
     }
+    if v6 {
+        // An IPv6 header stays IPv6: addresses left out take the testbed's IPv6 pair
+        // (RFC 5180's benchmarking range), as IPv4 ones take 198.18.0.1 and .2.
+        template.entry("ip_src").or_insert(json!("2001:2::1"));
+        template.entry("ip_dst").or_insert(json!("2001:2::2"));
+    }
     let mut stream = json!({
         "name": name,
         "template": template,
@@ -585,6 +595,8 @@ fn stream(f: &Value, path: &str, name: &str, dev: Option<&DeviceFlow>) -> Result
 struct Hdr {
     t: Map<String, Value>,
     fields: Vec<Value>,
+    /// The (inner) IP header is IPv6.
+    v6: bool,
 }
 
 impl Hdr {
@@ -612,7 +624,7 @@ impl Hdr {
 }
 
 /// The packet's headers as the template and its field ops.
-fn headers(packet: &Value, path: &str) -> Result<(Map<String, Value>, Vec<Value>), Invalid> {
+fn headers(packet: &Value, path: &str) -> Result<Hdr, Invalid> {
     let mut h = Hdr::default();
     let mut vlans = Vec::new();
     let empty = Vec::new();
@@ -620,6 +632,7 @@ fn headers(packet: &Value, path: &str) -> Result<(Map<String, Value>, Vec<Value>
     if list.is_empty() {
         return Err(Invalid(format!("{path}: give at least an ethernet header")));
     }
+    crate::model::gate_packet(list, path)?;
     let (keep, tunnel, outer_ops) = crate::tunnels::split(list, path)?;
     h.fields = outer_ops;
     for (n, &(i, hd)) in keep.iter().enumerate() {
@@ -638,27 +651,18 @@ fn headers(packet: &Value, path: &str) -> Result<(Map<String, Value>, Vec<Value>
                 h.put("ip_src", f("src"), p("src"), Kind::Ipv4, Some("ip_src"))?;
                 h.put("ip_dst", f("dst"), p("dst"), Kind::Ipv4, Some("ip_dst"))?;
                 h.put("ttl", f("time_to_live"), p("time_to_live"), Kind::Int(8), Some("ttl"))?;
-                h.put("ip_id", f("identification"), p("identification"), Kind::Int(16), None)?;
-                let df = read(f("dont_fragment"), &p("dont_fragment"), Kind::Int(1), "df")?;
-                if let Some(v) = df.first {
-                    h.t.insert("dont_fragment".into(), json!(v.as_u64() == Some(1)));
-                }
-                if let Some(dscp) = b["priority"]["dscp"].get("phb") {
-                    h.put(
-                        "dscp",
-                        Some(dscp),
-                        format!("{at}.ipv4.priority.dscp.phb"),
-                        Kind::Int(6),
-                        Some("dscp"),
-                    )?;
-                }
+                h.put("ip_id", f("identification"), p("identification"), Kind::Int(16), Some("ip_id"))?;
+                dont_fragment(&mut h, f("dont_fragment"), &p("dont_fragment"))?;
+                priority(&mut h, &b["priority"], &format!("{at}.ipv4.priority"))?;
+                h.v6 = false;
             }
             "ipv6" => {
                 h.put("ip_src", f("src"), p("src"), Kind::Ipv6, Some("ip_src"))?;
                 h.put("ip_dst", f("dst"), p("dst"), Kind::Ipv6, Some("ip_dst"))?;
                 h.put("ttl", f("hop_limit"), p("hop_limit"), Kind::Int(8), Some("ttl"))?;
-                h.put("flow_label", f("flow_label"), p("flow_label"), Kind::Int(20), None)?;
-                h.put("tos", f("traffic_class"), p("traffic_class"), Kind::Int(8), None)?;
+                h.put("flow_label", f("flow_label"), p("flow_label"), Kind::Int(20), Some("flow_label"))?;
+                h.put("tos", f("traffic_class"), p("traffic_class"), Kind::Int(8), Some("tos"))?;
+                h.v6 = true;
             }
             "udp" | "tcp" => {
                 h.t.insert("l4".into(), json!(choice));
@@ -699,7 +703,66 @@ fn headers(packet: &Value, path: &str) -> Result<(Map<String, Value>, Vec<Value>
     if let Some(t) = tunnel {
         h.t.insert("tunnel".into(), t);
     }
-    Ok((h.t, h.fields))
+    Ok(h)
+}
+
+/// IPv4's don't-fragment bit: the model's default is 0 (gapless's own profiles default to 1).
+fn dont_fragment(h: &mut Hdr, p: Option<&Value>, at: &str) -> Result<(), Invalid> {
+    let df = read(p, at, Kind::Int(1), "df")?;
+    let first = df.first.and_then(|v| v.as_u64()).unwrap_or(0);
+    h.t.insert("dont_fragment".into(), json!(first == 1));
+    if let Some(op) = df.op {
+        h.fields.push(Value::Object(op));
+    }
+    Ok(())
+}
+
+/// IPv4's `priority` (the model's default choice is dscp): `raw` as the TOS byte; `dscp` as
+/// its PHB and ECN; `tos` as the byte its parts make. Each may vary but a TOS part: vary the
+/// whole byte with `raw` instead.
+fn priority(h: &mut Hdr, p: &Value, at: &str) -> Result<(), Invalid> {
+    if p.is_null() {
+        return Ok(());
+    }
+    match p["choice"].as_str().unwrap_or("dscp") {
+        "raw" => h.put("tos", p.get("raw"), format!("{at}.raw"), Kind::Int(8), Some("tos")),
+        "dscp" => {
+            let d = &p["dscp"];
+            h.put(
+                "dscp",
+                d.get("phb"),
+                format!("{at}.dscp.phb"),
+                Kind::Int(6),
+                Some("dscp"),
+            )?;
+            h.put("ecn", d.get("ecn"), format!("{at}.dscp.ecn"), Kind::Int(2), Some("ecn"))
+        }
+        "tos" => {
+            let t = &p["tos"];
+            let parts = [
+                ("precedence", 3),
+                ("delay", 1),
+                ("throughput", 1),
+                ("reliability", 1),
+                ("monetary", 1),
+                ("unused", 1),
+            ];
+            for (k, bits) in parts {
+                let path = format!("{at}.tos.{k}");
+                if read(t.get(k), &path, Kind::Int(bits), k)?.op.is_some() {
+                    return Err(Invalid(format!(
+                        "{path}: a TOS part takes one value. Fix: give priority.raw values to vary the whole TOS byte"
+                    )));
+                }
+            }
+            let byte = crate::model::tos_byte(p).unwrap_or(0);
+            h.t.insert("tos".into(), json!(byte));
+            Ok(())
+        }
+        other => Err(Invalid(format!(
+            "{at}.choice: {other:?} is not a priority (raw, tos or dscp)"
+        ))),
+    }
 }
 
 /// An ICMP (after ipv4) or ICMPv6 (after ipv6) echo request: its identifier and sequence
@@ -836,19 +899,22 @@ fn tcp(h: &mut Hdr, b: &Value, at: &str) -> Result<(), Invalid> {
         None,
     )?;
     let mut flags = String::new();
-    for (key, letter) in [
-        ("ctl_fin", 'F'),
-        ("ctl_syn", 'S'),
-        ("ctl_rst", 'R'),
-        ("ctl_psh", 'P'),
-        ("ctl_ack", 'A'),
-        ("ctl_urg", 'U'),
-        ("ecn_echo", 'E'),
-        ("ecn_cwr", 'C'),
+    for (key, letter, field) in [
+        ("ctl_fin", 'F', "tcp_fin"),
+        ("ctl_syn", 'S', "tcp_syn"),
+        ("ctl_rst", 'R', "tcp_rst"),
+        ("ctl_psh", 'P', "tcp_psh"),
+        ("ctl_ack", 'A', "tcp_ack"),
+        ("ctl_urg", 'U', "tcp_urg"),
+        ("ecn_echo", 'E', "tcp_ece"),
+        ("ecn_cwr", 'C', "tcp_cwr"),
     ] {
-        let bit = read(b.get(key), &format!("{at}.tcp.{key}"), Kind::Int(1), key)?;
+        let bit = read(b.get(key), &format!("{at}.tcp.{key}"), Kind::Int(1), field)?;
         if bit.first.and_then(|v| v.as_u64()) == Some(1) {
             flags.push(letter);
+        }
+        if let Some(op) = bit.op {
+            h.fields.push(Value::Object(op));
         }
     }
     h.t.insert("tcp_flags".into(), json!(flags));

@@ -44,6 +44,7 @@ pub mod lacp;
 pub mod lag;
 pub mod lldp;
 pub mod metrics;
+pub mod model;
 pub mod ospf;
 pub mod patterns;
 pub mod requests;
