@@ -131,6 +131,14 @@ impl ServeError {
 }
 
 /// The token rule: loopback needs none, any other address needs one.
+/// A name for a thread the server starts: its kind and a number unique in the process. Never a
+/// string from a request: a name with a NUL byte panics `thread::Builder::spawn` (issue 68),
+/// and one longer than 15 bytes is cut by the kernel.
+pub fn thread_name(kind: &'static str) -> String {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    format!("{kind}-{}", NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
+}
+
 pub fn check_listen(listen: SocketAddr, token: Option<&str>) -> Result<(), ServeError> {
     if listen.ip().is_loopback() || token.is_some() {
         Ok(())

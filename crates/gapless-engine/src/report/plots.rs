@@ -27,9 +27,16 @@ pub(crate) fn pe<E: std::fmt::Display>(e: E) -> anyhow::Error {
 }
 
 /// A file-name-safe form of a stream's name.
+/// The longest slug of a stream's name in a file name: with the stream's number and the
+/// longest suffix a file name stays far under NAME_MAX (255 bytes), whatever the name.
+const SLUG_MAX: usize = 64;
+
+/// A stream's name as part of a file name: ASCII letters, digits, `-` and `_`, at most
+/// [`SLUG_MAX`] of them (a request's flow name may be any string of any length).
 fn slug(s: &str) -> String {
     let v: String = s
         .chars()
+        .take(SLUG_MAX)
         .map(|c| {
             if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
                 c
@@ -476,8 +483,11 @@ fn write_all_files(r: &MeterReport, dir: &Path) -> Result<usize> {
         // held its end 36 s. Every stream keeps its CSV exports.
         let plot = i < PLOTTED_STREAMS;
         let mut base = slug(&s.name);
-        while !seen.insert(base.clone()) {
-            base.push('_');
+        if !seen.insert(base.clone()) {
+            // Names that differ only past the cut or in the characters replaced: the
+            // stream's index makes each unique.
+            base = format!("{base}-{i}");
+            seen.insert(base.clone());
         }
         let stem = |what: &str| dir.join(format!("{base}-{what}"));
         // Inter-arrival times.
@@ -554,4 +564,27 @@ fn write_all_files(r: &MeterReport, dir: &Path) -> Result<usize> {
         }
     }
     Ok(files)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{slug, SLUG_MAX};
+
+    #[test]
+    fn a_stream_s_slug_is_bounded_and_safe_whatever_its_name() {
+        assert_eq!(slug("a b/../c"), "a-b----c");
+        assert_eq!(slug(""), "stream");
+        for hostile in ["x".repeat(10_000), "\u{0}\n/".repeat(300), "é".repeat(300)] {
+            let s = slug(&hostile);
+            assert!(
+                s.len() <= SLUG_MAX,
+                "expected at most {SLUG_MAX} bytes, got {}",
+                s.len()
+            );
+            assert!(
+                s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_'),
+                "{s}"
+            );
+        }
+    }
 }

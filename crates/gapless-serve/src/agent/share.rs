@@ -136,7 +136,7 @@ fn start_meter(s: &RxShare, warmup: &Option<Arc<Warmup>>) -> Result<RxPort, OtgE
     let (stop, live) = (Arc::new(AtomicBool::new(false)), Arc::new(RxLive::default()));
     let (flag, l) = (stop.clone(), live.clone());
     let thread = std::thread::Builder::new()
-        .name(format!("agent-rx-{}", s.port))
+        .name(crate::thread_name("agent-rx"))
         .spawn(move || gapless_engine::measure(&spec, &flag, &l))
         .map_err(|e| at(format!("starting the meter's thread: {e}")))?;
     Ok(RxPort {

@@ -152,7 +152,7 @@ impl LagDriver {
         let stop = Arc::new(AtomicBool::new(false));
         let (lag, live, shared, flag) = (self.lag.clone(), self.live.clone(), self.shared.clone(), stop.clone());
         let t = std::thread::Builder::new()
-            .name(format!("lag-{}", self.lag.name))
+            .name(crate::thread_name("lag"))
             .spawn(move || drive(&lag, &socks, &live, &shared, &flag))
             .map_err(|e| OtgError::internal(format!("a LAG thread: {e}")))?;
         *run = Some((stop, t));

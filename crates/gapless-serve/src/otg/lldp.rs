@@ -81,7 +81,7 @@ impl LldpAgent {
         let stop = Arc::new(AtomicBool::new(false));
         let (agent, iface, tally, flag) = (self.agent.clone(), self.iface.clone(), self.tally.clone(), stop.clone());
         let t = std::thread::Builder::new()
-            .name(format!("lldp-{}", self.agent.name))
+            .name(crate::thread_name("lldp"))
             .spawn(move || speak(&agent, &iface, &sock, &tally, &flag))
             .map_err(|e| OtgError::internal(format!("an LLDP thread: {e}")))?;
         *run = Some((stop, t));

@@ -307,6 +307,8 @@ fn set_config_now(s: &Shared, cfg: Value) -> Result<Value, OtgError> {
         (st.configuring, st.raw) = (true, Some(cfg.clone()));
         old
     };
+    // Declared before any lock below, so it runs after them on every exit.
+    let mut unfinished = Undo(Some(|| *otg(s) = OtgState::default()));
     // The old config's hosts go first: the new ones may take their names.
     drop(old);
     let made = bring_up(&plan);
@@ -336,7 +338,28 @@ fn set_config_now(s: &Shared, cfg: Value) -> Result<Value, OtgError> {
         links_down: Vec::new(),
         configuring: false,
     };
+    unfinished.disarm();
     Ok(requests::ok(warnings))
+}
+
+/// Runs its closure when dropped, unless disarmed. `set_config` holds one between taking the
+/// old config out and putting the new one in: on every exit that does not disarm it (an error,
+/// or a panic the server turns into a 500) the state goes back to no config, so `configuring`
+/// never stays set and the next `set_config` is taken (issue 68).
+struct Undo<F: FnMut()>(Option<F>);
+
+impl<F: FnMut()> Undo<F> {
+    fn disarm(&mut self) {
+        self.0 = None;
+    }
+}
+
+impl<F: FnMut()> Drop for Undo<F> {
+    fn drop(&mut self) {
+        if let Some(f) = &mut self.0 {
+            f();
+        }
+    }
 }
 
 /// A 409 while traffic runs or another `set_config` is bringing its config up.
@@ -810,4 +833,41 @@ async fn capture(State(s): State<Shared>, b: Bytes) -> Result<Response, Reply> {
         ),
     ];
     Ok((headers, bytes).into_response())
+}
+
+#[cfg(test)]
+mod undo_tests {
+    use super::Undo;
+    use std::sync::Mutex;
+
+    #[test]
+    fn an_unfinished_set_config_is_undone_on_a_panic_an_error_and_not_once_done() {
+        let configuring = Mutex::new(true);
+        let reset = || *configuring.lock().unwrap_or_else(|e| e.into_inner()) = false;
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let _u = Undo(Some(reset));
+            panic!("a bring-up step panicked");
+        }));
+        assert!(r.is_err(), "expected the panic to reach catch_unwind");
+        assert!(
+            !*configuring.lock().unwrap(),
+            "expected the flag cleared by the unwinding guard"
+        );
+        // An early return clears it too; a disarmed guard leaves the new state alone.
+        *configuring.lock().unwrap() = true;
+        let early = || -> Result<(), ()> {
+            let _u = Undo(Some(reset));
+            Err(())
+        };
+        assert!(early().is_err());
+        assert!(!*configuring.lock().unwrap());
+        *configuring.lock().unwrap() = true;
+        let mut u = Undo(Some(reset));
+        u.disarm();
+        drop(u);
+        assert!(
+            *configuring.lock().unwrap(),
+            "expected a finished set_config's state kept"
+        );
+    }
 }
