@@ -7,14 +7,14 @@
 #                              needs only this.
 #   scripts/setup.sh --python  also python3 and the Python package in .venv (pip install .)
 #   scripts/setup.sh --test    also what the tests need: chromium (the browser tests, driven
-#                              headless by Playwright: no browser download), stress-ng, the
-#                              nightly toolchain and cargo-fuzz (the fuzz smoke), the test
+#                              headless by Playwright: no browser download), stress-ng, the test
 #                              binaries (profile `ci`), and the Python package with its test
 #                              extras, and the ondatra tests' Go binary (Go 1.26 or newer:
 #                              /usr/local/go from go.dev, or GOTOOLCHAIN; modules from the
 #                              Go module proxy). The `gapless` it links onto PATH is the `ci` build the
 #                              tests run (no fat-LTO release build: DESIGN-NOTES 45)
-#   scripts/setup.sh --bench   also the peer tools the benchmarks compare against
+#   scripts/setup.sh --bench   also the peer tools the benchmarks compare against, and the
+#                              nightly toolchain with cargo-fuzz (bench/fuzz.sh)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -83,7 +83,9 @@ ln -sf "$bin" "$dest/gapless"
 echo "setup: built $bin, linked as $dest/gapless"
 case ":$PATH:" in *":$dest:"*) ;; *) echo "setup: add $dest to PATH to run gapless by name" ;; esac
 
-if [[ "$mode" == --test ]]; then
+if [[ "$mode" == --bench ]]; then
+  # bench/fuzz.sh: the coverage-guided fuzz runs (the tests replay the committed corpus on
+  # stable Rust: crates/gapless-io/tests/fuzz_corpus.rs).
   fuzz_tools() {
     rustup toolchain list | grep -q '^nightly' || rustup toolchain install nightly --profile minimal
     command -v cargo-fuzz >/dev/null 2>&1 || cargo install cargo-fuzz --locked

@@ -41,14 +41,6 @@ read -r py_pass py_fail < <(tail -n 1 "$pylog" | awk '{ p = 0; f = 0
 if [[ $py_rc -ne 0 && ${py_fail:-0} -eq 0 ]]; then py_fail=1; fi
 echo "test result: pytest. ${py_pass:-0} passed; ${py_fail:-0} failed (python/tests)" | tee -a "$log"
 [[ -d target/screenshots ]] && echo "test.sh: the dashboard test's screenshots are in $(pwd)/target/screenshots"
-# Fuzz smoke: each cargo-fuzz target for 10 s from the committed corpus (bench/fuzz.sh runs
-# them longer and records the result). A crash, or a target that does not build, fails.
-if bash bench/fuzz.sh 10 --smoke; then
-  echo "test result: ok. 1 passed; 0 failed (fuzz smoke, 4 targets x 10 s)" | tee -a "$log"
-else
-  echo "test.sh: the fuzz smoke failed (see above)"; status=1
-fi
-stage "fuzz smoke"
 echo "test.sh: time per stage"
 mkdir -p target && cp "$times" target/test-times.txt
 cat "$times"
