@@ -593,12 +593,42 @@ def test_continuous_flow_stopped_by_the_script_and_a_rate_in_mbps(server: Server
     assert live.transmit == "started" and live.frames_tx > 0, live
     cs.traffic.flow_transmit.state = cs.traffic.flow_transmit.STOP
     a.set_control_state(cs)
-    t0 = time.monotonic()
-    while (m := a.get_metrics(req).flow_metrics[0]).transmit != "stopped":
-        assert time.monotonic() - t0 < 5, "expected the flow to stop within 5 s of stop"
-        time.sleep(0.1)
+    # Stop answers once the run has ended: its counts are final and a new config is taken.
+    m = a.get_metrics(req).flow_metrics[0]
+    assert m.transmit == "stopped", f"expected the flow stopped when stop answered; got {m.transmit}"
     assert 600 <= m.frames_tx <= 1600, f"expected about 1000 frames in ~1 s at 8 Mbit/s of 1000 B; got {m.frames_tx}"
     assert m.frames_rx + m.frames_tx * m.loss / 100 == pytest.approx(m.frames_tx), m
+    time.sleep(0.3)
+    again = a.get_metrics(req).flow_metrics[0]
+    assert (again.frames_tx, again.frames_rx) == (m.frames_tx, m.frames_rx), \
+        f"expected the counts final at the stop's answer; got {(m.frames_tx, m.frames_rx)} then {(again.frames_tx, again.frames_rx)}"
+    a.set_config(cfg)  # no 409: nothing runs any more
+
+
+def test_stopping_some_flows_of_a_run_is_refused_naming_the_others(server: Server, transport: str, testbed: Testbed) -> None:
+    """Flows started together are one send loop: stopping one of them would stop the others,
+    so it is refused with their names, and they go on; an unknown flow is refused by name."""
+    a = api(server, transport)
+    cfg, _, _ = config(a, testbed)
+    for name in ("one", "other"):
+        flow(cfg, name, 3000, pps=1000).packet.ethernet().ipv4().udp()
+    cs = start_traffic(a, cfg)
+    try:
+        for names, want in ((["one"], 'flows ["other"] were started with these'), (["nosuch"], "no flow named \"nosuch\"")):
+            cs.traffic.flow_transmit.state = cs.traffic.flow_transmit.STOP
+            cs.traffic.flow_transmit.flow_names = names
+            with pytest.raises(Exception) as e:
+                a.set_control_state(cs)
+            said = " ".join(str(e.value).split()).replace("\\", "")
+            assert "flow_transmit.flow_names" in said and want in said, \
+                f"expected {want!r} by its path; got {said}"
+        req = a.metrics_request()
+        req.flow.flow_names = []
+        assert all(m.transmit == "started" for m in a.get_metrics(req).flow_metrics), "expected both flows still sent"
+    finally:
+        cs.traffic.flow_transmit.flow_names = []
+        cs.traffic.flow_transmit.state = cs.traffic.flow_transmit.STOP
+        a.set_control_state(cs)
 
 
 def test_a_paused_flow_sends_nothing_while_the_other_goes_on_then_resumes(server: Server, transport: str, testbed: Testbed) -> None:

@@ -523,15 +523,66 @@ pub(crate) async fn control_with(s: Shared, req: Value) -> Result<Value, OtgErro
         Control::Capture(start, ports) => capture_control(&s, start, &ports),
         Control::Start(names) => blocking(move || start(&s, &names)).await,
         Control::Pause(names, on) => pause(&s, &names, on),
-        Control::Stop(names) => {
-            let st = otg(&s);
-            for (name, id, _) in &st.runs {
-                if names.is_empty() || names.contains(name) {
-                    s.jobs.stop(JobId::Run(*id));
-                }
-            }
-            Ok(requests::ok(Vec::new()))
+        Control::Stop(names) => blocking(move || stop(&s, &names)).await,
+    }
+}
+
+/// How long a stop waits for its runs to end and publish their last counts.
+const STOP_WAIT: std::time::Duration = std::time::Duration::from_secs(15);
+
+/// Stops the runs sending the flows named (all when none are) and answers once each has
+/// ended: its counts are final, `transmit` reads `stopped` and a `set_config` is taken. A
+/// run is one send loop for every flow started with it, so naming some of its flows is
+/// refused, naming the others (pause stops some and leaves the rest).
+fn stop(s: &Shared, names: &[String]) -> Result<Value, OtgError> {
+    let ids = {
+        let st = otg(s);
+        check_known(&st, names)?;
+        let active = active(s);
+        let named = |f: &String| names.is_empty() || names.contains(f);
+        let ids: Vec<i64> = st
+            .runs
+            .iter()
+            .filter(|(f, id, _)| named(f) && active.contains(&JobId::Run(*id)))
+            .map(|r| r.1)
+            .collect();
+        let others: Vec<&str> = st
+            .runs
+            .iter()
+            .filter(|(f, id, _)| ids.contains(id) && !named(f))
+            .map(|r| r.0.as_str())
+            .collect();
+        if !others.is_empty() {
+            return Err(OtgError::invalid(format!(
+                "traffic.flow_transmit.flow_names: flows {others:?} were started with these in one run and would stop too. Fix: name them as well (or no flow), or pause these (flow_transmit state pause)"
+            )));
         }
+        ids
+    };
+    for id in &ids {
+        s.jobs.stop(JobId::Run(*id));
+    }
+    let t0 = std::time::Instant::now();
+    while ids.iter().any(|id| active(s).contains(&JobId::Run(*id))) {
+        if t0.elapsed() > STOP_WAIT {
+            return Err(OtgError::internal(format!(
+                "the runs of these flows did not end within {} s of the stop",
+                STOP_WAIT.as_secs()
+            )));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    Ok(requests::ok(Vec::new()))
+}
+
+/// An error naming the first of `names` that is not a flow of the config.
+fn check_known(st: &OtgState, names: &[String]) -> Result<(), OtgError> {
+    let Some(plan) = &st.plan else { return Ok(()) };
+    match names.iter().find(|n| !plan.flows.iter().any(|f| &f.0 == *n)) {
+        Some(n) => Err(OtgError::invalid(format!(
+            "traffic.flow_transmit.flow_names: no flow named {n:?} in the config. Fix: name a flow of config.flows"
+        ))),
+        None => Ok(()),
     }
 }
 
