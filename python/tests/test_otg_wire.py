@@ -120,3 +120,71 @@ def test_a_field_gapless_does_not_send_is_refused_with_its_path(server: Server, 
         f"expected the refusal to name the field's path; got {text}"
     # A valid config is taken after it.
     a.set_config(config(a))
+
+
+def test_imix_payload_and_a_delay_in_microseconds_go_on_the_wire(server: Server, veths: str) -> None:
+    """size.weight_pairs (the model's imix preset, 64:570:1518 at 7:4:1) in exact proportions
+    over each cycle of 12 frames, one flow in the meter; a fixed payload pattern at the start
+    of the UDP payload; a delay in microseconds taken; standard_imix's 58 and 62 B padded to
+    64 B with the warning naming them. About 3 s."""
+    from scapy.all import UDP, PcapReader  # type: ignore[import-untyped]
+
+    a = api(server, "https")
+    cfg = a.config()
+    cfg.ports.port(name="p1", location=f"{NS}/{A}").port(name="p2", location=f"{NS}/{Z}")
+    f = flow(cfg, "imix", 5007)
+    f.size.weight_pairs.predefined = "imix"
+    f.duration.fixed_packets.packets = 24
+    f.duration.fixed_packets.delay.microseconds = 1500
+    f.payload.fixed.pattern, f.payload.fixed.repeat = "deadbeef", True
+    f.packet.ipv4()
+    f.packet.udp()[-1].dst_port.value = 5007
+    g = flow(cfg, "runts", 5008)
+    g.size.weight_pairs.predefined = "standard_imix"
+    g.packet.ipv4()
+    g.packet.udp()[-1].dst_port.value = 5008
+    c = cfg.captures.capture(name="c")[-1]
+    c.port_names, c.format = ["p2"], "pcap"
+    said = " ".join(a.set_config(cfg).warnings)
+    assert 'flow "runts": flows[1].size.weight_pairs: frames of [58, 62] B are sent as 64 B' in said, \
+        f"expected the padding named in set_config's warnings; got {said!r}"
+    cs = a.control_state()
+    cs.port.capture.port_names, cs.port.capture.state = ["p2"], "start"
+    a.set_control_state(cs)
+    got = {m.name: m for m in run_to_stop(a, None, set_config=False)}
+    assert (got["imix"].frames_tx, got["imix"].frames_rx) == (24, 24), f"expected 24 frames sent and received as one flow; got {got['imix']}"
+    cs.port.capture.state = "stop"
+    a.set_control_state(cs)
+    req = a.capture_request()
+    req.port_name = "p2"
+    pkts = [p for p in PcapReader(io.BytesIO(a.get_capture(req).read())) if UDP in p]
+    imix = [p for p in pkts if p[UDP].dport == 5007]
+    sizes = sorted(len(p) for p in imix)  # the capture holds the FCS, as ixia-c's does
+    assert sizes == sorted([64] * 14 + [570] * 8 + [1518] * 2), f"expected 7:4:1 of 64/570/1518 B twice over; got {sizes}"
+    for p in imix:
+        body = bytes(p[UDP])[8:p[UDP].len][:-16]  # the 16-byte signature ends it; the FCS follows
+        want = (bytes.fromhex("deadbeef") * 400)[:len(body)]
+        assert body == want, f"expected the pattern repeated over the {len(body)} B before the signature; got {body[:12].hex()}..."
+    runts = [len(p) for p in pkts if p[UDP].dport == 5008]
+    assert runts and min(runts) == 64 and set(runts) <= {64, 594, 1518}, f"expected 58/62 B sent as 64 B; got {sorted(set(runts))}"
+
+
+@pytest.mark.parametrize("field,set_it,want", [
+    ("gap", lambda f: setattr(f.duration.continuous, "gap", 20), "flows[0].duration.continuous.gap: 20 B is not supported"),
+    ("rx_tx_ratio", lambda f: setattr(f.metrics.rx_tx_ratio, "value", 2.0), "flows[0].metrics.rx_tx_ratio: only a value of 1"),
+    ("delay_bytes", lambda f: setattr(f.duration.fixed_packets.delay, "bytes", 100), "flows[0].duration.fixed_packets.delay.bytes"),
+], ids=["gap", "rx_tx_ratio", "delay_bytes"])
+def test_a_flow_level_field_gapless_does_not_do_is_refused_with_its_path(server: Server, veths: str, field: str, set_it: Any, want: str) -> None:
+    a = api(server, "grpc")
+    cfg = a.config()
+    cfg.ports.port(name="p1", location=f"{NS}/{A}").port(name="p2", location=f"{NS}/{Z}")
+    f = flow(cfg, field, 5009)
+    if field != "delay_bytes":
+        f.duration.continuous.gap = 12
+    set_it(f)
+    f.packet.ipv4()
+    f.packet.udp()
+    with pytest.raises(Exception) as e:
+        a.set_config(cfg)
+    text = " ".join(str(e.value).replace("''", "'").split())
+    assert want in text, f"expected {want!r}; got {text}"

@@ -5,11 +5,8 @@
 use serde_json::{json, Map, Value};
 
 use crate::error::Invalid;
+pub(crate) use crate::patterns::float;
 use crate::patterns::{num, read, Kind};
-
-pub(crate) fn float(v: &Value) -> Option<f64> {
-    v.as_f64().or_else(|| v.as_str().and_then(|s| s.trim().parse().ok()))
-}
 
 /// An OTG port: its name and where it is (`IFACE`, `NETNS/IFACE`, or on an agent:
 /// `HOST:PORT/IFACE`, `HOST:PORT/NETNS/IFACE`).
@@ -323,7 +320,7 @@ pub fn plan(cfg: &Value) -> Result<Plan, Invalid> {
     let lldp = crate::lldp::parse(cfg, &names)?;
     let devices = crate::devices::parse(cfg)?;
     let routers = crate::bgp::parse(cfg, &devices)?;
-    let (isis, warnings) = crate::isis::parse(cfg, &devices)?;
+    let (isis, mut warnings) = crate::isis::parse(cfg, &devices)?;
     let ospf = crate::ospf::parse(cfg, &devices)?;
     device_ports(&devices, &ports, &lags)?;
     let find = |name: &str, path: String| {
@@ -350,7 +347,8 @@ pub fn plan(cfg: &Value) -> Result<Plan, Invalid> {
             .enumerate()
             .map(|(k, n)| find(n, format!("{path}.tx_rx.port.rx_names[{k}]")))
             .collect::<Result<Vec<_>, _>>()?;
-        let (stream, need) = stream(f, &path, &name, dev.as_ref())?;
+        let (stream, need, said) = stream(f, &path, &name, dev.as_ref())?;
+        warnings.extend(said.map(|w| format!("flow {name:?}: {w}")));
         flows.push((name.clone(), tx.name.clone(), rx_names.clone()));
         metrics.push(flow_metrics(f, cfg, &rx_names[0]));
         match groups.iter_mut().find(|g| g.tx.name == tx.name) {
@@ -542,7 +540,13 @@ fn device_ends(d: &Value, at: &str, devices: Ends<'_>) -> Result<(String, Vec<St
 /// One flow as a `[[stream]]`, and the MAC it needs resolved. A device flow's frames go
 /// from its device's MAC and address to the other device's address, through the sending
 /// device's gateway, unless its headers say otherwise (`auto` and unset fields take these).
-fn stream(f: &Value, path: &str, name: &str, dev: Option<&DeviceFlow>) -> Result<(Value, Option<Need>), Invalid> {
+/// A warning comes with it when its sizes had to change (`weight_pairs`: [`crate::size`]).
+fn stream(
+    f: &Value,
+    path: &str,
+    name: &str,
+    dev: Option<&DeviceFlow>,
+) -> Result<(Value, Option<Need>, Option<String>), Invalid> {
     let Hdr {
         t: mut template,
         fields,
@@ -576,18 +580,22 @@ fn stream(f: &Value, path: &str, name: &str, dev: Option<&DeviceFlow>) -> Result
         template.entry("ip_src").or_insert(json!("2001:2::1"));
         template.entry("ip_dst").or_insert(json!("2001:2::2"));
     }
+    if let Some(payload) = crate::flow_level::check(f, path)? {
+        template.insert("payload".into(), payload);
+    }
+    let (size, size_warning) = crate::size::size(&f["size"], &format!("{path}.size"))?;
     let mut stream = json!({
         "name": name,
         "template": template,
         "field": fields,
-        "size": size(&f["size"], &format!("{path}.size"))?,
+        "size": size,
         "timing": timing(f, path)?,
     });
     let tags = crate::tags::of_flow(f, path)?;
     if !tags.is_empty() {
         stream["tag"] = json!(tags);
     }
-    Ok((stream, need))
+    Ok((stream, need, size_warning))
 }
 
 /// The template being built and its field ops.
@@ -921,35 +929,6 @@ fn tcp(h: &mut Hdr, b: &Value, at: &str) -> Result<(), Invalid> {
     Ok(())
 }
 
-/// `size`: fixed (default 64, FCS included as in gapless), increment or random.
-fn size(s: &Value, path: &str) -> Result<Value, Invalid> {
-    let choice = s["choice"]
-        .as_str()
-        .unwrap_or(if s.get("fixed").is_some() { "fixed" } else { "default" });
-    let n = |v: &Value, k: &str| {
-        num(v)
-            .map(|n| json!(n))
-            .ok_or_else(|| Invalid(format!("{path}.{k}: give a number of bytes")))
-    };
-    match choice {
-        "default" => Ok(json!(64)),
-        "fixed" => n(&s["fixed"], "fixed"),
-        "increment" => {
-            let i = &s["increment"];
-            Ok(
-                json!({ "ramp": [n(&i["start"], "increment.start")?, n(&i["end"], "increment.end")?], "step": num(&i["step"]).unwrap_or(1) }),
-            )
-        }
-        "random" => {
-            let r = &s["random"];
-            Ok(json!({ "kind": "uniform", "min": n(&r["min"], "random.min")?, "max": n(&r["max"], "random.max")? }))
-        }
-        other => Err(Invalid(format!(
-            "{path}.choice: {other:?} is not supported (fixed, increment or random)"
-        ))),
-    }
-}
-
 /// `rate` (default 1000 pps) and `duration` (default continuous) as `[stream.timing]`.
 fn timing(f: &Value, path: &str) -> Result<Value, Invalid> {
     let r = &f["rate"];
@@ -968,36 +947,23 @@ fn timing(f: &Value, path: &str) -> Result<Value, Invalid> {
         other => return Err(Invalid(format!("{path}.rate.choice: {other:?} is not supported"))),
     };
     let d = &f["duration"];
-    match d["choice"].as_str().unwrap_or("continuous") {
+    let choice = d["choice"].as_str().unwrap_or("continuous");
+    let p = &d[choice];
+    match choice {
         "continuous" => {}
-        "fixed_packets" => {
-            let p = &d["fixed_packets"];
-            let n = num(&p["packets"]).unwrap_or(1);
-            t["count"] = json!(n);
-            start_delay(&mut t, &p["delay"]);
-        }
-        "fixed_seconds" => {
-            let p = &d["fixed_seconds"];
-            let s = float(&p["seconds"]).unwrap_or(1.0);
-            t["duration_s"] = json!(s);
-            start_delay(&mut t, &p["delay"]);
-        }
+        "fixed_packets" => t["count"] = json!(num(&p["packets"]).unwrap_or(1)),
+        "fixed_seconds" => t["duration_s"] = json!(float(&p["seconds"]).unwrap_or(1.0)),
         other => {
             return Err(Invalid(format!(
                 "{path}.duration.choice: {other:?} is not supported (continuous, fixed_packets or fixed_seconds)"
             )))
         }
     }
-    Ok(t)
-}
-
-/// A `delay` in ns before the flow's first frame.
-fn start_delay(t: &mut Value, d: &Value) {
-    if d["choice"].as_str() == Some("nanoseconds") {
-        if let Some(ns) = float(&d["nanoseconds"]) {
-            t["start_offset_ns"] = json!(ns as u64);
-        }
+    let delay = crate::flow_level::delay_ns(&p["delay"], &format!("{path}.duration.{choice}.delay"))?;
+    if delay > 0 {
+        t["start_offset_ns"] = json!(delay);
     }
+    Ok(t)
 }
 
 #[cfg(test)]
@@ -1011,6 +977,26 @@ mod tests {
             "flows": [{ "name": "f", "tx_rx": { "choice": "port", "port": { "tx_name": "p1", "rx_names": ["p2"] } },
                         "packet": packet }],
         }))
+    }
+
+    #[test]
+    fn a_delay_in_microseconds_starts_the_stream_late_and_a_payload_pattern_fills_it() {
+        let p = plan(&json!({
+            "ports": [{ "name": "p1", "location": "a" }, { "name": "p2", "location": "b" }],
+            "flows": [{ "name": "f", "tx_rx": { "choice": "port", "port": { "tx_name": "p1", "rx_names": ["p2"] } },
+                        "packet": [{ "choice": "ethernet" }, { "choice": "ipv4" }, { "choice": "udp" }],
+                        "duration": { "choice": "fixed_packets", "fixed_packets": { "packets": 5,
+                            "delay": { "choice": "microseconds", "microseconds": 1.5 } } },
+                        "payload": { "choice": "fixed", "fixed": { "pattern": "abcd" } } }],
+        }))
+        .expect("taken");
+        let s = &p.groups[0].profile["stream"][0];
+        assert_eq!(
+            s["timing"]["start_offset_ns"],
+            json!(1500),
+            "expected 1.5 us as 1500 ns; got {s}"
+        );
+        assert_eq!(s["template"]["payload"], json!({ "hex": "abcd" }));
     }
 
     fn eth() -> Value {

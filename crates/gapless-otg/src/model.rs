@@ -24,7 +24,7 @@ pub enum Taken {
 /// A field's default in the model.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Dft {
-    /// `value` (and `values` [this]).
+    /// `value` (and `values` of only this value).
     Num(u64),
     /// `auto`: gapless computes it.
     Auto,

@@ -15,6 +15,11 @@ pub fn num(v: &Value) -> Option<u64> {
     v.as_u64().or_else(|| v.as_str().and_then(|s| s.trim().parse().ok()))
 }
 
+/// A float, or one sent as a string.
+pub fn float(v: &Value) -> Option<f64> {
+    v.as_f64().or_else(|| v.as_str().and_then(|s| s.trim().parse().ok()))
+}
+
 /// What a field holds, for parsing and printing its values.
 #[derive(Debug, Clone, Copy)]
 pub enum Kind {
