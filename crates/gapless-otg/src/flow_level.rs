@@ -2,8 +2,8 @@
 //! (issue 67): `payload` (fixed bytes, repeated or once, or incrementing bytes), the
 //! `duration`'s start `delay` (nanoseconds or microseconds; bytes only at 0) and its
 //! inter-frame `gap` (only the model's 12 B: gapless paces by the rate, and the gap follows
-//! from it), `metrics.rx_tx_ratio` (only 1), `metrics.predefined_metric_tags` (not yet),
-//! `egress_packet` (egress tracking, not yet) and `tx_rx.device.bidirectional` (not yet).
+//! from it), `metrics.rx_tx_ratio` (only 1), `metrics.predefined_metric_tags` (not yet) and
+//! `tx_rx.device.bidirectional` (not yet). `egress_packet` is the tagged metrics' (`tags`).
 use serde_json::{json, Value};
 
 use crate::error::Invalid;
@@ -11,11 +11,6 @@ use crate::patterns::float;
 
 /// Refuses what the flow sets that gapless does not do; `payload` as the template's.
 pub fn check(f: &Value, path: &str) -> Result<Option<Value>, Invalid> {
-    if f["egress_packet"].as_array().is_some_and(|a| !a.is_empty()) {
-        return Err(Invalid(format!(
-            "{path}.egress_packet: egress tracking is not supported. Fix: leave egress_packet out (tag flows with metric_tags on header fields)"
-        )));
-    }
     if f["tx_rx"]["device"]["bidirectional"].as_bool() == Some(true) {
         return Err(Invalid(format!(
             "{path}.tx_rx.device.bidirectional: not supported yet. Fix: write the return flow as a flow of its own"
@@ -122,10 +117,6 @@ mod tests {
             Some(json!({ "pattern": "incrementing" }))
         );
         for (f, want) in [
-            (
-                json!({ "egress_packet": [{ "choice": "ethernet" }] }),
-                "flows[0].egress_packet: egress tracking",
-            ),
             (
                 json!({ "tx_rx": { "device": { "bidirectional": true } } }),
                 "flows[0].tx_rx.device.bidirectional",
