@@ -394,6 +394,7 @@ fn bring_up(plan: &Plan) -> Result<Up, OtgError> {
     let lags = lag::up(plan)?;
     let undo_lags = || lags.iter().for_each(|l| l.remove());
     let hosts = devices::up(plan, &lags).inspect_err(|_| undo_lags())?;
+    test_fault("bring_up");
     devices::resolve_in_background(&hosts);
     let undo_hosts = || {
         hosts.iter().for_each(|h| h.1.remove());
@@ -416,6 +417,20 @@ fn bring_up(plan: &Plan) -> Result<Up, OtgError> {
         undo_hosts();
     })?;
     Ok((hosts, routers, isis, ospf, lldp, lags))
+}
+
+/// A test-only fault: with `GAPLESS_TEST_FAULT=<point>` in the server's environment, the
+/// first pass through `point` after start panics (python/tests/test_otg_hostile.py shows that
+/// the next `set_config` is taken, and the devices up at the panic are gone). The
+/// environment is read once at the first pass; no request can arm it.
+fn test_fault(point: &str) {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    static FIRED: AtomicBool = AtomicBool::new(false);
+    static ARMED: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    let armed = ARMED.get_or_init(|| std::env::var("GAPLESS_TEST_FAULT").ok());
+    if armed.as_deref() == Some(point) && !FIRED.swap(true, Ordering::Relaxed) {
+        panic!("GAPLESS_TEST_FAULT={point}: the test-only fault fired");
+    }
 }
 
 /// A config whose ports are on agents: every agent reached and verified, or the config is
