@@ -179,6 +179,12 @@ def test_bad_requests_get_a_clear_status_and_the_server_goes_on(server: Server) 
         gnmi_pb2.Subscription(path=gpath(f"flows/flow[name=f{i}]")) for i in range(10_000)])
     big = first_error(gnmi_pb2.SubscribeRequest(subscribe=many))
     assert big.code() == grpc.StatusCode.RESOURCE_EXHAUSTED and "10000 paths" in big.details(), big
+    # Get takes as many paths as a subscription list, and walks a duplicate once.
+    with pytest.raises(grpc.RpcError) as get_big:
+        gs.Get(gnmi_pb2.GetRequest(path=[gpath("ports")] * 1001, encoding=2), timeout=10)
+    assert get_big.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED and "1001 paths in one Get, over the 1000" in get_big.value.details(), get_big.value
+    same = gs.Get(gnmi_pb2.GetRequest(path=[gpath("ports")] * 1000, encoding=2), timeout=10)
+    assert len(same.notification) == 1, f"expected one notification for 1000 copies of one path; got {len(same.notification)}"
     with pytest.raises(grpc.RpcError) as enc:
         gs.Get(gnmi_pb2.GetRequest(path=[gpath("flows")], encoding=3), timeout=10)
     assert enc.value.code() == grpc.StatusCode.UNIMPLEMENTED and "PROTO (2)" in enc.value.details(), enc.value

@@ -224,30 +224,44 @@ async fn get(s: Shared, req: proto::GetRequest) -> Result<proto::GetResponse, St
             "the OTG models' trees are state only: there is no CONFIG data. Fix: ask for ALL or STATE, and read the config with the OTG API's GetConfig",
         ));
     }
+    let max = gapless_otg::gnmi::subscribe::MAX_PATHS;
+    if req.path.len() > max {
+        return Err(Status::resource_exhausted(format!(
+            "{} paths in one Get, over the {max} this server takes (as in a subscription list). Fix: ask for a wildcard (flows/flow[name=*]) instead of each entry",
+            req.path.len()
+        )));
+    }
     let paths = if req.path.is_empty() {
         vec![proto::Path::default()]
     } else {
         req.path.clone()
     };
-    let queries = paths
+    let mut queries = paths
         .iter()
         .map(|p| query(&req.prefix, p))
         .collect::<Result<Vec<_>, _>>()?;
+    // One notification per distinct path: a duplicate is walked and cloned once.
+    let mut seen = BTreeSet::new();
+    queries.retain(|q| seen.insert(q.clone()));
     let leaves = gather(&s, roots(&queries)).await?;
-    let parts = gapless_otg::gnmi::keyless::parts(&queries.iter().collect::<Vec<_>>(), &leaves);
     let prefix = reply_prefix(&req.prefix);
-    let notification = queries
-        .iter()
-        .map(|q| {
-            let mine: Vec<Leaf> = leaves
-                .iter()
-                .chain(&parts)
-                .filter(|l| q.covers(&l.path))
-                .cloned()
-                .collect();
-            notification(prefix.clone(), updates(enc, q, &mine), Vec::new())
-        })
-        .collect();
+    let notification = tokio::task::spawn_blocking(move || {
+        let parts = gapless_otg::gnmi::keyless::parts(&queries.iter().collect::<Vec<_>>(), &leaves);
+        queries
+            .iter()
+            .map(|q| {
+                let mine: Vec<Leaf> = leaves
+                    .iter()
+                    .chain(&parts)
+                    .filter(|l| q.covers(&l.path))
+                    .cloned()
+                    .collect();
+                notification(prefix.clone(), updates(enc, q, &mine), Vec::new())
+            })
+            .collect()
+    })
+    .await
+    .map_err(|e| Status::internal(format!("answering the Get failed: {e}")))?;
     Ok(proto::GetResponse { notification })
 }
 
