@@ -297,6 +297,7 @@ pub fn plan(cfg: &Value) -> Result<Plan, Invalid> {
     if !cfg.is_object() {
         return Err(Invalid("the config must be a JSON object".into()));
     }
+    crate::bounds::check(cfg)?;
     let ports = ports(cfg)?;
     let named: Vec<crate::lag::PortName> = ports
         .iter()

@@ -17,7 +17,7 @@
 //!
 //! Modules, each importing only those before it: [`error`], [`frr_gate`] (the allow-list every request string passes before FRR), [`vty`] (a daemon's commands, each under a name, and its replies read by that name), [`gnmi`] (the OTG YANG state trees: schema, paths, typed leaves from the metrics), [`patterns`] (OTG header-field
 //! patterns as field-engine ops), [`devices`] (emulated hosts), [`tunnels`] (a flow's tunnel header as the template's
-//! `tunnel`), [`size`] (a flow's size: fixed, ramps, uniform, IMIX), [`flow_level`] (payload, delays, gaps, metrics options: applied or refused), [`config`], [`captures`] (a config's captures, the capture request), [`requests`],
+//! `tunnel`), [`bounds`] (totals over a config: routes per protocol, random values), [`size`] (a flow's size: fixed, ramps, uniform, IMIX), [`flow_level`] (payload, delays, gaps, metrics options: applied or refused), [`config`], [`captures`] (a config's captures, the capture request), [`requests`],
 //! [`update`] (`update_config`: a flow's rate or size changed), [`bgp`], [`isis`] and [`ospf`] (routing
 //! protocols on devices as FRR configurations, FRR's answers as metrics and states), [`lldp`]
 //! (LLDPDUs built and decoded), [`lacp`] (LACPDUs and one member's 802.1AX machines),
@@ -28,6 +28,7 @@
 //! run table are the server's: this crate never starts, stops or stores anything.
 
 pub mod bgp;
+pub mod bounds;
 pub mod captures;
 pub mod config;
 pub mod convergence;
