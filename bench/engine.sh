@@ -59,7 +59,20 @@ pat "" 'pattern = "self_similar"
 self_similar = { hurst = 0.8, slot_us = 1 }' selfsim
 pat "" 'vary = { kind = "sine", amplitude = 0.5, period_s = 0.01 }' sine
 printf '[[stream]]\n[stream.timing]\nrate_pps = 5e8\ncount = 20_000_000\n[[stream.variant]]\nsize = 64\nrepeat = 3\n[[stream.variant]]\nsize = { ramp = [80, 1518] }\n[stream.variant.template]\nl4 = "tcp"\n' > "$tmp/cycle.toml"
-PROFILES=${PROFILES:-one four pdf selfsim sine cycle}
+# Issue 67: four ops on the bit targets (ecn, ip_id, df, a TCP flag) against four on the
+# targets before them (ports, DSCP, TTL), TCP frames both.
+ops4() { # ops4 NAME FIELD:OP:ARGS ... (ARGS: "from = 1\nto = 3" or "values = [..]")
+  local name=$1; shift
+  printf '[[stream]]\nsize = 80\n[stream.template]\nl4 = "tcp"\n' > "$tmp/$name.toml"
+  for f in "$@"; do
+    IFS=: read -r field op args <<< "$f"
+    printf '[[stream.field]]\nfield = "%s"\nop = "%s"\n%b\n' "$field" "$op" "$args" >> "$tmp/$name.toml"
+  done
+  printf '[stream.timing]\nrate_pps = 5e8\ncount = 20_000_000\n' >> "$tmp/$name.toml"
+}
+ops4 ops_old "src_port:inc:from = 1024\nto = 2047" "dst_port:random:from = 1\nto = 65535" "dscp:list:values = [0, 10, 46]" "ttl:inc:from = 1\nto = 64"
+ops4 ops_new "ecn:list:values = [0, 1, 2, 3]" "ip_id:random:from = 0\nto = 65535" "df:list:values = [1, 0]" "tcp_syn:list:values = [1, 0, 0]"
+PROFILES=${PROFILES:-one four pdf selfsim sine cycle ops_old ops_new}
 mkdir -p bench/results
 out=bench/results/engine-$(date -u +%Y%m%dT%H%M%SZ).txt
 echo "# $(uname -r) $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2) $(git rev-parse --short HEAD 2>/dev/null)" > "$out"
@@ -78,7 +91,8 @@ python3 - "$out" <<'PY'
 import statistics, sys
 LABELS = {"one": "1 stream, no field ops", "four": "1 stream, 4 field ops", "pdf": "pdf gaps",
           "selfsim": "self-similar fGn (1 µs slots)", "sine": "sine-varying rate",
-          "cycle": "2 variants, 3:1, one with a size ramp"}
+          "cycle": "2 variants, 3:1, one with a size ramp",
+          "ops_old": "TCP, 4 ops on ports, DSCP, TTL", "ops_new": "TCP, 4 ops on ECN, IP ID, DF, SYN"}
 rows = [l.split() for l in open(sys.argv[1]) if not l.startswith("#")]
 bins = list(dict.fromkeys(r[2] for r in rows))
 for name in dict.fromkeys(r[0] for r in rows):
