@@ -139,3 +139,17 @@ def test_a_panic_in_bring_up_leaves_no_state_and_the_next_config_is_taken(tmp_pa
         assert post(s, "config", {"ports": []}).status_code == 200
     finally:
         s.stop()
+
+
+@pytest.mark.parametrize("where", ["../" + A, f"{NS}/..", f"{NS}/a234567890123456", f"{NS}/a:b", "x" * 256 + "/" + A])
+def test_a_location_naming_what_the_kernel_would_not_take_is_refused_by_path(server: Server, veths: str, where: str) -> None:
+    """A port's location is the one place a request names an interface and a namespace: a
+    namespace of `..` (a directory outside /run/netns), an interface name over IFNAMSIZ or with
+    ':', a namespace name over NAME_MAX, are refused before anything is opened."""
+    body = config(BASE)
+    body["ports"][0]["location"] = where
+    r = post(server, "config", body)
+    assert r.status_code == 400 and "ports[0].location" in r.text and "1 to 15 bytes" in r.text, \
+        f"expected {where[:40]!r} refused by its path; got {r.status_code}: {r.text[:300]}"
+    assert post(server, "config", config(BASE)).status_code == 200
+    assert post(server, "config", {"ports": []}).status_code == 200

@@ -23,7 +23,7 @@ pub struct Port {
 }
 
 /// A location's parts: the agent (`HOST:PORT`), the namespace and the interface; None when
-/// it is none of the four forms.
+/// it is none of the four forms, or a name in it is not one the kernel takes.
 pub fn location(loc: &str) -> Option<(Option<String>, Option<String>, String)> {
     let parts: Vec<&str> = loc.split('/').collect();
     if parts.iter().any(|p| p.is_empty()) {
@@ -35,10 +35,27 @@ pub fn location(loc: &str) -> Option<(Option<String>, Option<String>, String)> {
     }
     let rest = &parts[agent.is_some() as usize..];
     match rest {
-        [iface] => Some((agent, None, iface.to_string())),
-        [ns, iface] => Some((agent, Some(ns.to_string()), iface.to_string())),
+        [iface] if iface_name(iface) => Some((agent, None, iface.to_string())),
+        [ns, iface] if netns_name(ns) && iface_name(iface) => Some((agent, Some(ns.to_string()), iface.to_string())),
         _ => None,
     }
+}
+
+/// A name the kernel takes for an interface (its `dev_valid_name`): 1 to 15 bytes (IFNAMSIZ
+/// less the NUL), not `.` or `..`, without `/`, `:`, white space or control characters.
+fn iface_name(s: &str) -> bool {
+    (1..16).contains(&s.len())
+        && s != "."
+        && s != ".."
+        && !s
+            .chars()
+            .any(|c| c == '/' || c == ':' || c.is_whitespace() || c.is_control())
+}
+
+/// A network namespace's name, a file in /run/netns: 1 to 255 bytes (NAME_MAX), not `.` or
+/// `..` (which would name a directory outside it), without control characters.
+fn netns_name(s: &str) -> bool {
+    (1..=255).contains(&s.len()) && s != "." && s != ".." && !s.chars().any(|c| c == '/' || c.is_control())
 }
 
 /// `HOST:PORT` (a name, an IPv4 address or a bracketed IPv6 one, and a port from 1).
@@ -211,7 +228,7 @@ fn ports(cfg: &Value) -> Result<Vec<Port>, Invalid> {
             let location = p["location"].as_str().unwrap_or(name);
             let (agent, netns, iface) = self::location(location).ok_or_else(|| {
                 Invalid(format!(
-                    "ports[{i}].location: {location:?} is not IFACE, NETNS/IFACE, HOST:PORT/IFACE or HOST:PORT/NETNS/IFACE"
+                    "ports[{i}].location: {location:?} is not IFACE, NETNS/IFACE, HOST:PORT/IFACE or HOST:PORT/NETNS/IFACE (an interface name is 1 to 15 bytes without '/', ':', spaces or control characters, and a namespace's 1 to 255 bytes; neither is . or ..)"
                 ))
             })?;
             Ok(Port {
@@ -998,6 +1015,31 @@ mod tests {
             "expected 1.5 us as 1500 ns; got {s}"
         );
         assert_eq!(s["template"]["payload"], json!({ "hex": "abcd" }));
+    }
+
+    #[test]
+    fn a_location_names_only_an_interface_and_a_namespace_the_kernel_takes() {
+        assert_eq!(
+            location("ns1/veth-a"),
+            Some((None, Some("ns1".into()), "veth-a".into()))
+        );
+        assert_eq!(location("h:7/eth0").map(|l| l.2), Some("eth0".into()));
+        for bad in [
+            "../veth-a",
+            "./veth-a",
+            "ns/..",
+            "ns/a234567890123456",
+            "ns/a b",
+            "ns/a:b",
+            "a\u{0}b",
+            "ns/\u{1b}x",
+        ] {
+            assert_eq!(location(bad), None, "expected {bad:?} refused");
+        }
+        let long = format!("{}/eth0", "n".repeat(256));
+        assert_eq!(location(&long), None, "expected a namespace name over NAME_MAX refused");
+        assert!(location(&format!("{}/eth0", "n".repeat(255))).is_some());
+        assert!(location("ns/a23456789012345").is_some(), "15 bytes is the longest name");
     }
 
     fn eth() -> Value {
