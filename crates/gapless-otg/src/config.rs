@@ -765,15 +765,7 @@ fn priority(h: &mut Hdr, p: &Value, at: &str) -> Result<(), Invalid> {
         }
         "tos" => {
             let t = &p["tos"];
-            let parts = [
-                ("precedence", 3),
-                ("delay", 1),
-                ("throughput", 1),
-                ("reliability", 1),
-                ("monetary", 1),
-                ("unused", 1),
-            ];
-            for (k, bits) in parts {
+            for (k, _, bits) in crate::model::TOS_PARTS {
                 let path = format!("{at}.tos.{k}");
                 if read(t.get(k), &path, Kind::Int(bits), k)?.op.is_some() {
                     return Err(Invalid(format!(

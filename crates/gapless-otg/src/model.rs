@@ -328,6 +328,16 @@ fn single(v: &Value) -> Option<u64> {
     }
 }
 
+/// IPv4 `priority.tos`'s parts: each one's lowest bit in the TOS byte, and its width.
+pub const TOS_PARTS: [(&str, u32, u32); 6] = [
+    ("precedence", 5, 3),
+    ("delay", 4, 1),
+    ("throughput", 3, 1),
+    ("reliability", 2, 1),
+    ("monetary", 1, 1),
+    ("unused", 0, 1),
+];
+
 /// The TOS byte an IPv4 `priority` makes, when each of its parts has one value (a part left
 /// out is 0, as in the model): `raw`; `dscp` (phb and ecn); or `tos` (precedence, then the
 /// delay, throughput, reliability, monetary and unused bits).
@@ -338,15 +348,9 @@ pub fn tos_byte(p: &Value) -> Option<u64> {
         "dscp" => Some(part(&p["dscp"]["phb"])? << 2 | part(&p["dscp"]["ecn"])?),
         "tos" => {
             let t = &p["tos"];
-            let bits = [
-                ("precedence", 5),
-                ("delay", 4),
-                ("throughput", 3),
-                ("reliability", 2),
-                ("monetary", 1),
-                ("unused", 0),
-            ];
-            bits.iter().try_fold(0, |acc, &(k, at)| Some(acc | part(&t[k])? << at))
+            TOS_PARTS
+                .iter()
+                .try_fold(0, |acc, &(k, at, _)| Some(acc | part(&t[k])? << at))
         }
         _ => None,
     }
