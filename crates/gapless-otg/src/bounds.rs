@@ -55,15 +55,15 @@ fn walk(v: &Value, path: &str, t: &mut Totals) -> Result<(), Invalid> {
                     "values drawn by random patterns",
                 )?;
             }
-            if path.ends_with(']') && (path.contains("v4_routes[") || path.contains("v6_routes[")) {
-                routes(m.get("addresses"), path, t)?;
-            }
             for (k, x) in m {
                 let at = if path.is_empty() {
                     k.clone()
                 } else {
                     format!("{path}.{k}")
                 };
+                if k == "v4_routes" || k == "v6_routes" {
+                    ranges(x, &at, t)?;
+                }
                 walk(x, &at, t)?;
             }
             Ok(())
@@ -72,13 +72,9 @@ fn walk(v: &Value, path: &str, t: &mut Totals) -> Result<(), Invalid> {
     }
 }
 
-/// A route range's blocks, counted for the protocol its path is under.
-fn routes(addresses: Option<&Value>, path: &str, t: &mut Totals) -> Result<(), Invalid> {
-    let last = path.rsplit("v4_routes[").next().unwrap_or(path);
-    let last = last.rsplit("v6_routes[").next().unwrap_or(last);
-    if last.contains('.') {
-        return Ok(()); // an item below a range, not the range itself
-    }
+/// A list of route ranges at `path`, each range's blocks counted for the protocol the list
+/// is under.
+fn ranges(list: &Value, path: &str, t: &mut Totals) -> Result<(), Invalid> {
     let (total, limit, what) = if path.contains(".bgp.") {
         (&mut t.bgp, BGP_PREFIXES, "BGP prefixes")
     } else if path.contains(".isis.") {
@@ -88,9 +84,11 @@ fn routes(addresses: Option<&Value>, path: &str, t: &mut Totals) -> Result<(), I
     } else {
         return Ok(());
     };
-    for (b, a) in addresses.and_then(Value::as_array).into_iter().flatten().enumerate() {
-        let count = a.get("count").and_then(num).unwrap_or(1);
-        add(total, count, limit, &format!("{path}.addresses[{b}].count"), what)?;
+    for (r, range) in list.as_array().into_iter().flatten().enumerate() {
+        for (b, a) in range["addresses"].as_array().into_iter().flatten().enumerate() {
+            let count = a.get("count").and_then(num).unwrap_or(1);
+            add(total, count, limit, &format!("{path}[{r}].addresses[{b}].count"), what)?;
+        }
     }
     Ok(())
 }
