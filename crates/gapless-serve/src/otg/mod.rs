@@ -577,15 +577,12 @@ fn stop(s: &Shared, names: &[String]) -> Result<Value, OtgError> {
     for id in &ids {
         s.jobs.stop(JobId::Run(*id));
     }
-    let t0 = std::time::Instant::now();
-    while ids.iter().any(|id| active(s).contains(&JobId::Run(*id))) {
-        if t0.elapsed() > STOP_WAIT {
-            return Err(OtgError::internal(format!(
-                "the runs of these flows did not end within {} s of the stop",
-                STOP_WAIT.as_secs()
-            )));
-        }
-        std::thread::sleep(std::time::Duration::from_millis(5));
+    let ended = || !ids.iter().any(|id| active(s).contains(&JobId::Run(*id)));
+    if !wait_until(STOP_WAIT, ended) {
+        return Err(OtgError::internal(format!(
+            "the runs of these flows did not end within {} s of the stop",
+            STOP_WAIT.as_secs()
+        )));
     }
     Ok(requests::ok(Vec::new()))
 }
@@ -771,11 +768,19 @@ fn ended_and_gone(s: &Shared, holder: JobId) -> bool {
     if active(s).contains(&holder) {
         return false;
     }
+    wait_until(ENDED_RUN_WAIT, || !s.jobs.holds(holder))
+}
+
+/// Whether `done` holds within `limit`, asked every 5 ms.
+fn wait_until(limit: std::time::Duration, mut done: impl FnMut() -> bool) -> bool {
     let t0 = std::time::Instant::now();
-    while s.jobs.holds(holder) && t0.elapsed() < ENDED_RUN_WAIT {
-        std::thread::sleep(std::time::Duration::from_millis(10));
+    while !done() {
+        if t0.elapsed() > limit {
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
     }
-    !s.jobs.holds(holder)
+    true
 }
 
 fn start_joint(s: &Shared, j: &runs::Joint) -> Result<(i64, Option<gapless_engine::Pauser>, usize), OtgError> {
