@@ -188,3 +188,78 @@ def test_a_flow_level_field_gapless_does_not_do_is_refused_with_its_path(server:
         a.set_config(cfg)
     text = " ".join(str(e.value).replace("''", "'").split())
     assert want in text, f"expected {want!r}; got {text}"
+
+
+def bare_ip_flow(cfg: Any, name: str, vlan: int, v6: bool, size: int) -> Any:
+    """A flow of Ethernet, a VLAN tag and an IP header with nothing after it (most of
+    featureprofiles' flows have this shape; its OSPFv3 test sends 64 B over IPv6)."""
+    f = flow(cfg, name, 0)
+    f.size.fixed = size
+    f.packet.vlan()[-1].id.value = vlan
+    if v6:
+        ip = f.packet.ipv6()[-1]
+        ip.src.value, ip.dst.value = "2001:db8::1", "2001:db8::2"
+    else:
+        ip = f.packet.ipv4()[-1]
+        ip.src.value, ip.dst.value = "192.0.2.1", "192.0.2.2"
+    return f
+
+
+def test_a_flow_that_ends_at_ip_leaves_so_and_small_frames_are_counted_by_their_headers(server: Server, veths: str) -> None:
+    """No invented layer 4: Ethernet/VLAN/IPv4 leaves with protocol 61 (the model's auto), the
+    signature at the end of the IP payload, latency measured; Ethernet/VLAN/IPv6 at 64 B (no
+    room for the signature) leaves with next header 59 and is counted per flow by its VLAN,
+    the warning naming the figures it lacks; a set protocol goes out as set. About 3 s."""
+    from scapy.all import IP, Dot1Q, IPv6, PcapReader  # type: ignore[import-untyped]
+
+    a = api(server, "https")
+    cfg = a.config()
+    cfg.ports.port(name="p1", location=f"{NS}/{A}").port(name="p2", location=f"{NS}/{Z}")
+    bare_ip_flow(cfg, "v4", 101, False, 128).metrics.latency.enable = True
+    bare_ip_flow(cfg, "v6_small_a", 102, True, 64)
+    bare_ip_flow(cfg, "v6_small_b", 103, True, 64)
+    bare_ip_flow(cfg, "ospf", 104, False, 128).packet[-1].protocol.value = 89
+    c = cfg.captures.capture(name="c")[-1]
+    c.port_names, c.format = ["p2"], "pcap"
+    said = " ".join(a.set_config(cfg).warnings)
+    for n in ("v6_small_a", "v6_small_b"):
+        assert f'flow "{n}": its 64 B frames have no room' in said and "no latency, sequence loss, reordering" in said, \
+            f"expected a warning naming {n} and the figures it lacks; got {said!r}"
+    assert '"v4"' not in said, f"expected no warning for the 128 B IPv4 flow; got {said!r}"
+    cs = a.control_state()
+    cs.port.capture.port_names, cs.port.capture.state = ["p2"], "start"
+    a.set_control_state(cs)
+    req = a.metrics_request()
+    req.flow.flow_names = []
+    req.flow.metric_names = ["frames_tx", "frames_rx"]
+    got = {m.name: m for m in run_to_stop(a, None, set_config=False)}
+    for n, m in got.items():
+        assert (m.frames_tx, m.frames_rx) == (COUNT, COUNT), f"{n}: expected {COUNT} sent and {COUNT} counted; got {m.frames_tx}, {m.frames_rx}"
+    cs.port.capture.state = "stop"
+    a.set_control_state(cs)
+    cap = a.capture_request()
+    cap.port_name = "p2"
+    pkts = [p for p in PcapReader(io.BytesIO(a.get_capture(cap).read())) if Dot1Q in p]
+    by = {v: [p for p in pkts if p[Dot1Q].vlan == v] for v in (101, 102, 103, 104)}
+    assert {v: len(ps) for v, ps in by.items()} == {v: COUNT for v in by}, f"expected {COUNT} frames per VLAN; got {[(v, len(ps)) for v, ps in by.items()]}"
+    assert {(p[IP].proto, len(p)) for p in by[101]} == {(61, 128)}, f"expected IPv4 protocol 61 at 128 B; got {[(p[IP].proto, len(p)) for p in by[101]]}"
+    assert {p[IP].proto for p in by[104]} == {89}, f"expected the protocol set, 89; got {[p[IP].proto for p in by[104]]}"
+    for v in (102, 103):
+        assert {(p[IPv6].nh, len(p)) for p in by[v]} == {(59, 64)}, f"expected next header 59 at 64 B; got {[(p[IPv6].nh, len(p)) for p in by[v]]}"
+    lat = a.metrics_request()
+    lat.flow.flow_names = ["v4"]
+    m = a.get_metrics(lat).flow_metrics[0]
+    assert m.latency.maximum_ns > 0, f"expected v4's frames signed (latency measured); got {m.latency}"
+
+
+def test_two_small_flows_the_meter_cannot_tell_apart_are_refused_naming_both(server: Server, veths: str) -> None:
+    a = api(server, "grpc")
+    cfg = a.config()
+    cfg.ports.port(name="p1", location=f"{NS}/{A}").port(name="p2", location=f"{NS}/{Z}")
+    bare_ip_flow(cfg, "x", 201, True, 64)
+    bare_ip_flow(cfg, "y", 201, True, 64)
+    with pytest.raises(Exception) as e:
+        a.set_config(cfg)
+    text = " ".join(str(e.value).replace("''", "'").split())
+    assert 'flows "x" and "y"' in text and "do not tell them apart" in text and "vlan=201" in text, \
+        f"expected the refusal to name both flows and their headers; got {text}"

@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use std::collections::HashMap;
 
+use gapless_core::meter::plan::PlanMatch;
 use gapless_core::meter::reference::{self, GapReference};
 use gapless_core::meter::{Meter, MeterReport, StreamTarget};
 use gapless_core::result::RunResult;
@@ -446,9 +447,22 @@ pub fn targets_of(p: &Profile) -> HashMap<u16, StreamTarget> {
                 lanes: s.lanes,
                 gaps: gap_reference(s, p.on_late),
                 tags: s.tags.clone(),
+                plan: plan_of(s),
             };
             (s.id, t)
         })
+        .collect()
+}
+
+/// What an unsigned stream's frames look like, one match per variant (the meter's plan:
+/// [`gapless_core::meter::plan`]); empty for a signed stream or one the plan cannot read.
+pub fn plan_of(s: &StreamConfig) -> Vec<PlanMatch> {
+    if s.replay.is_some() || s.variants.iter().any(|v| v.template.sig) {
+        return Vec::new();
+    }
+    s.variants
+        .iter()
+        .filter_map(|v| PlanMatch::of(&v.template, &v.ops))
         .collect()
 }
 
@@ -491,6 +505,7 @@ pub(crate) fn target_map<'a>(
                 lanes,
                 gaps,
                 tags: Vec::new(),
+                plan: Vec::new(),
             };
             (id, t)
         })

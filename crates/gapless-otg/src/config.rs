@@ -613,7 +613,9 @@ fn stream(
     if !tags.is_empty() {
         stream["tag"] = json!(tags);
     }
-    Ok((stream, need, size_warning))
+    let unsigned = crate::size::unsigned_if_small(&mut stream);
+    let said: Vec<String> = size_warning.into_iter().chain(unsigned).collect();
+    Ok((stream, need, (!said.is_empty()).then(|| said.join("; "))))
 }
 
 /// The template being built and its field ops.
@@ -649,6 +651,15 @@ impl Hdr {
     }
 }
 
+impl Hdr {
+    /// The IP header ends the packet: it leaves so, no layer 4 header after it, its protocol
+    /// (next header) the one set, else the model's `auto`: 61 on IPv4, 59 on IPv6.
+    fn bare_ip(&mut self, proto: Option<&Value>, at: String) -> Result<(), Invalid> {
+        self.t.insert("l4".into(), json!("none"));
+        self.put("ip_proto", proto, at, Kind::Int(8), None)
+    }
+}
+
 /// The packet's headers as the template and its field ops.
 fn headers(packet: &Value, path: &str) -> Result<Hdr, Invalid> {
     let mut h = Hdr::default();
@@ -681,6 +692,9 @@ fn headers(packet: &Value, path: &str) -> Result<Hdr, Invalid> {
                 dont_fragment(&mut h, f("dont_fragment"), &p("dont_fragment"))?;
                 priority(&mut h, &b["priority"], &format!("{at}.ipv4.priority"))?;
                 h.v6 = false;
+                if n + 1 == keep.len() {
+                    h.bare_ip(f("protocol"), p("protocol"))?;
+                }
             }
             "ipv6" => {
                 h.put("ip_src", f("src"), p("src"), Kind::Ipv6, Some("ip_src"))?;
@@ -689,6 +703,9 @@ fn headers(packet: &Value, path: &str) -> Result<Hdr, Invalid> {
                 h.put("flow_label", f("flow_label"), p("flow_label"), Kind::Int(20), Some("flow_label"))?;
                 h.put("tos", f("traffic_class"), p("traffic_class"), Kind::Int(8), Some("tos"))?;
                 h.v6 = true;
+                if n + 1 == keep.len() {
+                    h.bare_ip(f("next_header"), p("next_header"))?;
+                }
             }
             "udp" | "tcp" => {
                 h.t.insert("l4".into(), json!(choice));

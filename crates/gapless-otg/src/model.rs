@@ -189,7 +189,17 @@ pub fn gate_packet(list: &[Value], path: &str) -> Result<(), Invalid> {
         let at = format!("{path}[{i}].{c}");
         let next = choice(i + 1);
         let writes = |k: &str| derived(c, k, next);
-        let b = &hd[c];
+        let mut b = &hd[c];
+        let bare;
+        if next.is_empty() && role == Role::Inner && matches!(c, "ipv4" | "ipv6") {
+            // The IP header ends the packet: its protocol (next header) is applied as set.
+            let mut o = b.clone();
+            if let Some(m) = o.as_object_mut() {
+                m.remove(if c == "ipv4" { "protocol" } else { "next_header" });
+            }
+            bare = o;
+            b = &bare;
+        }
         gate(c, b, &at, role, &writes)?;
         for (sub, key) in [
             ("ipv4.priority", "priority"),

@@ -3,6 +3,7 @@
 //! one send loop over every TX port and one meter over every RX port, so that flows in both
 //! directions between two ports, or any mix of flows over any ports, run at once.
 
+use gapless_core::meter::plan::PlanMatch;
 use gapless_engine::request::RunRequest;
 use gapless_engine::spec::{LagTx, PortRef};
 use gapless_engine::{ProfileSource, RunSpec};
@@ -37,10 +38,45 @@ pub fn source(g: &Group) -> Result<ProfileSource, OtgError> {
     })
 }
 
-/// Compiles every port's profile, so a config that cannot run is refused when it is set.
+/// Compiles every port's profile, so a config that cannot run is refused when it is set,
+/// and refuses two flows sent without a signature on one RX port that the meter could not
+/// tell apart by their headers.
 pub fn check(plan: &Plan) -> Result<(), OtgError> {
+    let mut unsigned = Vec::new();
     for g in &plan.groups {
-        compiled(g)?;
+        for s in &compiled(g)?.streams {
+            let matches = gapless_engine::rx::plan_of(s);
+            if !matches.is_empty() {
+                unsigned.push((s.name.clone(), matches));
+            }
+        }
+    }
+    apart(plan, &unsigned)
+}
+
+/// The first two unsigned flows sharing an RX port whose frames could match either's plan.
+fn apart(plan: &Plan, unsigned: &[(String, Vec<PlanMatch>)]) -> Result<(), OtgError> {
+    let rx_of = |n: &str| {
+        plan.flows
+            .iter()
+            .find(|f| f.0 == n)
+            .map(|f| f.2.clone())
+            .unwrap_or_default()
+    };
+    for (i, (a, ma)) in unsigned.iter().enumerate() {
+        for (b, mb) in &unsigned[i + 1..] {
+            let (ra, rb) = (rx_of(a), rx_of(b));
+            let Some(port) = ra.iter().find(|p| rb.contains(p)) else {
+                continue;
+            };
+            let Some(m) = ma.iter().find(|m| mb.iter().any(|n| m.overlaps(n))) else {
+                continue;
+            };
+            return Err(OtgError::invalid(format!(
+                "flows {a:?} and {b:?}: both are sent without a signature (frames too small for it) to port {port:?}, and their headers ({}) do not tell them apart, so neither could be counted. Fix: give them different VLAN ids, addresses or ports (not varied by a pattern), or frames large enough for the signature",
+                m.describe()
+            )));
+        }
     }
     Ok(())
 }

@@ -92,6 +92,51 @@ fn weight_pairs(w: &Value, path: &str) -> Result<(Value, Option<String>), Invali
     Ok((json!({ "imix": imix, "order": "sequence" }), warning))
 }
 
+/// The smallest frame (FCS included) of a profile `size`.
+fn smallest(size: &Value) -> Option<u64> {
+    let min2 = |a: &Value| Some(a[0].as_u64()?.min(a[1].as_u64()?));
+    match size {
+        Value::Number(n) => n.as_u64(),
+        v if v.get("ramp").is_some() => min2(&v["ramp"]),
+        v if v.get("imix").is_some() => v["imix"].as_array()?.iter().filter_map(|p| p[0].as_u64()).min(),
+        v => v["min"].as_u64(),
+    }
+}
+
+/// The bytes before a template's payload: Ethernet, its tags, the IP header and the layer 4
+/// header; `None` for a tunnel or ARP, which are not sent unsigned.
+fn header_len(t: &Value) -> Option<u64> {
+    if t.get("tunnel").is_some() {
+        return None;
+    }
+    let tags = t["vlan"].as_array().map_or(0, |v| v.len() as u64);
+    let v6 = t["ip_src"].as_str().is_some_and(|a| a.contains(':'));
+    let l4 = match t["l4"].as_str().unwrap_or("udp") {
+        "udp" | "icmp" => 8,
+        "tcp" => 20,
+        "none" => 0,
+        _ => return None,
+    };
+    Some(14 + 4 * tags + if v6 { 40 } else { 20 } + l4)
+}
+
+/// A flow whose smallest frame has no room for the 16-byte signature after its headers is
+/// sent without one (`signature = false`): the meter counts it by its headers (its plan),
+/// and the warning names what it cannot have. `None` when the signature fits.
+pub fn unsigned_if_small(stream: &mut Value) -> Option<String> {
+    let hdr = header_len(&stream["template"])?;
+    let min = smallest(&stream["size"])?;
+    let need = hdr + 16 + 4;
+    if min >= need {
+        return None;
+    }
+    stream["signature"] = json!(false);
+    Some(format!(
+        "its {min} B frames have no room for gapless's 16-byte signature after their {} B of headers (and FCS), which needs {need} B: it is sent without one and counted by its headers (VLAN, addresses, protocol, ports), so it has frame, byte and rate counts but no latency, sequence loss, reordering or duplicates. Fix: frames of at least {need} B give every figure",
+        hdr + 4
+    ))
+}
+
 /// `custom` pairs: each size (12..=65535 in the model) and a positive weight.
 fn custom(list: &Value, path: &str) -> Result<Vec<(u32, f64)>, Invalid> {
     let items = list

@@ -136,7 +136,10 @@ pub(crate) fn classify_parsed(frame: &[u8]) -> Class {
             128 | 129 => (i.payload(), None),
             _ => return Class::Foreign(Foreign::IcmpError),
         },
-        _ => (&[][..], None),
+        // No layer 4 header gapless reads: a template with `l4 = "none"` carries the signature
+        // at the end of the IP payload (never a fragment's: the end of a fragmented UDP
+        // packet's payload would carry a signature too, and count its last fragment alone).
+        _ => (bare_ip_payload(&p.net), None),
     };
     if let Some(sig) = Signature::from_payload_end(payload) {
         return Class::Signed(sig);
@@ -154,6 +157,21 @@ pub(crate) fn classify_parsed(frame: &[u8]) -> Class {
         }),
         None => Class::Foreign(Foreign::NoPorts),
     }
+}
+
+/// The payload of an unfragmented IP packet whose protocol etherparse does not read as a
+/// transport (not TCP, UDP or ICMP); empty otherwise.
+fn bare_ip_payload<'a>(net: &Option<NetSlice<'a>>) -> &'a [u8] {
+    let p = match net {
+        Some(NetSlice::Ipv4(ip)) => ip.payload(),
+        Some(NetSlice::Ipv6(ip)) => ip.payload(),
+        _ => return &[],
+    };
+    let l4 = matches!(p.ip_number.0, 6 | 17 | 1 | 58);
+    if p.fragmented || l4 {
+        return &[];
+    }
+    p.payload
 }
 
 /// A tunnel without an outer UDP header (GRE, MPLS: see [`crate::packet::tunnel`]) carries

@@ -9,6 +9,7 @@ pub mod buckets;
 pub mod classify;
 pub mod episodes;
 pub mod lazy;
+pub mod plan;
 pub mod reference;
 pub mod report;
 pub mod seq;
@@ -36,6 +37,9 @@ pub struct StreamTarget {
     pub gaps: reference::GapReference,
     /// Bits of its frames to count them by ([`tags`]); none for most streams.
     pub tags: Vec<tags::TagField>,
+    /// A stream sent without a signature: what its frames look like, one match per variant
+    /// ([`plan`]); empty for a signed stream.
+    pub plan: Vec<plan::PlanMatch>,
 }
 
 /// One stream's running counts while the meter runs. Loss here is the gaps in the sequence
@@ -125,12 +129,22 @@ pub struct Meter {
     port: u8,
     /// Whether any stream has metric tags (the frame is read again for them).
     tagged: bool,
+    /// The unsigned streams, known by their headers.
+    plan: plan::Plan,
 }
 
 impl Meter {
     pub fn new(cfg: MeterConfig) -> Meter {
         let cfg_tagged = cfg.targets.values().any(|t| !t.tags.is_empty());
+        let mut ids: Vec<u16> = cfg.targets.keys().copied().collect();
+        ids.sort_unstable();
+        let plan = plan::Plan::new(
+            ids.iter()
+                .flat_map(|id| cfg.targets[id].plan.iter().map(|m| (m.clone(), *id)))
+                .collect(),
+        );
         Meter {
+            plan,
             cfg,
             index: vec![0; 1 << 16],
             signed: Vec::new(),
@@ -216,6 +230,11 @@ impl Meter {
             // Headers that announce more than was captured are read as far as they go.
             class = classify_cut(frame);
         }
+        if !matches!(class, Class::Signed(_)) {
+            if let Some(id) = self.plan.stream_of(frame) {
+                return self.planned(ts_ns, frame, wire_len, id);
+            }
+        }
         match class {
             Class::Signed(sig) => self.signed_frame(ts_ns, frame, wire_len, sig),
             Class::Flow(key) => self.on_flow(ts_ns, wire_len, Some(key)),
@@ -283,24 +302,47 @@ impl Meter {
             return None;
         }
         let t0 = self.tick(ts_ns);
-        let slot = self.index[sig.stream as usize];
-        let m = if slot == 0 {
-            let (name, target) = match self.cfg.targets.get(&sig.stream) {
-                Some(t) => (t.name.clone(), t.target_pps.or(self.cfg.default_target_pps)),
-                None => (format!("stream {}", sig.stream), self.cfg.default_target_pps),
-            };
-            self.signed
-                .push(StreamMeter::new(name, Some(sig.stream), None, target, &self.cfg, t0));
-            self.index[sig.stream as usize] = self.signed.len() as u32;
-            self.signed.last_mut().expect("just pushed")
-        } else {
-            &mut self.signed[slot as usize - 1]
-        };
+        let multi_port = self.multi_port;
+        let port = self.port;
+        let m = self.stream_meter(sig.stream, t0);
         m.on_frame(ts_ns, wire_len, Some((sig.seq, sig.tx_ns)));
-        if self.multi_port {
-            m.on_port(self.port, ts_ns, wire_len);
+        if multi_port {
+            m.on_port(port, ts_ns, wire_len);
         }
         Some(m)
+    }
+
+    /// Stream `id`'s meter, made at its first frame.
+    #[inline]
+    fn stream_meter(&mut self, id: u16, t0: u64) -> &mut StreamMeter {
+        let slot = self.index[id as usize];
+        if slot == 0 {
+            let (name, target) = match self.cfg.targets.get(&id) {
+                Some(t) => (t.name.clone(), t.target_pps.or(self.cfg.default_target_pps)),
+                None => (format!("stream {id}"), self.cfg.default_target_pps),
+            };
+            self.signed
+                .push(StreamMeter::new(name, Some(id), None, target, &self.cfg, t0));
+            self.index[id as usize] = self.signed.len() as u32;
+            return self.signed.last_mut().expect("just pushed");
+        }
+        &mut self.signed[slot as usize - 1]
+    }
+
+    /// A frame of an unsigned stream the plan knows: counted without sequence or latency
+    /// (it has neither), and by its tags when the stream has some. No warm-up: the frame
+    /// does not say when it was sent.
+    fn planned(&mut self, ts_ns: u64, frame: &[u8], wire_len: u32, id: u16) {
+        let t0 = self.tick(ts_ns);
+        let (multi_port, port, tagged) = (self.multi_port, self.port, self.tagged);
+        let m = self.stream_meter(id, t0);
+        m.on_frame(ts_ns, wire_len, None);
+        if multi_port {
+            m.on_port(port, ts_ns, wire_len);
+        }
+        if tagged {
+            m.on_tags(ts_ns, frame, wire_len);
+        }
     }
 
     /// Takes an unsigned arrival: a TCP/UDP flow by its 5-tuple, or (`None`) one anonymous

@@ -272,6 +272,7 @@ fn lanes_of_a_split_stream_are_counted_apart() {
             lanes: 2,
             gaps: Default::default(),
             tags: Vec::new(),
+            plan: Vec::new(),
         },
     );
     let mut m = Meter::new(MeterConfig {
@@ -393,5 +394,92 @@ fn a_stream_moving_between_ports_is_one_sequence_counted_per_port() {
     assert!(
         one.report().streams[0].rx_ports.is_empty(),
         "a meter on one port lists no ports"
+    );
+}
+
+/// A template without a layer 4 header (`l4 = "none"`) at `len` bytes: signed when `sig`.
+fn bare_ip_frame(v6: bool, vlan: u16, len: usize, sig: Option<u32>) -> (crate::packet::template::Template, Vec<u8>) {
+    use crate::spec::{L4Kind, TemplateSpec, VlanSpec};
+    let mut s = TemplateSpec {
+        l4: L4Kind::None,
+        vlan: vec![VlanSpec {
+            id: vlan,
+            pcp: 0,
+            dei: false,
+            tpid: None,
+        }],
+        ..TemplateSpec::default()
+    };
+    if v6 {
+        s.ip_src = "2001:2::1".into();
+        s.ip_dst = "2001:2::2".into();
+    }
+    let t = crate::packet::template::Template::build(&s, len, sig.is_some(), Vec::new(), 1, "t").unwrap();
+    let mut f = t.bytes.clone();
+    if let Some(seq) = sig {
+        let at = f.len() - 16;
+        crate::packet::signature::Signature {
+            stream: 3,
+            seq,
+            tx_ns: 5,
+        }
+        .write(&mut f[at..]);
+        t.finish_reference(&mut f);
+    }
+    (t, f)
+}
+
+#[test]
+fn a_bare_ip_frame_is_read_by_its_signature_at_the_ip_payload_s_end() {
+    let (_, f) = bare_ip_frame(false, 5, 100, Some(9));
+    assert_eq!(f[12 + 4 + 2 + 9], 61, "expected IPv4 protocol 61; got {}", f[27]);
+    match super::classify(&f) {
+        Class::Signed(s) => assert_eq!((s.stream, s.seq), (3, 9), "got {s:?}"),
+        other => panic!("expected a signed frame; got {other:?}"),
+    }
+}
+
+#[test]
+fn unsigned_streams_are_counted_by_the_plan_and_others_stay_foreign() {
+    use crate::meter::plan::PlanMatch;
+    let (t10, f10) = bare_ip_frame(true, 10, 60, None);
+    let (t11, f11) = bare_ip_frame(true, 11, 60, None);
+    let (_, f12) = bare_ip_frame(true, 12, 60, None);
+    let mut targets = std::collections::HashMap::new();
+    for (id, t) in [(1u16, &t10), (2, &t11)] {
+        let target = StreamTarget {
+            name: format!("flow {id}"),
+            target_pps: None,
+            lanes: 1,
+            gaps: Default::default(),
+            tags: Vec::new(),
+            plan: vec![PlanMatch::of(t, &[]).unwrap()],
+        };
+        targets.insert(id, target);
+    }
+    let mut m = Meter::new(MeterConfig {
+        targets,
+        ..Default::default()
+    });
+    for i in 0..5u64 {
+        m.on_frame(1000 * i, &f10, 60);
+    }
+    m.on_frame(9000, &f11, 60);
+    m.on_frame(9500, &f12, 60);
+    let r = m.report();
+    let got: Vec<(String, u64)> = r.streams.iter().map(|s| (s.name.clone(), s.rx_frames)).collect();
+    assert_eq!(
+        got,
+        vec![("flow 1".to_string(), 5), ("flow 2".to_string(), 1)],
+        "expected flow 1: 5, flow 2: 1"
+    );
+    assert_eq!(
+        r.foreign.total, 1,
+        "expected VLAN 12's frame foreign; got {:?}",
+        r.foreign
+    );
+    assert!(
+        r.streams[0].latency.is_none(),
+        "an unsigned stream has no latency; got one"
     );
 }

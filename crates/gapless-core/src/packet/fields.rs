@@ -441,6 +441,13 @@ fn field_target(
         ),
         "ttl" if v6 => (FieldTarget::whole(layout.l3 + 7, 1), Kind::Num),
         "ttl" => (FieldTarget::whole(layout.l3 + 8, 1), Kind::Num),
+        "src_port" | "dst_port" if l4 == L4Kind::None => {
+            return Err(ProfileError::invalid(
+                format!("{path}.field"),
+                format!("{} on a template without a layer 4 header (l4 = \"none\")", spec.field),
+                "use a udp or tcp template for ports",
+            ));
+        }
         "src_port" | "dst_port" if l4 == L4Kind::Icmp => {
             return Err(ProfileError::invalid(
                 format!("{path}.field"),

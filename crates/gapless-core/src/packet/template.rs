@@ -43,9 +43,14 @@ impl Layout {
             L4Kind::Udp => self.l4 + 6,
             L4Kind::Tcp => self.l4 + 16,
             L4Kind::Icmp => self.l4 + 2,
-            // ARP has no checksum: nothing reads or writes this.
-            L4Kind::Arp => self.l4,
+            // ARP and a bare IP packet have none: nothing reads or writes this.
+            L4Kind::Arp | L4Kind::None => self.l4,
         }
+    }
+
+    /// Whether the frame has a layer 4 checksum to keep (not ARP, not a bare IP packet).
+    pub fn has_l4_csum(&self) -> bool {
+        !matches!(self.l4_kind, L4Kind::Arp | L4Kind::None)
     }
 }
 
@@ -243,6 +248,16 @@ fn check_fields(spec: &TemplateSpec, path: &str) -> Result<u8, ProfileError> {
             ));
         }
     }
+    if spec.ip_proto.is_some() && spec.l4 != L4Kind::None {
+        return Err(ProfileError::invalid(
+            format!("{path}.ip_proto"),
+            format!(
+                "ip_proto is set on a {:?} template, whose protocol its l4 names",
+                spec.l4
+            ),
+            "remove ip_proto, or set l4 = \"none\" to send the IP header with the payload right after it",
+        ));
+    }
     if spec.flow_label > 0xf_ffff {
         return Err(ProfileError::invalid(
             format!("{path}.flow_label"),
@@ -314,6 +329,11 @@ fn write_headers(
             .icmpv4_echo_request(spec.icmp_id, spec.icmp_seq)
             .write(&mut bytes, filler)
             .map_err(|e| write_err(e.to_string()))?,
+        L4Kind::None => {
+            let proto = spec.ip_proto.unwrap_or(if ipv6 { 59 } else { 61 });
+            ipb.write(&mut bytes, etherparse::IpNumber(proto), filler)
+                .map_err(|e| write_err(e.to_string()))?
+        }
         L4Kind::Arp => unreachable!("ARP templates are built by Template::build_arp"),
     }
     debug_assert_eq!(bytes.len(), max_len);
@@ -457,6 +477,7 @@ impl Template {
             + match spec.l4 {
                 L4Kind::Udp | L4Kind::Icmp | L4Kind::Arp => 8,
                 L4Kind::Tcp => 20,
+                L4Kind::None => 0,
             };
         check_room(payload, max_len, sig, &regions, path)?;
         let payload_len = max_len - payload;
@@ -569,6 +590,11 @@ impl Template {
             h[10..12].fill(0);
             sum_be(&h)
         };
+        if !ly.has_l4_csum() {
+            self.l4_base = 0;
+            self.bytes = b;
+            return;
+        }
         let mut l4h = b[ly.l4..ly.payload].to_vec();
         let cs = ly.l4_csum() - ly.l4;
         l4h[cs..cs + 2].fill(0);
@@ -652,6 +678,12 @@ impl Template {
             let c = finish(ip + d_ip);
             frame[ly.l3 + 10..ly.l3 + 12].copy_from_slice(&c.to_be_bytes());
         }
+        if !ly.has_l4_csum() {
+            if let Some(t) = &self.tunnel {
+                t.finish(frame);
+            }
+            return;
+        }
         let mut sum = base + d_l4;
         let pl_len = len - ly.payload;
         match sig {
@@ -700,6 +732,12 @@ impl Template {
             let c = finish(sum_be(&frame[ly.l3..ly.l3 + 20]));
             frame[ly.l3 + 10..ly.l3 + 12].copy_from_slice(&c.to_be_bytes());
         }
+        if !ly.has_l4_csum() {
+            if let Some(t) = &self.tunnel {
+                t.finish(frame);
+            }
+            return;
+        }
         if ly.l4_kind == L4Kind::Udp {
             frame[ly.l4 + 4..ly.l4 + 6].copy_from_slice(&(l4_len as u16).to_be_bytes());
         }
@@ -741,7 +779,7 @@ impl Template {
         }
         let ly = &self.layout;
         let at = frame.len() - 8;
-        if ly.l4_kind == L4Kind::Arp {
+        if !ly.has_l4_csum() {
             frame[at..].copy_from_slice(&tx_ns.to_be_bytes());
             return;
         }

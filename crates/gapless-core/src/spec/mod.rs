@@ -305,8 +305,13 @@ pub struct TemplateSpec {
     pub ip_id: u16,
     pub dont_fragment: bool,
     pub flow_label: u32,
-    /// `udp`, `tcp` or `icmp` (echo request; ICMPv6 on IPv6).
+    /// `udp`, `tcp`, `icmp` (echo request; ICMPv6 on IPv6), `arp`, or `none`: the IP header
+    /// with the payload right after it.
     pub l4: L4Kind,
+    /// The IP protocol (IPv6: next header) of an `l4 = "none"` template: 61 ("any host
+    /// internal protocol", OTG's default) on IPv4, 59 ("no next header") on IPv6 unless set.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ip_proto: Option<u8>,
     pub src_port: u16,
     pub dst_port: u16,
     /// TCP flags as letters: F S R P A U E C, e.g. "S" or "PA".
@@ -432,6 +437,7 @@ impl Default for TemplateSpec {
             dont_fragment: true,
             flow_label: 0,
             l4: L4Kind::Udp,
+            ip_proto: None,
             src_port: 1024,
             dst_port: 1024,
             tcp_flags: "S".into(),
@@ -461,6 +467,10 @@ pub enum L4Kind {
     /// addresses (IPv4), `arp_op`, `arp_sha` and `arp_tha` the rest; the payload (with the
     /// signature at its end) is the frame's padding after it.
     Arp,
+    /// No layer 4 header: the payload (and the signature at its end) follows the IP header,
+    /// whose protocol is `ip_proto`. Frames too small for the signature are sent without it
+    /// (`signature = false`) and counted by the meter's plan ([`crate::meter::plan`]).
+    None,
 }
 
 /// One VLAN tag.
