@@ -76,7 +76,7 @@ pub enum IoError {
     #[error("{context}: {cause}")]
     Os { context: String, cause: std::io::Error },
     /// A command the testbed runs failed.
-    #[error("`{cmd}` failed: {stderr}. Fix: check that iproute2 is installed (`apt-get install iproute2`) and that you are root")]
+    #[error("`{cmd}` failed: {stderr}. Fix: {}", command_fix(.stderr))]
     Command { cmd: String, stderr: String },
     /// The interface has a root qdisc of its own, which a shaper would replace.
     #[error("{iface} has a root qdisc of its own ({kind}); rate_control = \"shaper\" would replace it and could not put it back. Fix: remove it (`tc qdisc del dev {iface} root`) if it is not needed, or pick another rate control (software)")]
@@ -125,5 +125,17 @@ impl IoError {
             context: context.into(),
             cause: std::io::Error::last_os_error(),
         }
+    }
+}
+
+/// The fix for a failed command: installing iproute2 only when it could not be run; a
+/// refusal by the kernel ("Address already assigned", "File exists") is about what was asked.
+fn command_fix(stderr: &str) -> &'static str {
+    if stderr.starts_with("cannot run") {
+        "install iproute2 (`apt-get install iproute2`) and run as root"
+    } else if stderr.contains("Operation not permitted") {
+        "run as root (or with CAP_NET_ADMIN)"
+    } else {
+        "the kernel refused what was asked: change the value named before it (an address or name already in use, or out of range)"
     }
 }

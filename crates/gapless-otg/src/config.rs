@@ -337,8 +337,10 @@ pub fn plan(cfg: &Value) -> Result<Plan, Invalid> {
         .collect();
     let lldp = crate::lldp::parse(cfg, &names)?;
     let devices = crate::devices::parse(cfg)?;
+    let twice = crate::devices::twice(cfg, &devices)?;
     let routers = crate::bgp::parse(cfg, &devices)?;
     let (isis, mut warnings) = crate::isis::parse(cfg, &devices)?;
+    warnings.extend(twice);
     let ospf = crate::ospf::parse(cfg, &devices)?;
     device_ports(&devices, &ports, &lags)?;
     let find = |name: &str, path: String| {

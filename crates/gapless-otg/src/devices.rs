@@ -194,6 +194,60 @@ fn addr(a: &Value, at: &str, v6: bool) -> Result<Addr, Invalid> {
     })
 }
 
+/// An address given twice to one device Ethernet (featureprofiles' link_state_b2b test gives
+/// port 1's Ethernet port 3's address, which is the same): the same address, prefix and
+/// gateway is set once, with a warning naming both paths, and both names stay flow
+/// endpoints; the same address with another prefix or gateway is refused naming both.
+pub fn twice(cfg: &Value, eths: &[Eth]) -> Result<Vec<String>, Invalid> {
+    let mut said = Vec::new();
+    let mut k = 0;
+    for (i, d) in cfg["devices"].as_array().into_iter().flatten().enumerate() {
+        for j in 0..d["ethernets"].as_array().map_or(0, |a| a.len()) {
+            let e = &eths[k];
+            k += 1;
+            let path = |n: usize| {
+                let a = &e.addrs[n];
+                let key = if a.ip.is_ipv6() {
+                    "ipv6_addresses"
+                } else {
+                    "ipv4_addresses"
+                };
+                let m = e.addrs[..n].iter().filter(|b| b.ip.is_ipv6() == a.ip.is_ipv6()).count();
+                format!("devices[{i}].ethernets[{j}].{key}[{m}]")
+            };
+            for (n, a) in e.addrs.iter().enumerate() {
+                let Some(m) = e.addrs[..n].iter().position(|b| b.ip == a.ip) else {
+                    continue;
+                };
+                let b = &e.addrs[m];
+                if (b.prefix, b.gateway) != (a.prefix, a.gateway) {
+                    return Err(Invalid(format!(
+                        "{}: {} is already {} at {} with prefix {} and gateway {}; one Ethernet holds an address once. Fix: give {} another address, or the same prefix and gateway",
+                        path(n), a.ip, b.name, path(m), b.prefix, b.gateway, a.name
+                    )));
+                }
+                said.push(format!(
+                    "{}: {} ({:?}) is {}'s address, prefix and gateway ({}) again: it is set once, and both names are flow endpoints",
+                    path(n), a.ip, a.name, b.name, path(m)
+                ));
+            }
+        }
+    }
+    Ok(said)
+}
+
+/// Each address of a device Ethernet once: (address, prefix, gateway), as the host takes
+/// them ([`twice`] refused the same address with another prefix or gateway).
+pub fn distinct(e: &Eth) -> Vec<(IpAddr, u8, IpAddr)> {
+    let mut out: Vec<(IpAddr, u8, IpAddr)> = Vec::new();
+    for a in &e.addrs {
+        if !out.iter().any(|b| b.0 == a.ip) {
+            out.push((a.ip, a.prefix, a.gateway));
+        }
+    }
+    out
+}
+
 /// The device Ethernet and address an address name refers to.
 pub fn find<'a>(eths: &'a [Eth], name: &str) -> Option<(&'a Eth, &'a Addr)> {
     eths.iter()
@@ -204,6 +258,36 @@ pub fn find<'a>(eths: &'a [Eth], name: &str) -> Option<(&'a Eth, &'a Addr)> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn an_address_given_twice_to_one_ethernet_is_set_once_or_refused_naming_both_paths() {
+        let a = |n: &str, ip: &str, gw: &str| json!({ "name": n, "address": ip, "gateway": gw, "prefix": 24 });
+        let cfg = |second: Value| {
+            json!({ "devices": [{ "name": "d1", "ethernets": [{ "name": "e", "mac": "00:00:01:01:01:01",
+                "connection": { "port_name": "p1" },
+                "ipv4_addresses": [a("one", "192.0.2.2", "192.0.2.1"), second] }] }] })
+        };
+        let same = cfg(a("three", "192.0.2.2", "192.0.2.1"));
+        let eths = parse(&same).expect("parses");
+        let said = twice(&same, &eths).expect("taken");
+        assert!(
+            said.len() == 1
+                && said[0].starts_with("devices[0].ethernets[0].ipv4_addresses[1]: 192.0.2.2 (\"three\") is one's"),
+            "expected one warning naming both paths; got {said:?}"
+        );
+        assert_eq!(distinct(&eths[0]).len(), 1, "expected the address set once");
+        assert!(
+            find(&eths, "three").is_some() && find(&eths, "one").is_some(),
+            "both names stay endpoints"
+        );
+        let other = cfg(a("three", "192.0.2.2", "192.0.2.254"));
+        let e = twice(&other, &parse(&other).unwrap()).expect_err("refused");
+        assert!(
+            e.0.starts_with("devices[0].ethernets[0].ipv4_addresses[1]: 192.0.2.2 is already one at devices[0].ethernets[0].ipv4_addresses[0]"),
+            "expected both paths named; got {}",
+            e.0
+        );
+    }
 
     #[test]
     fn devices_are_read_with_their_addresses_and_what_is_not_a_host_is_refused() {

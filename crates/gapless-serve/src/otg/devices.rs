@@ -43,7 +43,7 @@ pub fn up(plan: &Plan, lags: &[Arc<LagDriver>]) -> Result<Vec<(String, Arc<Host>
             mac: e.mac.clone(),
             mtu: e.mtu,
             vlans: e.vlans.iter().map(|v| (v.id, v.tpid, v.priority)).collect(),
-            addrs: e.addrs.iter().map(|a| (a.ip, a.prefix, a.gateway)).collect(),
+            addrs: gapless_otg::devices::distinct(e),
         };
         let host = Host::create(spec).map_err(|err| {
             OtgError::invalid(format!(
