@@ -153,3 +153,44 @@ def test_a_location_naming_what_the_kernel_would_not_take_is_refused_by_path(ser
         f"expected {where[:40]!r} refused by its path; got {r.status_code}: {r.text[:300]}"
     assert post(server, "config", config(BASE)).status_code == 200
     assert post(server, "config", {"ports": []}).status_code == 200
+
+
+def test_a_server_killed_with_sigkill_leaves_no_namespace_or_daemon_behind(tmp_path: Any, veths: str) -> None:
+    """`kill -9` of the server: within a second its keeper has killed the BGP daemon and
+    removed the device namespace (with the macvlan on the test port that answered ARP for the
+    device). A server of its own; about 3 s."""
+    import signal
+    import subprocess
+    import time
+
+    s = Server(tmp_path / "g.db")
+    try:
+        body = config(BASE)
+        body.pop("lldp")
+        r = post(s, "config", body)
+        assert r.status_code == 200, f"expected the config taken; got {r.status_code}: {r.text[:300]}"
+        prefix = f"gapless-dev-{s.proc.pid}-"
+        mine = lambda: sorted(n for n in os.listdir("/run/netns") if n.startswith(prefix))  # noqa: E731
+        spaces = mine()
+        assert spaces, f"expected the device's namespace {prefix}*; got {os.listdir('/run/netns')}"
+        pids = [int(p) for ns in spaces for p in subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True).stdout.split()]
+        assert pids, f"expected the BGP daemon in {spaces}; got no process"
+        os.kill(s.proc.pid, signal.SIGKILL)
+        s.proc.wait(timeout=5)
+        t0 = time.monotonic()
+        def alive() -> list[int]:
+            """The daemons still running (a zombie waiting for its parent to reap it runs no more)."""
+            def state(p: int) -> str:
+                try:
+                    return open(f"/proc/{p}/stat").read().rsplit(")", 1)[1].split()[0]
+                except OSError:
+                    return "gone"
+            return [p for p in pids if state(p) not in ("gone", "Z", "X")]
+        while (mine() or alive()) and time.monotonic() - t0 < 1.0:
+            time.sleep(0.02)
+        assert (mine(), alive()) == ([], []), \
+            f"expected no namespace and no daemon 1 s after kill -9; got namespaces {mine()}, daemons {alive()}"
+    finally:
+        if s.proc.poll() is None:
+            s.proc.kill()
+        s.log.close()

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use crate::error::IoError;
 use crate::kernel::nic;
 
-mod keeper;
+pub(crate) mod keeper;
 pub mod wire;
 
 /// Where the daemons' directories are.

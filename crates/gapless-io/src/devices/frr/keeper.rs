@@ -6,7 +6,11 @@
 //! whose only write end is the server's (close-on-exec: no daemon inherits it). The server
 //! writes each daemon's PID as it starts it (`+PID\n`) and as it stops it (`-PID\n`). When
 //! the pipe reads end of file the server is gone: the keeper sends SIGTERM to every PID it
-//! still holds (bgpd then closes its sessions with a Cease), SIGKILL 300 ms later, and exits.
+//! still holds (bgpd then closes its sessions with a Cease), SIGKILL 300 ms later, removes
+//! the server's device and LAG namespaces (`gapless-dev-<server pid>-*` under /run/netns:
+//! unmounted and unlinked as `ip netns del` does, so their macvlans and veths on the test
+//! ports go with them and nothing is left answering ARP or ND), and exits. It starts with the
+//! server's first daemon or first namespace ([`watch`]), whichever comes first.
 //!
 //! The child of `fork` in a threaded process may only make async-signal-safe calls: it
 //! reads, parses into an array on its stack, signals and sleeps, and allocates nothing.
@@ -26,6 +30,16 @@ const MAX_PIDS: usize = 8192;
 /// Tells the keeper (started on the first call) that `pid` is a daemon of this server.
 pub(crate) fn register(pid: i32) -> Result<(), IoError> {
     say(b'+', pid)
+}
+
+/// Starts the keeper (if it does not run yet), so the namespaces this server makes are removed
+/// when it is gone.
+pub(crate) fn watch() -> Result<(), IoError> {
+    let mut pipe = PIPE.lock().unwrap_or_else(|e| e.into_inner());
+    if pipe.is_none() {
+        *pipe = Some(start()?);
+    }
+    Ok(())
 }
 
 /// Tells the keeper that `pid` was stopped by the server.
@@ -62,10 +76,15 @@ fn start() -> Result<std::fs::File, IoError> {
     // SAFETY: fresh descriptors from pipe2, owned once each.
     let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
     let null = std::fs::File::open("/dev/null").map_err(|e| os("opening /dev/null", e))?;
+    // The namespaces' prefix, made before the fork (the child allocates nothing).
+    let mut prefix = [0u8; PREFIX_MAX];
+    let p = format!("{}{}-", crate::devices::hosts::NETNS_PREFIX, std::process::id());
+    prefix[..p.len()].copy_from_slice(p.as_bytes());
+    let prefix_len = p.len();
     // SAFETY: the child runs only `keep`, which makes async-signal-safe calls and never returns.
     match unsafe { libc::fork() } {
         -1 => Err(os("forking the daemons' keeper", std::io::Error::last_os_error())),
-        0 => unsafe { keep(read.as_raw_fd(), null.as_raw_fd()) },
+        0 => unsafe { keep(read.as_raw_fd(), null.as_raw_fd(), &prefix[..prefix_len]) },
         _ => Ok(std::fs::File::from(write)),
     }
 }
@@ -75,7 +94,7 @@ fn start() -> Result<std::fs::File, IoError> {
 ///
 /// # Safety
 /// Only in the child of `fork`, with `read` and `null` open descriptors.
-unsafe fn keep(read: i32, null: i32) -> ! {
+unsafe fn keep(read: i32, null: i32, prefix: &[u8]) -> ! {
     // SAFETY: async-signal-safe calls on descriptors and constants of this process.
     unsafe {
         for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGPIPE] {
@@ -102,7 +121,72 @@ unsafe fn keep(read: i32, null: i32) -> ! {
         for &pid in &pids[..n] {
             libc::kill(pid, libc::SIGKILL);
         }
+        remove_namespaces(prefix);
         libc::_exit(0)
+    }
+}
+
+/// The longest namespace prefix (`gapless-dev-<pid>-`).
+const PREFIX_MAX: usize = 48;
+
+/// Removes every namespace under /run/netns whose name starts with `prefix`, as `ip netns
+/// del` does (a lazy unmount, then the file); scans again until a scan removes none (a
+/// directory read while its entries go may skip one), at most eight times. Allocates nothing.
+fn remove_namespaces(prefix: &[u8]) {
+    for _ in 0..8 {
+        if remove_pass(prefix) == 0 {
+            return;
+        }
+    }
+}
+
+/// One scan of /run/netns; returns how many namespaces it removed.
+fn remove_pass(prefix: &[u8]) -> usize {
+    // SAFETY: open, getdents64 into a stack buffer, umount2, unlink and close: plain syscalls.
+    unsafe {
+        let fd = libc::open(
+            c"/run/netns".as_ptr(),
+            libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC,
+        );
+        if fd < 0 {
+            return 0;
+        }
+        let mut buf = [0u8; 4096];
+        let mut removed = 0;
+        loop {
+            let n = libc::syscall(libc::SYS_getdents64, fd, buf.as_mut_ptr(), buf.len());
+            if n <= 0 {
+                break;
+            }
+            let mut at = 0usize;
+            while at + 19 < n as usize {
+                let reclen = u16::from_ne_bytes([buf[at + 16], buf[at + 17]]) as usize;
+                let name = &buf[at + 19..at + reclen];
+                let len = name.iter().position(|&b| b == 0).unwrap_or(name.len());
+                if name[..len].starts_with(prefix) && remove_one(&name[..len]) {
+                    removed += 1;
+                }
+                at += reclen.max(1);
+            }
+        }
+        libc::close(fd);
+        removed
+    }
+}
+
+/// Unmounts and unlinks /run/netns/`name`; whether the file went.
+fn remove_one(name: &[u8]) -> bool {
+    const DIR: &[u8] = b"/run/netns/";
+    let mut path = [0u8; 300];
+    if DIR.len() + name.len() + 1 > path.len() {
+        return false;
+    }
+    path[..DIR.len()].copy_from_slice(DIR);
+    path[DIR.len()..DIR.len() + name.len()].copy_from_slice(name);
+    // SAFETY: a NUL-terminated path on the stack.
+    unsafe {
+        libc::umount2(path.as_ptr().cast(), libc::MNT_DETACH);
+        libc::unlink(path.as_ptr().cast()) == 0
     }
 }
 
@@ -171,6 +255,30 @@ fn apply(pids: &mut [i32; MAX_PIDS], n: usize, add: bool, pid: i32) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_keeper_removes_the_namespaces_of_its_prefix_only() {
+        // SAFETY: geteuid has no preconditions.
+        assert_eq!(
+            unsafe { libc::geteuid() },
+            0,
+            "expected root (namespaces); CI runs as root"
+        );
+        let pid = std::process::id();
+        let mine = [format!("gapless-dev-{pid}-0"), format!("gapless-dev-{pid}-lag1")];
+        let other = format!("gapless-dev-{}-0", pid + 1);
+        for n in mine.iter().chain([&other]) {
+            crate::kernel::nic::ip(&["netns", "add", n]).expect("netns add");
+        }
+        let prefix = format!("gapless-dev-{pid}-");
+        remove_namespaces(prefix.as_bytes());
+        let left = |n: &str| std::path::Path::new("/run/netns").join(n).exists();
+        let gone: Vec<bool> = mine.iter().map(|n| !left(n)).collect();
+        let kept = left(&other);
+        let _ = crate::kernel::nic::ip(&["netns", "del", &other]);
+        assert_eq!(gone, [true, true], "expected this server's namespaces removed");
+        assert!(kept, "expected another server's namespace {other} kept");
+    }
 
     #[test]
     fn the_keeper_holds_the_pids_added_and_not_removed() {

@@ -288,6 +288,8 @@ impl Drop for Host {
 
 /// Makes namespace `name`, replacing a leftover of that name.
 pub(crate) fn fresh_netns(name: &str) -> Result<(), IoError> {
+    // The keeper removes it if the server is killed (`kill -9` included).
+    super::frr::keeper::watch()?;
     if std::path::Path::new("/run/netns").join(name).exists() {
         let _ = ip(&["netns", "del", name]);
     }
