@@ -1,6 +1,9 @@
 //! The OTG requests gapless reads, as data: a JSON body, `control/state` and
 //! `monitor/metrics`, and the replies that carry only warnings.
 
+use std::collections::HashMap;
+use std::net::Ipv6Addr;
+
 use serde_json::{json, Value};
 
 use crate::error::{Invalid, OtgError};
@@ -297,5 +300,76 @@ mod tests {
     fn a_malformed_body_says_so() {
         let e = body(b"{not json").unwrap_err();
         assert!(e.errors[0].starts_with("malformed JSON"), "got {:?}", e.errors);
+    }
+}
+
+/// The IPv6 addresses a config spells otherwise than RFC 5952 writes them
+/// (`6:6:6:0:0:0:0:0` for `6:6:6::`), each by its value: the first spelling the config gives.
+pub fn spellings(cfg: &Value) -> HashMap<Ipv6Addr, String> {
+    let mut out = HashMap::new();
+    walk(cfg, &mut |s: &str| {
+        if let Ok(a) = s.parse::<Ipv6Addr>() {
+            if a.to_string() != s {
+                out.entry(a).or_insert_with(|| s.to_string());
+            }
+        }
+    });
+    out
+}
+
+fn walk(v: &Value, f: &mut dyn FnMut(&str)) {
+    match v {
+        Value::String(s) => f(s),
+        Value::Array(a) => a.iter().for_each(|x| walk(x, f)),
+        Value::Object(o) => o.values().for_each(|x| walk(x, f)),
+        _ => {}
+    }
+}
+
+/// Writes each IPv6 address of a state answer as the config spelled it, where the config gave
+/// it (the conformance suite's OSPFv3 test compares an LSA's prefix with the string it
+/// configured); every other address stays as RFC 5952 writes it.
+pub fn as_written(sp: &HashMap<Ipv6Addr, String>, answer: &mut Value) {
+    if sp.is_empty() {
+        return;
+    }
+    match answer {
+        Value::String(s) => {
+            if let Some(w) = s.parse::<Ipv6Addr>().ok().and_then(|a| sp.get(&a)) {
+                *s = w.clone();
+            }
+        }
+        Value::Array(a) => a.iter_mut().for_each(|x| as_written(sp, x)),
+        Value::Object(o) => o.values_mut().for_each(|x| as_written(sp, x)),
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod spelling_tests {
+    use super::*;
+
+    #[test]
+    fn an_address_in_an_answer_is_written_as_the_config_wrote_it() {
+        let cfg = json!({ "devices": [{ "ospfv3": { "v6_routes": [{ "addresses": [
+            { "address": "6:6:6:0:0:0:0:0", "prefix": 64 }, { "address": "2001:db8::1" }] }] } }] });
+        let sp = spellings(&cfg);
+        let mut answer = json!({ "ospfv3_lsas": [{ "inter_area_prefix_lsas": [
+            { "address_prefix": "6:6:6::", "prefix_length": 64 }, { "address_prefix": "7:7:7::" },
+            { "address_prefix": "2001:db8::1" }, { "router": "1.1.1.1" }] }] });
+        as_written(&sp, &mut answer);
+        let got: Vec<&Value> = (0..4)
+            .map(|i| &answer["ospfv3_lsas"][0]["inter_area_prefix_lsas"][i]["address_prefix"])
+            .collect();
+        assert_eq!(
+            got,
+            [
+                &json!("6:6:6:0:0:0:0:0"),
+                &json!("7:7:7::"),
+                &json!("2001:db8::1"),
+                &Value::Null
+            ],
+            "expected the config's spelling where it gave the address, RFC 5952 elsewhere"
+        );
     }
 }

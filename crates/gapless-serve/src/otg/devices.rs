@@ -140,8 +140,19 @@ pub async fn states_handler(State(s): State<Shared>, b: Bytes) -> OtgResult {
 }
 
 /// A states request of either transport (the tables are read on the blocking pool).
+/// Each IPv6 address of the answer is written as the config wrote it, where it gave it.
 pub(crate) async fn states(s: Shared, req: Value) -> Result<Value, OtgError> {
-    super::blocking(move || states_now(&s, &req)).await
+    super::blocking(move || {
+        let mut answer = states_now(&s, &req)?;
+        let spelled = otg(&s)
+            .raw
+            .as_ref()
+            .map(gapless_otg::requests::spellings)
+            .unwrap_or_default();
+        gapless_otg::requests::as_written(&spelled, &mut answer);
+        Ok(answer)
+    })
+    .await
 }
 
 pub(crate) fn states_now(s: &Shared, req: &Value) -> Result<Value, OtgError> {
