@@ -78,7 +78,7 @@ fn start() -> Result<std::fs::File, IoError> {
     let null = std::fs::File::open("/dev/null").map_err(|e| os("opening /dev/null", e))?;
     // The namespaces' prefix, made before the fork (the child allocates nothing).
     let mut prefix = [0u8; PREFIX_MAX];
-    let p = format!("{}{}-", crate::devices::hosts::NETNS_PREFIX, std::process::id());
+    let p = format!("{NETNS_PREFIX}{}-", std::process::id());
     prefix[..p.len()].copy_from_slice(p.as_bytes());
     let prefix_len = p.len();
     // SAFETY: the child runs only `keep`, which makes async-signal-safe calls and never returns.
@@ -125,6 +125,10 @@ unsafe fn keep(read: i32, null: i32, prefix: &[u8]) -> ! {
         libc::_exit(0)
     }
 }
+
+/// What the names of a server's device and LAG namespaces start with, before its PID
+/// (`devices::hosts::NETNS_PREFIX` is this).
+pub(crate) const NETNS_PREFIX: &str = "gapless-dev-";
 
 /// The longest namespace prefix (`gapless-dev-<pid>-`).
 const PREFIX_MAX: usize = 48;

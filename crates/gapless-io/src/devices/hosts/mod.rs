@@ -20,7 +20,7 @@ use crate::kernel::nic::{in_netns, ip, ip_batch};
 use crate::IoError;
 
 /// The prefix of every host's namespace; the rest is `<pid>-<k>`, the server's pid first.
-pub const NETNS_PREFIX: &str = "gapless-dev-";
+pub const NETNS_PREFIX: &str = super::frr::keeper::NETNS_PREFIX;
 
 /// What a host is.
 #[derive(Debug, Clone, PartialEq, Eq)]
