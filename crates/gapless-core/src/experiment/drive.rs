@@ -324,6 +324,7 @@ impl Driver<'_> {
             trial_seconds: search.trial_seconds(),
             retried_trials: retried.len(),
             retried_trial_seconds: retried.iter().map(|t| t.plan.duration_s).fold(0.0, |a, b| a + b),
+            sender_failed_seconds: search.sender_failed_seconds(),
             ran_out: search.ran_out(),
             sender_cap_pps: search.sender_cap_pps(),
             sender: sender_verdict(search),

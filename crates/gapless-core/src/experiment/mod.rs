@@ -323,6 +323,10 @@ pub struct MlrsearchResult {
     /// Trials run again because the sender fell behind, and their seconds: not in the above.
     pub retried_trials: usize,
     pub retried_trial_seconds: f64,
+    /// Seconds of the attempts at loads the sender could not hold: not in `trial_seconds`,
+    /// but counted with them against `search_duration_max_s`.
+    #[serde(default)]
+    pub sender_failed_seconds: f64,
     /// The search stopped at `search_duration_max_s` with a goal unmet.
     pub ran_out: bool,
     /// The smallest load the sender could not hold on this machine (every attempt fell

@@ -251,6 +251,11 @@ impl Mlr {
         }
     }
 
+    /// Seconds of the attempts at loads the sender could not hold (see [`Mlr::sender_failed`]).
+    pub fn sender_failed_seconds(&self) -> f64 {
+        self.sender_failed_s
+    }
+
     /// Whether the search stopped because the sender failed [`MAX_SENDER_FAILURES`] loads.
     pub fn sender_gave_up(&self) -> bool {
         self.sender_failures >= MAX_SENDER_FAILURES && !self.sender_below_minimum()
