@@ -42,7 +42,7 @@ impl PlanMatch {
     /// template, whose frames the plan does not read.
     pub fn of(t: &Template, ops: &[FieldOp]) -> Option<PlanMatch> {
         let ly = &t.layout;
-        if ly.outer.is_some() || t.has_tunnel() || ly.l4_kind == L4Kind::Arp {
+        if t.has_tunnel() || ly.l4_kind == L4Kind::Arp {
             return None;
         }
         let key = key_of(&t.bytes)?;
@@ -135,9 +135,13 @@ impl Plan {
         self.0.is_empty()
     }
 
-    /// The stream id of a frame the plan knows.
+    /// The stream id of a frame the plan knows. An empty plan (every stream signed, the
+    /// common case) reads nothing of the frame.
     #[inline]
     pub fn stream_of(&self, frame: &[u8]) -> Option<u16> {
+        if self.is_empty() {
+            return None;
+        }
         let key = key_of(frame)?;
         self.0.iter().find(|(m, _)| m.matches(&key)).map(|&(_, id)| id)
     }
