@@ -327,6 +327,7 @@ impl Driver<'_> {
             sender_failed_seconds: search.sender_failed_seconds(),
             ran_out: search.ran_out(),
             sender_cap_pps: search.sender_cap_pps(),
+            sender_gave_up: search.sender_gave_up(),
             sender: sender_verdict(search),
             latency: Vec::new(),
         }
@@ -446,6 +447,10 @@ fn sender_verdict(search: &Mlr) -> String {
         Some(_) if search.sender_below_minimum() => {
             "could not hold even the minimum load on this machine: no answer".into()
         }
+        Some(c) if search.sender_gave_up() => format!(
+            "could not hold {c:.0} frames/s on this machine and failed {} loads in all, so the search stopped: the bounds it has are the device's, and a goal without a lower bound was not reached",
+            super::mlr::MAX_SENDER_FAILURES
+        ),
         Some(c) => format!(
             "could not hold {c:.0} frames/s on this machine: the bounds are the device's below it, and a goal whose lower bound is the largest load tried is bounded by the sender, not the device"
         ),

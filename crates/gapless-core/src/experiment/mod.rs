@@ -333,6 +333,10 @@ pub struct MlrsearchResult {
     /// behind): the search went on below it. None: it held every load tried.
     #[serde(default)]
     pub sender_cap_pps: Option<f64>,
+    /// The search stopped because the sender could not hold
+    /// [`mlr::MAX_SENDER_FAILURES`] loads: a goal may have no lower bound yet.
+    #[serde(default)]
+    pub sender_gave_up: bool,
     /// The verdict on the sender, in words.
     #[serde(default)]
     pub sender: String,

@@ -123,6 +123,34 @@ fn an_always_late_sender_uses_its_last_attempt_and_says_so() {
 }
 
 #[test]
+fn an_mlrsearch_whose_sender_fails_every_load_stops_and_says_so_in_its_result() {
+    let s = spec_of(
+        "mlrsearch",
+        "[mlrsearch]\ngoals = [{ name = \"NDR\", loss_ratio = 0.0 }]\nmax_rate_pps = 100000\nmin_rate_pps = 100\n",
+    );
+    let mut d = dut(50_000.0);
+    d.late = (0..1000).collect();
+    let r = run(&s, 1, &mut d);
+    let m = r.mlrsearch.expect("a search result");
+    assert!(m.sender_gave_up, "expected sender_gave_up; got {m:?}");
+    assert!(
+        m.sender.contains("search stopped") && m.sender_cap_pps.is_some(),
+        "expected the verdict to say the search stopped; got {:?}",
+        m.sender
+    );
+    assert!(
+        m.goals.iter().all(|g| g.lower_bound_pps.is_none()),
+        "expected no bound from failed trials; got {:?}",
+        m.goals
+    );
+    assert!(
+        r.warnings.iter().any(|w| w.contains("mlrsearch stopped after")),
+        "{:?}",
+        r.warnings
+    );
+}
+
+#[test]
 fn repetitions_have_their_own_seeds_and_a_confidence_interval() {
     let s = spec_of(
         "sweep",
