@@ -263,3 +263,97 @@ def test_two_small_flows_the_meter_cannot_tell_apart_are_refused_naming_both(ser
     text = " ".join(str(e.value).replace("''", "'").split())
     assert 'flows "x" and "y"' in text and "do not tell them apart" in text and "vlan=201" in text, \
         f"expected the refusal to name both flows and their headers; got {text}"
+
+
+def hand_config(a: Any) -> Any:
+    """Flows p1 -> p2 whose versions, lengths, protocols and checksums are set by hand, each
+    named by its UDP or TCP destination port (or ICMP echo id)."""
+    cfg = a.config()
+    cfg.ports.port(name="p1", location=f"{NS}/{A}").port(name="p2", location=f"{NS}/{Z}")
+    f = flow(cfg, "lengths", 6001)
+    f.metrics.latency.enable = True
+    ip = f.packet.ipv4()[-1]
+    ip.total_length.value, ip.version.value, ip.protocol.value = 1000, 5, 99
+    ip.header_checksum.generated = "bad"
+    u = f.packet.udp()[-1]
+    u.dst_port.value, u.length.value, u.checksum.custom = 6001, 9, 0x1234
+    f = flow(cfg, "v6_lengths", 6002)
+    ip6 = f.packet.ipv6()[-1]
+    ip6.payload_length.value, ip6.version.value, ip6.next_header.value = 7, 7, 253
+    f.packet.udp()[-1].dst_port.value = 6002
+    f = flow(cfg, "tcp_bad", 6003)
+    ip = f.packet.ipv4()[-1]
+    ip.header_length.value = 6
+    t = f.packet.tcp()[-1]
+    t.dst_port.value, t.data_offset.value, t.checksum.generated = 6003, 15, "bad"
+    f = flow(cfg, "icmp_custom", 0)
+    f.packet.ipv4()
+    e = f.packet.icmp()[-1].echo
+    e.identifier.value, e.checksum.custom = 77, 0xbeef
+    return cfg
+
+
+def test_lengths_versions_and_checksums_set_by_hand_leave_as_given_and_are_metered(server: Server, veths: str) -> None:
+    """Item 2: each field set by hand is read back by Scapy at its value; a checksum left good
+    is good over the frame as sent, a bad one is bad on every frame, a custom one is itself;
+    every flow is counted whole, and the one whose lengths mislead parsers keeps its latency
+    (the signature read at the frame's end). About 3 s."""
+    from scapy.all import ICMP, Ether, PcapReader  # type: ignore[import-untyped]
+    from scapy.utils import checksum  # type: ignore[import-untyped]
+
+    a = api(server, "grpc")
+    cfg = hand_config(a)
+    c = cfg.captures.capture(name="c")[-1]
+    c.port_names, c.format = ["p2"], "pcap"
+    a.set_config(cfg)
+    cs = a.control_state()
+    cs.port.capture.port_names, cs.port.capture.state = ["p2"], "start"
+    a.set_control_state(cs)
+    for m in run_to_stop(a, None, set_config=False):
+        assert (m.frames_tx, m.frames_rx) == (COUNT, COUNT), f"{m.name}: expected {COUNT} sent and counted; got {m.frames_tx}, {m.frames_rx}"
+    cs.port.capture.state = "stop"
+    a.set_control_state(cs)
+    req = a.capture_request()
+    req.port_name = "p2"
+    raw = [bytes(p) for p in PcapReader(io.BytesIO(a.get_capture(req).read()))]
+    frames = [Ether(b) for b in raw]
+    # Scapy reads version 5 as no IP header at all: these fields are read by their offsets.
+    by_port = lambda et, at, port: [b for b in raw if b[12:14] == et and int.from_bytes(b[at:at + 2], "big") == port]
+    v4 = by_port(b"\x08\x00", 36, 6001)
+    v6 = by_port(b"\x86\xdd", 56, 6002)
+    assert (len(v4), len(v6)) == (COUNT, COUNT), f"expected {COUNT} frames of each; got {len(v4)}, {len(v6)}"
+    for b in v4:
+        got = (b[14] >> 4, int.from_bytes(b[16:18], "big"), b[23], int.from_bytes(b[38:40], "big"), int.from_bytes(b[40:42], "big"))
+        assert got == (5, 1000, 99, 9, 0x1234), f"expected version 5, total length 1000, protocol 99, UDP length 9, checksum 0x1234; got {got}"
+        assert checksum(b[14:34]) == 0xfffe, f"expected the IPv4 checksum one off good; its sum gives {checksum(b[14:34]):#06x}"
+    for b in v6:
+        got = (b[14] >> 4, int.from_bytes(b[18:20], "big"), b[20])
+        assert got == (7, 7, 253), f"expected IPv6 version 7, payload length 7, next header 253; got {got}"
+    # IHL 6 makes Scapy read four bytes of TCP as IPv4 options: the TCP header is read at 34.
+    tcp = [b for b in by_port(b"\x08\x00", 36, 6003) if b[23] == 6]
+    icmp = [p for p in frames if ICMP in p and p[ICMP].id == 77]
+    assert (len(tcp), len(icmp)) == (COUNT, COUNT), f"expected {COUNT} TCP and ICMP frames; got {len(tcp)}, {len(icmp)}"
+    for b in tcp:
+        assert (b[14] & 0xf, b[46] >> 4) == (6, 15), f"expected IHL 6 and data offset 15; got {b[14] & 0xf}, {b[46] >> 4}"
+        assert checksum(b[14:34]) == 0, f"expected a good IPv4 checksum over the 20 bytes sent; got sum {checksum(b[14:34]):#06x}"
+        seg = b[34:-4]  # the capture keeps each frame's FCS
+        pseudo = b[26:34] + bytes([0, 6]) + len(seg).to_bytes(2, "big")
+        assert checksum(pseudo + seg) == 0xfffe, f"expected the TCP checksum one off good; its sum gives {checksum(pseudo + seg):#06x}"
+    assert {p[ICMP].chksum for p in icmp} == {0xbeef}, f"expected ICMP checksum 0xbeef; got {[hex(p[ICMP].chksum) for p in icmp]}"
+    lat = a.metrics_request()
+    lat.flow.flow_names = ["lengths"]
+    m = a.get_metrics(lat).flow_metrics[0]
+    assert m.latency.maximum_ns > 0, f"expected the lengths flow's signature read at the frame's end (latency measured); got {m.latency}"
+
+
+def test_a_list_on_a_field_set_by_hand_is_refused_with_its_path(server: Server, veths: str) -> None:
+    a = api(server, "https")
+    cfg = a.config()
+    cfg.ports.port(name="p1", location=f"{NS}/{A}").port(name="p2", location=f"{NS}/{Z}")
+    f = flow(cfg, "l", 6010)
+    f.packet.ipv4()[-1].total_length.values = [100, 200]
+    f.packet.udp()
+    with pytest.raises(Exception) as e:
+        a.set_config(cfg)
+    text = " ".join(str(e.value).replace("''", "'").split())
+    assert "flows[0].packet[1].ipv4.total_length: a field set by hand takes one value" in text, f"expected the path and the reason; got {text}"

@@ -454,10 +454,12 @@ pub fn targets_of(p: &Profile) -> HashMap<u16, StreamTarget> {
         .collect()
 }
 
-/// What an unsigned stream's frames look like, one match per variant (the meter's plan:
-/// [`gapless_core::meter::plan`]); empty for a signed stream or one the plan cannot read.
+/// What an unsigned stream's frames look like, or a signed one's whose headers set by hand
+/// hide the signature from a parser, one match per variant (the meter's plan:
+/// [`gapless_core::meter::plan`]); empty for any other stream or one the plan cannot read.
 pub fn plan_of(s: &StreamConfig) -> Vec<PlanMatch> {
-    if s.replay.is_some() || s.variants.iter().any(|v| v.template.sig) {
+    let by_hand = |v: &gapless_core::packet::variant::Variant| v.template.hand().is_some_and(|h| h.moves_parse());
+    if s.replay.is_some() || !s.variants.iter().any(by_hand) && s.variants.iter().any(|v| v.template.sig) {
         return Vec::new();
     }
     s.variants

@@ -4,6 +4,8 @@
 
 use serde_json::{json, Map, Value};
 
+pub mod hand;
+
 use crate::error::Invalid;
 pub(crate) use crate::patterns::float;
 use crate::patterns::{num, read, Kind};
@@ -571,6 +573,7 @@ fn stream(
         t: mut template,
         fields,
         v6,
+        ..
     } = headers(&f["packet"], &format!("{path}.packet"))?;
     let mut need = None;
     if let Some(d) = dev {
@@ -616,7 +619,8 @@ fn stream(
         stream["tag"] = json!(tags);
     }
     let unsigned = crate::size::unsigned_if_small(&mut stream);
-    let said: Vec<String> = size_warning.into_iter().chain(unsigned).collect();
+    let unread = stream["template"].as_object().and_then(|t| hand::unread(name, t));
+    let said: Vec<String> = size_warning.into_iter().chain(unsigned).chain(unread).collect();
     Ok((stream, need, (!said.is_empty()).then(|| said.join("; "))))
 }
 
@@ -627,6 +631,8 @@ struct Hdr {
     fields: Vec<Value>,
     /// The (inner) IP header is IPv6.
     v6: bool,
+    /// Fields set by hand (`[template.hand]`: [`hand`]).
+    hand: Map<String, Value>,
 }
 
 impl Hdr {
@@ -680,6 +686,8 @@ fn headers(packet: &Value, path: &str) -> Result<Hdr, Invalid> {
         let b = &hd[choice];
         let f = |k: &str| b.get(k);
         let p = |k: &str| format!("{at}.{choice}.{k}");
+        let after = keep.get(n + 1).map(|k| k.1);
+        hand::of_header(choice, b, &at, after, tunnel.is_some(), &mut h.hand)?;
         match choice {
             "ethernet" => {
                 h.put("eth_src", f("src"), p("src"), Kind::Mac, Some("mac_src"))?;
@@ -744,6 +752,9 @@ fn headers(packet: &Value, path: &str) -> Result<Hdr, Invalid> {
     }
     if !vlans.is_empty() {
         h.t.insert("vlan".into(), json!(vlans));
+    }
+    if !h.hand.is_empty() {
+        h.t.insert("hand".into(), Value::Object(std::mem::take(&mut h.hand)));
     }
     if let Some(t) = tunnel {
         h.t.insert("tunnel".into(), t);

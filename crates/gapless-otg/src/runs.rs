@@ -39,8 +39,8 @@ pub fn source(g: &Group) -> Result<ProfileSource, OtgError> {
 }
 
 /// Compiles every port's profile, so a config that cannot run is refused when it is set,
-/// and refuses two flows sent without a signature on one RX port that the meter could not
-/// tell apart by their headers.
+/// and refuses two flows the meter knows by their headers alone (sent without a signature,
+/// or with headers set by hand) on one RX port that it could not tell apart.
 pub fn check(plan: &Plan) -> Result<(), OtgError> {
     let mut unsigned = Vec::new();
     for g in &plan.groups {
@@ -73,7 +73,7 @@ fn apart(plan: &Plan, unsigned: &[(String, Vec<PlanMatch>)]) -> Result<(), OtgEr
                 continue;
             };
             return Err(OtgError::invalid(format!(
-                "flows {a:?} and {b:?}: both are sent without a signature (frames too small for it) to port {port:?}, and their headers ({}) do not tell them apart, so neither could be counted. Fix: give them different VLAN ids, addresses or ports (not varied by a pattern), or frames large enough for the signature",
+                "flows {a:?} and {b:?}: both go to port {port:?} with frames the meter knows by their headers alone (frames too small for the signature, or lengths, versions or protocols set by hand), and their headers ({}) do not tell them apart, so neither could be counted. Fix: give them different VLAN ids, addresses or ports (not varied by a pattern), frames large enough for the signature, or leave those fields auto",
                 m.describe()
             )));
         }

@@ -180,27 +180,16 @@ fn a_field_gapless_does_not_send_is_refused_with_its_path() {
             "flows[0].packet[1].ipv4.more_fragments: gapless sends the model's default, 0",
         ),
         (
-            json!([eth(), h("ipv4", json!({ "protocol": v(6) })), udp()]),
-            "flows[0].packet[1].ipv4.protocol: gapless writes 17 here",
-        ),
-        (
-            json!([
-                eth(),
-                h(
-                    "ipv4",
-                    json!({ "header_checksum": { "choice": "generated", "generated": "bad" } })
-                ),
-                udp()
-            ]),
-            "flows[0].packet[1].ipv4.header_checksum: gapless computes a good checksum",
+            json!([eth(), h("ipv4", json!({ "total_length": vals(&[100, 200]) })), udp()]),
+            "flows[0].packet[1].ipv4.total_length: a field set by hand takes one value",
         ),
         (
             json!([
                 eth(),
                 h("ipv4", json!({})),
-                h("udp", json!({ "checksum": { "choice": "custom", "custom": 1 } }))
+                h("udp", json!({ "checksum": { "choice": "custom", "custom": 70000 } }))
             ]),
-            "flows[0].packet[2].udp.checksum",
+            "flows[0].packet[2].udp.checksum.custom: give the checksum as a number from 0 to 65535",
         ),
         (
             json!([eth(), h("ipv4", json!({})), h("tcp", json!({ "ecn_ns": v(1) }))]),
@@ -208,11 +197,27 @@ fn a_field_gapless_does_not_send_is_refused_with_its_path() {
         ),
         (
             json!([
-                h("ethernet", json!({ "ether_type": v(0x88b5) })),
+                eth(),
+                h("ipv4", json!({ "header_checksum": { "choice": "generated", "generated": "bad" } })),
+                udp(),
+                h("vxlan", json!({})),
+                eth(),
                 h("ipv4", json!({})),
                 udp()
             ]),
-            "flows[0].packet[0].ethernet.ether_type: gapless writes 2048 here",
+            "flows[0].packet[1].ipv4.header_checksum: gapless computes a good checksum (generated: good) in a tunnel's outer header",
+        ),
+        (
+            json!([
+                h("ethernet", json!({ "ether_type": v(0x88b5) })),
+                h("ipv4", json!({})),
+                udp(),
+                h("vxlan", json!({})),
+                eth(),
+                h("ipv4", json!({})),
+                udp()
+            ]),
+            "flows[0].packet[0].ethernet.ether_type: in a tunnel",
         ),
         (
             json!([
@@ -244,4 +249,52 @@ fn a_field_gapless_does_not_send_is_refused_with_its_path() {
         frames(json!([e, ip, h("udp", json!({ "length": v(0) }))]), 1)[0][23],
         17
     );
+}
+
+#[test]
+fn versions_lengths_protocols_and_checksums_set_by_hand_are_at_their_places() {
+    let ip = h(
+        "ipv4",
+        json!({ "version": v(6), "header_length": v(7), "total_length": v(3000), "protocol": v(200),
+                "header_checksum": { "choice": "custom", "custom": 0xabcd } }),
+    );
+    let udp = h(
+        "udp",
+        json!({ "length": v(4), "checksum": { "choice": "generated", "generated": "bad" } }),
+    );
+    let e = h(
+        "ethernet",
+        json!({ "ether_type": v(0x88b5), "dst": { "value": "02:00:00:00:00:02" } }),
+    );
+    for f in frames(json!([e, ip, udp]), 3) {
+        let be16 = |at: usize| u16::from_be_bytes([f[at], f[at + 1]]);
+        let got = (be16(12), f[14], be16(16), f[23], be16(24), be16(38));
+        assert_eq!(
+            got,
+            (0x88b5, 0x67, 3000, 200, 0xabcd, 4),
+            "EtherType, version/IHL, total length, protocol, checksum, UDP length"
+        );
+    }
+    let ip6 = h(
+        "ipv6",
+        json!({ "version": v(4), "payload_length": v(1), "next_header": v(17) }),
+    );
+    let tcp = h(
+        "tcp",
+        json!({ "data_offset": v(8), "checksum": { "choice": "custom", "custom": 7 } }),
+    );
+    for f in frames(json!([eth(), ip6, tcp]), 2) {
+        let got = (
+            f[14] >> 4,
+            u16::from_be_bytes([f[18], f[19]]),
+            f[20],
+            f[54 + 12] >> 4,
+            u16::from_be_bytes([f[54 + 16], f[54 + 17]]),
+        );
+        assert_eq!(
+            got,
+            (4, 1, 17, 8, 7),
+            "IPv6 version, payload length, next header (17 over TCP's 6), data offset, checksum"
+        );
+    }
 }

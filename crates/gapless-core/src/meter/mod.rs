@@ -37,8 +37,9 @@ pub struct StreamTarget {
     pub gaps: reference::GapReference,
     /// Bits of its frames to count them by ([`tags`]); none for most streams.
     pub tags: Vec<tags::TagField>,
-    /// A stream sent without a signature: what its frames look like, one match per variant
-    /// ([`plan`]); empty for a signed stream.
+    /// A stream sent without a signature, or with one no parser finds (headers set by
+    /// hand): what its frames look like, one match per variant ([`plan`]); empty for any
+    /// other stream.
     pub plan: Vec<plan::PlanMatch>,
 }
 
@@ -231,8 +232,12 @@ impl Meter {
             class = classify_cut(frame);
         }
         if !matches!(class, Class::Signed(_)) {
-            if let Some(id) = self.plan.stream_of(frame) {
-                return self.planned(ts_ns, frame, wire_len, id);
+            if let Some((id, at_end)) = self.plan.stream_of(frame) {
+                let sig = at_end.then(|| Signature::from_payload_end(frame)).flatten();
+                return match sig.filter(|s| s.stream == id) {
+                    Some(sig) => self.signed_frame(ts_ns, frame, wire_len, sig),
+                    None => self.planned(ts_ns, frame, wire_len, id),
+                };
             }
         }
         match class {

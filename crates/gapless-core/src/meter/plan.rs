@@ -3,6 +3,11 @@
 //! outer VLAN id, the IP addresses, the protocol and the TCP/UDP ports. A header a field op
 //! varies matches any value. Such a stream is counted (frames, bytes, rate, gaps) but has no
 //! sequence numbers or TX times: no loss by sequence, reordering or latency.
+//!
+//! A signed stream whose headers were set by hand so that a parser looks for the signature in
+//! the wrong place (a length, a version, a protocol: [`crate::packet::hand`]) is known the
+//! same way, and its signature is read at the frame's very end, where the template put it:
+//! such a stream keeps every figure.
 
 use crate::packet::fields::FieldOp;
 use crate::packet::template::Template;
@@ -21,20 +26,25 @@ pub const NO_TAG: u128 = 0x1_0000;
 
 /// What a stream's frames look like: each part's value, or `None` where any value matches.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PlanMatch(pub [Option<u128>; 6]);
+pub struct PlanMatch {
+    pub parts: [Option<u128>; 6],
+    /// The frames carry the signature at their very end, where no parser finds it: their
+    /// headers were set by hand ([`crate::packet::hand`]) and mislead one.
+    pub sig_at_end: bool,
+}
 
 impl PlanMatch {
     /// Whether a frame with `key` matches.
     #[inline]
     pub fn matches(&self, key: &Key) -> bool {
-        self.0.iter().zip(key).all(|(p, k)| p.is_none_or(|v| v == *k))
+        self.parts.iter().zip(key).all(|(p, k)| p.is_none_or(|v| v == *k))
     }
 
     /// Whether some frame matches both (the meter could not tell the two apart).
     pub fn overlaps(&self, other: &PlanMatch) -> bool {
-        self.0
+        self.parts
             .iter()
-            .zip(&other.0)
+            .zip(&other.parts)
             .all(|(a, b)| a.is_none() || b.is_none() || a == b)
     }
 
@@ -68,14 +78,17 @@ impl PlanMatch {
         for (i, span) in spans.into_iter().enumerate() {
             m[i] = (!varied(span)).then_some(key[i]);
         }
-        Some(PlanMatch(m))
+        Some(PlanMatch {
+            parts: m,
+            sig_at_end: t.sig && t.hand().is_some_and(|h| h.moves_parse()),
+        })
     }
 
     /// The parts it matches on, as `name=value` (`*` for any).
     pub fn describe(&self) -> String {
         PARTS
             .iter()
-            .zip(&self.0)
+            .zip(&self.parts)
             .map(|(n, v)| match v {
                 None => format!("{n}=*"),
                 Some(v) if *n == "vlan" && *v == NO_TAG => format!("{n}=none"),
@@ -135,15 +148,19 @@ impl Plan {
         self.0.is_empty()
     }
 
-    /// The stream id of a frame the plan knows. An empty plan (every stream signed, the
-    /// common case) reads nothing of the frame.
+    /// The stream id of a frame the plan knows, and whether its signature sits at the
+    /// frame's end. An empty plan (every stream signed where parsers find it, the common
+    /// case) reads nothing of the frame.
     #[inline]
-    pub fn stream_of(&self, frame: &[u8]) -> Option<u16> {
+    pub fn stream_of(&self, frame: &[u8]) -> Option<(u16, bool)> {
         if self.is_empty() {
             return None;
         }
         let key = key_of(frame)?;
-        self.0.iter().find(|(m, _)| m.matches(&key)).map(|&(_, id)| id)
+        self.0
+            .iter()
+            .find(|(m, _)| m.matches(&key))
+            .map(|(m, id)| (*id, m.sig_at_end))
     }
 }
 
@@ -201,7 +218,7 @@ mod tests {
             "got {d}"
         );
         let plan = Plan::new(vec![(m, 7)]);
-        assert_eq!(plan.stream_of(&t.bytes), Some(7));
+        assert_eq!(plan.stream_of(&t.bytes), Some((7, false)));
         let tagged = template(L4Kind::Udp, Some(1), false);
         assert_eq!(
             plan.stream_of(&tagged.bytes),
@@ -220,7 +237,7 @@ mod tests {
             .expect("compiles")
             .0;
         let m = PlanMatch::of(&t, &[op]).unwrap();
-        assert_eq!(m.0[1], None, "expected ip_src to match any; got {}", m.describe());
-        assert!(m.0[2].is_some(), "expected ip_dst kept; got {}", m.describe());
+        assert_eq!(m.parts[1], None, "expected ip_src to match any; got {}", m.describe());
+        assert!(m.parts[2].is_some(), "expected ip_dst kept; got {}", m.describe());
     }
 }

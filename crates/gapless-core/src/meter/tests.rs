@@ -483,3 +483,63 @@ fn unsigned_streams_are_counted_by_the_plan_and_others_stay_foreign() {
         "an unsigned stream has no latency; got one"
     );
 }
+
+#[test]
+fn a_stream_whose_hand_lengths_mislead_parsers_is_read_by_its_signature_at_the_frame_s_end() {
+    use crate::meter::plan::PlanMatch;
+    use crate::packet::signature::Signature;
+    use crate::spec::{HandSpec, TemplateSpec};
+    let s = TemplateSpec {
+        hand: HandSpec {
+            ip_length: Some(40),
+            l4_length: Some(2000),
+            ..HandSpec::default()
+        },
+        ..TemplateSpec::default()
+    };
+    let t = crate::packet::template::Template::build(&s, 100, true, Vec::new(), 1, "t").unwrap();
+    let m0 = PlanMatch::of(&t, &[]).unwrap();
+    assert!(
+        m0.sig_at_end,
+        "expected the plan to read the signature at the end; got {m0:?}"
+    );
+    let target = StreamTarget {
+        name: "hand".into(),
+        target_pps: None,
+        lanes: 1,
+        gaps: Default::default(),
+        tags: Vec::new(),
+        plan: vec![m0],
+    };
+    let mut m = Meter::new(MeterConfig {
+        targets: [(4u16, target)].into_iter().collect(),
+        ..Default::default()
+    });
+    for seq in [0u32, 1, 3] {
+        let mut f = t.bytes.clone();
+        let sig = Signature {
+            stream: 4,
+            seq,
+            tx_ns: 1_000,
+        };
+        sig.write(&mut f[84..]);
+        t.finish_with(&mut f, 0, 0, Some(&sig));
+        assert!(
+            !matches!(super::classify(&f), Class::Signed(_)),
+            "expected a parser to miss the signature of a frame with IP length 40"
+        );
+        m.on_frame(2_000 + u64::from(seq), &f, 100);
+    }
+    let r = m.report();
+    let s = &r.streams[0];
+    assert_eq!(
+        (s.rx_frames, r.foreign.total),
+        (3, 0),
+        "expected 3 frames of the stream, none foreign; got {} and {:?}",
+        s.rx_frames,
+        r.foreign
+    );
+    assert!(s.latency.is_some(), "expected latency from the signatures; got none");
+    let lost = s.seq.as_ref().map(|q| q.lost);
+    assert_eq!(lost, Some(1), "expected seq 2 lost; got {lost:?}");
+}

@@ -35,11 +35,11 @@ pub struct FixedFrame {
 
 impl FixedFrame {
     /// `t` cut to `len` bytes (no FCS), its signature (if any) carrying stream id `stream`;
-    /// None where the fast path does not apply (ARP, a bare IP packet, a tunnel: their frames take
-    /// `finish_with`).
+    /// None where the fast path does not apply (ARP, a bare IP packet, a tunnel, fields set by
+    /// hand: their frames take `finish_with`).
     pub fn new(t: &Template, len: usize, stream: u16) -> Option<FixedFrame> {
         let ly = &t.layout;
-        if !ly.has_l4_csum() || t.has_tunnel() || len > t.bytes.len() {
+        if !ly.has_l4_csum() || t.has_tunnel() || t.hand().is_some() || len > t.bytes.len() {
             return None;
         }
         let prefix = t.payload_sums();

@@ -10,6 +10,7 @@ use etherparse::{PacketBuilder, TcpHeader, VlanId};
 use std::net::IpAddr;
 
 use crate::packet::checksum::{finish, prefix_sums, sum_at, sum_be};
+use crate::packet::hand::Hand;
 use crate::packet::signature::SIG_LEN;
 use crate::packet::sizes::FCS_LEN;
 use crate::packet::whole_frame::parse_hex;
@@ -73,6 +74,8 @@ pub struct Template {
     l4_base: u64,
     /// The outer headers' per-frame fields, for a tunnelled stream.
     tunnel: Option<crate::packet::tunnel::Tunnel>,
+    /// Header fields set by hand, written over each finished frame.
+    hand: Option<Hand>,
 }
 
 pub fn parse_mac(s: &str) -> Option<[u8; 6]> {
@@ -499,7 +502,8 @@ impl Template {
             payload,
             outer: tunnel.clone(),
         };
-        Ok(Template::prepared(bytes, layout, sig, regions, tunnel))
+        let hand = Hand::new(&spec.hand, &layout, path)?;
+        Ok(Template::prepared(bytes, layout, sig, regions, tunnel, hand))
     }
 
     /// The template of these bytes, its sums precomputed.
@@ -509,6 +513,7 @@ impl Template {
         sig: bool,
         regions: Vec<(usize, usize)>,
         tunnel: Option<crate::packet::tunnel::Tunnel>,
+        hand: Option<Hand>,
     ) -> Template {
         let mut t = Template {
             bytes,
@@ -519,6 +524,7 @@ impl Template {
             ip_base: 0,
             l4_base: 0,
             tunnel,
+            hand,
         };
         t.prepare();
         t
@@ -567,7 +573,8 @@ impl Template {
             payload,
             outer: None,
         };
-        Ok(Template::prepared(bytes, layout, sig, regions, None))
+        Hand::new(&spec.hand, &layout, path)?;
+        Ok(Template::prepared(bytes, layout, sig, regions, None, None))
     }
 
     /// Finishes the template's own bytes and precomputes the sums that
@@ -668,20 +675,36 @@ impl Template {
         d_l4: u64,
         sig: Option<&crate::packet::signature::Signature>,
     ) {
-        let len = frame.len();
-        let ly = &self.layout;
-        if ly.l4_kind == L4Kind::Arp {
+        if self.layout.l4_kind == L4Kind::Arp {
             return;
         }
+        self.finish_inner(frame, d_ip, d_l4, sig);
+        self.finish_outer(frame);
+    }
+
+    /// The hand fields and then the tunnel's outer headers (whose lengths and any GRE
+    /// checksum cover the inner packet as sent).
+    #[inline(always)]
+    fn finish_outer(&self, frame: &mut [u8]) {
+        if let Some(h) = &self.hand {
+            h.apply(frame, &self.layout);
+        }
+        if let Some(t) = &self.tunnel {
+            t.finish(frame);
+        }
+    }
+
+    /// [`Template::finish_with`] of the inner packet: its lengths and both checksums.
+    #[inline(always)]
+    fn finish_inner(&self, frame: &mut [u8], d_ip: u64, d_l4: u64, sig: Option<&crate::packet::signature::Signature>) {
+        let len = frame.len();
+        let ly = &self.layout;
         let (ip, base) = self.set_lengths(frame);
         if !ly.ipv6 {
             let c = finish(ip + d_ip);
             frame[ly.l3 + 10..ly.l3 + 12].copy_from_slice(&c.to_be_bytes());
         }
         if !ly.has_l4_csum() {
-            if let Some(t) = &self.tunnel {
-                t.finish(frame);
-            }
             return;
         }
         let mut sum = base + d_l4;
@@ -701,9 +724,11 @@ impl Template {
         }
         let cs = ly.l4_csum();
         frame[cs..cs + 2].copy_from_slice(&c.to_be_bytes());
-        if let Some(t) = &self.tunnel {
-            t.finish(frame);
-        }
+    }
+
+    /// Whether the template has header fields set by hand ([`crate::packet::hand`]).
+    pub fn hand(&self) -> Option<&Hand> {
+        self.hand.as_ref()
     }
 
     /// Smallest frame (without FCS) the template can be cut to.
@@ -732,39 +757,20 @@ impl Template {
             let c = finish(sum_be(&frame[ly.l3..ly.l3 + 20]));
             frame[ly.l3 + 10..ly.l3 + 12].copy_from_slice(&c.to_be_bytes());
         }
-        if !ly.has_l4_csum() {
-            if let Some(t) = &self.tunnel {
-                t.finish(frame);
+        if ly.has_l4_csum() {
+            if ly.l4_kind == L4Kind::Udp {
+                frame[ly.l4 + 4..ly.l4 + 6].copy_from_slice(&(l4_len as u16).to_be_bytes());
             }
-            return;
+            let cs = ly.l4_csum();
+            frame[cs..cs + 2].copy_from_slice(&[0, 0]);
+            let proto = u64::from(frame[ly.l3 + if ly.ipv6 { 6 } else { 9 }]);
+            let mut c = finish(crate::packet::hand::l4_sum(frame, ly, proto));
+            if c == 0 && ly.l4_kind == L4Kind::Udp {
+                c = 0xffff;
+            }
+            frame[cs..cs + 2].copy_from_slice(&c.to_be_bytes());
         }
-        if ly.l4_kind == L4Kind::Udp {
-            frame[ly.l4 + 4..ly.l4 + 6].copy_from_slice(&(l4_len as u16).to_be_bytes());
-        }
-        let cs = ly.l4_csum();
-        frame[cs..cs + 2].copy_from_slice(&[0, 0]);
-
-        let mut sum = 0u64;
-        // Pseudo header (not for ICMPv4).
-        if ly.ipv6 {
-            sum += sum_be(&frame[ly.l3 + 8..ly.l3 + 40]);
-            sum += (l4_len as u64 >> 16) + (l4_len as u64 & 0xffff);
-            sum += u64::from(frame[ly.l3 + 6]);
-        } else if ly.l4_kind != L4Kind::Icmp {
-            sum += sum_be(&frame[ly.l3 + 12..ly.l3 + 20]);
-            sum += l4_len as u64;
-            sum += u64::from(frame[ly.l3 + 9]);
-        }
-        sum += sum_be(&frame[ly.l4..ly.payload]);
-        sum += sum_be(&frame[ly.payload..]);
-        let mut c = finish(sum);
-        if c == 0 && ly.l4_kind == L4Kind::Udp {
-            c = 0xffff;
-        }
-        frame[cs..cs + 2].copy_from_slice(&c.to_be_bytes());
-        if let Some(t) = &self.tunnel {
-            t.finish(frame);
-        }
+        self.finish_outer(frame);
     }
 }
 
@@ -779,7 +785,7 @@ impl Template {
         }
         let ly = &self.layout;
         let at = frame.len() - 8;
-        if !ly.has_l4_csum() {
+        if !ly.has_l4_csum() || self.hand.as_ref().is_some_and(Hand::fixed_l4_checksum) {
             frame[at..].copy_from_slice(&tx_ns.to_be_bytes());
             return;
         }

@@ -339,6 +339,68 @@ pub struct TemplateSpec {
     /// other keys describe (see [`crate::packet::tunnel`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tunnel: Option<TunnelSpec>,
+    /// Header fields set by hand, as users send them to test a device's error counters
+    /// (see [`crate::packet::hand`]): written as given over what gapless computes.
+    #[serde(skip_serializing_if = "HandSpec::is_empty")]
+    pub hand: HandSpec,
+}
+
+/// `[stream.template.hand]`: versions, lengths, protocol numbers and checksums sent as given
+/// instead of computed. Every other byte of the frame is built as without them, and a
+/// checksum left unset is computed over the frame as sent (the hand values included).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HandSpec {
+    /// The EtherType before the IP header (after any VLAN tags).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ether_type: Option<u16>,
+    /// The IP version nibble (4 bits).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ip_version: Option<u8>,
+    /// IPv4's header length in 32-bit words (4 bits); the header stays 20 bytes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ip_header_length: Option<u8>,
+    /// IPv4's total length, or IPv6's payload length.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ip_length: Option<u16>,
+    /// IPv4's protocol, or IPv6's next header, over the one the layer 4 header has.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ip_protocol: Option<u8>,
+    /// IPv4's header checksum: a number, or `"bad"` (the good one plus one).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ip_checksum: Option<HandChecksum>,
+    /// UDP's length.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub l4_length: Option<u16>,
+    /// TCP's data offset in 32-bit words (4 bits); the header stays 20 bytes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tcp_data_offset: Option<u8>,
+    /// The UDP, TCP, ICMP or ICMPv6 checksum: a number, or `"bad"`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub l4_checksum: Option<HandChecksum>,
+}
+
+impl HandSpec {
+    pub fn is_empty(&self) -> bool {
+        *self == HandSpec::default()
+    }
+}
+
+/// A checksum set by hand.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(untagged)]
+pub enum HandChecksum {
+    /// Sent as this number on every frame.
+    Value(u16),
+    /// `"bad"`: the good checksum plus one (ones' complement), on every frame.
+    Bad(BadWord),
+}
+
+/// The word `"bad"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BadWord {
+    Bad,
 }
 
 /// `[stream.template.tunnel]`: the outer headers of a tunnelled stream. The template's
@@ -452,6 +514,7 @@ impl Default for TemplateSpec {
             payload: PayloadSpec::default(),
             frame: None,
             tunnel: None,
+            hand: HandSpec::default(),
         }
     }
 }
