@@ -361,3 +361,21 @@ mod tests {
         }
     }
 }
+
+#[cfg(test)]
+mod toml_tests {
+    #[test]
+    fn a_profile_names_hand_fields_and_a_checksum_as_a_number_or_bad() {
+        let toml = "[[stream]]\nsize = 128\n[stream.template.hand]\nip_length = 1000\nip_checksum = \"bad\"\nl4_checksum = 0x1234\n[stream.timing]\nrate_pps = 10\n";
+        let spec = crate::ProfileSpec::from_toml(toml, "p.toml").expect("parses");
+        let h = &spec.streams[0].template.as_ref().expect("a template").hand;
+        assert_eq!(h.ip_length, Some(1000));
+        assert_eq!(
+            h.ip_checksum,
+            Some(crate::spec::HandChecksum::Bad(crate::spec::BadWord::Bad))
+        );
+        assert_eq!(h.l4_checksum, Some(crate::spec::HandChecksum::Value(0x1234)));
+        let e = crate::ProfileSpec::from_toml(&toml.replace("\"bad\"", "\"ugly\""), "p.toml").expect_err("refused");
+        assert!(e.to_string().contains("ip_checksum"), "expected the key named; got {e}");
+    }
+}
