@@ -213,7 +213,16 @@ fn rfc2544_finds_the_dut_capacity_at_64_and_512_bytes() {
     let dir = tempfile::tempdir().unwrap();
     let example =
         std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/rfc2544_dut.toml")).unwrap();
-    let file = write(dir.path(), "e.toml", &example.replace("gl-", &format!("{}-", t.name)));
+    // 1 s trials where the file has 2 (CI's time: both searches took 97 s); the file is the
+    // README's otherwise. The 512 B search keeps 2 s: the tbf's bucket, which passes a burst
+    // above the rate, added 3.2 % to a 1 s trial's throughput there.
+    let example = example.replace("gl-", &format!("{}-", t.name));
+    assert!(example.contains("duration_s = 2 "), "expected the example's 2 s trials");
+    let file = write(
+        dir.path(),
+        "e.toml",
+        &example.replace("duration_s = 2 ", "duration_s = 1 "),
+    );
     let j64 = dir.path().join("r64.json");
     let o = gapless(&["experiment", file.to_str().unwrap(), "--json", j64.to_str().unwrap()]);
     assert!(o.status.success(), "{}", text(&o));
