@@ -750,6 +750,14 @@ fn headers(packet: &Value, path: &str) -> Result<Hdr, Invalid> {
             }
         }
     }
+    if !keep
+        .iter()
+        .any(|k| matches!(k.1["choice"].as_str(), Some("ipv4" | "ipv6" | "arp")))
+    {
+        return Err(Invalid(format!(
+            "{path}: a flow of Ethernet and VLAN headers alone is not sent: gapless builds IPv4, IPv6 or ARP packets, and would otherwise invent an IP header. Fix: add an ipv4, ipv6 or arp header"
+        )));
+    }
     if !vlans.is_empty() {
         h.t.insert("vlan".into(), json!(vlans));
     }
@@ -1069,10 +1077,22 @@ mod tests {
     }
 
     #[test]
+    fn a_flow_of_ethernet_alone_is_refused_not_sent_with_an_invented_ip_header() {
+        let cfg = json!({ "ports": [{ "name": "p1", "location": "a" }, { "name": "p2", "location": "b" }],
+                          "flows": [{ "name": "f", "tx_rx": { "choice": "port", "port": { "tx_name": "p1", "rx_names": ["p2"] } },
+                                      "packet": [eth(), { "choice": "vlan", "vlan": {} }] }] });
+        let e = plan(&cfg).map(|_| ()).expect_err("refused").0;
+        assert!(
+            e.starts_with("flows[0].packet: a flow of Ethernet and VLAN headers alone is not sent"),
+            "{e}"
+        );
+    }
+
+    #[test]
     fn a_flow_to_several_rx_ports_is_metered_on_all_of_them_by_one_meter() {
         let flow = |n: &str, rx: Value| {
             json!({ "name": n, "tx_rx": { "choice": "port", "port": { "tx_name": "p1", "rx_names": rx } },
-                    "packet": [eth()] })
+                    "packet": [eth(), { "choice": "ipv4", "ipv4": {} }] })
         };
         let ports = json!([{ "name": "p1", "location": "a" }, { "name": "p2", "location": "ns/b" },
                            { "name": "p3", "location": "ns/c" }]);
