@@ -12,6 +12,12 @@
 //! ports go with them and nothing is left answering ARP or ND), and exits. It starts with the
 //! server's first daemon or first namespace ([`watch`]), whichever comes first.
 //!
+//! A PID is known by its start time as well (read when it is registered): one that was
+//! reused by another process by then is not signalled. A keeper that died is replaced at the
+//! server's next line to it (its pipe is broken), and the new one is told every daemon still
+//! registered. The keeper closes every inherited descriptor, one by one where `close_range`
+//! is refused (a kernel before 5.9, a seccomp profile).
+//!
 //! The child of `fork` in a threaded process may only make async-signal-safe calls: it
 //! reads, parses into an array on its stack, signals and sleeps, and allocates nothing.
 
@@ -23,6 +29,13 @@ use crate::error::IoError;
 
 /// The write end of the keeper's pipe, once it runs.
 static PIPE: Mutex<Option<std::fs::File>> = Mutex::new(None);
+
+/// The daemons registered and not stopped, so that a keeper started in place of one that
+/// died is told them all.
+static LIVE: Mutex<Vec<i32>> = Mutex::new(Vec::new());
+
+/// The keeper's PID (0 before it starts).
+static KEEPER: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
 
 /// The most daemons one keeper holds (a server with more stops those above by itself).
 const MAX_PIDS: usize = 8192;
@@ -47,16 +60,28 @@ pub(crate) fn unregister(pid: i32) {
     let _ = say(b'-', pid);
 }
 
+/// Tells the keeper one line; a keeper that died (its pipe broken) is replaced by a new one,
+/// told every daemon still registered.
 fn say(sign: u8, pid: i32) -> Result<(), IoError> {
     let mut pipe = PIPE.lock().unwrap_or_else(|e| e.into_inner());
-    if pipe.is_none() {
-        *pipe = Some(start()?);
+    let mut live = LIVE.lock().unwrap_or_else(|e| e.into_inner());
+    match sign {
+        b'+' => live.push(pid),
+        _ => live.retain(|&p| p != pid),
     }
     let line = format!("{}{pid}\n", sign as char);
-    pipe.as_mut()
-        .expect("started")
-        .write_all(line.as_bytes())
-        .map_err(|e| os("writing to the daemons' keeper", e))
+    let told = pipe.as_mut().map(|p| p.write_all(line.as_bytes()));
+    if matches!(told, Some(Ok(()))) {
+        return Ok(());
+    }
+    // None started yet, or the keeper is gone: a new one, told every live daemon.
+    let mut fresh = start()?;
+    let all: String = live.iter().map(|p| format!("+{p}\n")).collect();
+    fresh
+        .write_all(all.as_bytes())
+        .map_err(|e| os("writing to the daemons' keeper", e))?;
+    *pipe = Some(fresh);
+    Ok(())
 }
 
 fn os(context: &str, cause: std::io::Error) -> IoError {
@@ -85,7 +110,14 @@ fn start() -> Result<std::fs::File, IoError> {
     match unsafe { libc::fork() } {
         -1 => Err(os("forking the daemons' keeper", std::io::Error::last_os_error())),
         0 => unsafe { keep(read.as_raw_fd(), null.as_raw_fd(), &prefix[..prefix_len]) },
-        _ => Ok(std::fs::File::from(write)),
+        child => {
+            let old = KEEPER.swap(child, std::sync::atomic::Ordering::Relaxed);
+            if old > 0 {
+                // SAFETY: reaps the keeper this one replaces (our child) if it is gone.
+                unsafe { libc::waitpid(old, std::ptr::null_mut(), libc::WNOHANG) };
+            }
+            Ok(std::fs::File::from(write))
+        }
     }
 }
 
@@ -104,26 +136,112 @@ unsafe fn keep(read: i32, null: i32, prefix: &[u8]) -> ! {
         libc::dup2(read, 0);
         libc::dup2(null, 1);
         libc::dup2(null, 2);
-        libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, 0u32);
+        close_from_3();
     }
-    let mut pids = [0i32; MAX_PIDS];
+    let mut pids = [(0i32, 0u64); MAX_PIDS];
     let n = hold(&mut pids);
     let wait = libc::timespec {
         tv_sec: 0,
         tv_nsec: 300_000_000,
     };
-    // SAFETY: signals to the PIDs the server registered, a sleep, and the child's exit.
+    // SAFETY: signals to the PIDs the server registered that are still the processes it
+    // registered (the same start time), a sleep, and the child's exit.
     unsafe {
-        for &pid in &pids[..n] {
-            libc::kill(pid, libc::SIGTERM);
+        for &(pid, t) in &pids[..n] {
+            if start_time(pid) == t {
+                libc::kill(pid, libc::SIGTERM);
+            }
         }
         libc::nanosleep(&wait, std::ptr::null_mut());
-        for &pid in &pids[..n] {
-            libc::kill(pid, libc::SIGKILL);
+        for &(pid, t) in &pids[..n] {
+            if start_time(pid) == t {
+                libc::kill(pid, libc::SIGKILL);
+            }
         }
         remove_namespaces(prefix);
         libc::_exit(0)
     }
+}
+
+/// Closes every descriptor from 3 up: `close_range`, or where the kernel (before 5.9) or a
+/// seccomp profile refuses it, each one up to the descriptor limit. Otherwise the keeper
+/// would keep the server's listening sockets and its own pipe's write end.
+///
+/// # Safety
+/// Only in the keeper, which uses no descriptor above 2.
+unsafe fn close_from_3() {
+    // SAFETY: plain syscalls on this process's descriptors.
+    unsafe {
+        if libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, 0u32) == 0 {
+            return;
+        }
+        let mut rl = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        let top = match libc::getrlimit(libc::RLIMIT_NOFILE, &mut rl) {
+            0 => rl.rlim_cur.min(1 << 20) as i32,
+            _ => 65_536,
+        };
+        for fd in 3..top {
+            libc::close(fd);
+        }
+    }
+}
+
+/// A process's start time (clock ticks since boot, field 22 of /proc/PID/stat), 0 if it is
+/// gone: a PID with another start time was reused by another process. Allocates nothing.
+fn start_time(pid: i32) -> u64 {
+    let mut path = [0u8; 32];
+    let mut at = 0;
+    for &b in b"/proc/" {
+        path[at] = b;
+        at += 1;
+    }
+    let mut digits = [0u8; 10];
+    let (mut k, mut p) = (0, pid.max(0) as u32);
+    loop {
+        digits[k] = b'0' + (p % 10) as u8;
+        k += 1;
+        p /= 10;
+        if p == 0 {
+            break;
+        }
+    }
+    for i in (0..k).rev() {
+        path[at] = digits[i];
+        at += 1;
+    }
+    path[at..at + 5].copy_from_slice(b"/stat");
+    let mut buf = [0u8; 1024];
+    // SAFETY: a NUL-terminated path on the stack; a read into a buffer of its length.
+    let n = unsafe {
+        let fd = libc::open(path.as_ptr().cast(), libc::O_RDONLY | libc::O_CLOEXEC);
+        if fd < 0 {
+            return 0;
+        }
+        let n = libc::read(fd, buf.as_mut_ptr().cast(), buf.len());
+        libc::close(fd);
+        n
+    };
+    stat_start_time(&buf[..n.max(0) as usize])
+}
+
+/// Field 22 (starttime) of a /proc/PID/stat line: counted after the command's closing
+/// parenthesis (a command may hold spaces and parentheses), which ends field 2.
+fn stat_start_time(stat: &[u8]) -> u64 {
+    let Some(close) = stat.iter().rposition(|&b| b == b')') else {
+        return 0;
+    };
+    let field = stat[close + 1..]
+        .split(|&b| b == b' ')
+        .filter(|f| !f.is_empty())
+        .nth(22 - 3);
+    field.map_or(0, |f| {
+        f.iter()
+            .take_while(|b| b.is_ascii_digit())
+            .fold(0u64, |a, &b| a.saturating_mul(10).saturating_add(u64::from(b - b'0')))
+    })
 }
 
 /// What the names of a server's device and LAG namespaces start with, before its PID
@@ -195,8 +313,9 @@ fn remove_one(name: &[u8]) -> bool {
 }
 
 /// Reads `+PID` and `-PID` lines from stdin until end of file; returns how many PIDs of
-/// `pids` are held. Allocates nothing (it runs in the keeper).
-fn hold(pids: &mut [i32; MAX_PIDS]) -> usize {
+/// `pids` are held, each with its start time when it was added. Allocates nothing (it runs
+/// in the keeper).
+fn hold(pids: &mut [(i32, u64); MAX_PIDS]) -> usize {
     let mut buf = [0u8; 512];
     let mut line = Line::default();
     let mut n = 0;
@@ -208,7 +327,7 @@ fn hold(pids: &mut [i32; MAX_PIDS]) -> usize {
         }
         for &b in &buf[..r.max(0) as usize] {
             if let Some((add, pid)) = line.push(b) {
-                n = apply(pids, n, add, pid);
+                n = apply(pids, n, add, (pid, if add { start_time(pid) } else { 0 }));
             }
         }
     }
@@ -241,9 +360,10 @@ impl Line {
     }
 }
 
-/// Adds or removes `pid` among the first `n` of `pids`; returns the new count.
-fn apply(pids: &mut [i32; MAX_PIDS], n: usize, add: bool, pid: i32) -> usize {
-    match pids[..n].iter().position(|&p| p == pid) {
+/// Adds or removes `pid` (with its start time) among the first `n` of `pids`; returns the
+/// new count.
+fn apply(pids: &mut [(i32, u64); MAX_PIDS], n: usize, add: bool, pid: (i32, u64)) -> usize {
+    match pids[..n].iter().position(|p| p.0 == pid.0) {
         Some(i) if !add => {
             pids[i] = pids[n - 1];
             n - 1
@@ -286,20 +406,73 @@ mod tests {
 
     #[test]
     fn the_keeper_holds_the_pids_added_and_not_removed() {
-        let mut pids = [0i32; MAX_PIDS];
+        let mut pids = [(0i32, 0u64); MAX_PIDS];
         let mut line = Line::default();
         let mut n = 0;
         for b in b"+12\n+34\nx+5\n-12\n+34\n+\n-99\n+56\n".iter() {
             if let Some((add, pid)) = line.push(*b) {
-                n = apply(&mut pids, n, add, pid);
+                n = apply(&mut pids, n, add, (pid, 1));
             }
         }
-        let mut held = pids[..n].to_vec();
+        let mut held: Vec<i32> = pids[..n].iter().map(|p| p.0).collect();
         held.sort_unstable();
         assert_eq!(
             held,
             [5, 34, 56],
             "expected 12 removed, 34 once, the malformed lines skipped"
         );
+    }
+}
+
+#[cfg(test)]
+mod identity {
+    use super::*;
+
+    #[test]
+    fn a_pid_is_known_by_its_start_time_and_a_gone_one_has_none() {
+        let line = b"4242 (bgpd) x (y) S 1 4242 4242 0 -1 4194560 10 0 0 0 1 2 0 0 20 0 3 0 987654 1000 100";
+        assert_eq!(
+            stat_start_time(line),
+            987654,
+            "expected field 22 after a command with spaces and parentheses"
+        );
+        let me = std::process::id() as i32;
+        let t = start_time(me);
+        assert!(t > 0, "expected this process's start time; got {t}");
+        assert_eq!(start_time(me), t, "expected the same start time read twice");
+        assert_eq!(
+            start_time(i32::MAX),
+            0,
+            "expected no start time for a PID that does not exist"
+        );
+    }
+
+    #[test]
+    fn a_keeper_that_died_is_replaced_and_told_the_live_daemons() {
+        let mut sleeper = std::process::Command::new("sleep").arg("30").spawn().expect("sleep");
+        let pid = sleeper.id() as i32;
+        register(pid).expect("registered");
+        let first = KEEPER.load(std::sync::atomic::Ordering::Relaxed);
+        assert!(first > 0, "expected a keeper started");
+        // SAFETY: SIGKILL to the keeper this process forked.
+        unsafe { libc::kill(first, libc::SIGKILL) };
+        // SAFETY: reaps it, so its PID no longer names a zombie.
+        unsafe { libc::waitpid(first, std::ptr::null_mut(), 0) };
+        // The first write after its death may still fit in the pipe; the second finds it broken.
+        let mut second = first;
+        for _ in 0..2 {
+            unregister(pid);
+            register(pid).expect("registered again, by a new keeper");
+            second = KEEPER.load(std::sync::atomic::Ordering::Relaxed);
+        }
+        assert_ne!(
+            second, first,
+            "expected a new keeper after the first died; got the same PID {first}"
+        );
+        assert!(start_time(second) > 0, "expected the new keeper {second} alive");
+        assert_eq!(*LIVE.lock().unwrap(), vec![pid], "expected the daemon registered once");
+        unregister(pid);
+        let _ = sleeper.kill();
+        let _ = sleeper.wait();
     }
 }
