@@ -78,6 +78,24 @@ pub struct ServeArgs {
 }
 
 pub fn cmd_serve(a: ServeArgs) -> Result<i32> {
+    let cfg = serve_config(a)?;
+    raise_fd_limit();
+    let rt = tokio::runtime::Runtime::new()?;
+    banner(&cfg);
+    // The handlers go in before any listener is up: made inside the server's first poll of
+    // the future, a SIGTERM that came once gNMI answered but before that poll killed the
+    // process by the signal's default action (exit -15, nothing stopped in order).
+    let stop = {
+        let _rt = rt.enter();
+        stop_signal()
+    };
+    rt.block_on(gapless_serve::serve(cfg, stop))?;
+    Ok(0)
+}
+
+/// The server's configuration from the command line, its limits and token files checked
+/// (serve() checks the listen rule before it opens anything).
+fn serve_config(a: ServeArgs) -> Result<gapless_serve::ServeConfig> {
     if !(a.client_rate.is_finite() && a.client_rate >= 1.0) || a.max_event_streams == 0 {
         anyhow::bail!(
             "--client-rate {} --max-event-streams {}: give a rate of at least 1 request a second and at least 1 stream",
@@ -85,25 +103,20 @@ pub fn cmd_serve(a: ServeArgs) -> Result<i32> {
             a.max_event_streams
         );
     }
-    // serve() checks the listen rule before it opens anything.
     let token = a.token_file.as_deref().map(gapless_serve::read_token).transpose()?;
-    let otg_listen = (!a.no_otg).then_some(a.otg_listen);
-    let otg_grpc_listen = (!a.no_otg && !a.no_otg_grpc).then_some(a.otg_grpc_listen);
-    let gnmi_listen = (!a.no_otg && !a.no_gnmi).then_some(a.gnmi_listen);
     let otg_transport = match (a.otg_plain, a.otg_cert, a.otg_key) {
         (true, ..) => Transport::Plain,
         (false, Some(cert), Some(key)) => Transport::Tls(TlsFiles { cert, key }),
         _ => Transport::SelfSigned,
     };
-    let scheme = otg_transport.scheme();
-    let cfg = gapless_serve::ServeConfig {
+    Ok(gapless_serve::ServeConfig {
         listen: a.listen,
         db: a.db,
         token,
-        otg_listen,
+        otg_listen: (!a.no_otg).then_some(a.otg_listen),
         otg_transport,
-        otg_grpc_listen,
-        gnmi_listen,
+        otg_grpc_listen: (!a.no_otg && !a.no_otg_grpc).then_some(a.otg_grpc_listen),
+        gnmi_listen: (!a.no_otg && !a.no_gnmi).then_some(a.gnmi_listen),
         allow_hosts: a.allow_host,
         limits: gapless_serve::limits::LimitsConfig {
             client_rate: a.client_rate,
@@ -115,21 +128,24 @@ pub fn cmd_serve(a: ServeArgs) -> Result<i32> {
             .as_deref()
             .map(gapless_serve::read_token)
             .transpose()?,
-    };
-    raise_fd_limit();
-    let rt = tokio::runtime::Runtime::new()?;
+    })
+}
+
+/// Where each front door listens, with the line a client gives to reach it.
+fn banner(cfg: &gapless_serve::ServeConfig) {
+    let scheme = cfg.otg_transport.scheme();
     eprintln!(
         "gapless serve: dashboard http://{}/ (Ctrl-C, SIGTERM or SIGHUP stops)",
-        a.listen
+        cfg.listen
     );
-    if let Some(o) = otg_listen {
+    if let Some(o) = cfg.otg_listen {
         let verify = if scheme == "https" { ", verify=False" } else { "" };
         eprintln!("gapless serve: OTG API {scheme}://{o} (snappi: snappi.api(location=\"{scheme}://{o}\"{verify}))");
     }
-    if let Some(g) = otg_grpc_listen {
+    if let Some(g) = cfg.otg_grpc_listen {
         eprintln!("gapless serve: OTG gRPC {g} (snappi: snappi.api(location=\"{g}\", transport=\"grpc\"))");
     }
-    if let Some(g) = gnmi_listen {
+    if let Some(g) = cfg.gnmi_listen {
         let tls = if scheme == "https" {
             " skip_verify: true"
         } else {
@@ -142,15 +158,6 @@ pub fn cmd_serve(a: ServeArgs) -> Result<i32> {
         cfg.db.display(),
         cfg.reports_dir().display()
     );
-    // The handlers go in before any listener is up: made inside the server's first poll of
-    // the future, a SIGTERM that came once gNMI answered but before that poll killed the
-    // process by the signal's default action (exit -15, nothing stopped in order).
-    let stop = {
-        let _rt = rt.enter();
-        stop_signal()
-    };
-    rt.block_on(gapless_serve::serve(cfg, stop))?;
-    Ok(0)
 }
 
 /// Ends at the first SIGINT (Ctrl-C), SIGTERM (systemd, Docker and Kubernetes stop a
