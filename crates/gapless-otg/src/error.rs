@@ -63,7 +63,7 @@ impl OtgError {
         OtgError {
             code,
             kind,
-            errors: vec![msg],
+            errors: vec![clip(&msg)],
         }
     }
 
@@ -73,8 +73,41 @@ impl OtgError {
     }
 }
 
+/// The longest word an error quotes whole: a request's value longer than this (a 10,000-byte
+/// name) is shown by its start and its length.
+const WORD_MAX: usize = 120;
+
+/// `msg` with every word (a run without spaces) longer than [`WORD_MAX`] bytes cut to its
+/// first 60 characters and its length.
+fn clip(msg: &str) -> String {
+    if msg.len() <= WORD_MAX {
+        return msg.to_string();
+    }
+    let words = msg.split(' ').map(|w| match w.len() > WORD_MAX {
+        true => format!("{}…({} bytes)", w.chars().take(60).collect::<String>(), w.len()),
+        false => w.to_string(),
+    });
+    words.collect::<Vec<_>>().join(" ")
+}
+
 impl From<Invalid> for OtgError {
     fn from(e: Invalid) -> OtgError {
         OtgError::invalid(e.0)
+    }
+}
+
+#[cfg(test)]
+mod clip_tests {
+    #[test]
+    fn a_long_value_in_an_error_is_shown_by_its_start_and_length() {
+        let name = "n".repeat(10_000);
+        let e = super::OtgError::invalid(format!("devices[0].name: {name:?} is taken. Fix: rename it"));
+        let m = &e.errors[0];
+        assert!(
+            m.len() < 200 && m.contains("(10002 bytes)") && m.ends_with("Fix: rename it"),
+            "got {m}"
+        );
+        let short = super::OtgError::invalid("flows[0].name: \"f\" is taken");
+        assert_eq!(short.errors[0], "flows[0].name: \"f\" is taken");
     }
 }

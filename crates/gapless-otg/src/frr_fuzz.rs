@@ -158,3 +158,96 @@ fn no_request_string_adds_or_changes_a_line_of_any_daemons_configuration() {
         "expected both outcomes often; got {refused} refused, {taken} taken"
     );
 }
+
+/// A config with one of every kind of object a string names (issue 68, item 2): ports, a LAG,
+/// an LLDP agent, a device with BGP, IS-IS and OSPF, a flow with metric tags, a capture.
+fn full_config() -> Value {
+    let mut c = config();
+    c["ports"] = json!([{ "name": "p1", "location": "veth0" }, { "name": "p2", "location": "ns/veth1" },
+                        { "name": "p3", "location": "veth2" }]);
+    c["lags"] = json!([{ "name": "lag1", "ports": [{ "port_name": "p3",
+        "ethernet": { "name": "p3-eth", "mac": "02:00:00:00:00:31" } }],
+        "protocol": { "choice": "lacp", "lacp": { "actor_system_id": "02:00:00:00:00:30", "actor_key": 7 } } }]);
+    c["lldp"] = json!([{ "name": "l1", "connection": { "choice": "port_name", "port_name": "p2" },
+        "system_name": { "choice": "value", "value": "tester" } }]);
+    c["flows"] = json!([{ "name": "f1", "tx_rx": { "choice": "port", "port": { "tx_name": "p1", "rx_names": ["p2"] } },
+        "size": { "choice": "fixed", "fixed": 128 }, "rate": { "choice": "pps", "pps": 100 },
+        "duration": { "choice": "fixed_packets", "fixed_packets": { "packets": 10 } },
+        "metrics": { "enable": true },
+        "packet": [{ "choice": "ethernet", "ethernet": { "dst": { "choice": "value", "value": "02:00:00:00:00:02" } } },
+                   { "choice": "ipv4", "ipv4": { "src": { "choice": "value", "value": "192.0.2.1" },
+                       "dst": { "choice": "value", "value": "192.0.2.2",
+                                "metric_tags": [{ "name": "dst_tag", "offset": 24, "length": 8 }] } } },
+                   { "choice": "udp", "udp": { "dst_port": { "choice": "values", "values": [5000, 5001] } } }] }]);
+    c["captures"] = json!([{ "name": "c1", "port_names": ["p2"], "format": "pcap" }]);
+    c
+}
+
+/// Hostile values for a string: NUL, control characters, 10,000 characters, unicode, a path,
+/// shell and FRR syntax, a space, the empty string.
+fn hostile() -> Vec<String> {
+    vec![
+        "a\0b".into(),
+        "a\nb\r\tc\u{7f}".into(),
+        "n".repeat(10_000),
+        "é\u{202e}名前".into(),
+        "../../etc/passwd".into(),
+        "$(touch /tmp/gl-pwned); `id` | x".into(),
+        "x\n!\nlog file /tmp/gl-pwned\nend".into(),
+        " ".into(),
+        String::new(),
+    ]
+}
+
+#[test]
+fn every_string_of_a_full_config_with_a_hostile_value_is_planned_or_refused_by_its_path() {
+    let base = full_config();
+    let want = shape(&written(&base).unwrap_or_else(|e| panic!("expected the full config valid; got {e}")));
+    let mut leaves = Vec::new();
+    strings(&base, String::new(), &mut leaves);
+    assert!(
+        leaves.len() > 60,
+        "expected every object's strings; got {}",
+        leaves.len()
+    );
+    let (mut refused, mut taken) = (0, 0);
+    for leaf in &leaves {
+        for value in hostile() {
+            let mut cfg = base.clone();
+            *cfg.pointer_mut(leaf).expect("a leaf of the base") = json!(value);
+            let shown: String = value.chars().take(40).collect();
+            let got = std::panic::catch_unwind(|| written(&cfg))
+                .unwrap_or_else(|_| panic!("expected {leaf} = {shown:?} planned or refused; it panicked"));
+            match got {
+                Err(e) => {
+                    refused += 1;
+                    let path = e.split(':').next().unwrap_or("");
+                    assert!(
+                        !path.is_empty() && !path.contains(' ') || e.starts_with("port ") || e.starts_with("flow"),
+                        "expected {leaf} = {shown:?} refused with a path first; got {e:?}"
+                    );
+                    let shown = crate::error::OtgError::from(crate::error::Invalid(e)).errors[0].len();
+                    assert!(shown < 2_000, "expected a short refusal for {leaf}; got {shown} bytes");
+                }
+                Ok(got) => {
+                    taken += 1;
+                    assert!(
+                        within(&shape(&got), &want),
+                        "expected {leaf} = {shown:?} to add or change no FRR line"
+                    );
+                    for (kind, c) in &got {
+                        let checked = gapless_io::devices::frr::check_lines(kind, c);
+                        assert!(
+                            checked.is_ok(),
+                            "expected {leaf} = {shown:?} to pass the last gate; got {checked:?}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+    assert!(
+        refused > 0 && taken > 0,
+        "expected both outcomes; got {refused} refused, {taken} taken"
+    );
+}
