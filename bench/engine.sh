@@ -72,7 +72,12 @@ ops4() { # ops4 NAME FIELD:OP:ARGS ... (ARGS: "from = 1\nto = 3" or "values = [.
 }
 ops4 ops_old "src_port:inc:from = 1024\nto = 2047" "dst_port:random:from = 1\nto = 65535" "dscp:list:values = [0, 10, 46]" "ttl:inc:from = 1\nto = 64"
 ops4 ops_new "ecn:list:values = [0, 1, 2, 3]" "ip_id:random:from = 0\nto = 65535" "df:list:values = [1, 0]" "tcp_syn:list:values = [1, 0, 0]"
-PROFILES=${PROFILES:-one four pdf selfsim sine cycle ops_old ops_new}
+# Issue 67 item 2: fields set by hand take the general path, checksums summed from the bytes
+# (DESIGN-NOTES 93): TCP frames of 80 B with a hand IPv4 length and a bad TCP checksum,
+# against the same frames without.
+printf '[[stream]]\nsize = 80\n[stream.template]\nl4 = "tcp"\n[stream.timing]\nrate_pps = 5e8\ncount = 20_000_000\n' > "$tmp/tcp80.toml"
+sed 's/^l4 = "tcp"$/l4 = "tcp"\nhand = { ip_length = 1000, l4_checksum = "bad" }/' "$tmp/tcp80.toml" > "$tmp/hand.toml"
+PROFILES=${PROFILES:-one four pdf selfsim sine cycle ops_old ops_new tcp80 hand}
 mkdir -p bench/results
 out=bench/results/engine-$(date -u +%Y%m%dT%H%M%SZ).txt
 echo "# $(uname -r) $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2) $(git rev-parse --short HEAD 2>/dev/null)" > "$out"
@@ -92,7 +97,8 @@ import statistics, sys
 LABELS = {"one": "1 stream, no field ops", "four": "1 stream, 4 field ops", "pdf": "pdf gaps",
           "selfsim": "self-similar fGn (1 µs slots)", "sine": "sine-varying rate",
           "cycle": "2 variants, 3:1, one with a size ramp",
-          "ops_old": "TCP, 4 ops on ports, DSCP, TTL", "ops_new": "TCP, 4 ops on ECN, IP ID, DF, SYN"}
+          "ops_old": "TCP, 4 ops on ports, DSCP, TTL", "ops_new": "TCP, 4 ops on ECN, IP ID, DF, SYN",
+          "tcp80": "TCP 80 B", "hand": "TCP 80 B, IPv4 length and a bad checksum by hand"}
 rows = [l.split() for l in open(sys.argv[1]) if not l.startswith("#")]
 bins = list(dict.fromkeys(r[2] for r in rows))
 for name in dict.fromkeys(r[0] for r in rows):
