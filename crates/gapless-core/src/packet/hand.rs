@@ -16,7 +16,7 @@
 //! ([`crate::meter::plan`]).
 
 use crate::packet::checksum::{fold, sum_be};
-use crate::packet::template::Layout;
+use crate::packet::layout::{l4_sum, Layout};
 use crate::spec::error::ProfileError;
 use crate::spec::{HandChecksum, HandSpec, L4Kind};
 
@@ -168,22 +168,6 @@ fn transport_number(ly: &Layout) -> u64 {
         L4Kind::Icmp if ly.ipv6 => 58,
         _ => 1,
     }
-}
-
-/// The partial sum of the layer 4 checksum over the frame's bytes (its checksum field read
-/// as it is): the pseudo header with protocol `proto` and the real length (none for ICMPv4),
-/// then the layer 4 header and payload.
-pub(crate) fn l4_sum(f: &[u8], ly: &Layout, proto: u64) -> u64 {
-    let l3 = ly.l3;
-    let l4_len = (f.len() - ly.l4) as u64;
-    let pseudo = if ly.ipv6 {
-        sum_be(&f[l3 + 8..l3 + 40]) + (l4_len >> 16) + (l4_len & 0xffff) + proto
-    } else if ly.l4_kind != L4Kind::Icmp {
-        sum_be(&f[l3 + 12..l3 + 20]) + l4_len + proto
-    } else {
-        0
-    };
-    pseudo + sum_be(&f[ly.l4..])
 }
 
 #[cfg(test)]

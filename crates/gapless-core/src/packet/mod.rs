@@ -2,7 +2,7 @@
 //!
 //! Holds: [`template`] (a template built from headers) and [`whole_frame`] (a template given
 //! as a whole frame), the [`fields`] engine (flat in [`hot`]) and its [`rewrite`] of replayed frames,
-//! [`checksum`] arithmetic, header fields set by [`hand`], a template cut to one length ([`fixed`]), the [`signature`] every metered frame carries, [`filler`] frames,
+//! [`checksum`] arithmetic, header fields set by [`hand`], where headers sit ([`layout`]), a template cut to one length ([`fixed`]), the [`signature`] every metered frame carries, [`filler`] frames,
 //! frame [`sizes`], a stream's [`variant`]s, and which LAG member a frame leaves on ([`spread`]).
 //!
 //! May import `spec` and `timing` (a size distribution draws like a gap distribution);
@@ -14,6 +14,7 @@ pub mod filler;
 pub mod fixed;
 pub mod hand;
 pub mod hot;
+pub mod layout;
 pub mod rewrite;
 pub mod signature;
 pub mod sizes;

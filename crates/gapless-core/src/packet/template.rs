@@ -20,40 +20,7 @@ use crate::spec::{L4Kind, TemplateSpec};
 /// Smallest Ethernet frame without FCS.
 pub const MIN_FRAME_NO_FCS: usize = 60;
 
-/// Offsets of the headers inside the frame.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct Layout {
-    /// Offset of each VLAN tag's TCI (outer first).
-    pub vlan_tci: Vec<usize>,
-    /// Start of the IP header.
-    pub l3: usize,
-    pub ipv6: bool,
-    /// Start of the L4 header.
-    pub l4: usize,
-    pub l4_kind: L4Kind,
-    /// Start of the L4 payload.
-    pub payload: usize,
-    /// A tunnel's outer headers, where the frame has them.
-    pub outer: Option<crate::packet::tunnel::Tunnel>,
-}
-
-impl Layout {
-    /// Offset of the L4 checksum field.
-    pub fn l4_csum(&self) -> usize {
-        match self.l4_kind {
-            L4Kind::Udp => self.l4 + 6,
-            L4Kind::Tcp => self.l4 + 16,
-            L4Kind::Icmp => self.l4 + 2,
-            // ARP and a bare IP packet have none: nothing reads or writes this.
-            L4Kind::Arp | L4Kind::None => self.l4,
-        }
-    }
-
-    /// Whether the frame has a layer 4 checksum to keep (not ARP, not a bare IP packet).
-    pub fn has_l4_csum(&self) -> bool {
-        !matches!(self.l4_kind, L4Kind::Arp | L4Kind::None)
-    }
-}
+pub use crate::packet::layout::Layout;
 
 /// A compiled template.
 #[derive(Debug, Clone)]
@@ -764,7 +731,7 @@ impl Template {
             let cs = ly.l4_csum();
             frame[cs..cs + 2].copy_from_slice(&[0, 0]);
             let proto = u64::from(frame[ly.l3 + if ly.ipv6 { 6 } else { 9 }]);
-            let mut c = finish(crate::packet::hand::l4_sum(frame, ly, proto));
+            let mut c = finish(crate::packet::layout::l4_sum(frame, ly, proto));
             if c == 0 && ly.l4_kind == L4Kind::Udp {
                 c = 0xffff;
             }
