@@ -32,8 +32,13 @@ impl Hand {
             return Ok(None);
         }
         let bad = |key: &str, what: &str, fix: &str| {
+            let key = if key.is_empty() {
+                String::new()
+            } else {
+                format!(".{key}")
+            };
             Err(ProfileError::invalid(
-                format!("{path}.hand.{key}"),
+                format!("{path}.hand{key}"),
                 what.to_string(),
                 fix.to_string(),
             ))
@@ -333,7 +338,7 @@ mod tests {
                     ip_length: Some(1),
                     ..HandSpec::default()
                 },
-                "hand.",
+                "hand:",
             ),
         ];
         for (l4, v6, hand, path) in cases {
