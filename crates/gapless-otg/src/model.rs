@@ -184,7 +184,9 @@ pub fn gate_packet(list: &[Value], path: &str) -> Result<(), Invalid> {
         if !headers().any(|h| h == c) {
             continue; // an unknown or missing choice is refused by the header's own code
         }
-        let outer = tunnel.is_some_and(|t| i < t) && matches!(c, "ipv4" | "ipv6" | "udp");
+        // In a tunnel flow gapless writes every EtherType (the outer Ethernet's names the
+        // tunnel, VXLAN's inner one the inner packet): Ethernet headers are gated as outer.
+        let outer = tunnel.is_some_and(|t| i < t && matches!(c, "ipv4" | "ipv6" | "udp") || c == "ethernet");
         let role = if outer { Role::Outer } else { Role::Inner };
         let at = format!("{path}[{i}].{c}");
         let next = choice(i + 1);
@@ -301,10 +303,10 @@ fn refusal(path: &str, v: &Value, dflt: Dft, writes: Option<u64>, role: Role) ->
         (Good, None) => "gapless computes a good checksum (generated: good)".to_string(),
         (Empty, None) => "gapless does not build it".to_string(),
     };
-    let where_ = if role == Role::Outer {
-        " in a tunnel's outer header"
-    } else {
-        ""
+    let where_ = match role {
+        Role::Outer if path.contains(".ethernet.") => " in a tunnel flow's Ethernet header",
+        Role::Outer => " in a tunnel's outer header",
+        Role::Inner => "",
     };
     format!("{path}: {what}{where_}, and sending {} instead is not supported yet. Fix: leave it at its default, or remove it", show(v))
 }

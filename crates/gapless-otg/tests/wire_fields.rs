@@ -217,7 +217,19 @@ fn a_field_gapless_does_not_send_is_refused_with_its_path() {
                 h("ipv4", json!({})),
                 udp()
             ]),
-            "flows[0].packet[0].ethernet.ether_type: in a tunnel",
+            "flows[0].packet[0].ethernet.ether_type: gapless writes 2048 here in a tunnel flow's Ethernet header",
+        ),
+        (
+            json!([
+                eth(),
+                h("ipv4", json!({})),
+                udp(),
+                h("vxlan", json!({})),
+                h("ethernet", json!({ "ether_type": v(0x88b5) })),
+                h("ipv4", json!({})),
+                udp()
+            ]),
+            "flows[0].packet[4].ethernet.ether_type: gapless writes 2048 here in a tunnel flow's Ethernet header",
         ),
         (
             json!([
@@ -235,6 +247,24 @@ fn a_field_gapless_does_not_send_is_refused_with_its_path() {
         let e = refused(packet);
         assert!(e.contains(want), "expected {want:?}, got {e}");
     }
+    // A tunnel flow's outer EtherType at the value gapless writes (IPv4 outside, IPv6
+    // inside GRE) is taken, and goes out.
+    let outer4 = json!([
+        h(
+            "ethernet",
+            json!({ "ether_type": v(0x0800), "dst": { "value": "02:00:00:00:00:02" } })
+        ),
+        h("ipv4", json!({})),
+        h("gre", json!({})),
+        h("ipv6", json!({})),
+        udp()
+    ]);
+    let f = &frames(outer4, 1)[0];
+    assert_eq!(
+        (&f[12..14], &f[36..38]),
+        (&[0x08, 0x00][..], &[0x86, 0xdd][..]),
+        "expected the outer EtherType 0x0800 and GRE's protocol 0x86dd"
+    );
     // The same fields at their defaults, or at what gapless writes there, are taken.
     let ip = h(
         "ipv4",

@@ -4,7 +4,7 @@
 //! (gapless_core::packet::hand). A value equal to the one gapless writes anyway, `auto`, and
 //! `generated: good` leave the field computed; anything the core cannot send is refused with
 //! its path. In a tunnel only the inner packet's fields are set by hand (the outer headers'
-//! stay gated by [`crate::model`]).
+//! and every Ethernet header's EtherType stay gated by [`crate::model`]).
 
 use serde_json::{json, Map, Value};
 
@@ -36,7 +36,8 @@ const CHECKSUMS: &[(&str, &str, &str)] = &[
 
 /// The hand fields of header `choice` (its object `b`, at path `at`; `after` the header
 /// after it, if any) into `hand`. The protocol of an IP header that ends the packet is not
-/// one: it is the packet's own (`l4 = "none"`). `tunnel`: the flow has one.
+/// one: it is the packet's own (`l4 = "none"`). `tunnel`: the flow has one (its Ethernet
+/// headers' EtherTypes are then not set by hand).
 pub fn of_header(
     choice: &str,
     b: &Value,
@@ -48,13 +49,14 @@ pub fn of_header(
     let next = after.and_then(|h| h["choice"].as_str()).unwrap_or_default();
     for &(_, field, key, bits) in NUMBERS.iter().filter(|n| n.0 == choice) {
         let last_ip = next.is_empty() && matches!(field, "protocol" | "next_header");
-        if last_ip {
+        // A tunnel flow's EtherTypes are gapless's, gated by crate::model.
+        if last_ip || tunnel && key == "ether_type" {
             continue;
         }
         let path = format!("{at}.{choice}.{field}");
         if let Some(v) = number(b.get(field), &path, bits, choice, field, next)? {
             if key == "ether_type" {
-                ether_type(v, &path, after, tunnel)?;
+                ether_type(v, &path, after)?;
                 if next == "vlan" {
                     continue;
                 }
@@ -85,14 +87,9 @@ pub fn unread(name: &str, t: &Map<String, Value>) -> Option<String> {
     })
 }
 
-/// An EtherType set by hand: refused in a tunnel (it names the tunnel's packet), and before
-/// a VLAN tag unless it is the tag's TPID (which the tag's `tpid` sets: 0x8100 unless given).
-fn ether_type(v: u64, path: &str, after: Option<&Value>, tunnel: bool) -> Result<(), Invalid> {
-    if tunnel {
-        return Err(Invalid(format!(
-            "{path}: in a tunnel the outer EtherType names the tunnel's packet, and sending {v} instead is not supported. Fix: leave it auto"
-        )));
-    }
+/// An EtherType set by hand: before a VLAN tag only the tag's TPID (which the tag's `tpid`
+/// sets: 0x8100 unless given).
+fn ether_type(v: u64, path: &str, after: Option<&Value>) -> Result<(), Invalid> {
     let Some(vlan) = after.filter(|h| h["choice"] == "vlan") else {
         return Ok(());
     };
@@ -227,12 +224,11 @@ mod tests {
         assert!(e.starts_with("flows[0].packet[1].tcp.checksum.generated"), "{e}");
         let mut m = Map::new();
         let (ip, et) = (json!({ "choice": "ipv4" }), json!({ "ether_type": { "value": 4660 } }));
-        let e = of_header("ethernet", &et, "flows[0].packet[0]", Some(&ip), true, &mut m)
-            .unwrap_err()
-            .0;
+        // In a tunnel flow crate::model gates the EtherType (tests/wire_fields.rs).
+        of_header("ethernet", &et, "flows[0].packet[0]", Some(&ip), true, &mut m).unwrap();
         assert!(
-            e.starts_with("flows[0].packet[0].ethernet.ether_type: in a tunnel"),
-            "{e}"
+            m.is_empty(),
+            "expected no EtherType by hand in a tunnel flow; got {m:?}"
         );
         let vlan = json!({ "choice": "vlan", "vlan": { "tpid": { "value": 0x88a8 } } });
         let e = of_header("ethernet", &et, "flows[0].packet[0]", Some(&vlan), false, &mut m)
