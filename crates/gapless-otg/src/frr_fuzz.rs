@@ -67,6 +67,23 @@ fn within(got: &[(&'static str, Vec<String>)], want: &[(&'static str, Vec<String
     got.len() == want.len() && got.iter().zip(want).all(|(g, w)| g.0 == w.0 && sub(&g.1, &w.1))
 }
 
+/// That a config whose `leaf` was set to `value` (shown) and taken wrote no FRR line the
+/// base config lacks (`want`), and that every daemon's text passes the last gate.
+fn assert_within(leaf: &str, value: &str, got: &[(&'static str, String)], want: &[(&'static str, Vec<String>)]) {
+    let got_shape = shape(got);
+    assert!(
+        within(&got_shape, want),
+        "expected {leaf} = {value:?} to add no line and change none; got {got_shape:?}, want {want:?}"
+    );
+    for (kind, c) in got {
+        let checked = gapless_io::devices::frr::check_lines(kind, c);
+        assert!(
+            checked.is_ok(),
+            "expected {leaf} = {value:?} to pass the last gate; got {checked:?}"
+        );
+    }
+}
+
 /// The JSON pointer of every string in `v`.
 fn strings(v: &Value, at: String, out: &mut Vec<String>) {
     match v {
@@ -138,18 +155,7 @@ fn no_request_string_adds_or_changes_a_line_of_any_daemons_configuration() {
             }
             Ok(got) => {
                 taken += 1;
-                let got_shape = shape(&got);
-                assert!(
-                    within(&got_shape, &want),
-                    "expected {leaf} = {value:?} to add no line and change none; got {got_shape:?}, want {want:?}"
-                );
-                for (kind, c) in &got {
-                    let checked = gapless_io::devices::frr::check_lines(kind, c);
-                    assert!(
-                        checked.is_ok(),
-                        "expected {leaf} = {value:?} to pass the last gate; got {checked:?}"
-                    );
-                }
+                assert_within(leaf, &value, &got, &want);
             }
         }
     }
@@ -231,17 +237,7 @@ fn every_string_of_a_full_config_with_a_hostile_value_is_planned_or_refused_by_i
                 }
                 Ok(got) => {
                     taken += 1;
-                    assert!(
-                        within(&shape(&got), &want),
-                        "expected {leaf} = {shown:?} to add or change no FRR line"
-                    );
-                    for (kind, c) in &got {
-                        let checked = gapless_io::devices::frr::check_lines(kind, c);
-                        assert!(
-                            checked.is_ok(),
-                            "expected {leaf} = {shown:?} to pass the last gate; got {checked:?}"
-                        );
-                    }
+                    assert_within(leaf, &shown, &got, &want);
                 }
             }
         }

@@ -15,7 +15,7 @@
 //! knows the stream's frames by their headers and reads the signature at the frame's end
 //! ([`crate::meter::plan`]).
 
-use crate::packet::checksum::{fold, sum_be};
+use crate::packet::checksum::{finish, fold, sum_be};
 use crate::packet::layout::{l4_sum, Layout};
 use crate::spec::error::ProfileError;
 use crate::spec::{HandChecksum, HandSpec, L4Kind};
@@ -139,13 +139,13 @@ impl Hand {
         }
         if !ly.ipv6 {
             f[l3 + 10..l3 + 12].fill(0);
-            let good = !fold(sum_be(&f[l3..l3 + 20]));
+            let good = finish(sum_be(&f[l3..l3 + 20]));
             put16(f, l3 + 10, asked(h.ip_checksum, good));
         }
         if ly.has_l4_csum() {
             let cs = ly.l4_csum();
             f[cs..cs + 2].fill(0);
-            let mut good = !fold(l4_sum(f, ly, transport_number(ly)));
+            let mut good = finish(l4_sum(f, ly, transport_number(ly)));
             if good == 0 && ly.l4_kind == L4Kind::Udp {
                 good = 0xffff;
             }
