@@ -68,11 +68,9 @@ def config(a: Any) -> Any:
     return cfg
 
 
-def test_each_field_a_script_sets_is_on_the_wire_as_scapy_reads_it(server: Server, veths: str, tmp_path: Path) -> None:
-    from scapy.all import IP, TCP, UDP, IPv6, PcapReader  # type: ignore[import-untyped]
-
-    a = api(server, "https")
-    cfg = config(a)
+def run_and_capture(a: Any, cfg: Any) -> bytes:
+    """Sets `cfg` with a pcap capture on p2, runs its flows to their end (each counted whole:
+    COUNT sent and received), and returns the capture."""
     c = cfg.captures.capture(name="c")[-1]
     c.port_names, c.format = ["p2"], "pcap"
     a.set_config(cfg)
@@ -85,7 +83,14 @@ def test_each_field_a_script_sets_is_on_the_wire_as_scapy_reads_it(server: Serve
     a.set_control_state(cs)
     req = a.capture_request()
     req.port_name = "p2"
-    pkts = [p for p in PcapReader(io.BytesIO(a.get_capture(req).read())) if (UDP in p or TCP in p)]
+    return bytes(a.get_capture(req).read())
+
+
+def test_each_field_a_script_sets_is_on_the_wire_as_scapy_reads_it(server: Server, veths: str, tmp_path: Path) -> None:
+    from scapy.all import IP, TCP, UDP, IPv6, PcapReader  # type: ignore[import-untyped]
+
+    a = api(server, "https")
+    pkts = [p for p in PcapReader(io.BytesIO(run_and_capture(a, config(a)))) if (UDP in p or TCP in p)]
     by = {n: [p for p in pkts if (p[UDP] if UDP in p else p[TCP]).dport == port]
           for n, port in (("raw", 5001), ("dscp_ecn", 5002), ("tos_bits", 5003), ("v6", 5004), ("tcp_flags", 5005))}
     for n, ps in by.items():
@@ -302,20 +307,7 @@ def test_lengths_versions_and_checksums_set_by_hand_leave_as_given_and_are_meter
     from scapy.utils import checksum  # type: ignore[import-untyped]
 
     a = api(server, "grpc")
-    cfg = hand_config(a)
-    c = cfg.captures.capture(name="c")[-1]
-    c.port_names, c.format = ["p2"], "pcap"
-    a.set_config(cfg)
-    cs = a.control_state()
-    cs.port.capture.port_names, cs.port.capture.state = ["p2"], "start"
-    a.set_control_state(cs)
-    for m in run_to_stop(a, None, set_config=False):
-        assert (m.frames_tx, m.frames_rx) == (COUNT, COUNT), f"{m.name}: expected {COUNT} sent and counted; got {m.frames_tx}, {m.frames_rx}"
-    cs.port.capture.state = "stop"
-    a.set_control_state(cs)
-    req = a.capture_request()
-    req.port_name = "p2"
-    raw = [bytes(p) for p in PcapReader(io.BytesIO(a.get_capture(req).read()))]
+    raw = [bytes(p) for p in PcapReader(io.BytesIO(run_and_capture(a, hand_config(a))))]
     frames = [Ether(b) for b in raw]
     # Scapy reads version 5 as no IP header at all: these fields are read by their offsets.
     by_port = lambda et, at, port: [b for b in raw if b[12:14] == et and int.from_bytes(b[at:at + 2], "big") == port]
