@@ -10,7 +10,7 @@ use super::{
 };
 use super::{LatencyAt, MlrsearchResult, MlrsearchTrial};
 use crate::experiment::mlr::spec::MlrsearchSpec;
-use crate::experiment::mlr::Mlr;
+use crate::experiment::mlr::{Mlr, SenderFailure};
 use crate::experiment::search::{Search, SearchSpec};
 use crate::experiment::stats::{mean_ci, median_range};
 
@@ -259,14 +259,10 @@ impl Driver<'_> {
             if !self.out.trials[i].valid {
                 let seconds = self.out.trials[first..].iter().map(|t| t.plan.duration_s).sum();
                 let hint = self.sender_hint(i, n.load);
-                self.out.warnings.push(format!(
-                    "mlrsearch: the sender could not hold {:.0} frames/s on this machine (trial {}, every attempt: {}); its loss is not the device's, and the search goes on at {:.0} frames/s or below",
-                    n.load,
-                    i + 1,
-                    self.out.trials[i].invalid_reason.as_deref().unwrap_or("fell behind"),
-                    hint.min(n.load)
-                ));
-                search.sender_failed(hint, seconds);
+                let failure = search.sender_failed(hint, seconds);
+                self.out
+                    .warnings
+                    .push(self.sender_failed_warning(i, n.load, hint, failure));
                 self.out.mlrsearch = Some(self.mlr_result(&search, &used));
                 continue;
             }
@@ -291,6 +287,22 @@ impl Driver<'_> {
             );
         }
         self.latency_at(m, &search)
+    }
+
+    /// The warning for trial `i` at `load`, whose every attempt the sender failed.
+    fn sender_failed_warning(&self, i: usize, load: f64, hint: f64, failure: SenderFailure) -> String {
+        let why = self.out.trials[i].invalid_reason.as_deref().unwrap_or("fell behind");
+        match failure {
+            SenderFailure::Stall => format!(
+                "mlrsearch: the sender failed {load:.0} frames/s (trial {}, every attempt: {why}) after it had held as much: a stall of this machine, so the load is tried again",
+                i + 1
+            ),
+            SenderFailure::Cap => format!(
+                "mlrsearch: the sender could not hold {load:.0} frames/s on this machine (trial {}, every attempt: {why}); its loss is not the device's, and the search goes on at {:.0} frames/s or below",
+                i + 1,
+                hint.min(load)
+            ),
+        }
     }
 
     /// The load the sender's own figures say it holds, after trial `i` at `load` fell behind:
@@ -328,6 +340,7 @@ impl Driver<'_> {
             ran_out: search.ran_out(),
             sender_cap_pps: search.sender_cap_pps(),
             sender_gave_up: search.sender_gave_up(),
+            sender_stalls: search.sender_stalls(),
             sender: sender_verdict(search),
             latency: Vec::new(),
         }
@@ -442,17 +455,24 @@ impl Driver<'_> {
 /// What the search's answer says of the sender: whether it held every load, or which load
 /// bounds the answer, or that there is none.
 fn sender_verdict(search: &Mlr) -> String {
+    let stalls = match search.sender_stalls() {
+        0 => String::new(),
+        n => format!(" ({n} attempts at loads it had held failed by a stall of this machine and were run again)"),
+    };
+    let gave_up = super::mlr::MAX_SENDER_FAILURES;
     match search.sender_cap_pps() {
-        None => "held every load the search tried: the bounds are the device's".into(),
         Some(_) if search.sender_below_minimum() => {
             "could not hold even the minimum load on this machine: no answer".into()
         }
         Some(c) if search.sender_gave_up() => format!(
-            "could not hold {c:.0} frames/s on this machine and failed {} loads in all, so the search stopped: the bounds it has are the device's, and a goal without a lower bound was not reached",
-            super::mlr::MAX_SENDER_FAILURES
+            "could not hold {c:.0} frames/s on this machine and failed {gave_up} loads in all{stalls}, so the search stopped: the bounds it has are the device's, and a goal without a lower bound was not reached"
         ),
+        None if search.sender_gave_up() => format!(
+            "held every load the search kept, but failed {gave_up} attempts{stalls}, so the search stopped: the bounds it has are the device's, and a goal without a lower bound was not reached"
+        ),
+        None => format!("held every load the search kept{stalls}: the bounds are the device's"),
         Some(c) => format!(
-            "could not hold {c:.0} frames/s on this machine: the bounds are the device's below it, and a goal whose lower bound is the largest load tried is bounded by the sender, not the device"
+            "could not hold {c:.0} frames/s on this machine{stalls}: the bounds are the device's below it, and a goal whose lower bound is the largest load tried is bounded by the sender, not the device"
         ),
     }
 }

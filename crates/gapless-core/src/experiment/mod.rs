@@ -330,13 +330,18 @@ pub struct MlrsearchResult {
     /// The search stopped at `search_duration_max_s` with a goal unmet.
     pub ran_out: bool,
     /// The smallest load the sender could not hold on this machine (every attempt fell
-    /// behind): the search went on below it. None: it held every load tried.
+    /// behind) and had not held before: the search went on below it. None: it held every
+    /// load the search kept.
     #[serde(default)]
     pub sender_cap_pps: Option<f64>,
     /// The search stopped because the sender could not hold
     /// [`mlr::MAX_SENDER_FAILURES`] loads: a goal may have no lower bound yet.
     #[serde(default)]
     pub sender_gave_up: bool,
+    /// Attempts the sender failed at loads it had held before (stalls of this machine):
+    /// run again, and not a cap.
+    #[serde(default)]
+    pub sender_stalls: u32,
     /// The verdict on the sender, in words.
     #[serde(default)]
     pub sender: String,

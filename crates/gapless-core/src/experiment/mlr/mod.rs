@@ -168,6 +168,17 @@ pub struct Mlr {
     /// How many loads the sender could not hold, and the trial seconds they took.
     sender_failures: u32,
     sender_failed_s: f64,
+    /// Of those, how many were at a load the sender had held before.
+    sender_stalls: u32,
+}
+
+/// What a load the sender could not hold did to the search ([`Mlr::sender_failed`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SenderFailure {
+    /// The sender had held as large a load: a stall; the same trial is given again.
+    Stall,
+    /// The load and those above the sender's own figure are out of the search.
+    Cap,
 }
 
 /// After this many loads the sender could not hold, the search stops with the bounds it
@@ -194,12 +205,15 @@ impl Mlr {
             sender_failed_pps: None,
             sender_failures: 0,
             sender_failed_s: 0.0,
+            sender_stalls: 0,
         })
     }
 
     /// The trial to run next, or None when every goal is met (or the search ran too long).
     pub fn next_trial(&mut self) -> Option<NextTrial> {
-        if self.pending.is_none() {
+        if self.stopped {
+            self.pending = None;
+        } else if self.pending.is_none() {
             self.pending = self.choose();
         }
         self.pending.as_ref().map(|p| p.1.clone())
@@ -236,19 +250,42 @@ impl Mlr {
     }
 
     /// The sender could not hold the load [`Mlr::next_trial`] gave (its trial was invalid
-    /// every time it ran): that load and every load above `hint` (the load the sender's own
-    /// figures suggest it holds; the minimum load at least) are out of the search, which
-    /// goes on below. The trial is not recorded: its loss is not the device's. Its attempts
-    /// took `seconds` of trials, which count towards `search_duration_max_s`.
-    pub fn sender_failed(&mut self, hint: f64, seconds: f64) {
-        if let Some((k, n)) = self.pending.take() {
-            self.sender_failed_pps = Some(self.sender_failed_pps.map_or(n.load, |f| f.min(n.load)));
-            let below = self.grid.below(hint.min(n.load).max(f64::MIN_POSITIVE));
-            self.top = self.top.max(k + 1).max(below);
-            self.sender_failures += 1;
-            self.sender_failed_s += seconds;
-            self.check_budget();
-        }
+    /// every time it ran). Its attempts took `seconds` of trials, which count towards
+    /// `search_duration_max_s`, and the trial is not recorded: its loss is not the device's.
+    ///
+    /// When the sender already held a load as large (a recorded trial), the failure was a
+    /// stall of this machine, not the sender's limit: the same trial is given again
+    /// ([`SenderFailure::Stall`]). Otherwise that load and every load above `hint` (the load
+    /// the sender's own figures suggest it holds; the minimum load at least) are out of the
+    /// search, which goes on below ([`SenderFailure::Cap`]). Either way it counts towards
+    /// [`MAX_SENDER_FAILURES`].
+    pub fn sender_failed(&mut self, hint: f64, seconds: f64) -> SenderFailure {
+        let Some((k, load)) = self.pending.as_ref().map(|(k, n)| (*k, n.load)) else {
+            return SenderFailure::Stall;
+        };
+        self.sender_failures += 1;
+        self.sender_failed_s += seconds;
+        let held = self.trials.iter().any(|t| t.2.load_pps >= load);
+        let failure = if held {
+            self.sender_stalls += 1;
+            SenderFailure::Stall
+        } else {
+            self.pending = None;
+            self.sender_failed_pps = Some(self.sender_failed_pps.map_or(load, |f| f.min(load)));
+            self.top = self
+                .top
+                .max(k + 1)
+                .max(self.grid.below(hint.min(load).max(f64::MIN_POSITIVE)));
+            SenderFailure::Cap
+        };
+        self.check_budget();
+        failure
+    }
+
+    /// How many attempts the sender failed at loads it had held before (stalls of this
+    /// machine, given again; see [`Mlr::sender_failed`]).
+    pub fn sender_stalls(&self) -> u32 {
+        self.sender_stalls
     }
 
     /// Seconds of the attempts at loads the sender could not hold (see [`Mlr::sender_failed`]).
@@ -261,7 +298,8 @@ impl Mlr {
         self.sender_failures >= MAX_SENDER_FAILURES && !self.sender_below_minimum()
     }
 
-    /// The smallest load the sender could not hold, if any: every goal's bounds lie below it.
+    /// The smallest load the sender could not hold and had not held before, if any: every
+    /// goal's bounds lie below it.
     pub fn sender_cap_pps(&self) -> Option<f64> {
         self.sender_failed_pps
     }

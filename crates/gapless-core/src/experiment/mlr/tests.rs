@@ -272,3 +272,56 @@ fn the_seconds_of_loads_the_sender_failed_count_towards_the_search_duration() {
         "expected the search stopped after 3 s of failed trials, with its goal unmet"
     );
 }
+
+#[test]
+fn a_load_failed_below_one_the_sender_held_is_a_stall_and_is_tried_again_not_a_cap() {
+    // The device forwards 40 000 frames/s; the sender holds everything but fails the first
+    // attempt below a load it had already held (a stall of the machine).
+    let mut m = Mlr::new(spec(vec![goal("NDR", 0.0)])).unwrap();
+    let (mut held, mut stalled, mut i) = (0.0f64, None, 0);
+    while let Some(n) = m.next_trial() {
+        i += 1;
+        assert!(i < 500, "expected the search to end; it ran {i} trials");
+        if stalled.is_none() && held > n.load {
+            assert_eq!(m.sender_failed(n.load / 2.0, n.duration_s), SenderFailure::Stall);
+            assert_eq!(m.next_trial(), Some(n.clone()), "expected the same trial given again");
+            stalled = Some(n.load);
+            continue;
+        }
+        held = held.max(n.load);
+        let sent = (n.load * n.duration_s).round() as u64;
+        m.record(sent, ((40_000.0 * n.duration_s).round() as u64).min(sent));
+    }
+    let at = stalled.expect("a load below one held");
+    assert_eq!(m.sender_cap_pps(), None, "expected no cap from a stall at {at}");
+    assert_eq!(m.sender_stalls(), 1);
+    let r = &m.results()[0];
+    let (lo, hi) = (r.lower_bound_pps.unwrap(), r.upper_bound_pps.unwrap());
+    assert!(
+        r.met && lo <= 40_000.0 && hi > 40_000.0,
+        "expected NDR's bounds around 40000 after the stall; got {r:?}"
+    );
+}
+
+#[test]
+fn stalls_again_and_again_stop_the_search_after_the_same_number_of_failures() {
+    let mut m = Mlr::new(spec(vec![goal("NDR", 0.0)])).unwrap();
+    let first = m.next_trial().unwrap();
+    let sent = (first.load * first.duration_s) as u64;
+    m.record(sent, sent / 2);
+    let mut failed = 0;
+    while let Some(n) = m.next_trial() {
+        assert!(n.load <= first.load);
+        assert_eq!(m.sender_failed(n.load, n.duration_s), SenderFailure::Stall);
+        failed += 1;
+        assert!(failed < 100, "expected the search to stop; {failed} attempts failed");
+    }
+    assert_eq!(
+        failed, MAX_SENDER_FAILURES,
+        "expected a stop after {MAX_SENDER_FAILURES}"
+    );
+    assert!(
+        m.sender_gave_up() && m.sender_cap_pps().is_none(),
+        "expected a stop without a cap"
+    );
+}
