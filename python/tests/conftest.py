@@ -223,3 +223,27 @@ def own_server(tmp_path: Path) -> Iterator[Server]:
         yield s
     finally:
         s.stop()
+
+
+# Each test module's time (set-up, calls and tear-down of its tests), so that CI's log says
+# where the pytest stage goes: printed at the end, kept in target/pytest-module-times.txt.
+_MODULE_SECONDS: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    module = report.nodeid.split("::", 1)[0]
+    _MODULE_SECONDS[module] = _MODULE_SECONDS.get(module, 0.0) + report.duration
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if not _MODULE_SECONDS:
+        return
+    rows = sorted(_MODULE_SECONDS.items(), key=lambda kv: -kv[1])
+    text = "".join(f"{s:8.1f} s  {m}\n" for m, s in rows)
+    terminalreporter.write_sep("=", "time per test module")
+    terminalreporter.write(text)
+    out = REPO / "target" / "pytest-module-times.txt"
+    out.parent.mkdir(exist_ok=True)
+    tmp = out.with_suffix(".tmp")
+    tmp.write_text(text)
+    tmp.replace(out)

@@ -5,6 +5,7 @@
 use serde_json::{json, Map, Value};
 
 pub mod hand;
+pub mod preview;
 
 use crate::error::Invalid;
 pub(crate) use crate::patterns::float;
@@ -912,8 +913,13 @@ fn vlan(b: &Value, at: &str, k: usize, fields: &mut Vec<Value>) -> Result<Value,
     let pcp = read(b.get("priority"), &p("priority"), Kind::Int(3), "vlan_pcp")?;
     let dei = read(b.get("cfi"), &p("cfi"), Kind::Int(1), "dei")?;
     let tpid = read(b.get("tpid"), &p("tpid"), Kind::Int(16), "tpid")?;
-    if dei.op.is_some() || tpid.op.is_some() {
-        return Err(Invalid(format!("{at}.vlan: cfi and tpid take a single value")));
+    for (key, f) in [("cfi", &dei), ("tpid", &tpid)] {
+        if f.op.is_some() {
+            return Err(Invalid(format!(
+                "{}: takes a single value (a tag's {key} is the same in every frame); give `value`",
+                p(key)
+            )));
+        }
     }
     let mut tag = json!({ "id": id.first.unwrap_or(json!(1)) });
     if let Some(v) = pcp.first {

@@ -3,9 +3,8 @@
 //! field's place. A field gapless does not apply is refused with its path. Scapy reads the
 //! same fields off veths in python/tests/test_otg_wire.py.
 
-use gapless_core::spec::files::NoFiles;
-use gapless_core::{CompileCtx, ProfileSpec, StreamGen};
 use gapless_otg::config::plan;
+use gapless_otg::config::preview::preview;
 use serde_json::{json, Value};
 
 /// The config of one port flow of 128 B with these headers.
@@ -17,25 +16,10 @@ fn config(packet: Value) -> Value {
     })
 }
 
-/// The first `n` frames the flow sends.
+/// The first `n` frames the flow sends, as `gapless otg frames` gives them.
 fn frames(packet: Value, n: usize) -> Vec<Vec<u8>> {
-    let p = plan(&config(packet)).unwrap_or_else(|e| panic!("expected the flow planned, got {}", e.0));
-    let spec: ProfileSpec = serde_json::from_value(p.groups[0].profile.clone()).expect("a profile");
-    let prof = spec
-        .compile(&CompileCtx {
-            link_speed_bps: None,
-            files: &NoFiles,
-        })
-        .unwrap_or_else(|e| panic!("{e}"));
-    let mut g = StreamGen::new(prof.streams[0].clone());
-    (0..n)
-        .map(|_| {
-            let mut buf = vec![0u8; 2048];
-            let len = g.build(&mut buf, 0);
-            buf.truncate(len);
-            buf
-        })
-        .collect()
+    let p = preview(&config(packet), n).unwrap_or_else(|e| panic!("expected the flow planned, got {}", e.0));
+    p.flows.into_iter().next().expect("the flow").frames
 }
 
 fn refused(packet: Value) -> String {

@@ -8,6 +8,7 @@ mod clock_cmd;
 mod experiment_cmd;
 mod live;
 mod meter_cmd;
+mod otg_cmd;
 mod outputs;
 mod run_cmd;
 mod serve_cmd;
@@ -73,6 +74,11 @@ enum Cmd {
     /// Another host's clock against this one's, through its `gapless serve`: offset ± bound
     /// from 4-timestamp exchanges, and both clocks' state (kernel, linuxptp, chrony).
     Clock(clock_cmd::ClockArgs),
+    /// The OTG front door without a server: the frames a config's flows would send.
+    Otg {
+        #[command(subcommand)]
+        action: otg_cmd::OtgCmd,
+    },
     /// The veth testbed: namespaces NAME-tx and NAME-rx joined by NAME-tx0 <-> NAME-rx0.
     Testbed {
         #[command(subcommand)]
@@ -343,6 +349,7 @@ fn main() {
         Cmd::Serve(a) => serve_cmd::cmd_serve(a),
         Cmd::Clock(a) => clock_cmd::cmd_clock(a),
         Cmd::Testbed { action } => cmd_testbed(action),
+        Cmd::Otg { action } => otg_cmd::cmd_otg(action),
         Cmd::Measure(a) => meter_cmd::cmd_measure(a),
         Cmd::Analyze(a) => meter_cmd::cmd_analyze(a),
         Cmd::Calibrate(a) => meter_cmd::cmd_calibrate(a),
