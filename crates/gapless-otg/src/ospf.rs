@@ -485,4 +485,4 @@ fn ospfd(r: &Router, ifname: &str) -> String {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -102,4 +102,91 @@ mod tests {
         let c = configure(["router bgp 1".to_string()]);
         assert_eq!(c, ["configure terminal", "router bgp 1", "end"]);
     }
+
+    /// Every variable word of a command gapless sends parses as its type and builds the same
+    /// command again: no string from a config reaches a daemon's vty (issue 68, item 5).
+    mod round_trip {
+        use std::net::{IpAddr, Ipv4Addr};
+
+        use crate::{bgp, isis, ospf};
+
+        fn words(c: &str) -> Vec<&str> {
+            c.split(' ').collect()
+        }
+
+        #[test]
+        fn a_network_line_is_rebuilt_from_its_parsed_values() {
+            for (net, len, i, j) in [("10.0.0.0", 24, 0, 0), ("2001:db8::", 64, 17, 3), ("0.0.0.0", 0, 9, 99)] {
+                let net: IpAddr = net.parse().unwrap();
+                let c = bgp::vty::network_line(net, len, i, j);
+                let w = words(&c);
+                let (a, l) = w[1].split_once('/').expect("net/len");
+                let ids: Vec<usize> = w[3]
+                    .strip_prefix("GL-RR-")
+                    .unwrap()
+                    .split('-')
+                    .map(|x| x.parse().unwrap())
+                    .collect();
+                assert_eq!((w[0], w[2], w.len()), ("network", "route-map", 4), "{c}");
+                let again = bgp::vty::network_line(a.parse().unwrap(), l.parse().unwrap(), ids[0], ids[1]);
+                assert_eq!(again, c);
+            }
+        }
+
+        #[test]
+        fn peer_shutdowns_and_received_routes_are_rebuilt_from_their_parsed_values() {
+            let addrs: Vec<IpAddr> = vec!["10.0.0.2".parse().unwrap(), "2001:db8::2".parse().unwrap()];
+            for up in [false, true] {
+                let c = bgp::vty::shutdown(4_294_967_295, &addrs, up);
+                let asn: u32 = words(&c[1])[2].parse().unwrap();
+                let parsed: Vec<IpAddr> = c[2..c.len() - 1]
+                    .iter()
+                    .map(|l| words(l)[if up { 2 } else { 1 }].parse().unwrap())
+                    .collect();
+                assert_eq!(bgp::vty::shutdown(asn, &parsed, up), c);
+            }
+            let p = bgp::frr_json::tests::peer();
+            for c in bgp::vty::received(&p).commands() {
+                let w = words(c);
+                let ip: IpAddr = w[5].parse().unwrap();
+                assert_eq!(ip, p.address, "{c}");
+                assert_eq!(
+                    c.replacen(&ip.to_string(), "ADDR", 1),
+                    format!("show bgp {} unicast neighbors ADDR received-routes json", w[2])
+                );
+            }
+        }
+
+        #[test]
+        fn an_ospfv3_stub_is_named_by_its_index_and_its_area_is_an_address() {
+            let r = ospf::tests::router_v6();
+            for (k, adv) in [(0, false), (1, true)] {
+                let c = ospf::vty::stub_area(&r, k, Ipv4Addr::new(0, 0, 0, 7), adv);
+                let k2: usize = words(&c[1])[1].strip_prefix("gl6r").unwrap().parse().unwrap();
+                let area: Ipv4Addr = words(&c[2]).last().unwrap().parse().unwrap();
+                assert_eq!(ospf::vty::stub_area(&r, k2, area, adv), c);
+            }
+        }
+
+        #[test]
+        fn every_other_command_is_a_constant() {
+            let asks = [
+                bgp::vty::neighbors(),
+                isis::vty::metric(),
+                isis::vty::lsps(),
+                ospf::vty::metric(false),
+                ospf::vty::metric(true),
+                ospf::vty::lsas(false),
+                ospf::vty::lsas(true),
+            ];
+            for a in &asks {
+                for c in a.commands() {
+                    assert!(
+                        c.starts_with("show ") && c.bytes().all(|b| b.is_ascii_lowercase() || b" -6".contains(&b)),
+                        "expected a constant show command; got {c:?}"
+                    );
+                }
+            }
+        }
+    }
 }

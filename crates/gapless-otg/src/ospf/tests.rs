@@ -213,3 +213,8 @@ fn an_external_range_is_listed_by_its_cover_and_a_long_one_of_another_step_is_re
         "expected the range refused with its path and the limit; got {e}"
     );
 }
+
+/// An OSPFv3 router with two ranges (the vty tests' own).
+pub(crate) fn router_v6() -> Router {
+    parse(&v3(), &v3_eths()).unwrap().remove(0)
+}

@@ -64,11 +64,12 @@ pub fn lsas_of(r: &Router, replies: &Replies) -> Value {
     frr_json::lsas(&r.name, &own, db.each_ref())
 }
 
-/// Takes an OSPFv3 stub interface out of its area (or puts it back): how an area range is
-/// withdrawn (FRR 8.4's ospf6d sometimes sent no LS Update for a stub that went down:
-/// DESIGN-NOTES 76).
-pub fn stub_area(stub: &str, area: impl std::fmt::Display, advertise: bool) -> Vec<String> {
+/// Takes router `r`'s range `k`'s stub interface (an OSPFv3 one, named by gapless) out of
+/// `area` (or puts it back): how an area range is withdrawn (FRR 8.4's ospf6d sometimes sent
+/// no LS Update for a stub that went down: DESIGN-NOTES 76).
+pub fn stub_area(r: &Router, k: usize, area: std::net::Ipv4Addr, advertise: bool) -> Vec<String> {
     let no = if advertise { "" } else { "no " };
+    let stub = crate::ospf::stub_name(r, k);
     configure([format!("interface {stub}"), format!("{no}ipv6 ospf6 area {area}")])
 }
 
@@ -92,8 +93,10 @@ mod tests {
 
     #[test]
     fn an_area_range_is_withdrawn_by_taking_its_stub_out_of_the_area() {
+        let r = crate::ospf::tests::router_v6();
+        let area = std::net::Ipv4Addr::new(0, 0, 0, 1);
         assert_eq!(
-            stub_area("gl6r0", "0.0.0.1", false),
+            stub_area(&r, 0, area, false),
             [
                 "configure terminal",
                 "interface gl6r0",
@@ -101,6 +104,6 @@ mod tests {
                 "end"
             ]
         );
-        assert_eq!(stub_area("gl6r0", "0.0.0.1", true)[2], "ipv6 ospf6 area 0.0.0.1");
+        assert_eq!(stub_area(&r, 0, area, true)[2], "ipv6 ospf6 area 0.0.0.1");
     }
 }

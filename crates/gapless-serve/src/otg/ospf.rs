@@ -126,8 +126,7 @@ impl Ospfd {
                 |e: String| OtgError::internal(format!("OSPF router {:?}: range {:?}: {e}", self.router.name, x.name));
             match self.area_of(k) {
                 Some(area) => {
-                    let stub = gapless_otg::ospf::stub_name(&self.router, k);
-                    let cmds = vty::stub_area(&stub, area, advertise);
+                    let cmds = vty::stub_area(&self.router, k, area, advertise);
                     self.set.vty(vty::daemon(true), &cmds).map_err(failed)?;
                 }
                 None => self.set_stub(k, advertise).map_err(failed)?,
