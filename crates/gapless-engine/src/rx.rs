@@ -475,7 +475,11 @@ pub fn gap_reference(s: &StreamConfig, on_late: OnLate) -> GapReference {
     if s.replay.is_some() {
         return GapReference::Unknown("a replay keeps its capture's timing, which the meter does not read".into());
     }
-    if s.lanes > 1 {
+    let cbr = matches!(s.pattern, Pattern::Cbr) && s.burst == 1 && s.curve.is_none();
+    // Phase-split CBR: part j takes departures j, j + k, … of the whole schedule, so the
+    // parts interleave into the stream's own CBR, against its (aggregate) target gap.
+    let phase_cbr = cbr && s.split == gapless_core::spec::SplitKind::Phase;
+    if s.lanes > 1 && !phase_cbr {
         return GapReference::Unknown(format!(
             "the stream was split over {} send loops, each with its own schedule",
             s.lanes
@@ -490,7 +494,7 @@ pub fn gap_reference(s: &StreamConfig, on_late: OnLate) -> GapReference {
     if s.gap_depends_on_size() {
         return GapReference::Unknown("each gap depends on its frame's size (a bit rate over several sizes)".into());
     }
-    if matches!(s.pattern, Pattern::Cbr) && s.burst == 1 && s.curve.is_none() {
+    if cbr {
         return GapReference::TargetGap;
     }
     GapReference::Schedule(Box::new(s.schedule()), s.max_size())

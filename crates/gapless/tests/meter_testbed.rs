@@ -412,14 +412,16 @@ fn a_poisson_streams_gaps_are_measured_against_its_own_schedule() {
 }
 
 #[test]
-fn a_split_stream_says_why_it_has_no_precision_figures() {
+fn a_split_stream_says_why_it_has_no_precision_figures_unless_its_parts_interleave_into_its_cbr() {
     let _x = exclusive();
     let bed = Bed::up();
     let dir = tempfile::tempdir().unwrap();
+    // Poisson split over two loops: each part draws its own schedule, so the merged stream has
+    // none the meter can regenerate.
     let prof = write(
         dir.path(),
         "p.toml",
-        "[[stream]]\nname = \"s\"\nsize = 64\nsplit = \"phase\"\n[stream.timing]\nrate_pps = 20_000\ncount = 20_000\n",
+        "[[stream]]\nname = \"s\"\nsize = 64\n[stream.timing]\npattern = \"poisson\"\nrate_pps = 20_000\ncount = 20_000\n",
     );
     let res = dir.path().join("r.json");
     let o = bed.run_rx(&prof, &res, &["--cores", "0,1"]);
@@ -438,5 +440,20 @@ fn a_split_stream_says_why_it_has_no_precision_figures() {
     assert!(
         t.contains("s: no |err|, MSE or burst figures: the stream was split over 2 send loops"),
         "{t}"
+    );
+    // CBR split by phase: part j sends departures j, j + 2, … of the one schedule, so the
+    // sink's gaps are measured against the stream's own target gap.
+    let prof = write(
+        dir.path(),
+        "c.toml",
+        "[[stream]]\nname = \"c\"\nsize = 64\nsplit = \"phase\"\n[stream.timing]\nrate_pps = 20_000\ncount = 20_000\n",
+    );
+    let o = bed.run_rx(&prof, &res, &["--cores", "0,1"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let ia = &read_json(&res)["rx"]["streams"][0]["interarrival"];
+    assert_eq!(ia["gap_reference"], "target gap", "{ia}");
+    assert!(
+        ia["abs_err_p50_ns"].is_u64() && ia["mse_ns2"].is_f64() && ia["target_pps"] == 20_000.0,
+        "expected precision figures against the aggregate 20 000 pps, got {ia}"
     );
 }

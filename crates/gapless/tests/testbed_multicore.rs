@@ -103,8 +103,13 @@ fn phase_split_cbr_over_two_cores_arrives_whole_and_reports_its_precision() {
     // the split costs is what the result reports; this 2-vCPU machine shares its cores with
     // the meter and the kernel, so only coarse bounds are asserted.)
     let ia = &s["interarrival"];
-    held_or_honest(&r, &[(0, ia["rate_pps"].as_f64().unwrap())], || {
-        let err = ia["rate_error_rel"].as_f64().unwrap();
+    let sink_pps = ia["rate_pps"]
+        .as_f64()
+        .unwrap_or_else(|| panic!("expected the sink's rate; got {s}"));
+    held_or_honest(&r, &[(0, sink_pps)], || {
+        let err = ia["rate_error_rel"].as_f64().unwrap_or_else(|| {
+            panic!("expected a rate error against the stream's 20 kpps; got interarrival {ia} of {s}")
+        });
         assert!(err.abs() < 0.005, "expected |sink rate error| < 0.5 %, got {err}");
         let p50 = ia["abs_err_p50_ns"].as_u64().unwrap();
         assert!(p50 < 5_000, "expected |gap error| p50 < 5 µs, got {p50} ns");
