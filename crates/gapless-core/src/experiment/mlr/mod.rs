@@ -319,9 +319,14 @@ impl Mlr {
         self.trials.iter().map(|t| t.1.duration_s).fold(0.0, |a, b| a + b)
     }
 
-    /// Whether the search stopped at its duration limit with a goal unmet.
+    /// Whether the search stopped at its duration limit (`search_duration_max_s`, the
+    /// attempts the sender failed included) with a goal unmet. A search the sender stopped
+    /// first ([`Mlr::sender_gave_up`]) did not run out.
     pub fn ran_out(&self) -> bool {
-        self.stopped && (0..self.chains.len()).any(|g| self.current(g).is_some())
+        let spent = self.trial_seconds() + self.sender_failed_s;
+        self.stopped
+            && spent >= self.spec.search_duration_max_s
+            && (0..self.chains.len()).any(|g| self.current(g).is_some())
     }
 
     /// Each goal's result from the trials so far.
