@@ -77,7 +77,14 @@ def test_snappi_polling_metrics_flat_out_does_not_cost_the_flow_its_core(own_ser
     v = r["verdict"]
     lp = v["loops"][0]
     share = (lp.get("runqueue_wait_ns") or 0) / lp["wall_ns"]
-    assert share < 0.01, f"expected the send loop to wait under 1 % of the run for its core; got {share:.3%}; verdict {v}"
+    # The server's threads cannot run on the loop's core (affinity, `exclusive`): a wait there
+    # is another program's, which the verdict must then name as such (this VM's host, or a
+    # build beside the tests, can take the core for seconds).
+    assert lp["exclusive"], f"expected every other thread of the server kept off core {core}; verdict {v}"
+    if share >= 0.01:
+        outside = [c for c in v["causes"] if c.startswith("tasks outside gapless") and f"core {core}" in c]
+        assert outside and v["held"] is False, \
+            f"expected the send loop to wait under 1 % of the run for its core, or the verdict to name tasks outside gapless; got {share:.3%}; verdict {v}"
     assert lp["exclusive"] is True, f"expected the loop's core to be the packet path's alone; verdict {v}"
     if v["held"] is False:
         # gapless's own threads are kept off the core (exclusive): what may be named is the
