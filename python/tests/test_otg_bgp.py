@@ -20,7 +20,7 @@ from typing import Any, Iterator
 
 import pytest
 
-from conftest import Server, tcpdump
+from conftest import Server, tcpdump, warnings_but_testbed_addresses
 from test_otg import api, run_to_stop, transport, wait_stopped  # noqa: F401 (transport: a fixture)
 from test_otg_ixia import device_pair, otg_json, sh, two_veths, withdrawal
 
@@ -111,7 +111,7 @@ def start_protocols(a: Any) -> None:
 def test_ebgp_ranges_are_advertised_learned_with_next_hops_and_carry_every_frame(server: Server, transport: str,
                                                                                  wires: str) -> None:
     a = api(server, transport)
-    assert len(a.set_config(bgp_config(a)).warnings) == 0
+    assert warnings_but_testbed_addresses(a.set_config(bgp_config(a)).warnings) == []
     start_protocols(a)
     m = wait_routes(a)
     assert (m["d1.bgp"].routes_advertised, m["d1.bgp"].fsm_state) == (6, "established"), m["d1.bgp"]
@@ -155,7 +155,7 @@ def test_a_withdrawal_is_timed_by_its_update_on_the_wire_and_the_range_leaves_th
     f.size.fixed, f.rate.pps, f.duration.fixed_packets.packets = 128, 2000, 4000
     f.metrics.enable = True
     f.packet.ethernet().ipv4().udp()
-    assert len(a.set_config(cfg).warnings) == 0
+    assert warnings_but_testbed_addresses(a.set_config(cfg).warnings) == []
     wait_routes(a)
     # tcpdump beside the port, as a user checks it; in immediate mode, or the UPDATE waits in
     # libpcap's ring for its 1 s block timeout and is not written before tcpdump stops.
@@ -229,7 +229,7 @@ def test_a_killed_bgpd_shows_its_session_down_and_the_server_says_which(server: 
     import requests
 
     a = api(server, "https")
-    assert len(a.set_config(bgp_config(a)).warnings) == 0
+    assert warnings_but_testbed_addresses(a.set_config(bgp_config(a)).warnings) == []
     wait_established(a)
     # The routers start a few at a time, in any order: d2's directory is the one whose
     # bgpd has d2's router id.
@@ -267,7 +267,7 @@ def test_a_killed_servers_daemons_are_stopped_by_its_keeper_and_the_next_server_
     shared.set_config(shared.config())
     s = Server(tmp_path / "a.db")
     a = api(s, "https")
-    assert len(a.set_config(bgp_config(a)).warnings) == 0
+    assert warnings_but_testbed_addresses(a.set_config(bgp_config(a)).warnings) == []
     wait_established(a)
     killed = s.proc.pid
     pids = bgpd_pids(killed)
@@ -405,7 +405,7 @@ def set_route(a: Any, state: str) -> None:
 def test_a_withdrawal_through_a_router_loses_the_flow_until_the_route_is_back_timed_to_the_frame(
         server: Server, transport: str, dut: str) -> None:
     a = api(server, transport)
-    assert len(a.set_config(dut_config(a, dut)).warnings) == 0
+    assert warnings_but_testbed_addresses(a.set_config(dut_config(a, dut)).warnings) == []
     t0 = time.monotonic()
     while "198.18.2.2" not in dut_routes():
         assert time.monotonic() - t0 < 20, f"expected the router to install d2's range via 198.18.2.2; got {dut_routes()!r}"

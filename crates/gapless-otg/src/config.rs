@@ -598,6 +598,7 @@ fn stream(
             });
         }
     }
+    let testbed = testbed_addresses(&template, v6);
     if v6 {
         // An IPv6 header stays IPv6: addresses left out take the testbed's IPv6 pair
         // (RFC 5180's benchmarking range), as IPv4 ones take 198.18.0.1 and .2.
@@ -621,8 +622,35 @@ fn stream(
     }
     let unsigned = crate::size::unsigned_if_small(&mut stream);
     let unread = stream["template"].as_object().and_then(|t| hand::unread(name, t));
-    let said: Vec<String> = size_warning.into_iter().chain(unsigned).chain(unread).collect();
+    let said: Vec<String> = (size_warning.into_iter().chain(unsigned).chain(unread).chain(testbed)).collect();
     Ok((stream, need, (!said.is_empty()).then(|| said.join("; "))))
+}
+
+/// The warning for a flow whose IP addresses are left at the model's default (0.0.0.0, `::`):
+/// gapless sends its testbed's pair instead, a documented departure (server guide).
+fn testbed_addresses(template: &Map<String, Value>, v6: bool) -> Option<String> {
+    let left: Vec<&str> = [("ip_src", "source"), ("ip_dst", "destination")]
+        .into_iter()
+        .filter(|(k, _)| !template.contains_key(*k))
+        .map(|(_, w)| w)
+        .collect();
+    if left.is_empty() {
+        return None;
+    }
+    let (model, src, dst) = if v6 {
+        ("::", "2001:2::1", "2001:2::2")
+    } else {
+        ("0.0.0.0", "198.18.0.1", "198.18.0.2")
+    };
+    let (was, fix) = if left.len() == 2 {
+        ("were", "set them")
+    } else {
+        ("was", "set it")
+    };
+    Some(format!(
+        "its {} {was} left at the model's default ({model}) and goes out as gapless's testbed address ({src} from, {dst} to). Fix: {fix} to send another",
+        left.join(" and ")
+    ))
 }
 
 /// The template being built and its field ops.
@@ -1091,6 +1119,41 @@ mod tests {
         assert!(
             e.starts_with("flows[0].packet: a flow of Ethernet and VLAN headers alone is not sent"),
             "{e}"
+        );
+    }
+
+    #[test]
+    fn a_port_flow_whose_addresses_are_left_out_is_warned_of_the_testbed_pair_it_leaves_with() {
+        let flow = |n: &str, ip: Value| {
+            json!({ "name": n, "tx_rx": { "choice": "port", "port": { "tx_name": "p1", "rx_names": ["p2"] } },
+                    "size": { "choice": "fixed", "fixed": 128 }, "packet": [eth(), ip, { "choice": "udp", "udp": {} }] })
+        };
+        let v = |a: &str| json!({ "choice": "value", "value": a });
+        let flows = json!([
+            flow("bare4", json!({ "choice": "ipv4", "ipv4": {} })),
+            flow("src6", json!({ "choice": "ipv6", "ipv6": { "src": v("2001:db8::1") } })),
+            flow(
+                "both",
+                json!({ "choice": "ipv4", "ipv4": { "src": v("10.0.0.1"), "dst": v("10.0.0.2") } })
+            ),
+        ]);
+        let ports = json!([{ "name": "p1", "location": "a" }, { "name": "p2", "location": "b" }]);
+        let w = plan(&json!({ "ports": ports, "flows": flows }))
+            .expect("planned")
+            .warnings;
+        assert_eq!(
+            w.len(),
+            2,
+            "expected one warning per flow with an address left out; got {w:?}"
+        );
+        assert!(
+            w[0].contains("flow \"bare4\": its source and destination were left at the model's default (0.0.0.0)")
+                && w[0].contains("198.18.0.1 from, 198.18.0.2 to"),
+            "{w:?}"
+        );
+        assert!(
+            w[1].contains("flow \"src6\": its destination was left at the model's default (::)"),
+            "{w:?}"
         );
     }
 

@@ -311,7 +311,8 @@ fn otg_refuses_what_it_cannot_send_with_code_kind_and_errors() {
         serde_json::json!({"field": "src_port", "op": "inc", "from": 100, "to": 109, "step": 2}),
         "{stream}"
     );
-    // Defaults filled: a bare flow is 64 B at 1000 pps, continuous.
+    // Defaults filled: a bare flow is 64 B at 1000 pps, continuous, from the testbed's
+    // addresses (said in one warning).
     let (st, b) = http(
         srv.otg,
         "POST",
@@ -319,10 +320,18 @@ fn otg_refuses_what_it_cannot_send_with_code_kind_and_errors() {
         flow(serde_json::json!([{"choice": "ethernet"}, {"choice": "ipv4"}, {"choice": "udp"}])).as_bytes(),
         None,
     );
+    let said = json(&b)["warnings"].clone();
     assert_eq!(
-        (st, json(&b)["warnings"].as_array().map(Vec::len)),
-        (200, Some(0)),
-        "{b}"
+        (st, said.as_array().map(Vec::len)),
+        (200, Some(1)),
+        "expected one warning, of the testbed's addresses; got {b}"
+    );
+    assert!(
+        said[0]
+            .as_str()
+            .unwrap_or_default()
+            .contains("goes out as gapless's testbed address (198.18.0.1 from, 198.18.0.2 to)"),
+        "{said}"
     );
     let (st, b) = http(srv.otg, "POST", "/monitor/metrics", br#"{"choice": "macsec"}"#, None);
     assert_eq!(st, 400, "{b}");
