@@ -96,8 +96,13 @@ fn ranges(list: &Value, path: &str, t: &mut Totals) -> Result<(), Invalid> {
 fn add(total: &mut u64, n: u64, limit: u64, at: &str, what: &str) -> Result<(), Invalid> {
     *total = total.saturating_add(n);
     if *total > limit {
+        let fix = if at.ends_with(".random.count") {
+            "smaller random counts, or fewer random fields (the limit is per config, summed over every field and flow)"
+        } else {
+            "fewer or smaller blocks (the limit is per config, summed over every device and range)"
+        };
         return Err(Invalid(format!(
-            "{at}: the config's {what} reach {} here, over the {limit} a config may have. Fix: fewer or smaller blocks (the limit is per config, summed over every device and range)",
+            "{at}: the config's {what} reach {} here, over the {limit} a config may have. Fix: {fix}",
             *total
         )));
     }
@@ -164,7 +169,9 @@ mod tests {
         check(&flows(65_536)).expect("16 x 65,536: at the bound");
         let e = check(&flows(65_537)).expect_err("one over").0;
         assert!(
-            e.starts_with("flows[15].packet[0].udp.src_port.random.count"),
+            e.starts_with("flows[15].packet[0].udp.src_port.random.count")
+                && e.contains("over the 1048576")
+                && e.contains("Fix: smaller random counts"),
             "got {e}"
         );
     }
