@@ -168,16 +168,14 @@ def pattern(spec: Dict[str, Any], dflt: Dict[str, Any], value: Any) -> Dict[str,
 
 
 def nest(rest: List[str], leaf: Any) -> Dict[str, Any]:
-    """The header body setting path `rest` (a choice object gets its choice named)."""
+    """The header body setting path `rest` (IPv4's priority gets its choice named; ICMP's
+    `echo` choice is named by `config`)."""
     if len(rest) == 1:
         return {rest[0]: leaf}
-    head = rest[0]
-    choice_objects = {"priority", "echo"}
     inner = nest(rest[1:], leaf)
-    if head in choice_objects or rest[1] in ("raw", "tos", "dscp"):
-        key = rest[1]
-        return {head: {"choice": key, **inner}} if head == "priority" else {head: inner}
-    return {head: inner}
+    if rest[0] == "priority":
+        return {"priority": {"choice": rest[1], **inner}}
+    return {rest[0]: inner}
 
 
 def config(header: str, body: Dict[str, Any]) -> Tuple[Dict[str, Any], int]:
@@ -201,11 +199,24 @@ def config(header: str, body: Dict[str, Any]) -> Tuple[Dict[str, Any], int]:
     return cfg, at
 
 
-def frames_of(cfg: Dict[str, Any]) -> Tuple[Optional[bytes], str]:
-    p = subprocess.run([cli(), "otg", "frames", "-"], input=json.dumps(cfg), capture_output=True, text=True, timeout=30)
+def on_wire_or_refused(path: str, leaf: Any, want: List[Any]) -> None:
+    """Sets leaf `path` to `leaf` (a pattern, or a list for a list field) in its header's stack:
+    `gapless otg frames` must refuse it naming the field's path, or send `want`, one value a
+    frame, at the field's place as Scapy reads it."""
+    header, rest = path.split(".")[0], path.split(".")[1:]
+    cfg, at = config(header, nest(rest, leaf))
+    p = subprocess.run([cli(), "otg", "frames", "-", "--count", str(len(want))], input=json.dumps(cfg),
+                       capture_output=True, text=True, timeout=30)
+    where = f"flows[0].packet[{at}].{header}.{rest[0]}"
     if p.returncode != 0:
-        return None, p.stderr
-    return bytes.fromhex(json.loads(p.stdout)["flows"][0]["frames"][0]), ""
+        assert where in p.stderr, f"{path}: expected the refusal to name {where}; got {p.stderr.strip()!r}"
+        return
+    read = PLACES[path]
+    assert read is not None, f"{path}: expected a refusal (not a header field gapless can send); it was taken: {cfg}"
+    frames = [bytes.fromhex(x) for x in json.loads(p.stdout)["flows"][0]["frames"]]
+    mac = isinstance(want[0], str) and len(want[0]) == 17
+    got = [str(read(Ether(f))).lower() if mac else read(Ether(f)) for f in frames]
+    assert got == want, f"{path}: expected {want!r} on the wire, one a frame; Scapy read {got!r} from {[f.hex() for f in frames]}"
 
 
 def every_leaf() -> List[Tuple[str, Dict[str, Any], Dict[str, Any]]]:
@@ -218,34 +229,21 @@ def test_every_leaf_of_the_model_has_a_place_known_to_this_test() -> None:
     assert walked == set(PLACES), f"new in the model: {sorted(walked - set(PLACES))}; gone: {sorted(set(PLACES) - walked)}"
 
 
-def body_of(path: str, spec: Dict[str, Any], dflt: Dict[str, Any]) -> Tuple[Dict[str, Any], Any]:
-    """The header body that sets leaf `path` to its test value, and that value."""
-    rest = path.split(".")[1:]
+def leaf_of(path: str, spec: Dict[str, Any], dflt: Dict[str, Any]) -> Tuple[Any, Any]:
+    """What sets leaf `path` to its test value (a pattern, or a list for a list field), and
+    that value."""
     if spec == {} or spec.get("type") is list or str(spec.get("type", "")).endswith("Iter"):
-        value: Any = ["0000"] if rest[-1] == "usids" else [{}]
-        return nest(rest, value), value
+        value: Any = ["0000"] if path.endswith(".usids") else [{}]
+        return value, value
     value = value_for(spec, dflt)
-    return nest(rest, pattern(spec, dflt, value)), value
+    return pattern(spec, dflt, value), value
 
 
 @pytest.mark.parametrize("path", sorted(PLACES))
 def test_a_leaf_set_by_a_script_is_on_the_wire_at_its_place_or_refused_by_its_path(path: str) -> None:
     spec, dflt = next((s, d) for p, s, d in every_leaf() if p == path)
-    header = path.split(".")[0]
-    body, value = body_of(path, spec, dflt)
-    cfg, at = config(header, body)
-    frame, err = frames_of(cfg)
-    where = f"flows[0].packet[{at}].{header}.{path.split('.', 1)[1].split('.')[0]}"
-    if frame is None:
-        assert where in err, f"{path}: expected the refusal to name {where}; got {err.strip()!r}"
-        return
-    read = PLACES[path]
-    assert read is not None, f"{path}: expected a refusal (not a header field gapless can send); it was taken: {cfg}"
-    got = read(Ether(frame))
-    want = value
-    if isinstance(want, str) and ":" in want and len(want) == 17:
-        got = str(got).lower()
-    assert got == want, f"{path}: expected {want!r} on the wire; Scapy read {got!r} from {frame.hex()}"
+    leaf, value = leaf_of(path, spec, dflt)
+    on_wire_or_refused(path, leaf, [value])
 
 
 def second_value(spec: Dict[str, Any], first: Any) -> Any:
@@ -264,19 +262,7 @@ def test_a_list_of_values_goes_out_in_turn_or_is_refused_by_its_path(path: str) 
     spec, dflt = next((s, d) for p, s, d in every_leaf() if p == path)
     a = value_for(spec, dflt)
     b = second_value(spec, a)
-    rest = path.split(".")[1:]
-    cfg, at = config(path.split(".")[0], nest(rest, {"choice": "values", "values": [a, b]}))
-    p = subprocess.run([cli(), "otg", "frames", "-", "--count", "3"], input=json.dumps(cfg), capture_output=True, text=True, timeout=30)
-    where = f"flows[0].packet[{at}].{path.split('.')[0]}.{rest[0]}"
-    if p.returncode != 0:
-        assert where in p.stderr, f"{path}: expected the refusal to name {where}; got {p.stderr.strip()!r}"
-        return
-    read = PLACES[path]
-    assert read is not None, f"{path}: expected a refusal; the list was taken"
-    frames = [bytes.fromhex(x) for x in json.loads(p.stdout)["flows"][0]["frames"]]
-    got = [read(Ether(x)) for x in frames]
-    got = [str(g).lower() if isinstance(a, str) and len(a) == 17 else g for g in got]
-    assert got == [a, b, a], f"{path}: expected {[a, b, a]} in turn; Scapy read {got}"
+    on_wire_or_refused(path, {"choice": "values", "values": [a, b]}, [a, b, a])
 
 
 def stepped(spec: Dict[str, Any], dflt: Dict[str, Any]) -> Tuple[Dict[str, Any], List[Any]]:
@@ -298,19 +284,7 @@ STEPPED = sorted(p for p, _, d in every_leaf() if "increment" in d.get("choices"
 def test_an_increment_goes_out_step_by_step_or_is_refused_by_its_path(path: str) -> None:
     spec, dflt = next((s, d) for p, s, d in every_leaf() if p == path)
     counter, want = stepped(spec, dflt)
-    rest = path.split(".")[1:]
-    cfg, at = config(path.split(".")[0], nest(rest, {"choice": "increment", "increment": counter}))
-    p = subprocess.run([cli(), "otg", "frames", "-", "--count", "3"], input=json.dumps(cfg), capture_output=True, text=True, timeout=30)
-    where = f"flows[0].packet[{at}].{path.split('.')[0]}.{rest[0]}"
-    if p.returncode != 0:
-        assert where in p.stderr, f"{path}: expected the refusal to name {where}; got {p.stderr.strip()!r}"
-        return
-    read = PLACES[path]
-    assert read is not None, f"{path}: expected a refusal; the increment was taken"
-    frames = [bytes.fromhex(x) for x in json.loads(p.stdout)["flows"][0]["frames"]]
-    got = [read(Ether(x)) for x in frames]
-    got = [str(g).lower() if isinstance(want[0], str) and len(want[0]) == 17 else g for g in got]
-    assert got == want, f"{path}: expected {want} step by step; Scapy read {got}"
+    on_wire_or_refused(path, {"choice": "increment", "increment": counter}, want)
 
 
 def test_bad_input_to_otg_frames_says_what_is_wrong_and_how_to_fix_it(tmp_path: Any) -> None:
