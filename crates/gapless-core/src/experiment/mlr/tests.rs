@@ -23,14 +23,20 @@ fn spec(goals: Vec<Goal>) -> MlrSpec {
     }
 }
 
+/// Trial `n` through a device that forwards up to `cap` frames/s and drops the rest:
+/// (sent, forwarded).
+fn through(n: &NextTrial, cap: f64) -> (u64, u64) {
+    let sent = (n.load * n.duration_s).round() as u64;
+    (sent, ((cap * n.duration_s).round() as u64).min(sent))
+}
+
 /// A device that forwards up to `cap` frames/s and drops the rest; `noise(i)` adds lost
 /// frames to trial i.
 fn search(s: MlrSpec, cap: f64, noise: &dyn Fn(usize) -> u64) -> Mlr {
     let mut m = Mlr::new(s).unwrap();
     let mut i = 0;
     while let Some(n) = m.next_trial() {
-        let sent = (n.load * n.duration_s).round() as u64;
-        let passed = ((cap * n.duration_s).round() as u64).min(sent);
+        let (sent, passed) = through(&n, cap);
         m.record(sent, passed.saturating_sub(noise(i)));
         i += 1;
         assert!(i < 500, "expected the search to end; it ran {i} trials");
@@ -189,8 +195,8 @@ fn search_with_sender(s: MlrSpec, cap: f64, sender: f64) -> (Mlr, usize) {
             m.sender_failed(sender, n.duration_s);
             failed += 1;
         } else {
-            let sent = (n.load * n.duration_s).round() as u64;
-            m.record(sent, ((cap * n.duration_s).round() as u64).min(sent));
+            let (sent, passed) = through(&n, cap);
+            m.record(sent, passed);
         }
         i += 1;
         assert!(i < 500, "expected the search to end; it ran {i} trials");
@@ -292,8 +298,8 @@ fn a_load_failed_below_one_the_sender_held_is_a_stall_and_is_tried_again_not_a_c
             continue;
         }
         held = held.max(n.load);
-        let sent = (n.load * n.duration_s).round() as u64;
-        m.record(sent, ((40_000.0 * n.duration_s).round() as u64).min(sent));
+        let (sent, passed) = through(&n, 40_000.0);
+        m.record(sent, passed);
     }
     let at = stalled.expect("a load below one held");
     assert_eq!(m.sender_cap_pps(), None, "expected no cap from a stall at {at}");
