@@ -245,8 +245,12 @@ impl Mlr {
     /// Stops the search when its trials, those the sender failed included, used up
     /// `search_duration_max_s`, or the sender failed [`MAX_SENDER_FAILURES`] loads.
     fn check_budget(&mut self) {
-        let spent = self.trial_seconds() + self.sender_failed_s;
-        self.stopped = spent >= self.spec.search_duration_max_s || self.sender_failures >= MAX_SENDER_FAILURES;
+        self.stopped = self.out_of_time() || self.sender_failures >= MAX_SENDER_FAILURES;
+    }
+
+    /// Whether the trials, those the sender failed included, used up `search_duration_max_s`.
+    fn out_of_time(&self) -> bool {
+        self.trial_seconds() + self.sender_failed_s >= self.spec.search_duration_max_s
     }
 
     /// The sender could not hold the load [`Mlr::next_trial`] gave (its trial was invalid
@@ -258,7 +262,8 @@ impl Mlr {
     /// ([`SenderFailure::Stall`]). Otherwise that load and every load above `hint` (the load
     /// the sender's own figures suggest it holds; the minimum load at least) are out of the
     /// search, which goes on below ([`SenderFailure::Cap`]). Either way it counts towards
-    /// [`MAX_SENDER_FAILURES`].
+    /// [`MAX_SENDER_FAILURES`]. With no trial given, nothing is counted (read as a stall: the
+    /// next trial is chosen as before).
     pub fn sender_failed(&mut self, hint: f64, seconds: f64) -> SenderFailure {
         let Some((k, load)) = self.pending.as_ref().map(|(k, n)| (*k, n.load)) else {
             return SenderFailure::Stall;
@@ -323,10 +328,7 @@ impl Mlr {
     /// attempts the sender failed included) with a goal unmet. A search the sender stopped
     /// first ([`Mlr::sender_gave_up`]) did not run out.
     pub fn ran_out(&self) -> bool {
-        let spent = self.trial_seconds() + self.sender_failed_s;
-        self.stopped
-            && spent >= self.spec.search_duration_max_s
-            && (0..self.chains.len()).any(|g| self.current(g).is_some())
+        self.stopped && self.out_of_time() && (0..self.chains.len()).any(|g| self.current(g).is_some())
     }
 
     /// Each goal's result from the trials so far.
