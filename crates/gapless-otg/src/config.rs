@@ -622,7 +622,12 @@ fn stream(
     }
     let unsigned = crate::size::unsigned_if_small(&mut stream);
     let unread = stream["template"].as_object().and_then(|t| hand::unread(name, t));
-    let said: Vec<String> = (size_warning.into_iter().chain(unsigned).chain(unread).chain(testbed)).collect();
+    let said: Vec<String> = size_warning
+        .into_iter()
+        .chain(unsigned)
+        .chain(unread)
+        .chain(testbed)
+        .collect();
     Ok((stream, need, (!said.is_empty()).then(|| said.join("; "))))
 }
 
@@ -642,13 +647,13 @@ fn testbed_addresses(template: &Map<String, Value>, v6: bool) -> Option<String> 
     } else {
         ("0.0.0.0", "198.18.0.1", "198.18.0.2")
     };
-    let (was, fix) = if left.len() == 2 {
-        ("were", "set them")
+    let (was, go, fix) = if left.len() == 2 {
+        ("were", "go", "set them")
     } else {
-        ("was", "set it")
+        ("was", "goes", "set it")
     };
     Some(format!(
-        "its {} {was} left at the model's default ({model}) and goes out as gapless's testbed address ({src} from, {dst} to). Fix: {fix} to send another",
+        "its {} {was} left at the model's default ({model}) and {go} out as gapless's testbed address ({src} from, {dst} to). Fix: {fix} to send another",
         left.join(" and ")
     ))
 }

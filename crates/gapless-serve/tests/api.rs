@@ -330,7 +330,7 @@ fn otg_refuses_what_it_cannot_send_with_code_kind_and_errors() {
         said[0]
             .as_str()
             .unwrap_or_default()
-            .contains("goes out as gapless's testbed address (198.18.0.1 from, 198.18.0.2 to)"),
+            .contains("go out as gapless's testbed address (198.18.0.1 from, 198.18.0.2 to)"),
         "{said}"
     );
     let (st, b) = http(srv.otg, "POST", "/monitor/metrics", br#"{"choice": "macsec"}"#, None);

@@ -1,25 +1,24 @@
 //! The frames a config's flows would send, without sending them (sans IO): each flow's
 //! first frames as the engine builds them, for `gapless otg frames` and the tests that read
-//! a model field at its place (Scapy, python/tests/test_otg_model.py). A device flow whose
+//! a model field at its place (Scapy, python/tests/test_otg_model_wire.py). A device flow whose
 //! destination MAC is its gateway's carries the placeholder the engine replaces once the
 //! gateway resolves.
 
 use gapless_core::spec::files::NoFiles;
 use gapless_core::{CompileCtx, ProfileSpec, StreamGen};
-use serde::Serialize;
 use serde_json::Value;
 
 use super::{plan, Invalid};
 
 /// A flow's first frames.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone)]
 pub struct FlowFrames {
     pub name: String,
     pub frames: Vec<Vec<u8>>,
 }
 
 /// What [`preview`] gives: every flow's first frames, and the warnings `set_config` would.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone)]
 pub struct Preview {
     pub flows: Vec<FlowFrames>,
     pub warnings: Vec<String>,
@@ -55,12 +54,11 @@ pub fn preview(cfg: &Value, count: usize) -> Result<Preview, Invalid> {
 
 fn first_frames(stream: gapless_core::StreamConfig, count: usize) -> Vec<Vec<u8>> {
     let mut g = StreamGen::new(stream);
+    let mut buf = vec![0u8; 65_536];
     (0..count)
         .map(|_| {
-            let mut buf = vec![0u8; 65_536];
             let len = g.build(&mut buf, 0);
-            buf.truncate(len);
-            buf
+            buf[..len].to_vec()
         })
         .collect()
 }
