@@ -7,6 +7,7 @@ use std::path::PathBuf;
 
 use anyhow::{anyhow, Context, Result};
 use clap::Subcommand;
+use gapless_core::packet::whole_frame::hex_of;
 use serde_json::{json, Value};
 
 #[derive(Subcommand)]
@@ -37,7 +38,7 @@ fn frames(config: &PathBuf, count: usize) -> Result<i32> {
     let flows: Vec<Value> = p
         .flows
         .iter()
-        .map(|f| json!({ "name": f.name, "frames": f.frames.iter().map(|b| hex(b)).collect::<Vec<_>>() }))
+        .map(|f| json!({ "name": f.name, "frames": f.frames.iter().map(|b| hex_of(b)).collect::<Vec<_>>() }))
         .collect();
     println!("{}", json!({ "flows": flows, "warnings": p.warnings }));
     Ok(0)
@@ -58,8 +59,4 @@ fn read_config(path: &PathBuf) -> Result<Value> {
             path.display()
         )
     })
-}
-
-fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
 }

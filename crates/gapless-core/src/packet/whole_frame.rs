@@ -84,7 +84,8 @@ pub fn parse_hex(hex: &str, path: &str) -> Result<Vec<u8>, ProfileError> {
         .collect()
 }
 
-fn hex_of(b: &[u8]) -> String {
+/// `b` as lower-case hex digits, two a byte.
+pub fn hex_of(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
