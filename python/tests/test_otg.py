@@ -8,6 +8,7 @@ from __future__ import annotations
 import itertools
 import subprocess
 import time
+import zlib
 from pathlib import Path
 from typing import Any, List
 
@@ -374,6 +375,12 @@ def test_tunnelled_flows_decode_on_the_wire_and_every_frame_is_metered(server: S
     assert all(len(p) == 252 for p in pkts), f"expected 252-byte frames (256 with FCS); got {sorted({len(p) for p in pkts})}"
     if tunnel == "vxlan":
         assert {p[VXLAN].vni for p in pkts} == {4660} and {p[VXLAN][Ether].dst for p in pkts} == {"02:00:00:00:01:02"}
+        # As ixia-c sends it (its issue #112): the inner frame ends with its own FCS, and the
+        # inner IPv4 length leaves room for it (252 - 14 - 20 - 8 - 8 - 14 - 4 = 184).
+        frames = [bytes(p[VXLAN].payload) for p in pkts]
+        fcs = [(f[-4:], zlib.crc32(f[:-4]).to_bytes(4, "little")) for f in frames]
+        assert all(got == want for got, want in fcs), f"expected each inner FCS to be the inner frame's CRC-32; got {fcs[:2]}"
+        assert {i.len for i in inner} == {184}, f"expected inner IPv4 length 184 (the inner FCS left out); got {sorted({i.len for i in inner})}"
     if tunnel == "gtpv1":
         assert {p[GTP_U_Header].teid for p in pkts} == {77}
     if tunnel == "mpls":

@@ -933,3 +933,85 @@ fn ecn_identification_df_flow_label_and_tcp_flags_vary() {
         assert!(e.contains(want), "expected {want:?}, got {e}");
     }
 }
+
+/// A VXLAN tunnel with `inner_fcs` (as ixia-c sends VXLAN: its issue #112): the inner
+/// Ethernet frame ends with its own CRC-32, the inner lengths leave room for it, the outer
+/// lengths and checksums cover it, the meter finds the signature before it, and the TX stamp
+/// written just before the frame leaves keeps the FCS and the outer checksums right.
+#[test]
+fn vxlan_inner_fcs_is_a_crc_of_the_inner_frame_its_lengths_leave_room_and_the_stamp_keeps_it() {
+    let mut n = 0;
+    for (os, od) in [("2001:db8::1", "2001:db8::2"), ("192.0.2.1", "192.0.2.2")] {
+        for (s, d) in [("10.0.0.1", "10.0.0.2"), ("2001:2::1", "2001:2::2")] {
+            for l4 in ["udp", "tcp"] {
+                let toml = format!(
+                    r#"
+                    [[stream]]
+                    size = {{ kind = "uniform", min = 170, max = 301 }}
+                    [stream.template]
+                    ip_src = "{s}"
+                    ip_dst = "{d}"
+                    l4 = "{l4}"
+                    tunnel = {{ kind = "vxlan", ip_src = "{os}", ip_dst = "{od}", vni = 9, inner_fcs = true }}
+                    [stream.timing]
+                    rate_pps = 1000
+                    "#
+                );
+                let p = compile(&toml);
+                let t = p.streams[0].variants[0].template.clone();
+                let mut g = StreamGen::new(p.streams[0].clone());
+                let mut buf = vec![0u8; 2048];
+                for k in 0..10u64 {
+                    let len = g.build(&mut buf, 7_000 + k);
+                    let what = format!("vxlan over {os}, inner {s} {l4}, frame {k} of {len} B");
+                    let frame = &mut buf[..len];
+                    let after = check_outer(frame, 14, true, &what);
+                    let inner = after + 16;
+                    let fcs = |f: &[u8]| crc32fast::hash(&f[inner..len - 4]).to_le_bytes();
+                    assert_eq!(frame[len - 4..], fcs(frame), "{what}: the inner FCS");
+                    // Strict: etherparse refuses an inner IP length that counts the FCS.
+                    let c = check(&frame[inner..len - 4]);
+                    let sig = Signature {
+                        stream: 0,
+                        seq: k as u32,
+                        tx_ns: 7_000 + k,
+                    };
+                    assert_eq!(c.sig, Some(sig), "{what}: the inner packet's signature");
+                    assert_eq!(
+                        gapless_core::meter::classify::classify(frame),
+                        gapless_core::meter::classify::Class::Signed(sig),
+                        "{what}: the meter finds the signature before the inner FCS"
+                    );
+                    t.patch_tx_ns(frame, 123_456_789_000 + k);
+                    let what = format!("{what}, stamped");
+                    check_outer(frame, 14, true, &what);
+                    assert_eq!(frame[len - 4..], fcs(frame), "{what}: the inner FCS");
+                    let c = check(&frame[inner..len - 4]);
+                    assert_eq!(c.sig.map(|s| s.tx_ns), Some(123_456_789_000 + k), "{what}");
+                    n += 1;
+                }
+            }
+        }
+    }
+    assert_eq!(n, 2 * 2 * 2 * 10);
+}
+
+#[test]
+fn inner_fcs_outside_vxlan_is_refused_by_its_path() {
+    let toml = "[[stream]]\nsize = 128\n[stream.template]\n\
+                tunnel = { kind = \"gre\", inner_fcs = true }\n[stream.timing]\nrate_pps = 1000\n";
+    let e = ProfileSpec::from_toml(toml, "test")
+        .and_then(|s| {
+            s.compile(&CompileCtx {
+                link_speed_bps: None,
+                files: &NoFiles,
+            })
+        })
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(
+        e.contains("tunnel.inner_fcs") && e.contains("only a VXLAN tunnel"),
+        "expected a refusal naming tunnel.inner_fcs; got {e:?}"
+    );
+}

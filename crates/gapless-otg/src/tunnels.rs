@@ -4,7 +4,9 @@
 //! into the tunnel), the headers after it are the inner packet, which the template describes
 //! as without a tunnel. Outer and tunnel fields take every pattern, as the inner ones do: the
 //! first value goes into the tunnel, a varying one becomes a field op on the outer field
-//! (`outer_ip_src`, `outer_src_port`, `vni`, `teid`, `mpls_label`, ...).
+//! (`outer_ip_src`, `outer_src_port`, `vni`, `teid`, `mpls_label`, ...). A VXLAN flow's inner
+//! Ethernet frame carries its own FCS, as ixia-c and IxNetwork send it (ixia-c issue #112):
+//! the flow's size counts it, and the inner lengths leave room for it.
 
 use serde_json::{json, Map, Value};
 
@@ -97,6 +99,8 @@ pub fn split<'a>(list: &'a [Value], path: &str) -> Result<Split<'a>, Invalid> {
         "vxlan" => {
             vxlan(&list[k], &at(k), &mut o)?;
             inner_eth(list.get(k + 1), &at(k + 1), &mut o.t)?;
+            // As ixia-c sends it (its issue #112): the inner frame carries its own FCS.
+            o.t.insert("inner_fcs".into(), json!(true));
             inner += 1;
         }
         "gre" => gre(&list[k], &at(k), &mut o)?,

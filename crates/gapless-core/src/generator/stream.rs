@@ -164,7 +164,8 @@ impl StreamGen {
         let (d_ip, d_l4) = (d_ip + hot.neg.0, d_l4 + hot.neg.1);
         let sig = self.signature(tx_ns);
         if t.sig {
-            sig.write(&mut frame[len - SIG_LEN..]);
+            let end = len - t.trailer();
+            sig.write(&mut frame[end - SIG_LEN..end]);
         }
         t.finish_with(frame, d_ip, d_l4, t.sig.then_some(&sig));
         self.count_built(vi);

@@ -144,6 +144,9 @@ pub(crate) fn classify_parsed(frame: &[u8]) -> Class {
     if let Some(sig) = Signature::from_payload_end(payload) {
         return Class::Signed(sig);
     }
+    if let Some(sig) = vxlan_with_fcs(payload, ports) {
+        return Class::Signed(sig);
+    }
     if let Some(c) = tunnelled(frame, is_gre(&p)) {
         return c;
     }
@@ -183,6 +186,21 @@ fn tunnelled(frame: &[u8], tunnel: bool) -> Option<Class> {
         .then(|| Signature::from_payload_end(frame))
         .flatten()
         .map(Class::Signed)
+}
+
+/// The signature of a VXLAN packet whose inner Ethernet frame carries its own FCS (as
+/// ixia-c sends it, and gapless's `inner_fcs`): the UDP payload opens with VXLAN's I flag and
+/// zero reserved bits, holds an inner Ethernet header, and ends with the signature and then
+/// the 4 FCS bytes.
+fn vxlan_with_fcs(payload: &[u8], ports: Option<(u8, u16, u16)>) -> Option<Signature> {
+    let vxlan = payload.len() >= 8 + 14 + 4
+        && matches!(ports, Some((17, _, _)))
+        && payload[0] == 0x08
+        && payload[1..4] == [0, 0, 0]
+        && payload[7] == 0;
+    vxlan
+        .then(|| Signature::from_payload_end(&payload[..payload.len() - 4]))
+        .flatten()
 }
 
 /// Whether the Ethernet header (after any VLAN tags) says MPLS unicast or multicast.

@@ -441,6 +441,7 @@ impl Template {
         let eth_end = 14 + 4 * spec.vlan.len();
         let enc = tunnel_of(spec, eth_end, ipv6, path)?;
         let enc_len = enc.as_ref().map_or(0, |e| e.0.len());
+        let trailer = enc.as_ref().map_or(0, |e| e.2.trailer());
         let l3 = eth_end + enc_len;
         let l4 = l3 + if ipv6 { 40 } else { 20 };
         let payload = l4
@@ -449,15 +450,16 @@ impl Template {
                 L4Kind::Tcp => 20,
                 L4Kind::None => 0,
             };
-        check_room(payload, max_len, sig, &regions, path)?;
-        let payload_len = max_len - payload;
+        check_room(payload + trailer, max_len, sig, &regions, path)?;
+        let payload_len = max_len - payload - trailer;
         let filler = payload_bytes(spec, payload_len, seed, path)?;
 
-        let mut bytes = write_headers(spec, addrs, &filler, max_len - enc_len, path)?;
+        let mut bytes = write_headers(spec, addrs, &filler, max_len - enc_len - trailer, path)?;
         let vlan_tci = patch_extras(spec, &mut bytes, eth_end, ipv6, tos);
         let tunnel = enc.map(|(outer, ethertype, t)| {
             bytes[eth_end - 2..eth_end].copy_from_slice(&ethertype.to_be_bytes());
             bytes.splice(eth_end..eth_end, outer);
+            bytes.resize(bytes.len() + t.trailer(), 0);
             t
         });
         let layout = Layout {
@@ -591,6 +593,12 @@ impl Template {
         self.tunnel.is_some()
     }
 
+    /// Bytes after the inner packet (and so after the signature): a tunnel's inner FCS.
+    #[inline(always)]
+    pub fn trailer(&self) -> usize {
+        self.tunnel.as_ref().map_or(0, crate::packet::tunnel::Tunnel::trailer)
+    }
+
     /// The payload's prefix sums (see [`crate::packet::checksum::prefix_sums`]).
     pub(crate) fn payload_sums(&self) -> &[u64] {
         &self.prefix
@@ -645,7 +653,8 @@ impl Template {
         if self.layout.l4_kind == L4Kind::Arp {
             return;
         }
-        self.finish_inner(frame, d_ip, d_l4, sig);
+        let inner = frame.len() - self.trailer();
+        self.finish_inner(&mut frame[..inner], d_ip, d_l4, sig);
         self.finish_outer(frame);
     }
 
@@ -702,7 +711,7 @@ impl Template {
     pub fn min_len(&self) -> usize {
         let sig_len = if self.sig { SIG_LEN } else { 0 };
         let fields = self.regions.iter().map(|(o, w)| o + w).max().unwrap_or(0);
-        (self.layout.payload + fields + sig_len).max(MIN_FRAME_NO_FCS)
+        (self.layout.payload + fields + sig_len + self.trailer()).max(MIN_FRAME_NO_FCS)
     }
 
     /// Sets the IP/L4 length fields for `frame.len()` and computes the IPv4 header and L4
@@ -710,11 +719,18 @@ impl Template {
     /// on the template itself. The frame's payload must match the template's up to the
     /// signature, except in the field-engine regions.
     pub fn finish_reference(&self, frame: &mut [u8]) {
-        let len = frame.len();
-        let ly = &self.layout;
-        if ly.l4_kind == L4Kind::Arp {
+        if self.layout.l4_kind == L4Kind::Arp {
             return;
         }
+        let inner = frame.len() - self.trailer();
+        self.reference_inner(&mut frame[..inner]);
+        self.finish_outer(frame);
+    }
+
+    /// [`Template::finish_reference`] of the inner packet.
+    fn reference_inner(&self, frame: &mut [u8]) {
+        let len = frame.len();
+        let ly = &self.layout;
         let l4_len = len - ly.l4;
         if ly.ipv6 {
             frame[ly.l3 + 4..ly.l3 + 6].copy_from_slice(&((len - ly.l3 - 40) as u16).to_be_bytes());
@@ -737,7 +753,6 @@ impl Template {
             }
             frame[cs..cs + 2].copy_from_slice(&c.to_be_bytes());
         }
-        self.finish_outer(frame);
     }
 }
 
@@ -750,6 +765,16 @@ impl Template {
         if !self.sig {
             return;
         }
+        let inner = frame.len() - self.trailer();
+        self.patch_inner(&mut frame[..inner], tx_ns);
+        if let Some(t) = &self.tunnel {
+            t.refresh_fcs(frame);
+        }
+    }
+
+    /// [`Template::patch_tx_ns`] of the inner packet.
+    #[inline(always)]
+    fn patch_inner(&self, frame: &mut [u8], tx_ns: u64) {
         let ly = &self.layout;
         let at = frame.len() - 8;
         if !ly.has_l4_csum() || self.hand.as_ref().is_some_and(Hand::fixed_l4_checksum) {

@@ -15,10 +15,17 @@
 //! `teid`, `gre_key` and `mpls_label` fields): [`Tunnel::finish`] computes the outer
 //! checksums from the frame's bytes, after everything else is written. The outer UDP
 //! checksum is 0 over IPv4 (RFC 7348, TS 29.281 allow it) and computed over IPv6.
+//!
+//! A VXLAN tunnel with [`TunnelSpec::inner_fcs`] ends the frame with the inner Ethernet
+//! frame's own FCS (a CRC-32 over it), as ixia-c sends VXLAN: the template treats those 4
+//! bytes as a trailer after the inner packet ([`Tunnel::trailer`]), so the inner lengths and
+//! the signature end before it; [`Tunnel::finish`] writes it before the outer UDP checksum
+//! that covers it, and [`Tunnel::refresh_fcs`] again after the TX stamp.
 
 use std::net::IpAddr;
 
-use crate::packet::checksum::{finish, sum_be};
+use crate::packet::checksum::{finish, fold, sum_at, sum_be};
+use crate::packet::sizes::FCS_LEN;
 use crate::spec::error::ProfileError;
 use crate::spec::{TunnelKind, TunnelSpec};
 
@@ -38,6 +45,9 @@ pub struct Tunnel {
     pub gre_key: Option<usize>,
     /// Each MPLS label's 4-byte word, outer first.
     pub labels: Vec<usize>,
+    /// Start of the inner Ethernet header whose own FCS ends the frame
+    /// ([`TunnelSpec::inner_fcs`]).
+    pub inner_fcs: Option<usize>,
 }
 
 /// The encapsulation's bytes (to put right after the Ethernet header and its tags, at offset
@@ -52,6 +62,13 @@ pub fn encap(
     path: &str,
 ) -> Result<(Vec<u8>, u16, Tunnel), ProfileError> {
     let p = format!("{path}.tunnel");
+    if spec.inner_fcs && spec.kind != TunnelKind::Vxlan {
+        return Err(ProfileError::invalid(
+            format!("{p}.inner_fcs"),
+            "only a VXLAN tunnel carries an inner Ethernet frame with an FCS",
+            "remove inner_fcs, or make the tunnel's kind \"vxlan\"",
+        ));
+    }
     let mut t = Tunnel::default();
     if spec.kind == TunnelKind::Mpls {
         let l = labels(spec, &p)?;
@@ -79,6 +96,7 @@ pub fn encap(
             TunnelKind::Gtpv1 => t.gtp = Some(next + 8),
             _ => t.vni = Some(next + 12),
         }
+        t.inner_fcs = spec.inner_fcs.then_some(next + 16);
         out.extend_from_slice(&sp.to_be_bytes());
         out.extend_from_slice(&dp.to_be_bytes());
         out.extend_from_slice(&[0; 4]); // length and checksum: per frame
@@ -189,6 +207,10 @@ impl Tunnel {
     #[inline]
     pub fn finish(&self, frame: &mut [u8]) {
         let len = frame.len();
+        if let Some(e) = self.inner_fcs {
+            let c = crc32fast::hash(&frame[e..len - FCS_LEN]);
+            frame[len - FCS_LEN..].copy_from_slice(&c.to_le_bytes());
+        }
         let v6 = match self.outer_l3 {
             Some((at, false)) => {
                 let tl = (len - at) as u16;
@@ -219,6 +241,42 @@ impl Tunnel {
                 }
                 frame[u + 6..u + 8].copy_from_slice(&c.to_be_bytes());
             }
+        }
+    }
+}
+
+impl Tunnel {
+    /// Bytes after the inner packet: the inner FCS, when the tunnel has one.
+    #[inline(always)]
+    pub fn trailer(&self) -> usize {
+        if self.inner_fcs.is_some() {
+            FCS_LEN
+        } else {
+            0
+        }
+    }
+
+    /// Writes the inner FCS again after the inner frame changed (a TX stamp) and fixes the
+    /// outer UDP checksum over IPv6, which covers it, incrementally (RFC 1624, eqn. 3).
+    #[inline]
+    pub fn refresh_fcs(&self, frame: &mut [u8]) {
+        let Some(e) = self.inner_fcs else { return };
+        let at = frame.len() - FCS_LEN;
+        let c = crc32fast::hash(&frame[e..at]).to_le_bytes();
+        match (self.outer_l3, self.udp) {
+            (Some((_, true)), Some(u)) => {
+                let odd = (at - u) % 2 == 1;
+                let old = fold(sum_at(&frame[at..], odd));
+                frame[at..].copy_from_slice(&c);
+                let new = sum_at(&frame[at..], odd);
+                let hc = u16::from_be_bytes([frame[u + 6], frame[u + 7]]);
+                let mut s = finish(u64::from(!hc) + u64::from(!old) + new);
+                if s == 0 {
+                    s = 0xffff;
+                }
+                frame[u + 6..u + 8].copy_from_slice(&s.to_be_bytes());
+            }
+            _ => frame[at..].copy_from_slice(&c),
         }
     }
 }

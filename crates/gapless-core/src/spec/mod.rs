@@ -425,6 +425,11 @@ pub struct TunnelSpec {
     /// VXLAN network identifier (24 bits).
     #[serde(default)]
     pub vni: u32,
+    /// VXLAN only: the inner Ethernet frame carries its own 4-byte FCS at the frame's end
+    /// (a CRC-32 over the inner frame), and the inner lengths leave room for it, as ixia-c and
+    /// IxNetwork send it. Off by default: RFC 7348's frames carry none.
+    #[serde(default)]
+    pub inner_fcs: bool,
     /// The inner Ethernet header a VXLAN frame carries.
     #[serde(default = "default_inner_src")]
     pub inner_eth_src: String,
