@@ -1,7 +1,7 @@
 """What a script sets is what goes on the wire (issue 67), end to end: snappi sets header fields
 that gapless used to take and drop (IPv4 priority raw and TOS bits, ECN beside DSCP, DF and
 identification lists, IPv6 traffic class and flow label lists, an IPv6 header with its addresses
-left out, TCP flag lists) on flows between two veths in one namespace as ixia-c users wire them;
+left out, TCP flag lists, IPv4 options) on flows between two veths in one namespace as ixia-c users wire them;
 the capture is read by Scapy, a decoder we did not write. A field gapless does not apply is
 refused with its path, over HTTPS and gRPC. One config, one run of 8 frames per flow: about 5 s."""
 from __future__ import annotations
@@ -65,6 +65,13 @@ def config(a: Any) -> Any:
     tcp = f.packet.tcp()[-1]
     tcp.dst_port.value, tcp.ctl_ack.value, tcp.ctl_syn.values = 5005, 1, [1, 0]
     tcp.ecn_cwr.values = [0, 0, 1]
+    f = flow(cfg, "options", 5007)
+    ip = f.packet.ipv4()[-1]
+    ip.options.add().choice = "router_alert"
+    custom = ip.options.add().custom
+    custom.type.copied_flag.value, custom.type.option_class.value, custom.type.option_number.value = 1, 2, 7
+    custom.value = "abcd"
+    f.packet.udp()[-1].dst_port.value = 5007
     return cfg
 
 
@@ -92,7 +99,7 @@ def test_each_field_a_script_sets_is_on_the_wire_as_scapy_reads_it(server: Serve
     a = api(server, "https")
     pkts = [p for p in PcapReader(io.BytesIO(run_and_capture(a, config(a)))) if (UDP in p or TCP in p)]
     by = {n: [p for p in pkts if (p[UDP] if UDP in p else p[TCP]).dport == port]
-          for n, port in (("raw", 5001), ("dscp_ecn", 5002), ("tos_bits", 5003), ("v6", 5004), ("tcp_flags", 5005))}
+          for n, port in (("raw", 5001), ("dscp_ecn", 5002), ("tos_bits", 5003), ("v6", 5004), ("tcp_flags", 5005), ("options", 5007))}
     for n, ps in by.items():
         assert len(ps) == COUNT, f"{n}: expected Scapy to read {COUNT} frames; got {len(ps)}"
     raw = by["raw"]
@@ -108,6 +115,11 @@ def test_each_field_a_script_sets_is_on_the_wire_as_scapy_reads_it(server: Serve
     assert [p[IPv6].fl for p in v6] == [0xabcde + k % 3 for k in range(COUNT)], [p[IPv6].fl for p in v6]
     flags = [int(p[TCP].flags) for p in by["tcp_flags"]]
     assert flags == [0x10 | (0x02 if k % 2 == 0 else 0) | (0x80 if k % 3 == 2 else 0) for k in range(COUNT)], flags
+    # Router Alert (RFC 2113), then the custom option: type 1|10|00111 = 0xc7, length 4, abcd.
+    opts = {(p[IP].ihl, bytes(p[IP])[20:28].hex(), p[IP].len) for p in by["options"]}
+    assert opts == {(7, "94040000c704abcd", 128 - 4 - 14)}, f"expected IHL 7 with both options and the total length counting them; got {opts}"
+    read = {tuple(type(o).__name__ for o in p[IP].options) for p in by["options"]}
+    assert read == {("IPOption_Router_Alert", "Raw")}, f"expected Scapy to read Router Alert, then bytes it has no class for; got {read}"
 
 
 @pytest.mark.parametrize("transport", ["https", "grpc"])

@@ -1015,3 +1015,97 @@ fn inner_fcs_outside_vxlan_is_refused_by_its_path() {
         "expected a refusal naming tunnel.inner_fcs; got {e:?}"
     );
 }
+
+/// IPv4 options sit after the 20-byte header, padded to whole words; the header length,
+/// the total length and both checksums count them, frame by frame as the sizes and an
+/// IPv4 field op vary, and the meter still finds the signature.
+#[test]
+fn ipv4_options_are_written_padded_and_counted_by_the_lengths_and_checksums() {
+    for (hex, want) in [("94040000", "94040000"), ("8603aa", "8603aa00"), ("00", "00000000")] {
+        for l4 in ["udp", "tcp", "none"] {
+            let toml = format!(
+                r#"
+                [[stream]]
+                size = {{ kind = "uniform", min = 90, max = 301 }}
+                [stream.template]
+                l4 = "{l4}"
+                ip_options = "{hex}"
+                [[stream.field]]
+                field = "ip_id"
+                op = "inc"
+                from = 1
+                to = 9
+                [stream.timing]
+                rate_pps = 1000
+                "#
+            );
+            let p = compile(&toml);
+            let mut g = StreamGen::new(p.streams[0].clone());
+            let mut buf = vec![0u8; 2048];
+            for k in 0..12u64 {
+                let len = g.build(&mut buf, 3_000 + k);
+                let f = &buf[..len];
+                let what = format!("options {hex} over {l4}, frame {k} of {len} B");
+                let h = etherparse::Ipv4HeaderSlice::from_slice(&f[14..]).expect("an IPv4 header");
+                let want_opts = (0..want.len())
+                    .step_by(2)
+                    .map(|i| u8::from_str_radix(&want[i..i + 2], 16).unwrap());
+                assert_eq!(
+                    (
+                        h.ihl(),
+                        h.options().to_vec(),
+                        usize::from(h.total_len()),
+                        h.identification()
+                    ),
+                    (6, want_opts.collect::<Vec<_>>(), len - 14, 1 + k as u16 % 9),
+                    "{what}: header length, options, total length, id"
+                );
+                assert_eq!(
+                    h.header_checksum(),
+                    h.to_header().calc_header_checksum(),
+                    "{what}: IPv4 checksum"
+                );
+                let sig = Signature {
+                    stream: 0,
+                    seq: k as u32,
+                    tx_ns: 3_000 + k,
+                };
+                if l4 != "none" {
+                    assert_eq!(check(f).sig, Some(sig), "{what}: L4 checksum, lengths and signature");
+                }
+                assert_eq!(
+                    gapless_core::meter::classify::classify(f),
+                    gapless_core::meter::classify::Class::Signed(sig),
+                    "{what}: the meter finds the signature"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn ipv4_options_over_40_bytes_or_on_ipv6_are_refused_by_their_path() {
+    let err = |t: &str| {
+        let toml = format!("[[stream]]\nsize = 256\n[stream.template]\n{t}\n[stream.timing]\nrate_pps = 1000\n");
+        ProfileSpec::from_toml(&toml, "test")
+            .and_then(|s| {
+                s.compile(&CompileCtx {
+                    link_speed_bps: None,
+                    files: &NoFiles,
+                })
+            })
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default()
+    };
+    let e = err(&format!("ip_options = \"{}\"", "01".repeat(41)));
+    assert!(
+        e.contains("ip_options") && e.contains("at most 40"),
+        "expected 41 bytes refused; got {e:?}"
+    );
+    let e = err("ip_src = \"2001:db8::1\"\nip_dst = \"2001:db8::2\"\nip_options = \"94040000\"");
+    assert!(
+        e.contains("ip_options") && e.contains("IPv6"),
+        "expected IPv6 options refused; got {e:?}"
+    );
+}

@@ -5,6 +5,7 @@
 use serde_json::{json, Map, Value};
 
 pub mod hand;
+mod ipv4_options;
 pub mod preview;
 
 use crate::error::Invalid;
@@ -734,6 +735,9 @@ fn headers(packet: &Value, path: &str) -> Result<Hdr, Invalid> {
                 h.put("ttl", f("time_to_live"), p("time_to_live"), Kind::Int(8), Some("ttl"))?;
                 h.put("ip_id", f("identification"), p("identification"), Kind::Int(16), Some("ip_id"))?;
                 dont_fragment(&mut h, f("dont_fragment"), &p("dont_fragment"))?;
+                if let Some(o) = ipv4_options::hex(f("options"), &p("options"))? {
+                    h.t.insert("ip_options".into(), json!(o));
+                }
                 priority(&mut h, &b["priority"], &format!("{at}.ipv4.priority"))?;
                 h.v6 = false;
                 if n + 1 == keep.len() {

@@ -62,7 +62,7 @@ pub const FIELDS: &[(&str, &str, Taken)] = &[
     ("ipv4", "header_checksum", Inner(Good)),
     ("ipv4", "src", Applied),
     ("ipv4", "dst", Applied),
-    ("ipv4", "options", Dflt(Empty)),
+    ("ipv4", "options", Inner(Empty)),
     ("ipv4.priority", "choice", Applied),
     ("ipv4.priority", "raw", Applied),
     ("ipv4.priority", "tos", Applied),

@@ -238,7 +238,7 @@ impl FieldOp {
         )));
         let ly = &t.layout;
         let end = tg.offset + tg.nbytes;
-        self.in_ip = !ly.ipv6 && tg.offset >= ly.l3 && end <= ly.l3 + 20;
+        self.in_ip = !ly.ipv6 && tg.offset >= ly.l3 && end <= ly.l4;
         let (p0, p1) = if ly.ipv6 {
             (ly.l3 + 8, ly.l3 + 40)
         } else {

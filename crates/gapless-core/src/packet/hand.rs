@@ -139,7 +139,7 @@ impl Hand {
         }
         if !ly.ipv6 {
             f[l3 + 10..l3 + 12].fill(0);
-            let good = finish(sum_be(&f[l3..l3 + 20]));
+            let good = finish(sum_be(&f[l3..ly.l4]));
             put16(f, l3 + 10, asked(h.ip_checksum, good));
         }
         if ly.has_l4_csum() {

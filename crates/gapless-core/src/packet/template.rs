@@ -360,6 +360,31 @@ fn tunnel_of(
     crate::packet::tunnel::encap(ts, eth_end, inner_type, macs, path).map(Some)
 }
 
+/// The IPv4 options' bytes (none on IPv6), padded with zeros to whole 32-bit words.
+fn ip_options(spec: &TemplateSpec, ipv6: bool, path: &str) -> Result<Vec<u8>, ProfileError> {
+    let Some(hex) = &spec.ip_options else {
+        return Ok(Vec::new());
+    };
+    let at = format!("{path}.ip_options");
+    if ipv6 {
+        return Err(ProfileError::invalid(
+            at,
+            "IPv6 has no header options (it has extension headers)",
+            "remove ip_options, or send IPv4",
+        ));
+    }
+    let mut b = parse_hex(hex, &at)?;
+    if b.len() > 40 {
+        return Err(ProfileError::invalid(
+            at,
+            format!("{} bytes of options; an IPv4 header holds at most 40", b.len()),
+            "give at most 40 bytes (80 hex digits)",
+        ));
+    }
+    b.resize(b.len().div_ceil(4) * 4, 0);
+    Ok(b)
+}
+
 /// The largest frame must hold the headers (up to `payload`), the field engine's payload
 /// bytes and the signature.
 fn check_room(
@@ -438,12 +463,13 @@ impl Template {
         let addrs = parse_addrs(spec, path)?;
         let ipv6 = addrs.2.is_ipv6();
         let tos = check_fields(spec, path)?;
+        let opts = ip_options(spec, ipv6, path)?;
         let eth_end = 14 + 4 * spec.vlan.len();
         let enc = tunnel_of(spec, eth_end, ipv6, path)?;
         let enc_len = enc.as_ref().map_or(0, |e| e.0.len());
         let trailer = enc.as_ref().map_or(0, |e| e.2.trailer());
         let l3 = eth_end + enc_len;
-        let l4 = l3 + if ipv6 { 40 } else { 20 };
+        let l4 = l3 + if ipv6 { 40 } else { 20 + opts.len() };
         let payload = l4
             + match spec.l4 {
                 L4Kind::Udp | L4Kind::Icmp | L4Kind::Arp => 8,
@@ -454,8 +480,13 @@ impl Template {
         let payload_len = max_len - payload - trailer;
         let filler = payload_bytes(spec, payload_len, seed, path)?;
 
-        let mut bytes = write_headers(spec, addrs, &filler, max_len - enc_len - trailer, path)?;
+        let inner_len = max_len - enc_len - trailer - opts.len();
+        let mut bytes = write_headers(spec, addrs, &filler, inner_len, path)?;
         let vlan_tci = patch_extras(spec, &mut bytes, eth_end, ipv6, tos);
+        if !opts.is_empty() {
+            bytes[eth_end] = 0x45 + (opts.len() / 4) as u8;
+            bytes.splice(eth_end + 20..eth_end + 20, opts);
+        }
         let tunnel = enc.map(|(outer, ethertype, t)| {
             bytes[eth_end - 2..eth_end].copy_from_slice(&ethertype.to_be_bytes());
             bytes.splice(eth_end..eth_end, outer);
@@ -560,8 +591,8 @@ impl Template {
         self.ip_base = if ly.ipv6 {
             0
         } else {
-            let mut h = [0u8; 20];
-            h.copy_from_slice(&b[ly.l3..ly.l3 + 20]);
+            // The header with its options: it ends where layer 4 starts.
+            let mut h = b[ly.l3..ly.l4].to_vec();
             h[2..4].fill(0);
             h[10..12].fill(0);
             sum_be(&h)
@@ -737,7 +768,7 @@ impl Template {
         } else {
             frame[ly.l3 + 2..ly.l3 + 4].copy_from_slice(&((len - ly.l3) as u16).to_be_bytes());
             frame[ly.l3 + 10..ly.l3 + 12].copy_from_slice(&[0, 0]);
-            let c = finish(sum_be(&frame[ly.l3..ly.l3 + 20]));
+            let c = finish(sum_be(&frame[ly.l3..ly.l4]));
             frame[ly.l3 + 10..ly.l3 + 12].copy_from_slice(&c.to_be_bytes());
         }
         if ly.has_l4_csum() {

@@ -305,6 +305,11 @@ pub struct TemplateSpec {
     pub ip_id: u16,
     pub dont_fragment: bool,
     pub flow_label: u32,
+    /// IPv4 options as hex, e.g. "94040000" (Router Alert): written after the 20-byte header
+    /// and counted by its header length, up to 40 bytes, padded with zeros (end of options)
+    /// to whole 32-bit words.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ip_options: Option<String>,
     /// `udp`, `tcp`, `icmp` (echo request; ICMPv6 on IPv6), `arp`, or `none`: the IP header
     /// with the payload right after it.
     pub l4: L4Kind,
@@ -519,6 +524,7 @@ impl Default for TemplateSpec {
             payload: PayloadSpec::default(),
             frame: None,
             tunnel: None,
+            ip_options: None,
             hand: HandSpec::default(),
         }
     }
