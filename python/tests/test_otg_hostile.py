@@ -155,10 +155,25 @@ def test_a_location_naming_what_the_kernel_would_not_take_is_refused_by_path(ser
     assert post(server, "config", {"ports": []}).status_code == 200
 
 
+def arp_answer(iface: str, ip: str) -> str:
+    """The MAC that answers an ARP request for `ip` sent on `iface` (in the module's
+    namespace), or "" when none answers within half a second. Scapy sends it from a process
+    in the namespace."""
+    import subprocess
+    import sys
+
+    code = ("from scapy.all import ARP, Ether, srp1\n"
+            f"r = srp1(Ether(dst='ff:ff:ff:ff:ff:ff') / ARP(pdst='{ip}', psrc='192.0.2.2'), iface='{iface}', timeout=0.5, verbose=0)\n"
+            "print(r[ARP].hwsrc if r is not None else '')")
+    p = subprocess.run(["ip", "netns", "exec", NS, sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, f"expected Scapy's ARP probe to run; got {p.stderr[-500:]}"
+    return p.stdout.strip()
+
+
 def test_a_server_killed_with_sigkill_leaves_no_namespace_or_daemon_behind(tmp_path: Any, veths: str) -> None:
     """`kill -9` of the server: within a second its keeper has killed the BGP daemon and
     removed the device namespace (with the macvlan on the test port that answered ARP for the
-    device). A server of its own; about 3 s."""
+    device), so an ARP probe from the far end goes unanswered. A server of its own; about 5 s."""
     import signal
     import subprocess
     import time
@@ -175,6 +190,7 @@ def test_a_server_killed_with_sigkill_leaves_no_namespace_or_daemon_behind(tmp_p
         assert spaces, f"expected the device's namespace {prefix}*; got {os.listdir('/run/netns')}"
         pids = [int(p) for ns in spaces for p in subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True).stdout.split()]
         assert pids, f"expected the BGP daemon in {spaces}; got no process"
+        assert arp_answer(Z, "192.0.2.1") == MAC_A.lower(), "expected the device to answer ARP from the far end before the kill"
         os.kill(s.proc.pid, signal.SIGKILL)
         s.proc.wait(timeout=5)
         t0 = time.monotonic()
@@ -190,6 +206,8 @@ def test_a_server_killed_with_sigkill_leaves_no_namespace_or_daemon_behind(tmp_p
             time.sleep(0.02)
         assert (mine(), alive()) == ([], []), \
             f"expected no namespace and no daemon 1 s after kill -9; got namespaces {mine()}, daemons {alive()}"
+        got = arp_answer(Z, "192.0.2.1")
+        assert got == "", f"expected no answer to ARP for the device after kill -9; {got} answered"
     finally:
         if s.proc.poll() is None:
             s.proc.kill()

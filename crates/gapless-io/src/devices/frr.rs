@@ -450,7 +450,10 @@ pub fn remove_stale() -> Vec<String> {
         let Some(owner) = name.split('-').next().and_then(|p| p.parse::<i32>().ok()) else {
             continue;
         };
-        if owner == std::process::id() as i32 || running(owner) {
+        // The directory changes as the owner starts each daemon in it: an owner that runs
+        // started before that (liveness::owner_runs; a later process took a freed PID).
+        let made = crate::devices::liveness::made_at(&e.path()).unwrap_or_else(std::time::SystemTime::now);
+        if owner == std::process::id() as i32 || crate::devices::liveness::owner_runs(owner, made) {
             continue;
         }
         for f in std::fs::read_dir(e.path()).into_iter().flatten().flatten() {
@@ -482,6 +485,39 @@ mod tests {
         fn drop(&mut self) {
             let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
         }
+    }
+
+    /// A server's directory whose PID now names a process that started after it was made
+    /// (the PID was freed and taken again) is stale; one whose owner runs is kept.
+    #[test]
+    fn a_directory_is_stale_when_its_pid_now_names_a_later_process() {
+        let mut later = Command::new("sleep").arg("30").spawn().expect("sleep runs");
+        let pid = later.id() as i32;
+        let (stale, kept) = (
+            Path::new(ROOT).join(format!("{pid}-7")),
+            Path::new(ROOT).join(format!("{}-8", std::process::id())),
+        );
+        for d in [&stale, &kept] {
+            std::fs::create_dir_all(d).expect("made under /run (run as root)");
+        }
+        // Made an hour before the process under its PID started: a reused PID.
+        let hour_ago = std::time::SystemTime::now() - Duration::from_secs(3600);
+        let f = std::fs::File::open(&stale).expect("opened");
+        f.set_modified(hour_ago).expect("mtime set");
+        let gone = remove_stale();
+        let _ = later.kill();
+        let _ = later.wait();
+        let _ = std::fs::remove_dir_all(&kept);
+        let name = |p: &Path| p.file_name().unwrap().to_string_lossy().into_owned();
+        assert!(
+            gone.contains(&name(&stale)) && !stale.exists(),
+            "expected {} removed (its PID is a later process); removed {gone:?}",
+            name(&stale)
+        );
+        assert!(
+            !gone.contains(&name(&kept)),
+            "expected this process's own directory kept; removed {gone:?}"
+        );
     }
 
     #[test]

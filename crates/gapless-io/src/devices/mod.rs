@@ -11,3 +11,4 @@ pub mod frr;
 pub mod group;
 pub mod hosts;
 pub mod lagif;
+pub mod liveness;

@@ -224,24 +224,7 @@ fn start_time(pid: i32) -> u64 {
         libc::close(fd);
         n
     };
-    stat_start_time(&buf[..n.max(0) as usize])
-}
-
-/// Field 22 (starttime) of a /proc/PID/stat line: counted after the command's closing
-/// parenthesis (a command may hold spaces and parentheses), which ends field 2.
-fn stat_start_time(stat: &[u8]) -> u64 {
-    let Some(close) = stat.iter().rposition(|&b| b == b')') else {
-        return 0;
-    };
-    let field = stat[close + 1..]
-        .split(|&b| b == b' ')
-        .filter(|f| !f.is_empty())
-        .nth(22 - 3);
-    field.map_or(0, |f| {
-        f.iter()
-            .take_while(|b| b.is_ascii_digit())
-            .fold(0u64, |a, &b| a.saturating_mul(10).saturating_add(u64::from(b - b'0')))
-    })
+    crate::devices::liveness::stat_start_time(&buf[..n.max(0) as usize])
 }
 
 /// What the names of a server's device and LAG namespaces start with, before its PID
@@ -427,6 +410,7 @@ mod tests {
 #[cfg(test)]
 mod identity {
     use super::*;
+    use crate::devices::liveness::stat_start_time;
 
     #[test]
     fn a_pid_is_known_by_its_start_time_and_a_gone_one_has_none() {

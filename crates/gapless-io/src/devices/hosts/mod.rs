@@ -14,7 +14,7 @@
 pub mod vlan;
 
 use std::net::{IpAddr, SocketAddr, UdpSocket};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use crate::kernel::nic::{in_netns, ip, ip_batch};
 use crate::IoError;
@@ -310,8 +310,9 @@ pub(crate) fn remove_netns(name: &str) {
 }
 
 /// Removes the host namespaces that servers no longer running left behind (a server killed
-/// with SIGKILL cannot remove its own); returns their names. A namespace whose server is
-/// still running is kept.
+/// with SIGKILL whose keeper was killed too); returns their names. A namespace whose server
+/// still runs is kept: the process under its PID started before the namespace was made
+/// ([`crate::devices::liveness::owner_runs`]; a later one took a freed PID).
 pub fn remove_stale() -> Vec<String> {
     let Ok(dir) = std::fs::read_dir("/var/run/netns") else {
         return Vec::new();
@@ -326,7 +327,8 @@ pub fn remove_stale() -> Vec<String> {
         else {
             continue;
         };
-        if std::path::Path::new(&format!("/proc/{pid}")).exists() {
+        let made = crate::devices::liveness::made_at(&e.path()).unwrap_or_else(SystemTime::now);
+        if crate::devices::liveness::owner_runs(pid as i32, made) {
             continue;
         }
         remove_netns(&name);
