@@ -110,9 +110,12 @@ fn resolve_loop(mut todo: Vec<(Weak<Host>, IpAddr)>) {
     }
 }
 
-/// Each device flow of the group gets its gateway's MAC as its destination MAC, or the
-/// start fails naming the address that did not resolve.
-pub fn resolve(s: &Shared, g: &mut Group) -> Result<(), OtgError> {
+/// Each device flow of the group gets its gateway's MAC as its destination MAC. One whose
+/// gateway does not answer within [`RESOLVE_WITHIN`] goes to 00:00:00:00:00:00, as the model
+/// says of every `auto` value an implementation cannot generate ("the default value must be
+/// used"), and the start's warnings name the flow, the gateway and the fix.
+pub fn resolve(s: &Shared, g: &mut Group) -> Result<Vec<String>, OtgError> {
+    let mut warnings = Vec::new();
     for (i, need) in g.needs.clone().iter().enumerate() {
         let Some(n) = need else { continue };
         // The host is taken out of the state, so nobody waits on its lock while it resolves.
@@ -122,15 +125,25 @@ pub fn resolve(s: &Shared, g: &mut Group) -> Result<(), OtgError> {
             .find(|h| h.0 == n.eth)
             .map(|h| h.1.clone())
             .ok_or_else(|| OtgError::internal(format!("device {:?} has no host", n.eth)))?;
-        let mac = host.resolve(n.gateway, RESOLVE_WITHIN).map_err(|e| {
-            OtgError::invalid(format!(
-                "flow {:?}: device {:?} could not resolve its gateway {}: {e}",
-                g.flows[i], n.eth, n.gateway
-            ))
-        })?;
+        let mac = match host.resolve(n.gateway, RESOLVE_WITHIN) {
+            Ok(mac) => mac,
+            Err(e @ gapless_io::IoError::Unresolved { .. }) => {
+                warnings.push(format!(
+                    "flow {:?}: device {:?} could not resolve its gateway {} ({e}); its frames go to 00:00:00:00:00:00, the model's default for a destination left to auto",
+                    g.flows[i], n.eth, n.gateway
+                ));
+                "00:00:00:00:00:00".to_string()
+            }
+            Err(e) => {
+                return Err(OtgError::invalid(format!(
+                    "flow {:?}: device {:?} could not resolve its gateway {}: {e}",
+                    g.flows[i], n.eth, n.gateway
+                )))
+            }
+        };
         g.profile["stream"][i]["template"]["eth_dst"] = json!(mac);
     }
-    Ok(())
+    Ok(warnings)
 }
 
 /// `POST /monitor/states`: `ipv4_neighbors` and `ipv6_neighbors` of the device Ethernets

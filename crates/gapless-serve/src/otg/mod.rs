@@ -721,15 +721,15 @@ fn link_control(s: &Shared, up: bool, names: &[String]) -> Result<Value, OtgErro
 fn start(s: &Shared, names: &[String]) -> Result<Value, OtgError> {
     let plan = plan_of(s)?;
     runs::check_flows(&plan, names)?;
-    let mut groups = Vec::new();
+    let (mut groups, mut warnings) = (Vec::new(), Vec::new());
     for g in &plan.groups {
         if let Some(mut group) = runs::subset(g, names) {
-            devices::resolve(s, &mut group)?;
+            warnings.extend(devices::resolve(s, &mut group)?);
             groups.push(group);
         }
     }
     let Some(joint) = runs::join(&groups) else {
-        return Ok(requests::ok(Vec::new()));
+        return Ok(requests::ok(warnings));
     };
     let (id, pauser, room) = start_joint(s, &joint)?;
     let started: Vec<(String, i64, usize)> = joint
@@ -753,7 +753,7 @@ fn start(s: &Shared, names: &[String]) -> Result<Value, OtgError> {
         tx: joint.tx_names(),
         rx: joint.group.rx_ports().iter().map(|p| p.name.clone()).collect(),
     }));
-    Ok(requests::ok(Vec::new()))
+    Ok(requests::ok(warnings))
 }
 
 /// How long a start waits for an ended run to let go of its ports: a run whose flows
