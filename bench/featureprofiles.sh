@@ -68,6 +68,9 @@ for t in "${tests[@]}"; do
   (cd "$dir" && timeout 600 "$work/$t.test" -binding "$work/b2b.binding" -testbed "$testbed" -test.v \
     -test.timeout 9m >"$work/$t.log" 2>&1) || true
   grep -E '^\s*--- (PASS|FAIL|SKIP)' "$work/$t.log" | sed "s/^/$t: /" | tee -a "$out" || true
+  # The test's own table of flow metrics (otgutils.LogFlowMetrics), read over gNMI.
+  awk '/OTG Flow Metrics/{on=1} on&&/^[[:space:]]*Name /{hdr=1;next} hdr&&/^[[:space:]]*-+[[:space:]]*$/{on=0;hdr=0} hdr&&NF' "$work/$t.log" |
+    sed "s/^ */$t:   flow /" | tee -a "$out" || true
   grep -q -- '--- ' "$work/$t.log" || echo "$t: no verdict: $(tail -1 "$work/$t.log")" | tee -a "$out"
   grep -E 'Error|error' "$work/$t.log" | head -3 | cut -c1-400 | sed "s/^/$t:   /" | tee -a "$out" || true
 done
