@@ -1,7 +1,7 @@
 """Writes the OTG YANG models' state trees as a table, the schema the gNMI server answers from
 (issue 59): one line per node, `kind<TAB>path<TAB>type<TAB>base<TAB>keys or enums`.
 
-    python scripts/otg_yang_table.py MODELS_DIR > crates/gapless-otg/src/gnmi/schema.tsv
+    python scripts/otg_yang_table.py MODELS_DIR > crates/gapless-gnmi/src/schema.tsv
 
 MODELS_DIR is open-traffic-generator/models-yang's `models/` at the pinned commit (the
 table's first line names it). Needs pyang (PyPI), which parses and validates the modules; the

@@ -22,7 +22,7 @@ REPO = Path(__file__).resolve().parents[2]
 MODULE = REPO / "tests" / "ondatra"
 BINARY = REPO / "target" / "ondatra" / "ondatra.test"
 # The server's table of the OTG models, checked against the schema ondatra was generated from.
-SCHEMA = REPO / "crates" / "gapless-otg" / "src" / "gnmi" / "schema.tsv"
+SCHEMA = REPO / "crates" / "gapless-gnmi" / "src" / "schema.tsv"
 NS = "glon"
 GO_TESTS = [
     "TestPushConfigStartProtocolsAndWaitForARP",

@@ -166,7 +166,7 @@ mod tests {
 
     use super::*;
 
-    use crate::gnmi::testing::leaf;
+    use crate::testing::leaf;
 
     fn leaves() -> Vec<Leaf> {
         vec![

@@ -1137,13 +1137,16 @@ mod tests {
     }
 
     fn ospf_data(rel: &str) -> Value {
-        let p = format!("{}/src/ospf/testdata/{rel}.json", env!("CARGO_MANIFEST_DIR"));
+        let p = format!(
+            "{}/../gapless-otg/src/ospf/testdata/{rel}.json",
+            env!("CARGO_MANIFEST_DIR")
+        );
         serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
     }
 
     #[test]
     fn learned_lsas_are_keyed_by_type_and_id_with_their_links() {
-        use crate::ospf::frr_json::{lsas, lsas_v3, KINDS_V3};
+        use gapless_otg::ospf::frr_json::{lsas, lsas_v3, KINDS_V3};
         let db = ["router", "network", "summary", "asbr-summary", "external"].map(ospf_data);
         let v2 = lsas("o1", "1.1.1.1", [&db[0], &db[1], &db[2], &db[3], &db[4]]);
         let l = ospf_lsas(std::slice::from_ref(&v2), false);

@@ -235,7 +235,7 @@ impl Session {
 mod tests {
     use super::*;
 
-    use crate::gnmi::testing::leaf;
+    use crate::testing::leaf;
 
     fn tree(pkts: u64, state: &str) -> Vec<Leaf> {
         vec![

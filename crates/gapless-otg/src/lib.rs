@@ -15,7 +15,7 @@
 //!   -> error::OtgError       {code, kind, errors}; each transport sends it its own way
 //! ```
 //!
-//! Modules, each importing only those before it: [`error`], [`frr_gate`] (the allow-list every request string passes before FRR), [`vty`] (a daemon's commands, each under a name, and its replies read by that name), [`gnmi`] (the OTG YANG state trees: schema, paths, typed leaves from the metrics), [`patterns`] (OTG header-field
+//! Modules, each importing only those before it: [`error`], [`frr_gate`] (the allow-list every request string passes before FRR), [`vty`] (a daemon's commands, each under a name, and its replies read by that name), [`patterns`] (OTG header-field
 //! patterns as field-engine ops), [`devices`] (emulated hosts), [`tunnels`] (a flow's tunnel header as the template's
 //! `tunnel`), [`bounds`] (totals over a config: routes per protocol, random values), [`size`] (a flow's size: fixed, ramps, uniform, IMIX), [`flow_level`] (payload, delays, gaps, metrics options: applied or refused), [`config`], [`captures`] (a config's captures, the capture request), [`requests`],
 //! [`update`] (`update_config`: a flow's rate or size changed), [`bgp`], [`isis`] and [`ospf`] (routing
@@ -40,7 +40,6 @@ mod frr_dry;
 #[cfg(test)]
 mod frr_fuzz;
 pub mod frr_gate;
-pub mod gnmi;
 pub mod isis;
 pub mod lacp;
 pub mod lag;

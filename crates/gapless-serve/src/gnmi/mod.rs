@@ -5,8 +5,8 @@
 //! UNIMPLEMENTED.
 //!
 //! The leaves come from [`tree`] (the handlers of the OTG API's metrics and states), are typed
-//! and checked by `gapless_otg::gnmi` (the schema of the models at a pinned commit), and each
-//! Subscribe stream's timing is `gapless_otg::gnmi::subscribe::Session`'s (sans IO);
+//! and checked by `gapless_gnmi` (the schema of the models at a pinned commit), and each
+//! Subscribe stream's timing is `gapless_gnmi::subscribe::Session`'s (sans IO);
 //! [`subscribe`] only carries it. Requests pass the same checks as OTG gRPC's
 //! (`crate::grpc::admit`): the authority, no Origin, the content type, the client's rate,
 //! and the token (as a bearer token or ondatra's `password` metadata).
@@ -16,10 +16,10 @@ use std::convert::Infallible;
 use std::task::{Context, Poll};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use gapless_otg::gnmi::json::{Json, MODULES};
-use gapless_otg::gnmi::path::{Elem, Path};
-use gapless_otg::gnmi::schema::Schema;
-use gapless_otg::gnmi::state::{Leaf, Scalar};
+use gapless_gnmi::json::{Json, MODULES};
+use gapless_gnmi::path::{Elem, Path};
+use gapless_gnmi::schema::Schema;
+use gapless_gnmi::state::{Leaf, Scalar};
 use prost::bytes::Bytes;
 use prost::Message;
 use tonic::body::Body;
@@ -224,7 +224,7 @@ async fn get(s: Shared, req: proto::GetRequest) -> Result<proto::GetResponse, St
             "the OTG models' trees are state only: there is no CONFIG data. Fix: ask for ALL or STATE, and read the config with the OTG API's GetConfig",
         ));
     }
-    let max = gapless_otg::gnmi::subscribe::MAX_PATHS;
+    let max = gapless_gnmi::subscribe::MAX_PATHS;
     if req.path.len() > max {
         return Err(Status::resource_exhausted(format!(
             "{} paths in one Get, over the {max} this server takes (as in a subscription list). Fix: ask for a wildcard (flows/flow[name=*]) instead of each entry",
@@ -246,7 +246,7 @@ async fn get(s: Shared, req: proto::GetRequest) -> Result<proto::GetResponse, St
     let leaves = gather(&s, roots(&queries)).await?;
     let prefix = reply_prefix(&req.prefix);
     let notification = tokio::task::spawn_blocking(move || {
-        let parts = gapless_otg::gnmi::keyless::parts(&queries.iter().collect::<Vec<_>>(), &leaves);
+        let parts = gapless_gnmi::keyless::parts(&queries.iter().collect::<Vec<_>>(), &leaves);
         queries
             .iter()
             .map(|q| {
@@ -278,7 +278,7 @@ pub(crate) fn updates(enc: Encoding, q: &Path, leaves: &[Leaf]) -> Vec<proto::Up
             .iter()
             .flat_map(|l| match &l.value {
                 // JSON_IETF at a keyless list's entry (or one value per entry of it).
-                Scalar::Json(v) => gapless_otg::gnmi::keyless::each(v)
+                Scalar::Json(v) => gapless_gnmi::keyless::each(v)
                     .into_iter()
                     .map(|x| update(&l.path, proto::Value::JsonIetfVal(x.to_string().into_bytes())))
                     .collect(),

@@ -13,8 +13,8 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use futures_util::Stream;
-use gapless_otg::gnmi::path::Path;
-use gapless_otg::gnmi::subscribe::{ListMode, Session, Sub, SubMode};
+use gapless_gnmi::path::Path;
+use gapless_gnmi::subscribe::{ListMode, Session, Sub, SubMode};
 use prost::bytes::Bytes;
 use prost::Message;
 use tokio::sync::mpsc;
@@ -219,7 +219,7 @@ impl Plan {
     async fn send(
         &self,
         tx: &Sink,
-        leaves: &[gapless_otg::gnmi::state::Leaf],
+        leaves: &[gapless_gnmi::state::Leaf],
         deletes: &[proto::Path],
     ) -> Result<(), Status> {
         let mut ups = Vec::new();

@@ -5,7 +5,7 @@
 
 use std::collections::BTreeSet;
 
-use gapless_otg::gnmi::state::{self, Leaf};
+use gapless_gnmi::state::{self, Leaf};
 use serde_json::{json, Value};
 
 use crate::otg::metrics::metrics_for;
