@@ -14,7 +14,7 @@ use serde_json::Value;
 
 use crate::devices::Eth;
 use crate::error::Invalid;
-use crate::frr_gate::word;
+use crate::frr::gate::word;
 
 pub mod frr_json;
 pub mod vty;

@@ -4,13 +4,17 @@
 
 use serde_json::{json, Map, Value};
 
+pub mod captures;
+#[cfg(test)]
+mod fuzz;
 pub mod hand;
 mod ipv4_options;
 pub mod preview;
+pub mod update;
 
 use crate::error::Invalid;
-pub(crate) use crate::patterns::float;
-use crate::patterns::{num, read, Kind};
+pub(crate) use crate::flows::patterns::float;
+use crate::flows::patterns::{num, read, Kind};
 
 /// An OTG port: its name and where it is (`IFACE`, `NETNS/IFACE`, or on an agent:
 /// `HOST:PORT/IFACE`, `HOST:PORT/NETNS/IFACE`).
@@ -203,8 +207,8 @@ pub struct FlowMetrics {
     /// `options.flow_options.packet_loss_duration`: the flow metric of that name.
     pub loss_duration: bool,
     /// Each metric tag's values over the flow's cycle, for its transmitted counts
-    /// ([`crate::tags::tx_cycles`]).
-    pub tx_tags: Vec<crate::tags::TxCycle>,
+    /// ([`crate::flows::tags::tx_cycles`]).
+    pub tx_tags: Vec<crate::flows::tags::TxCycle>,
 }
 
 fn flow_metrics(f: &Value, cfg: &Value, rx_port: &str) -> FlowMetrics {
@@ -217,7 +221,7 @@ fn flow_metrics(f: &Value, cfg: &Value, rx_port: &str) -> FlowMetrics {
         loss_duration: cfg["options"]["flow_options"]["packet_loss_duration"]
             .as_bool()
             .unwrap_or(false),
-        tx_tags: crate::tags::tx_cycles(f),
+        tx_tags: crate::flows::tags::tx_cycles(f),
     }
 }
 
@@ -318,7 +322,7 @@ pub fn plan(cfg: &Value) -> Result<Plan, Invalid> {
     if !cfg.is_object() {
         return Err(Invalid("the config must be a JSON object".into()));
     }
-    crate::bounds::check(cfg)?;
+    crate::flows::bounds::check(cfg)?;
     let ports = ports(cfg)?;
     let named: Vec<crate::lag::PortName> = ports
         .iter()
@@ -564,7 +568,7 @@ fn device_ends(d: &Value, at: &str, devices: Ends<'_>) -> Result<(String, Vec<St
 /// One flow as a `[[stream]]`, and the MAC it needs resolved. A device flow's frames go
 /// from its device's MAC and address to the other device's address, through the sending
 /// device's gateway, unless its headers say otherwise (`auto` and unset fields take these).
-/// A warning comes with it when its sizes had to change (`weight_pairs`: [`crate::size`]).
+/// A warning comes with it when its sizes had to change (`weight_pairs`: [`crate::flows::size`]).
 fn stream(
     f: &Value,
     path: &str,
@@ -606,10 +610,10 @@ fn stream(
         template.entry("ip_src").or_insert(json!("2001:2::1"));
         template.entry("ip_dst").or_insert(json!("2001:2::2"));
     }
-    if let Some(payload) = crate::flow_level::check(f, path)? {
+    if let Some(payload) = crate::flows::flow_level::check(f, path)? {
         template.insert("payload".into(), payload);
     }
-    let (size, size_warning) = crate::size::size(&f["size"], &format!("{path}.size"))?;
+    let (size, size_warning) = crate::flows::size::size(&f["size"], &format!("{path}.size"))?;
     let mut stream = json!({
         "name": name,
         "template": template,
@@ -617,11 +621,11 @@ fn stream(
         "size": size,
         "timing": timing(f, path)?,
     });
-    let tags = crate::tags::of_flow(f, path)?;
+    let tags = crate::flows::tags::of_flow(f, path)?;
     if !tags.is_empty() {
         stream["tag"] = json!(tags);
     }
-    let unsigned = crate::size::unsigned_if_small(&mut stream);
+    let unsigned = crate::flows::size::unsigned_if_small(&mut stream);
     let unread = stream["template"].as_object().and_then(|t| hand::unread(name, t));
     let said: Vec<String> = size_warning
         .into_iter()
@@ -712,8 +716,8 @@ fn headers(packet: &Value, path: &str) -> Result<Hdr, Invalid> {
     if list.is_empty() {
         return Err(Invalid(format!("{path}: give at least an ethernet header")));
     }
-    crate::model::gate_packet(list, path)?;
-    let (keep, tunnel, outer_ops) = crate::tunnels::split(list, path)?;
+    crate::flows::model::gate_packet(list, path)?;
+    let (keep, tunnel, outer_ops) = crate::flows::tunnels::split(list, path)?;
     h.fields = outer_ops;
     for (n, &(i, hd)) in keep.iter().enumerate() {
         let at = format!("{path}[{i}]");
@@ -841,7 +845,7 @@ fn priority(h: &mut Hdr, p: &Value, at: &str) -> Result<(), Invalid> {
         }
         "tos" => {
             let t = &p["tos"];
-            for (k, _, bits) in crate::model::TOS_PARTS {
+            for (k, _, bits) in crate::flows::model::TOS_PARTS {
                 let path = format!("{at}.tos.{k}");
                 if read(t.get(k), &path, Kind::Int(bits), k)?.op.is_some() {
                     return Err(Invalid(format!(
@@ -849,7 +853,7 @@ fn priority(h: &mut Hdr, p: &Value, at: &str) -> Result<(), Invalid> {
                     )));
                 }
             }
-            let byte = crate::model::tos_byte(p).unwrap_or(0);
+            let byte = crate::flows::model::tos_byte(p).unwrap_or(0);
             h.t.insert("tos".into(), json!(byte));
             Ok(())
         }
@@ -1050,7 +1054,7 @@ fn timing(f: &Value, path: &str) -> Result<Value, Invalid> {
             )))
         }
     }
-    let delay = crate::flow_level::delay_ns(&p["delay"], &format!("{path}.duration.{choice}.delay"))?;
+    let delay = crate::flows::flow_level::delay_ns(&p["delay"], &format!("{path}.duration.{choice}.delay"))?;
     if delay > 0 {
         t["start_offset_ns"] = json!(delay);
     }

@@ -123,7 +123,7 @@ fn router(x: &Value, at: &str, d: &Value, eths: &[Eth], warnings: &mut Vec<Strin
     let device = d["name"].as_str().unwrap_or_default().to_string();
     let name = x["name"]
         .as_str()
-        .filter(|n| crate::frr_gate::word(n))
+        .filter(|n| crate::frr::gate::word(n))
         .ok_or_else(|| Invalid(format!("{at}.name: give the IS-IS router a name without spaces")))?;
     let system_id = x["system_id"]
         .as_str()
@@ -149,7 +149,7 @@ fn router(x: &Value, at: &str, d: &Value, eths: &[Eth], warnings: &mut Vec<Strin
     let basic = &x["basic"];
     let adv = &x["advanced"];
     let hostname = basic["hostname"].as_str().unwrap_or(&device).to_string();
-    if !crate::frr_gate::word(&hostname) {
+    if !crate::frr::gate::word(&hostname) {
         return Err(Invalid(format!("{at}.basic.hostname: give a hostname without spaces")));
     }
     let wide = basic["enable_wide_metric"].as_bool().unwrap_or(true);

@@ -1,6 +1,6 @@
 //! OTG's `lags[]`, read and checked (issue 60): each LAG's protocol (`static` with its
 //! `lag_id`, or `lacp` with the actor's system id, priority and key) and its members, each a
-//! config port with its own LACP settings. The 802.1AX machines are [`crate::lacp`]; the
+//! config port with its own LACP settings. The 802.1AX machines are [`crate::lag::lacp`]; the
 //! driver that runs them on the members' interfaces, and spreads a flow over the members
 //! that distribute, is the server's.
 //!
@@ -10,13 +10,15 @@
 //! - `actor_key` 0: the LAG's place in `lags[]` plus 1;
 //! - `actor_port_number` 0: the member's place in `ports[]` plus 1;
 //! - `lacpdu_timeout` 0 (auto): 3 s, short; `lacpdu_periodic_time_interval` 0 (auto): by
-//!   the partner's timeout bit ([`crate::lacp::member::Config`]).
+//!   the partner's timeout bit ([`crate::lag::lacp::member::Config`]).
+
+pub mod lacp;
 
 use serde_json::Value;
 
 use crate::error::Invalid;
-use crate::lacp::member::Config;
-use crate::lacp::pdu::Info;
+use crate::lag::lacp::member::Config;
+use crate::lag::lacp::pdu::Info;
 
 /// Most members a LAG takes (the model's bound).
 pub const MAX_MEMBERS: usize = 32;

@@ -15,48 +15,39 @@
 //!   -> error::OtgError       {code, kind, errors}; each transport sends it its own way
 //! ```
 //!
-//! Modules, each importing only those before it: [`error`], [`frr_gate`] (the allow-list every request string passes before FRR), [`vty`] (a daemon's commands, each under a name, and its replies read by that name), [`patterns`] (OTG header-field
-//! patterns as field-engine ops), [`devices`] (emulated hosts), [`tunnels`] (a flow's tunnel header as the template's
-//! `tunnel`), [`bounds`] (totals over a config: routes per protocol, random values), [`size`] (a flow's size: fixed, ramps, uniform, IMIX), [`flow_level`] (payload, delays, gaps, metrics options: applied or refused), [`config`], [`captures`] (a config's captures, the capture request), [`requests`],
-//! [`update`] (`update_config`: a flow's rate or size changed), [`bgp`], [`isis`] and [`ospf`] (routing
-//! protocols on devices as FRR configurations, FRR's answers as metrics and states), [`lldp`]
-//! (LLDPDUs built and decoded), [`lacp`] (LACPDUs and one member's 802.1AX machines),
-//! [`lag`] (`lags[]` read and checked: members, protocol, the zero defaults), [`runs`], [`shares`] (a config
-//! whose ports are on agents, split into each agent's share), [`metrics`], [`convergence`]
-//! (outages and the events that caused them as the model's convergence metrics).
+//! Twelve modules, by concern, each importing only those before it:
+//! - [`error`]: every fault as `{code, kind, errors}`.
+//! - [`frr`]: what the routing protocols share on FRR's side: the allow-list every request
+//!   string passes ([`frr::gate`]), vty commands built under a name and replies read by it
+//!   ([`frr::vty`]).
+//! - [`devices`]: device Ethernets and addresses as emulated hosts.
+//! - [`flows`]: a flow's packet and flow-level fields: the model's fields and their gate
+//!   ([`flows::model`]), header patterns ([`flows::patterns`]), tunnels, size and IMIX,
+//!   payload and gaps, metric tags, and the totals over a config ([`flows::bounds`]).
+//! - [`bgp`], [`isis`], [`ospf`]: routing on devices as FRR configurations, FRR's answers as
+//!   metrics and states; [`lldp`]: LLDPDUs built and decoded; [`lag`]: `lags[]` read and
+//!   checked, and LACP's PDUs and 802.1AX machines ([`lag::lacp`]).
+//! - [`config`]: an OTG config planned ([`config::plan`]) from all of the above, with its
+//!   captures, hand-set fields, `update_config` and the frame preview.
+//! - [`metrics`]: snapshots and results as OTG metrics, convergence, tagged metrics.
+//! - [`runs`]: a plan as run requests, request bodies ([`runs::requests`]) and a config split
+//!   over agents ([`runs::shares`]).
+//!
 //! The state a server keeps (the config set last, the runs its traffic started) and the
 //! run table are the server's: this crate never starts, stops or stores anything.
 
 pub mod bgp;
-pub mod bounds;
-pub mod captures;
 pub mod config;
-pub mod convergence;
 pub mod devices;
 pub mod error;
-pub mod flow_level;
-#[cfg(test)]
-mod frr_dry;
-#[cfg(test)]
-mod frr_fuzz;
-pub mod frr_gate;
+pub mod flows;
+pub mod frr;
 pub mod isis;
-pub mod lacp;
 pub mod lag;
 pub mod lldp;
 pub mod metrics;
-pub mod model;
 pub mod ospf;
-pub mod patterns;
-pub mod requests;
 pub mod runs;
-pub mod shares;
-pub mod size;
-pub mod tagged;
-pub mod tags;
-pub mod tunnels;
-pub mod update;
-pub mod vty;
 
 pub use error::{Invalid, OtgError};
 

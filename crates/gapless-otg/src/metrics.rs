@@ -3,11 +3,14 @@
 //! `transmit: stopped` comes with the final receive counts). Every counter is filled (snappi
 //! reads a missing one as None); gapless's own figures ride along under `x_gapless`.
 
+pub mod convergence;
+pub mod tagged;
+
 use serde_json::{json, Value};
 
 use crate::config::{FlowMetrics, Plan};
 use crate::error::OtgError;
-use crate::tagged::{tagged_metrics, TagFilter, Totals};
+use crate::metrics::tagged::{tagged_metrics, TagFilter, Totals};
 
 /// A flow's name, its TX and RX ports, and its figures.
 pub type FlowFigures = (String, String, String, Flow);
@@ -196,7 +199,7 @@ pub fn flow_json(name: &str, tx: &str, rx: &str, f: &Flow, m: &FlowMetrics, tf: 
             rx_rate: f.rx_rate,
             frames_tx: f.frames_tx,
             tx_rate: f.tx_rate,
-            sent: crate::tags::tx_counts(&m.tx_tags, f.frames_tx),
+            sent: crate::flows::tags::tx_counts(&m.tx_tags, f.frames_tx),
         };
         v["tagged_metrics"] = json!(tagged_metrics(t, &totals, tf));
     }

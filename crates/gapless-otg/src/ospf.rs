@@ -136,7 +136,7 @@ fn router(x: &Value, at: &str, d: &Value, eths: &[Eth], v6: bool) -> Result<Rout
     let device = d["name"].as_str().unwrap_or_default().to_string();
     let name = x["name"]
         .as_str()
-        .filter(|n| crate::frr_gate::word(n))
+        .filter(|n| crate::frr::gate::word(n))
         .ok_or_else(|| Invalid(format!("{at}.name: give the OSPFv2 router a name without spaces")))?;
     let mut interfaces = Vec::new();
     let mut on: Option<(&Eth, Ipv4Addr)> = None;

@@ -3,6 +3,9 @@
 //! one send loop over every TX port and one meter over every RX port, so that flows in both
 //! directions between two ports, or any mix of flows over any ports, run at once.
 
+pub mod requests;
+pub mod shares;
+
 use gapless_core::meter::plan::PlanMatch;
 use gapless_engine::request::RunRequest;
 use gapless_engine::spec::{LagTx, PortRef};

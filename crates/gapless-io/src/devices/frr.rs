@@ -266,7 +266,7 @@ const FIRST_WORDS: &[&str] = &[
 
 /// The last gate before FRR: every line of `config` is printable ASCII and starts with one
 /// of [`FIRST_WORDS`], and every vty command is one printable line. The mapping checks each
-/// string it writes (`gapless_otg::frr_gate`); this refuses, naming the line, what a fault
+/// string it writes (`gapless_otg::frr::gate`); this refuses, naming the line, what a fault
 /// there would let through.
 pub fn check_lines(kind: &str, config: &str) -> Result<(), IoError> {
     for (n, line) in config.split('\n').enumerate() {

@@ -2,7 +2,7 @@
 //! port's interface, in its namespace, a member of its group address (a NIC that filters
 //! multicast passes it up), with the interface's MAC read back from the bound socket. LLDP
 //! ([`LLDP`]: 0x88cc to the nearest bridge) and LACP ([`SLOW_PROTOCOLS`]: 0x8809) use it;
-//! their frames are built and read by `gapless_otg::lldp` and `gapless_otg::lacp`. May
+//! their frames are built and read by `gapless_otg::lldp` and `gapless_otg::lag::lacp`. May
 //! import `error` and `kernel`.
 
 use std::os::fd::{AsRawFd, OwnedFd};

@@ -110,7 +110,7 @@ fn bgpd_takes_every_line_written() {
         json!({ "md5_key": "s3cret", "passive_mode": true, "hold_time_interval": 9, "keep_alive_interval": 3 });
     let r = routers(&cfg(p)).unwrap();
     let text = frr_config(&r[0]);
-    let refused = crate::frr_dry::refused("bgpd", &text);
+    let refused = crate::frr::dry::refused("bgpd", &text);
     assert!(
         refused.is_empty(),
         "expected bgpd to take every line; it refused {refused:?} of:\n{text}"

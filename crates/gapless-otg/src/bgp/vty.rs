@@ -4,7 +4,7 @@ use serde_json::Value;
 
 use crate::bgp::frr_json::{self, PrefixFilter};
 use crate::bgp::{Peer, Range};
-use crate::vty::{configure, Ask, Replies};
+use crate::frr::vty::{configure, Ask, Replies};
 
 /// The daemon these commands are for.
 pub const DAEMON: &str = "bgpd";

@@ -4,12 +4,12 @@
 //! (gapless_core::packet::hand). A value equal to the one gapless writes anyway, `auto`, and
 //! `generated: good` leave the field computed; anything the core cannot send is refused with
 //! its path. In a tunnel only the inner packet's fields are set by hand (the outer headers'
-//! and every Ethernet header's EtherType stay gated by [`crate::model`]).
+//! and every Ethernet header's EtherType stay gated by [`crate::flows::model`]).
 
 use serde_json::{json, Map, Value};
 
 use crate::error::Invalid;
-use crate::patterns::{read, Kind};
+use crate::flows::patterns::{read, Kind};
 
 /// (header, field, key of `[template.hand]`, bits).
 const NUMBERS: &[(&str, &str, &str, u32)] = &[
@@ -49,7 +49,7 @@ pub fn of_header(
     let next = after.and_then(|h| h["choice"].as_str()).unwrap_or_default();
     for &(_, field, key, bits) in NUMBERS.iter().filter(|n| n.0 == choice) {
         let last_ip = next.is_empty() && matches!(field, "protocol" | "next_header");
-        // A tunnel flow's EtherTypes are gapless's, gated by crate::model.
+        // A tunnel flow's EtherTypes are gapless's, gated by crate::flows::model.
         if last_ip || tunnel && key == "ether_type" {
             continue;
         }
@@ -124,7 +124,7 @@ fn number(
     let Some(v) = pat.first.and_then(|v| v.as_u64()) else {
         return Ok(None);
     };
-    let written = crate::model::derived(choice, field, next);
+    let written = crate::flows::model::derived(choice, field, next);
     Ok((written != Some(v) && !(field == "length" && v == 0)).then_some(v))
 }
 
@@ -224,7 +224,7 @@ mod tests {
         assert!(e.starts_with("flows[0].packet[1].tcp.checksum.generated"), "{e}");
         let mut m = Map::new();
         let (ip, et) = (json!({ "choice": "ipv4" }), json!({ "ether_type": { "value": 4660 } }));
-        // In a tunnel flow crate::model gates the EtherType (tests/wire_fields.rs).
+        // In a tunnel flow crate::flows::model gates the EtherType (tests/wire_fields.rs).
         of_header("ethernet", &et, "flows[0].packet[0]", Some(&ip), true, &mut m).unwrap();
         assert!(
             m.is_empty(),

@@ -7,7 +7,7 @@
 use serde_json::Value;
 
 use crate::error::Invalid;
-use crate::patterns::{read, Kind};
+use crate::flows::patterns::{read, Kind};
 
 /// Most option bytes an IPv4 header holds.
 const MAX: usize = 40;

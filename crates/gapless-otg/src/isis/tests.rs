@@ -157,7 +157,7 @@ fn frr_takes_every_line_written() {
     x["interfaces"][0]["advanced"] = json!({ "enable_hello_padding": false });
     let r = &parse(&cfg(x), &eths()).unwrap().0[0];
     for (kind, text) in frr_configs(r, "lo") {
-        let refused = crate::frr_dry::refused(kind, &text);
+        let refused = crate::frr::dry::refused(kind, &text);
         assert!(
             refused.is_empty(),
             "expected {kind} to take every line; it refused {refused:?} of:\n{text}"

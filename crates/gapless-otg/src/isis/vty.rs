@@ -2,8 +2,8 @@
 
 use serde_json::Value;
 
+use crate::frr::vty::{Ask, Replies};
 use crate::isis::{frr_text, Router};
-use crate::vty::{Ask, Replies};
 
 /// The daemon these commands are for.
 pub const DAEMON: &str = "isisd";

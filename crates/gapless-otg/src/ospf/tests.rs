@@ -126,7 +126,7 @@ fn frr_takes_every_line_written() {
     o["interfaces"][0]["advanced"]["validate_received_mtu"] = json!(false);
     let r = &parse(&cfg(o), &eths()).unwrap()[0];
     for (kind, text) in frr_configs(r, "lo") {
-        let refused = crate::frr_dry::refused(kind, &text);
+        let refused = crate::frr::dry::refused(kind, &text);
         assert!(
             refused.is_empty(),
             "expected {kind} to take every line; it refused {refused:?} of:\n{text}"
@@ -177,7 +177,7 @@ fn an_ospfv3_instance_becomes_ospf6d_configuration_with_an_id_from_its_address()
     ] {
         assert!(c.contains(line), "expected {line:?} in:\n{c}");
     }
-    let refused = crate::frr_dry::refused("ospf6d", &c);
+    let refused = crate::frr::dry::refused("ospf6d", &c);
     assert!(
         refused.is_empty(),
         "expected ospf6d to take every line; it refused {refused:?} of:\n{c}"
@@ -204,7 +204,7 @@ fn an_external_range_is_listed_by_its_cover_and_a_long_one_of_another_step_is_re
         ["ip prefix-list GL-OSPF-PL-1 permit 10.64.0.0/12 ge 24 le 24"],
         "expected one entry covering the 4096 /24s"
     );
-    let refused = crate::frr_dry::refused("ospfd", &text);
+    let refused = crate::frr::dry::refused("ospfd", &text);
     assert!(refused.is_empty(), "expected ospfd to take it; it refused {refused:?}");
     o["v4_routes"][1]["addresses"][0] = json!({ "address": "10.64.0.0", "prefix": 24, "count": 1001, "step": 2 });
     let e = parse(&cfg(o), &eths()).unwrap_err().0;

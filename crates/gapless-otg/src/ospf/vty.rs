@@ -3,9 +3,9 @@
 
 use serde_json::Value;
 
+use crate::frr::vty::{configure, Ask, Replies};
 use crate::ospf::frr_json::{self, KINDS_V2, KINDS_V3};
 use crate::ospf::Router;
-use crate::vty::{configure, Ask, Replies};
 
 /// The daemon of an OSPFv3 (`v6`) or OSPFv2 router.
 pub fn daemon(v6: bool) -> &'static str {

@@ -10,7 +10,7 @@
 //!   when the answer leaves, ns on this host's wall clock, for a 4-timestamp exchange
 //!   ([`gapless_core::timing::clocks::estimate`]).
 //!
-//! - `POST /gapless/agent/v1/prepare` (a [`gapless_otg::shares::Share`]): meters open,
+//! - `POST /gapless/agent/v1/prepare` (a [`gapless_otg::runs::shares::Share`]): meters open,
 //!   send loops ready and waiting ([`share`]); the lease starts.
 //! - `POST /gapless/agent/v1/start` (`{run, start_ns}`): the first departure at `start_ns`
 //!   on this host's clock; refused when it is too close to make.
@@ -38,7 +38,7 @@ use axum::body::Bytes;
 use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::Json;
-use gapless_otg::{requests, OtgError};
+use gapless_otg::{runs::requests, OtgError};
 use serde_json::{json, Value};
 
 use crate::reply::{blocking, Reply};
@@ -133,7 +133,7 @@ fn run_of(v: &Value) -> Result<String, OtgError> {
 /// `POST /gapless/agent/v1/prepare`.
 pub async fn prepare(State(s): State<Shared>, b: Bytes) -> Result<Json<Value>, Reply> {
     let v = requests::body(&b)?;
-    let share: gapless_otg::shares::Share =
+    let share: gapless_otg::runs::shares::Share =
         serde_json::from_value(v).map_err(|e| OtgError::invalid(format!("the share does not parse: {e}")))?;
     let s2 = s.clone();
     let r = blocking(move || {
@@ -168,7 +168,7 @@ type ShareCell = Arc<std::sync::OnceLock<Option<Arc<share::Running>>>>;
 
 /// Claims the share's interfaces in the job table, so a local run cannot take them (and the
 /// share cannot take a local run's); the job lasts as long as the share.
-fn claim(s: &Shared, share: &gapless_otg::shares::Share) -> Result<ShareCell, OtgError> {
+fn claim(s: &Shared, share: &gapless_otg::runs::shares::Share) -> Result<ShareCell, OtgError> {
     static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
     let cell: ShareCell = Arc::default();
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));

@@ -1,4 +1,4 @@
-//! An agent's share of a run across hosts ([`gapless_otg::shares::Share`]), as it runs here:
+//! An agent's share of a run across hosts ([`gapless_otg::runs::shares::Share`]), as it runs here:
 //! its meters start when it is prepared, its send loops get ready and wait at one
 //! [`StartGate`] for the controller's start time, and the whole share stops by itself when
 //! the controller stops renewing its lease.
@@ -14,7 +14,7 @@ use gapless_engine::request::MeasureRequest;
 use gapless_engine::run::{StartGate, Warmup};
 use gapless_engine::{MeasureSpec, Metered, Run, RunHandle};
 use gapless_otg::config::{Group, Port};
-use gapless_otg::shares::{RxShare, Share, TxShare};
+use gapless_otg::runs::shares::{RxShare, Share, TxShare};
 use gapless_otg::{runs, OtgError};
 use serde_json::{json, Value};
 
@@ -67,10 +67,10 @@ pub struct Running {
 /// Prepares a share: its meters open and metering, its send loops ready at the gate. On any
 /// failure what was started is stopped and the error names the port.
 pub fn prepare(share: &Share, shift_ns: i64) -> Result<Arc<Running>, OtgError> {
-    if share.version != gapless_otg::shares::VERSION {
+    if share.version != gapless_otg::runs::shares::VERSION {
         return Err(OtgError::invalid(format!(
             "version: this agent speaks agent API version {}, the controller sent {}. Fix: run the same gapless on every host",
-            gapless_otg::shares::VERSION,
+            gapless_otg::runs::shares::VERSION,
             share.version
         )));
     }
@@ -321,7 +321,7 @@ impl Running {
         let rx: Vec<Value> = self.rx.iter().map(rx_state).collect();
         let tx_done = tx.iter().all(|t| t["done"] == true);
         json!({
-            "version": gapless_otg::shares::VERSION,
+            "version": gapless_otg::runs::shares::VERSION,
             "run": self.run,
             "start_ns": (start > 0).then_some(start),
             "tx_done": tx_done,

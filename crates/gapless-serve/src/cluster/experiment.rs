@@ -1,6 +1,6 @@
 //! An experiment whose ports are on gapless agents (`agent = "HOST:PORT"` on each port):
 //! the core's driver decides the trials as for local ports, and each trial here is one
-//! share per agent ([`gapless_otg::shares::Share`] with a warm-up), prepared on every
+//! share per agent ([`gapless_otg::runs::shares::Share`] with a warm-up), prepared on every
 //! agent, started at one T0, polled until every sender is done, then stopped; the agents'
 //! results become the trial's figures ([`gapless_engine::experiment_ports::HostsTrial`]).
 //!
@@ -15,7 +15,7 @@ use gapless_core::experiment::{TrialError, TrialPlan, TrialRecord, TrialRun, Tri
 use gapless_core::timing::clocks::Offset;
 use gapless_engine::experiment::{Experiment, ExperimentFile};
 use gapless_engine::experiment_ports::{HostsTrial, PortsPlan};
-use gapless_otg::shares::{RxShare, Share, TxShare, VERSION};
+use gapless_otg::runs::shares::{RxShare, Share, TxShare, VERSION};
 use serde_json::{json, Value};
 
 use super::client::Agent;

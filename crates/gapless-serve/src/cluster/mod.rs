@@ -1,5 +1,5 @@
 //! The controller of a run across hosts: a config whose ports are on gapless agents
-//! (`HOST:PORT/IFACE`) is split into shares ([`gapless_otg::shares`]); the agents are
+//! (`HOST:PORT/IFACE`) is split into shares ([`gapless_otg::runs::shares`]); the agents are
 //! checked when the config is set ([`client`]: reachable, proving the token), and a traffic
 //! start prepares every share, fixes one start time T0, and starts every agent at T0 on its
 //! own clock. A thread of its own ([`watch`]) then polls the agents (renewing their leases),
@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use gapless_core::timing::clocks::{ClockState, Offset};
-use gapless_otg::shares::{self, Share};
+use gapless_otg::runs::shares::{self, Share};
 use gapless_otg::{config::Plan, OtgError};
 use serde_json::{json, Value};
 

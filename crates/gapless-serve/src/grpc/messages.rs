@@ -2,7 +2,7 @@
 //! descriptor into proto3 JSON with the proto's field names, each reply written back the
 //! same way, and the unary methods' handlers, shared by the unary and the streaming calls.
 
-use gapless_otg::requests;
+use gapless_otg::runs::requests;
 use gapless_otg::OtgError;
 use prost::bytes::Bytes;
 use prost::Message;

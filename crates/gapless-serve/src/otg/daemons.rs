@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use gapless_io::devices::frr::Daemon;
-use gapless_otg::vty::{Ask, Replies};
+use gapless_otg::frr::vty::{Ask, Replies};
 use gapless_otg::OtgError;
 
 /// Each daemon set's directory number (`/run/gapless-frr/<pid>-<k>`).

@@ -160,9 +160,9 @@ pub(crate) async fn states(s: Shared, req: Value) -> Result<Value, OtgError> {
         let spelled = otg(&s)
             .raw
             .as_ref()
-            .map(gapless_otg::requests::spellings)
+            .map(gapless_otg::runs::requests::spellings)
             .unwrap_or_default();
-        gapless_otg::requests::as_written(&spelled, &mut answer);
+        gapless_otg::runs::requests::as_written(&spelled, &mut answer);
         Ok(answer)
     })
     .await

@@ -11,9 +11,9 @@ use std::sync::Arc;
 
 use gapless_io::devices::hosts::Host;
 use gapless_otg::config::Plan;
+use gapless_otg::frr::vty::Replies;
 use gapless_otg::isis::{frr_text, vty, Router};
-use gapless_otg::vty::Replies;
-use gapless_otg::{requests, OtgError};
+use gapless_otg::{runs::requests, OtgError};
 use serde_json::{json, Value};
 
 use super::daemons::DaemonSet;

@@ -1,7 +1,7 @@
 //! The config's LAGs, native (issue 60): a thread per LAG with a slow-protocols socket on
 //! each member's interface (`gapless_io::devices::group`). Every 10 ms it reads each
 //! member's link, takes the LACPDUs that came in, runs each member's 802.1AX machines
-//! (`gapless_otg::lacp::member`, sans IO) and sends what they say, and publishes which
+//! (`gapless_otg::lag::lacp::member`, sans IO) and sends what they say, and publishes which
 //! members distribute in the LAG's [`LagLive`], which the runs sending on the LAG read
 //! (`gapless_io::tx::lag`). A static LAG's member distributes while its link is up and sends
 //! no LACPDU. Fewer members distributing than `min_links`: the LAG is down and none carries
@@ -19,7 +19,7 @@ use gapless_io::devices::group::{GroupSocket, SLOW_PROTOCOLS};
 use gapless_io::devices::lagif::{self, LagIface, LagIfaceSpec};
 use gapless_io::tx::lag::LagLive;
 use gapless_otg::config::Plan;
-use gapless_otg::lacp::member::Member;
+use gapless_otg::lag::lacp::member::Member;
 use gapless_otg::lag::Lag;
 use gapless_otg::OtgError;
 use serde_json::{json, Value};
@@ -348,7 +348,7 @@ pub fn lacp_metrics(s: &crate::Shared, names: &[String], ports: &[String]) -> Re
 
 /// One member's `lacp_metrics` entry: its actor state bits, and its partner as heard.
 fn lacp_metric(lag: &Lag, k: usize, l: &Member) -> Value {
-    use gapless_otg::lacp::pdu::state;
+    use gapless_otg::lag::lacp::pdu::state;
     let st = l.actor_state();
     let bit = |b: u8| st & b != 0;
     let cfg = lag.lacp(k).expect("an LACP member");
@@ -393,5 +393,5 @@ pub fn control(s: &crate::Shared, admin: bool, up: bool, ports: &[String]) -> Re
     for d in drivers.iter().filter(|d| d.lag.lacp(0).is_some()) {
         d.control(admin, up, ports);
     }
-    Ok(gapless_otg::requests::ok(Vec::new()))
+    Ok(gapless_otg::runs::requests::ok(Vec::new()))
 }

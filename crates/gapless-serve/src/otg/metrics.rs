@@ -5,8 +5,8 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::Json;
 use gapless_otg::metrics::{flow_json, from_result, from_snapshot, port_metrics, Flow, FlowFigures};
-use gapless_otg::requests::{self, Metrics};
-use gapless_otg::{convergence, runs, OtgError};
+use gapless_otg::runs::requests::{self, Metrics};
+use gapless_otg::{metrics::convergence, runs, OtgError};
 use serde_json::{json, Value};
 
 use super::{otg, plan_of, OtgResult};

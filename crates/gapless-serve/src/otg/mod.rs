@@ -38,10 +38,10 @@ use std::sync::Arc;
 use gapless_core::packet::sizes::FCS_LEN;
 use gapless_core::packet::variant::Variant;
 use gapless_engine::capture::{Capture, CaptureFormat};
-use gapless_otg::captures::{self, CaptureCfg};
+use gapless_otg::config::captures::{self, CaptureCfg};
+use gapless_otg::config::update::FlowChange;
 use gapless_otg::config::{self, Plan};
-use gapless_otg::requests::{self, Control};
-use gapless_otg::update::FlowChange;
+use gapless_otg::runs::requests::{self, Control};
 use gapless_otg::{runs, OtgError};
 use serde_json::{json, Value};
 
@@ -76,7 +76,7 @@ pub struct OtgState {
     /// A config whose ports are on agents: the agents, and its run ([`crate::cluster`]).
     pub cluster: Option<Arc<crate::cluster::Cluster>>,
     /// The link events `control/state` made (for convergence metrics), and the ports set down.
-    pub made: Vec<gapless_otg::convergence::Recorded>,
+    pub made: Vec<gapless_otg::metrics::convergence::Recorded>,
     pub links_down: Vec<String>,
     /// A `set_config` is bringing this config's devices and daemons up (outside the lock):
     /// another `set_config` or a control request is a 409 until it answers.
@@ -201,7 +201,7 @@ fn update_config_now(s: &Shared, req: &Value) -> Result<Value, OtgError> {
             "a run across hosts is going on: its flows cannot change while it runs. Fix: stop its traffic, update, and start it again",
         ));
     }
-    let u = gapless_otg::update::update(raw, req)?;
+    let u = gapless_otg::config::update::update(raw, req)?;
     let plan = planned(&u.config)?;
     runs::check(&plan)?;
     let active = active(s);
@@ -290,7 +290,7 @@ fn planned(cfg: &Value) -> Result<Plan, OtgError> {
 fn set_config_now(s: &Shared, cfg: Value) -> Result<Value, OtgError> {
     let plan = planned(&cfg)?;
     runs::check(&plan)?;
-    if gapless_otg::shares::spans_hosts(&plan) {
+    if gapless_otg::runs::shares::spans_hosts(&plan) {
         return set_cluster_config(s, cfg, plan);
     }
     let captures = captures::captures(&cfg, &plan.ports)?
@@ -704,7 +704,7 @@ fn link_control(s: &Shared, up: bool, names: &[String]) -> Result<Value, OtgErro
         if !up {
             st.links_down.push(p.name.clone());
         }
-        st.made.push(gapless_otg::convergence::Recorded {
+        st.made.push(gapless_otg::metrics::convergence::Recorded {
             kind: if up { "link_up" } else { "link_down" }.into(),
             source: p.name.clone(),
             begin_ns: begin_ns.min(c.sent_ns),

@@ -8,9 +8,9 @@ use std::sync::{Arc, Mutex};
 
 use gapless_io::devices::hosts::Host;
 use gapless_otg::config::Plan;
+use gapless_otg::frr::vty::Replies;
 use gapless_otg::ospf::wire::{lsa_counters, Tally};
 use gapless_otg::ospf::{frr_json, vty, Router};
-use gapless_otg::vty::Replies;
 use gapless_otg::OtgError;
 use serde_json::{json, Value};
 

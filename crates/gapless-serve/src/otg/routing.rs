@@ -12,9 +12,9 @@ use gapless_io::devices::hosts::Host;
 use gapless_otg::bgp::frr_json::PrefixFilter;
 use gapless_otg::bgp::{vty, Peer, Router};
 use gapless_otg::config::Plan;
-use gapless_otg::convergence::Recorded;
-use gapless_otg::vty::Replies;
-use gapless_otg::{requests, OtgError};
+use gapless_otg::frr::vty::Replies;
+use gapless_otg::metrics::convergence::Recorded;
+use gapless_otg::{runs::requests, OtgError};
 use serde_json::Value;
 
 use super::daemons::DaemonSet;

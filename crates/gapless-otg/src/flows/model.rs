@@ -7,7 +7,7 @@
 use serde_json::Value;
 
 use crate::error::Invalid;
-use crate::patterns::num;
+use crate::flows::patterns::num;
 
 /// How gapless takes a field of the model.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -311,7 +311,7 @@ fn refusal(path: &str, v: &Value, dflt: Dft, writes: Option<u64>, role: Role) ->
     format!("{path}: {what}{where_}, and sending {} instead is not supported yet. Fix: leave it at its default, or remove it", show(v))
 }
 
-/// A pattern's choice, ignoring `metric_tags` (which tag what is sent, see crate::tags).
+/// A pattern's choice, ignoring `metric_tags` (which tag what is sent, see crate::flows::tags).
 fn choice_of(v: &Value) -> &str {
     v["choice"].as_str().unwrap_or(if v.get("value").is_some() {
         "value"

@@ -114,7 +114,7 @@ pub struct Totals {
     pub frames_tx: u64,
     pub tx_rate: f64,
     /// The frames sent with each value of the tags, when they are known (tags on the sent
-    /// fields, [`crate::tags::tx_counts`]).
+    /// fields, [`crate::flows::tags::tx_counts`]).
     pub sent: Option<HashMap<Vec<u64>, u64>>,
 }
 

@@ -8,7 +8,7 @@ use gapless_core::packet::sizes::MIN_FRAME;
 use serde_json::{json, Value};
 
 use crate::error::Invalid;
-use crate::patterns::{float, num};
+use crate::flows::patterns::{float, num};
 
 /// The model's presets (otg 1.62.0 `Flow.SizeWeightPairs.predefined`): (size, weight).
 const PRESETS: [(&str, &[(u32, f64)]); 5] = [

@@ -172,7 +172,7 @@ fn protocol(p: &Value) -> Result<Control, OtgError> {
 pub enum Metrics {
     /// Flow metrics of the flows named (all when none are), with their tagged metrics as
     /// asked.
-    Flow(Vec<String>, crate::tagged::TagFilter),
+    Flow(Vec<String>, crate::metrics::tagged::TagFilter),
     /// Port metrics of the ports named (all when none are).
     Port(Vec<String>),
     /// Convergence metrics of the flows named (all when none are).
@@ -199,10 +199,10 @@ pub fn metrics(req: &Value) -> Result<Metrics, OtgError> {
     match choice {
         "flow" => Ok(Metrics::Flow(
             names(&req[choice]["flow_names"]),
-            crate::tagged::TagFilter::read(&req[choice]["tagged_metrics"])?,
+            crate::metrics::tagged::TagFilter::read(&req[choice]["tagged_metrics"])?,
         )),
         "port" => Ok(Metrics::Port(names(&req[choice]["port_names"]))),
-        "convergence" => Ok(Metrics::Convergence(crate::convergence::request(req))),
+        "convergence" => Ok(Metrics::Convergence(crate::metrics::convergence::request(req))),
         "bgpv4" | "bgpv6" => Ok(Metrics::Bgp(choice == "bgpv6", names(&req[choice]["peer_names"]))),
         "isis" => Ok(Metrics::Isis(names(&req[choice]["router_names"]))),
         "lldp" => Ok(Metrics::Lldp(names(&req[choice]["lldp_names"]))),

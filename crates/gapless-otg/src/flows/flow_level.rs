@@ -7,7 +7,7 @@
 use serde_json::{json, Value};
 
 use crate::error::Invalid;
-use crate::patterns::float;
+use crate::flows::patterns::float;
 
 /// Refuses what the flow sets that gapless does not do; `payload` as the template's.
 pub fn check(f: &Value, path: &str) -> Result<Option<Value>, Invalid> {

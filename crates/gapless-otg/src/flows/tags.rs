@@ -11,7 +11,7 @@
 use serde_json::{json, Value};
 
 use crate::error::Invalid;
-use crate::patterns::Kind;
+use crate::flows::patterns::Kind;
 
 /// One field a tag may sit in: its path under the header, first bit and width.
 type FieldAt = (&'static str, u32, u32);
@@ -136,7 +136,7 @@ fn field_cycle(p: &Value, kind: Kind, width: u32) -> Option<Vec<u128>> {
         "increment" | "decrement" => {
             let s = &p[choice];
             let (start, step) = (at(&s["start"])?, at(&s["step"]).unwrap_or(1));
-            let count = crate::patterns::num(&s["count"]).unwrap_or(1).max(1);
+            let count = crate::flows::patterns::num(&s["count"]).unwrap_or(1).max(1);
             (count <= MAX_CYCLE).then(|| {
                 (0..count as u128)
                     .map(|k| {
@@ -233,7 +233,7 @@ fn of_headers(
 
 /// A GRE header with its checksum word (`checksum_present` 1).
 fn gre_checksum(g: &Value) -> bool {
-    crate::patterns::num(&g["checksum_present"]["value"]) == Some(1)
+    crate::flows::patterns::num(&g["checksum_present"]["value"]) == Some(1)
 }
 
 /// Whether any field of a header has metric tags.
@@ -251,8 +251,8 @@ fn tag(t: &Value, at: &str, field_bit: u32, width: u32) -> Result<Value, Invalid
     let Some(name) = t["name"].as_str().filter(|n| !n.is_empty()) else {
         return Err(Invalid(format!("{at}.name: name the tag")));
     };
-    let offset = crate::patterns::num(&t["offset"]).unwrap_or(0);
-    let length = crate::patterns::num(&t["length"]).unwrap_or(u64::from(width));
+    let offset = crate::flows::patterns::num(&t["offset"]).unwrap_or(0);
+    let length = crate::flows::patterns::num(&t["length"]).unwrap_or(u64::from(width));
     if length == 0 || offset + length > u64::from(width) {
         return Err(Invalid(format!(
             "{at}: offset {offset} and length {length} leave the field's {width} bits; give offset + length of at most {width}, length at least 1"

@@ -11,7 +11,7 @@
 use serde_json::{json, Map, Value};
 
 use crate::error::Invalid;
-use crate::patterns::{read, Kind};
+use crate::flows::patterns::{read, Kind};
 
 /// The headers the template is built from, with their index in the flow's list, the tunnel
 /// spec when the list has a tunnel, and the field ops on its outer fields.

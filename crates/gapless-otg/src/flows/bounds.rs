@@ -8,7 +8,7 @@
 use serde_json::Value;
 
 use crate::error::Invalid;
-use crate::patterns::num;
+use crate::flows::patterns::num;
 
 /// Prefixes a config may advertise with BGP, over every router, peer, range and block: what
 /// one block may already ask.

@@ -156,7 +156,7 @@ fn a_link_down_forgets_the_partner_and_a_bad_frame_is_counted() {
 
 #[test]
 fn open_vswitchs_lacpdu_is_taken_and_answered_with_it_as_partner() {
-    use crate::lacp::pdu::tests::{hex, OVS_DEFAULTED};
+    use crate::lag::lacp::pdu::tests::{hex, OVS_DEFAULTED};
     let mut a = Member::new(cfg(1, 10, 1, true), 0);
     a.on_frame(0, &hex(OVS_DEFAULTED));
     let out = a.on_tick(0).expect("an LACPDU at once: a new partner");
