@@ -38,7 +38,7 @@ pub(super) struct MemberState {
 
 /// What the LAG's thread shares: each member, why it stopped, and its rates.
 #[derive(Default)]
-pub(super) struct Shared {
+pub(super) struct LagStatus {
     pub members: Vec<MemberState>,
     pub fault: Option<String>,
     /// Frames and bytes per second sent over the last second (all members).
@@ -51,7 +51,7 @@ pub struct LagDriver {
     /// Each member's interface and namespace.
     at: Vec<(String, Option<String>)>,
     pub live: Arc<LagLive>,
-    shared: Arc<Mutex<Shared>>,
+    status: Arc<Mutex<LagStatus>>,
     run: Mutex<Option<(Arc<AtomicBool>, std::thread::JoinHandle<()>)>>,
     /// The LAG's interface for the devices on it (`connection.lag_name`), if any.
     iface: Mutex<Option<LagIface>>,
@@ -75,7 +75,7 @@ pub fn up(plan: &Plan) -> Result<Vec<Arc<LagDriver>>, OtgError> {
             lag: l.clone(),
             at,
             live,
-            shared: Arc::default(),
+            status: Arc::default(),
             run: Mutex::new(None),
             iface: Mutex::new(iface),
         });
@@ -116,8 +116,8 @@ impl LagDriver {
         self.run.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    pub(super) fn shared(&self) -> MutexGuard<'_, Shared> {
-        self.shared.lock().unwrap_or_else(|e| e.into_inner())
+    pub(super) fn status(&self) -> MutexGuard<'_, LagStatus> {
+        self.status.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Opens a socket on every member (an error names the LAG and the port) and starts its
@@ -137,7 +137,7 @@ impl LagDriver {
             })?);
         }
         {
-            let mut sh = self.shared();
+            let mut sh = self.status();
             let old: Vec<bool> = sh.members.iter().map(|m| m.enabled).collect();
             sh.members = (0..self.lag.members.len())
                 .map(|k| MemberState {
@@ -150,10 +150,10 @@ impl LagDriver {
             sh.fault = None;
         }
         let stop = Arc::new(AtomicBool::new(false));
-        let (lag, live, shared, flag) = (self.lag.clone(), self.live.clone(), self.shared.clone(), stop.clone());
+        let (lag, live, status, flag) = (self.lag.clone(), self.live.clone(), self.status.clone(), stop.clone());
         let t = std::thread::Builder::new()
             .name(crate::thread_name("lag"))
-            .spawn(move || drive(&lag, &socks, &live, &shared, &flag))
+            .spawn(move || drive(&lag, &socks, &live, &status, &flag))
             .map_err(|e| OtgError::internal(format!("a LAG thread: {e}")))?;
         *run = Some((stop, t));
         Ok(())
@@ -182,7 +182,7 @@ impl LagDriver {
     /// `admin` (the members' Synchronization) or `member_ports` (LACP on the member at all)
     /// up or down, on the members named (their port names; all when none are).
     pub fn control(&self, admin: bool, up: bool, ports: &[String]) {
-        let mut sh = self.shared();
+        let mut sh = self.status();
         for (k, m) in sh.members.iter_mut().enumerate() {
             if !ports.is_empty() && !ports.contains(&self.lag.members[k].port) {
                 continue;
@@ -203,12 +203,12 @@ impl Drop for LagDriver {
 }
 
 /// The LAG's loop, every [`TICK`], until told to stop.
-fn drive(lag: &Lag, socks: &[GroupSocket], live: &LagLive, shared: &Mutex<Shared>, stop: &AtomicBool) {
+fn drive(lag: &Lag, socks: &[GroupSocket], live: &LagLive, status: &Mutex<LagStatus>, stop: &AtomicBool) {
     let t0 = Instant::now();
     let mut rate = (Instant::now(), 0u64, 0u64);
     while !stop.load(Ordering::Relaxed) {
         let now = t0.elapsed().as_nanos() as u64;
-        let mut sh = shared.lock().unwrap_or_else(|e| e.into_inner());
+        let mut sh = status.lock().unwrap_or_else(|e| e.into_inner());
         let mut up = Vec::with_capacity(socks.len());
         for (k, sock) in socks.iter().enumerate() {
             let m = &mut sh.members[k];
@@ -229,7 +229,7 @@ fn drive(lag: &Lag, socks: &[GroupSocket], live: &LagLive, shared: &Mutex<Shared
         drop(sh);
         std::thread::sleep(TICK);
     }
-    goodbye(lag, socks, live, shared, t0.elapsed().as_nanos() as u64);
+    goodbye(lag, socks, live, status, t0.elapsed().as_nanos() as u64);
 }
 
 /// One member's tick: its link, what came in, what its machines send, whether it distributes.
@@ -265,9 +265,9 @@ fn publish(live: &LagLive, up: &[bool], min_links: usize) {
 
 /// The thread's end: no member carries frames, and each LACP member still up says once more,
 /// out of sync, that it is out of the aggregate.
-fn goodbye(lag: &Lag, socks: &[GroupSocket], live: &LagLive, shared: &Mutex<Shared>, now: u64) {
+fn goodbye(lag: &Lag, socks: &[GroupSocket], live: &LagLive, status: &Mutex<LagStatus>, now: u64) {
     publish(live, &vec![false; socks.len()], lag.min_links);
-    let mut sh = shared.lock().unwrap_or_else(|e| e.into_inner());
+    let mut sh = status.lock().unwrap_or_else(|e| e.into_inner());
     for (k, sock) in socks.iter().enumerate() {
         let m = &mut sh.members[k];
         m.distributing = false;
@@ -303,7 +303,7 @@ pub fn metrics(s: &crate::Shared, names: &[String], rx: impl Fn(&str) -> (u64, u
     let list: Vec<Value> = named(s, names)?
         .iter()
         .map(|d| {
-            let sh = d.shared();
+            let sh = d.status();
             if let Some(f) = &sh.fault {
                 warnings.push(format!("LAG {:?}: {f}", d.lag.name));
             }
@@ -334,7 +334,7 @@ pub fn lacp_metrics(s: &crate::Shared, names: &[String], ports: &[String]) -> Re
     super::routing::check_names(ports, &members, "lag_member_port_names", "LAG member port")?;
     let mut list = Vec::new();
     for d in &drivers {
-        let sh = d.shared();
+        let sh = d.status();
         for (k, m) in sh.members.iter().enumerate() {
             let port = &d.lag.members[k].port;
             let Some(l) = m.lacp.as_ref().filter(|_| ports.is_empty() || ports.contains(port)) else {
