@@ -260,3 +260,43 @@ def test_protocols_stopped_and_started_again_advertise_every_range_as_the_config
         assert len(a.set_control_state(cs).warnings) == 0
     wait_up(a)
     wait_ranges(a, "r1")
+
+
+def keyed(a: Any, hello2: str = "h3llo") -> Any:
+    """isis_config with HMAC-MD5 area and domain keys and a key on each interface's hellos
+    (r2's hello key `hello2`), ignore_receive_md5 false, as featureprofiles' IS-IS tests set them."""
+    cfg = isis_config(a)
+    for k, d in enumerate(cfg.devices, 1):
+        auth = d.isis.router_auth
+        auth.ignore_receive_md5 = False
+        auth.area_auth.auth_type, auth.area_auth.md5 = "md5", "ar3a"
+        auth.domain_auth.auth_type, auth.domain_auth.md5 = "md5", "d0main"
+        h = d.isis.interfaces[0].authentication
+        h.auth_type, h.md5 = "md5", ("h3llo" if k == 1 else hello2)
+    return cfg
+
+
+def test_md5_keys_go_on_every_pdu_and_a_wrong_hello_key_keeps_the_adjacency_down(
+        server: Server, transport: str, wires: str, tmp_path: Path) -> None:
+    """Area, domain and hello keys (RFC 5304 HMAC-MD5): with the same keys both routers come
+    up and list each other's ranges, and tshark finds the authentication TLV (HMAC-MD5) in the
+    hellos and the LSPs on the wire; with another hello key on r2 no adjacency forms."""
+    a = api(server, transport)
+    a.set_config(a.config())  # no router of an earlier test sends while the capture runs
+    with tcpdump(NS, Z, tmp_path / "i.pcap", "isis"):
+        assert warnings_but_testbed_addresses(a.set_config(keyed(a)).warnings) == []
+        wait_up(a)
+        wait_ranges(a, "r1")
+        time.sleep(2)
+    import subprocess
+
+    text = subprocess.run(["tshark", "-r", str(tmp_path / "i.pcap"), "-V"], capture_output=True, text=True, timeout=60).stdout
+    blocks = text.split("\nFrame ")
+    kinds = {k: (sum(1 for b in blocks if k in b and "hmac-md5 (54)" in b), sum(1 for b in blocks if k in b))
+             for k in ("PDU Type: P2P HELLO", "LSP (")}
+    assert all(signed == n > 0 for signed, n in kinds.values()), \
+        f"expected every hello and LSP to carry an HMAC-MD5 authentication TLV (signed, seen); got {kinds}"
+    assert a.set_config(keyed(a, hello2="0ther")).warnings is not None
+    time.sleep(5)  # the dead interval is 3 s
+    got = {n: (x.l1_sessions_up, x.l2_sessions_up) for n, x in isis_metrics(a).items()}
+    assert got == {"r1": (0, 0), "r2": (0, 0)}, f"expected no adjacency with two hello keys; got {got}"

@@ -16,6 +16,7 @@ use crate::bgp::Block;
 use crate::devices::Eth;
 use crate::error::Invalid;
 
+pub mod auth;
 pub mod frr_text;
 pub mod vty;
 pub mod wire;
@@ -42,6 +43,8 @@ pub struct Router {
     pub lsp_refresh_s: Option<u32>,
     pub lsp_lifetime_s: Option<u32>,
     pub attached: bool,
+    /// `router_auth`: the area (L1) and domain (L2) keys.
+    pub auth: auth::RouterAuth,
 }
 
 /// One IS-IS interface: on the router's Ethernet.
@@ -57,6 +60,8 @@ pub struct Interface {
     pub padding: bool,
     pub v4: bool,
     pub v6: bool,
+    /// `authentication`: the key of its hellos.
+    pub auth: Option<auth::Auth>,
 }
 
 /// A route range the router announces.
@@ -86,9 +91,8 @@ pub fn dotted(id: &str) -> String {
 }
 
 /// Keys gapless does not emulate: refused when set.
-const UNSUPPORTED: [&str; 4] = ["router_auth", "segment_routing", "graceful_restart", "instance"];
-const ITF_UNSUPPORTED: [&str; 6] = [
-    "authentication",
+const UNSUPPORTED: [&str; 3] = ["segment_routing", "graceful_restart", "instance"];
+const ITF_UNSUPPORTED: [&str; 5] = [
     "traffic_engineering",
     "link_protection",
     "adjacency_sids",
@@ -174,6 +178,7 @@ fn router(x: &Value, at: &str, d: &Value, eths: &[Eth], warnings: &mut Vec<Strin
         lsp_refresh_s: adv["lsp_refresh_rate"].as_u64().map(|v| v.clamp(1, 65_235) as u32),
         lsp_lifetime_s: adv["lsp_lifetime"].as_u64().map(|v| v.clamp(350, 65_535) as u32),
         attached: adv["enable_attached_bit"].as_bool().unwrap_or(false),
+        auth: auth::router(&x["router_auth"], &format!("{at}.router_auth"), warnings)?,
     })
 }
 
@@ -247,6 +252,7 @@ fn interface(itf: &Value, at: &str, eth: &Eth) -> Result<Interface, Invalid> {
         padding: itf["advanced"]["enable_hello_padding"].as_bool().unwrap_or(true),
         v4: eth.addrs.iter().any(|a| a.ip.is_ipv4()),
         v6: eth.addrs.iter().any(|a| a.ip.is_ipv6()),
+        auth: auth::read(&itf["authentication"], &format!("{at}.authentication"))?,
     })
 }
 
@@ -361,6 +367,8 @@ fn isisd(r: &Router, ifname: &str) -> String {
     }
     range_maps(&mut c, r);
     let _ = writeln!(c, "router isis {AREA_TAG}");
+    // The keys before `net`: set after it, isisd's first LSPs left unsigned (FRR 8.4).
+    auth::router_lines(&mut c, &r.auth);
     // The level first: set after `net`, a level-2-only router's first LSPs went without
     // its IP reachability for 30 s (FRR 8.4; with it first, 1 s).
     let _ = writeln!(c, " is-type {}", is_type(r.levels()));
@@ -414,6 +422,7 @@ fn interface_lines(c: &mut String, i: &Interface, ifname: &str) {
         c.push_str(" isis network point-to-point\n");
     }
     let _ = writeln!(c, " isis metric {}", i.metric);
+    auth::interface_line(c, i.auth.as_ref());
     for (k, (hello, mult, prio)) in i.hello.iter().enumerate() {
         let l = k + 1;
         // FRR 8.4 takes the level first for these two, last for the priority.

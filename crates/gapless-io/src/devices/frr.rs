@@ -232,8 +232,10 @@ fn exchange(s: &mut UnixStream, command: &str) -> std::io::Result<(String, u8)> 
 const FIRST_WORDS: &[&str] = &[
     "!",
     "address-family",
+    "area-password",
     "attached-bit",
     "bgp",
+    "domain-password",
     "exit",
     "exit-address-family",
     "frr",

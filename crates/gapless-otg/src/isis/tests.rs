@@ -155,7 +155,20 @@ fn frr_takes_every_line_written() {
     x["advanced"] = json!({ "area_addresses": ["490002"], "lsp_refresh_rate": 600, "lsp_lifetime": 1200,
                             "enable_attached_bit": true });
     x["interfaces"][0]["advanced"] = json!({ "enable_hello_padding": false });
+    x["interfaces"][0]["authentication"] = json!({ "auth_type": "md5", "md5": "h3llo" });
+    x["router_auth"] = json!({ "ignore_receive_md5": false, "area_auth": { "auth_type": "md5", "md5": "ar3a" },
+                               "domain_auth": { "auth_type": "password", "password": "d0m" } });
     let r = &parse(&cfg(x), &eths()).unwrap().0[0];
+    for line in [
+        " area-password md5 ar3a\n",
+        " domain-password clear d0m\n",
+        " isis password md5 h3llo\n",
+    ] {
+        assert!(
+            frr_configs(r, "lo")[1].1.contains(line),
+            "expected {line:?} in isisd's configuration"
+        );
+    }
     for (kind, text) in frr_configs(r, "lo") {
         let refused = crate::frr::dry::refused(kind, &text);
         assert!(
