@@ -69,6 +69,24 @@ pub fn finish(sum: u64) -> u16 {
     !fold(sum)
 }
 
+/// Overwrites `f[at..at + new.len()]` with `new` and updates the ones'-complement checksum
+/// stored at `cs`, whose summed region starts at `from`, incrementally (RFC 1624, eqn. 3): the
+/// window's old words out, its new words in. A UDP checksum (`udp`) that comes to 0 is sent
+/// as 0xffff.
+#[inline(always)]
+pub fn replace_in(f: &mut [u8], from: usize, at: usize, new: &[u8], cs: usize, udp: bool) {
+    let odd = (at - from) % 2 == 1;
+    let window = at..at + new.len();
+    let old = fold(sum_at(&f[window.clone()], odd));
+    f[window].copy_from_slice(new);
+    let hc = u16::from_be_bytes([f[cs], f[cs + 1]]);
+    let mut c = finish(u64::from(!hc) + u64::from(!old) + sum_at(new, odd));
+    if c == 0 && udp {
+        c = 0xffff;
+    }
+    f[cs..cs + 2].copy_from_slice(&c.to_be_bytes());
+}
+
 /// Prefix sums of a byte string: `prefix[k]` is the partial sum of `bytes[..k]`, for k in 0..=len.
 /// This makes the checksum of any truncation of the payload an O(1) look-up.
 pub fn prefix_sums(bytes: &[u8]) -> Vec<u64> {

@@ -9,7 +9,7 @@
 use etherparse::{PacketBuilder, TcpHeader, VlanId};
 use std::net::IpAddr;
 
-use crate::packet::checksum::{finish, prefix_sums, sum_at, sum_be};
+use crate::packet::checksum::{finish, prefix_sums, sum_be};
 use crate::packet::hand::Hand;
 use crate::packet::signature::SIG_LEN;
 use crate::packet::sizes::FCS_LEN;
@@ -812,16 +812,7 @@ impl Template {
             frame[at..].copy_from_slice(&tx_ns.to_be_bytes());
             return;
         }
-        let odd = (at - ly.payload) % 2 == 1;
-        let old = crate::packet::checksum::fold(sum_at(&frame[at..], odd));
-        frame[at..].copy_from_slice(&tx_ns.to_be_bytes());
-        let new = sum_at(&frame[at..], odd);
-        let cs = ly.l4_csum();
-        let hc = u16::from_be_bytes([frame[cs], frame[cs + 1]]);
-        let mut c = finish(u64::from(!hc) + u64::from(!old) + new);
-        if c == 0 && ly.l4_kind == L4Kind::Udp {
-            c = 0xffff;
-        }
-        frame[cs..cs + 2].copy_from_slice(&c.to_be_bytes());
+        let udp = ly.l4_kind == L4Kind::Udp;
+        crate::packet::checksum::replace_in(frame, ly.payload, at, &tx_ns.to_be_bytes(), ly.l4_csum(), udp);
     }
 }

@@ -24,7 +24,7 @@
 
 use std::net::IpAddr;
 
-use crate::packet::checksum::{finish, fold, sum_at, sum_be};
+use crate::packet::checksum::{finish, replace_in, sum_be};
 use crate::packet::sizes::FCS_LEN;
 use crate::spec::error::ProfileError;
 use crate::spec::{TunnelKind, TunnelSpec};
@@ -249,11 +249,7 @@ impl Tunnel {
     /// Bytes after the inner packet: the inner FCS, when the tunnel has one.
     #[inline(always)]
     pub fn trailer(&self) -> usize {
-        if self.inner_fcs.is_some() {
-            FCS_LEN
-        } else {
-            0
-        }
+        self.inner_fcs.map_or(0, |_| FCS_LEN)
     }
 
     /// Writes the inner FCS again after the inner frame changed (a TX stamp) and fixes the
@@ -264,18 +260,7 @@ impl Tunnel {
         let at = frame.len() - FCS_LEN;
         let c = crc32fast::hash(&frame[e..at]).to_le_bytes();
         match (self.outer_l3, self.udp) {
-            (Some((_, true)), Some(u)) => {
-                let odd = (at - u) % 2 == 1;
-                let old = fold(sum_at(&frame[at..], odd));
-                frame[at..].copy_from_slice(&c);
-                let new = sum_at(&frame[at..], odd);
-                let hc = u16::from_be_bytes([frame[u + 6], frame[u + 7]]);
-                let mut s = finish(u64::from(!hc) + u64::from(!old) + new);
-                if s == 0 {
-                    s = 0xffff;
-                }
-                frame[u + 6..u + 8].copy_from_slice(&s.to_be_bytes());
-            }
+            (Some((_, true)), Some(u)) => replace_in(frame, u, at, &c, u + 6, true),
             _ => frame[at..].copy_from_slice(&c),
         }
     }
