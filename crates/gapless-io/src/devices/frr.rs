@@ -369,9 +369,7 @@ fn instance_pids(kind: &str, instance: &str) -> Vec<i32> {
 /// Whether `pid` runs: it exists and is not a zombie. A daemon forks away from its
 /// starter, so when it exits nobody here reaps it, and a signal 0 would still find it.
 fn running(pid: i32) -> bool {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let state = stat.rsplit_once(") ").and_then(|(_, rest)| rest.chars().next());
-    matches!(state, Some(c) if c != 'Z' && c != 'X')
+    crate::devices::liveness::stat_of(pid).is_some_and(|(_, runs)| runs)
 }
 
 fn stop_pid(pid: i32) {
