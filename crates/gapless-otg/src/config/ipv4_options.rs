@@ -37,7 +37,7 @@ pub fn hex(list: Option<&Value>, at: &str) -> Result<Option<String>, Invalid> {
             bytes.len()
         )));
     }
-    Ok(Some(bytes.iter().map(|b| format!("{b:02x}")).collect()))
+    Ok(Some(gapless_core::packet::whole_frame::hex_of(&bytes)))
 }
 
 /// A custom option's bytes: type, length, value.
